@@ -1,0 +1,74 @@
+"""celery-plus: Celery with durable extensions.
+
+Replace ``from celery import ...`` with ``from celery_plus import ...``; everything Celery
+exports is here, and ``Celery``/``Task``/``shared_task`` gain the extension options
+(``unique``, ``unique_by``, ``unique_window``, ``unique_ttl``, ``unique_on_duplicate``,
+``concurrency``, ``concurrency_key``, ``max_deliveries``). Importing this package registers
+the ``plus+<url>`` broker transport.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import (
+    bugreport,
+    chain,
+    chord,
+    chunks,
+    current_app,
+    current_task,
+    group,
+    maybe_signature,
+    signature,
+    uuid,
+    xmap,
+    xstarmap,
+)
+from celery import shared_task as _celery_shared_task
+
+from . import transport as _transport  # registers the "plus" transport alias
+from .app import Celery
+from .options import EXTENSION_OPTIONS, parse_extensions
+from .task import Task
+
+__version__ = "0.1.0"
+
+
+def shared_task(*args: Any, **kwargs: Any) -> Any:
+    """Celery's ``shared_task`` with ``celery_plus.Task`` as the default base.
+
+    Extension options are validated when the decorator is applied.
+    """
+    kwargs.setdefault("base", Task)
+
+    def create(fun: Any) -> Any:
+        if any(k in kwargs for k in EXTENSION_OPTIONS):
+            name = kwargs.get("name") or f"{fun.__module__}.{fun.__name__}"
+            parse_extensions(fun, kwargs, bound=bool(kwargs.get("bind")), task_name=name)
+        return _celery_shared_task(**kwargs)(fun)
+
+    if len(args) == 1 and callable(args[0]):
+        return create(args[0])
+    return create
+
+
+_transport.register()
+
+__all__ = [
+    "Celery",
+    "Task",
+    "bugreport",
+    "chain",
+    "chord",
+    "chunks",
+    "current_app",
+    "current_task",
+    "group",
+    "maybe_signature",
+    "shared_task",
+    "signature",
+    "uuid",
+    "xmap",
+    "xstarmap",
+]

@@ -1,0 +1,157 @@
+"""Key derivation for uniqueness and concurrency (seed reference §2).
+
+This module owns the byte-exact canonical JSON writer, the FNV-1a 64 hash, the unique-key
+format (``args:%016x`` for whole-payload keys, ``field=<json>`` joined by U+001F for
+``unique_by``) and the concurrency scope.  Everything here is pure and deterministic so the same
+payload yields the same key in every process (and in the original Rust implementation).
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+
+__all__ = ["canonical_json", "concurrency_scope", "fnv1a_64", "unique_key"]
+
+_FNV_OFFSET_BASIS = 0xCBF29CE484222325
+_FNV_PRIME = 0x00000100000001B3
+_MASK_64 = (1 << 64) - 1
+
+#: Field separator for ``unique_by`` keys (U+001F, "unit separator").
+UNIT_SEPARATOR = "\x1f"
+
+
+def _json_string(text: str) -> str:
+    """Quote and escape ``text`` exactly like serde_json (raw non-ASCII, lowercase ``\\u00xx``)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _format_float(value: float) -> str:
+    """Lay out a float like serde_json/ryu; non-finite values become ``null``."""
+    if not math.isfinite(value):
+        return "null"
+    if value == 0.0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    sign = "-" if value < 0 else ""
+    # repr() gives the shortest round-trip digits; only its layout differs from ryu's.
+    _, digit_tuple, exponent = decimal.Decimal(repr(abs(value))).as_tuple()
+    digits = "".join(map(str, digit_tuple)).rstrip("0")
+    assert isinstance(exponent, int)  # finite, so never 'n'/'N'/'F'
+    exponent += len(digit_tuple) - len(digits)  # account for the stripped zeros
+    length = len(digits)
+    kk = length + exponent  # 10**(kk-1) <= |value| < 10**kk
+    if length <= kk <= 16:
+        body = digits + "0" * (kk - length) + ".0"
+    elif 0 < kk <= 16:
+        body = digits[:kk] + "." + digits[kk:]
+    elif -5 < kk <= 0:
+        body = "0." + "0" * -kk + digits
+    elif length == 1:
+        body = f"{digits}e{kk - 1}"
+    else:
+        body = f"{digits[0]}.{digits[1:]}e{kk - 1}"
+    return sign + body
+
+
+def _key_string(key: object) -> str:
+    """Convert a mapping key to a string the way :func:`json.dumps` does."""
+    if isinstance(key, str):
+        return key
+    if key is True:
+        return "true"
+    if key is False:
+        return "false"
+    if key is None:
+        return "null"
+    if isinstance(key, int):
+        return int.__repr__(key)
+    if isinstance(key, float):
+        if math.isnan(key):
+            return "NaN"
+        if math.isinf(key):
+            return "Infinity" if key > 0 else "-Infinity"
+        return float.__repr__(key)
+    raise TypeError(
+        f"cannot build a canonical JSON key from a mapping key of type {type(key).__name__}: "
+        "unique/concurrency keys need JSON-serialisable arguments "
+        "(mapping keys must be str, int, float, bool or None)"
+    )
+
+
+def _write(value: object, out: list[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif isinstance(value, bool):  # before int: bool is an int subclass
+        out.append("true" if value else "false")
+    elif isinstance(value, int):
+        out.append(int.__repr__(value))
+    elif isinstance(value, float):
+        out.append(_format_float(value))
+    elif isinstance(value, str):
+        out.append(_json_string(value))
+    elif isinstance(value, Mapping):
+        entries = [(_key_string(k), canonical_json(v)) for k, v in value.items()]
+        entries.sort()  # code-point order; ties (e.g. 1 and "1") broken by value
+        out.append("{")
+        out.append(",".join(f"{_json_string(k)}:{v}" for k, v in entries))
+        out.append("}")
+    elif isinstance(value, (list, tuple)):
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            _write(item, out)
+        out.append("]")
+    elif isinstance(value, (set, frozenset)):
+        out.append("[" + ",".join(sorted(canonical_json(item) for item in value)) + "]")
+    elif isinstance(value, (datetime.date, datetime.time)):  # datetime is a date subclass
+        out.append(_json_string(value.isoformat()))
+    elif isinstance(value, (uuid.UUID, decimal.Decimal)):
+        out.append(_json_string(str(value)))
+    else:
+        raise TypeError(
+            f"cannot build canonical JSON for a value of type {type(value).__name__}: "
+            "unique/concurrency keys need JSON-serialisable arguments"
+        )
+
+
+def canonical_json(value: object) -> str:
+    """Serialise ``value`` as the seed's canonical JSON (sorted keys, no whitespace, ryu floats).
+
+    Python extras: tuples are arrays, sets are arrays sorted by their elements' canonical JSON,
+    dates/times use ``isoformat()``, UUIDs and Decimals use ``str()``.  Raises ``TypeError`` for
+    anything else.
+    """
+    out: list[str] = []
+    _write(value, out)
+    return "".join(out)
+
+
+def fnv1a_64(text: str) -> int:
+    """FNV-1a 64-bit hash of the UTF-8 bytes of ``text``."""
+    h = _FNV_OFFSET_BASIS
+    for byte in text.encode("utf-8", "surrogatepass"):
+        h = ((h ^ byte) * _FNV_PRIME) & _MASK_64
+    return h
+
+
+def _field(payload: object, name: str) -> object:
+    return payload.get(name) if isinstance(payload, Mapping) else None
+
+
+def unique_key(payload: Mapping[str, object] | object, by: Sequence[str] | None) -> str:
+    """Unique key of ``payload``: ``args:<fnv hex>`` or ``f=<json>`` per ``by`` field."""
+    if not by:
+        return f"args:{fnv1a_64(canonical_json(payload)):016x}"
+    return UNIT_SEPARATOR.join(f"{name}={canonical_json(_field(payload, name))}" for name in by)
+
+
+def concurrency_scope(payload: Mapping[str, object] | object, key: str | None) -> str | None:
+    """Concurrency scope: canonical JSON of ``payload[key]`` (``"null"`` if missing), or None."""
+    if key is None:
+        return None
+    return canonical_json(_field(payload, key))

@@ -1,0 +1,407 @@
+"""Task extension options: parsing, validation, argument binding and message headers.
+
+This module owns the decorator keyword arguments celery-plus adds to ``@app.task`` (``unique``,
+``unique_by``, ``unique_window``, ``unique_ttl``, ``unique_on_duplicate``, ``concurrency``,
+``concurrency_key``, ``max_deliveries``), their decoration-time validation, the binding of call
+arguments to the task signature (the *payload*) and the compact header that carries the resolved
+unique key / concurrency scope with each message.
+"""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from celery.exceptions import ImproperlyConfigured
+
+from celery_plus.keys import concurrency_scope, unique_key
+
+__all__ = [
+    "EXTENSION_OPTIONS",
+    "UNIQUE_ON_DUPLICATE",
+    "UNIQUE_WINDOWS",
+    "PayloadBinder",
+    "TaskExtensions",
+    "message_extensions",
+    "parse_extensions",
+]
+
+EXTENSION_OPTIONS: frozenset[str] = frozenset(
+    {
+        "unique",
+        "unique_by",
+        "unique_window",
+        "unique_ttl",
+        "unique_on_duplicate",
+        "concurrency",
+        "concurrency_key",
+        "max_deliveries",
+    }
+)
+UNIQUE_WINDOWS = ("pending", "running", "ttl")
+UNIQUE_ON_DUPLICATE = ("return", "raise")
+DEFAULT_UNIQUE_WINDOW = "running"
+
+
+@dataclass(frozen=True)
+class TaskExtensions:
+    """Validated extension options of one task.
+
+    ``var_keyword`` is the name of the task's ``**kwargs`` parameter (if any): ``unique_by`` /
+    ``concurrency_key`` fields that are not named parameters are looked up inside it.
+    """
+
+    unique: bool = False
+    unique_by: tuple[str, ...] = ()
+    unique_window: str | None = None
+    unique_ttl: float | None = None
+    unique_on_duplicate: str = "return"
+    concurrency: int | None = None
+    concurrency_key: str | None = None
+    max_deliveries: int | None = None
+    var_keyword: str | None = None
+
+    @property
+    def needs_late_ack(self) -> bool:
+        """True when the task must ack late (concurrency slots or a running window)."""
+        return self.concurrency is not None or self.unique_window == "running"
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no extension is in use."""
+        return not self.unique and self.concurrency is None and self.max_deliveries is None
+
+
+def _fail(
+    task_name: str, option: str, value: object, problem: str, fix: str
+) -> ImproperlyConfigured:
+    return ImproperlyConfigured(
+        f"task {task_name!r}: invalid {option}={value!r}: {problem}. Fix: {fix}."
+    )
+
+
+def _signature(fun: Callable[..., object]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fun)
+    except (TypeError, ValueError):
+        return None
+
+
+def _user_parameters(sig: inspect.Signature, bound: bool) -> list[inspect.Parameter]:
+    """Parameters the caller supplies (``self`` dropped for bound tasks)."""
+    params = list(sig.parameters.values())
+    if (
+        bound
+        and params
+        and params[0].kind
+        in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        )
+    ):
+        params = params[1:]
+    return params
+
+
+def _var_keyword(params: Sequence[inspect.Parameter]) -> str | None:
+    for param in params:
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            return param.name
+    return None
+
+
+class _FieldChecker:
+    """Checks that option values name parameters of the task function."""
+
+    def __init__(self, fun: Callable[..., object], bound: bool, task_name: str) -> None:
+        self.task_name = task_name
+        sig = _signature(fun)
+        self.inspectable = sig is not None
+        params = _user_parameters(sig, bound) if sig is not None else []
+        self.names = tuple(p.name for p in params)
+        self.var_keyword = _var_keyword(params)
+
+    def check(self, option: str, value: object, name: object) -> str:
+        if not isinstance(name, str) or not name:
+            raise _fail(
+                self.task_name,
+                option,
+                value,
+                f"field names must be non-empty strings, got {name!r}",
+                "name the task parameter(s) as strings",
+            )
+        if not self.inspectable:
+            raise _fail(
+                self.task_name,
+                option,
+                value,
+                "the task function's signature cannot be inspected",
+                f"drop {option} or use a plain Python function",
+            )
+        if name in self.names or self.var_keyword is not None:
+            return name
+        raise _fail(
+            self.task_name,
+            option,
+            value,
+            f"the task has no parameter named {name!r} "
+            f"(parameters: {', '.join(self.names) or 'none'})",
+            "use one of the task's parameter names",
+        )
+
+
+def _positive_int(task_name: str, option: str, value: object, fix: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _fail(task_name, option, value, "must be an integer >= 1", fix)
+    return value
+
+
+def parse_extensions(
+    fun: Callable[..., object],
+    options: Mapping[str, object],
+    *,
+    bound: bool,
+    task_name: str,
+) -> TaskExtensions:
+    """Validate the extension options in ``options`` (others ignored) for task ``fun``.
+
+    An option given as ``None`` counts as not given.  Raises ``ImproperlyConfigured``.
+    """
+    given = {k: v for k, v in options.items() if k in EXTENSION_OPTIONS and v is not None}
+    checker = _FieldChecker(fun, bound, task_name)
+
+    # -- unique ---------------------------------------------------------------------------
+    unique_opt = given.get("unique")
+    if "unique" in given and not isinstance(unique_opt, bool):
+        raise _fail(task_name, "unique", unique_opt, "must be True or False", "pass unique=True")
+    unique_related = [k for k in ("unique_by", "unique_ttl", "unique_window") if k in given]
+    if unique_opt is False and unique_related:
+        first = unique_related[0]
+        raise _fail(
+            task_name,
+            first,
+            given[first],
+            "conflicts with unique=False",
+            f"drop unique=False (giving {first} makes the task unique) or drop {first}",
+        )
+    unique = unique_opt is True or "unique_by" in given or "unique_ttl" in given
+    for opt in ("unique_window", "unique_on_duplicate"):
+        if opt in given and not unique:
+            raise _fail(
+                task_name,
+                opt,
+                given[opt],
+                "only applies to unique tasks",
+                f"add unique=True (or unique_by=[...]) or drop {opt}",
+            )
+
+    unique_by: tuple[str, ...] = ()
+    if "unique_by" in given:
+        raw_by = given["unique_by"]
+        fields = [raw_by] if isinstance(raw_by, str) else raw_by
+        if not isinstance(fields, (list, tuple)) or not fields:
+            raise _fail(
+                task_name,
+                "unique_by",
+                raw_by,
+                "must be a non-empty list of parameter names",
+                "pass e.g. unique_by=['customer_id'], or unique=True to key on all arguments",
+            )
+        unique_by = tuple(checker.check("unique_by", raw_by, name) for name in fields)
+        if len(set(unique_by)) != len(unique_by):
+            raise _fail(
+                task_name,
+                "unique_by",
+                raw_by,
+                "names a parameter more than once",
+                "list each parameter once",
+            )
+
+    unique_ttl: float | None = None
+    if "unique_ttl" in given:
+        raw_ttl = given["unique_ttl"]
+        if isinstance(raw_ttl, datetime.timedelta):
+            ttl = raw_ttl.total_seconds()
+        elif isinstance(raw_ttl, (int, float)) and not isinstance(raw_ttl, bool):
+            ttl = float(raw_ttl)
+        else:
+            raise _fail(
+                task_name,
+                "unique_ttl",
+                raw_ttl,
+                "must be a number of seconds or a timedelta",
+                "pass e.g. unique_ttl=300 or unique_ttl=timedelta(minutes=5)",
+            )
+        if not math.isfinite(ttl) or round(ttl * 1000) < 1:
+            raise _fail(
+                task_name,
+                "unique_ttl",
+                raw_ttl,
+                "must be positive (at least 1 ms) and finite",
+                "pass a TTL > 0, e.g. unique_ttl=300",
+            )
+        unique_ttl = ttl
+
+    unique_window: str | None = None
+    if unique:
+        window = given.get("unique_window")
+        if window is None:
+            window = "ttl" if unique_ttl is not None else DEFAULT_UNIQUE_WINDOW
+        if window not in UNIQUE_WINDOWS:
+            raise _fail(
+                task_name,
+                "unique_window",
+                window,
+                f"unknown window (valid: {', '.join(map(repr, UNIQUE_WINDOWS))})",
+                "use one of the valid windows",
+            )
+        if unique_ttl is not None and window != "ttl":
+            raise _fail(
+                task_name,
+                "unique_window",
+                window,
+                "unique_ttl implies the 'ttl' window",
+                "drop unique_window or set unique_window='ttl'",
+            )
+        if window == "ttl" and unique_ttl is None:
+            raise _fail(
+                task_name,
+                "unique_window",
+                window,
+                "the 'ttl' window needs unique_ttl",
+                "add unique_ttl=<seconds>",
+            )
+        unique_window = str(window)
+
+    on_duplicate = given.get("unique_on_duplicate", "return")
+    if on_duplicate not in UNIQUE_ON_DUPLICATE:
+        raise _fail(
+            task_name,
+            "unique_on_duplicate",
+            on_duplicate,
+            f"must be one of {', '.join(map(repr, UNIQUE_ON_DUPLICATE))}",
+            "use 'return' (default) or 'raise'",
+        )
+
+    # -- concurrency / max_deliveries -----------------------------------------------------
+    concurrency: int | None = None
+    if "concurrency" in given:
+        concurrency = _positive_int(
+            task_name, "concurrency", given["concurrency"], "pass e.g. concurrency=1"
+        )
+    concurrency_key: str | None = None
+    if "concurrency_key" in given:
+        raw_key = given["concurrency_key"]
+        if concurrency is None:
+            raise _fail(
+                task_name,
+                "concurrency_key",
+                raw_key,
+                "requires concurrency",
+                "add concurrency=<limit per key value>",
+            )
+        concurrency_key = checker.check("concurrency_key", raw_key, raw_key)
+    max_deliveries: int | None = None
+    if "max_deliveries" in given:
+        max_deliveries = _positive_int(
+            task_name, "max_deliveries", given["max_deliveries"], "pass e.g. max_deliveries=5"
+        )
+
+    uses_fields = bool(unique_by) or concurrency_key is not None
+    return TaskExtensions(
+        unique=unique,
+        unique_by=unique_by,
+        unique_window=unique_window,
+        unique_ttl=unique_ttl,
+        unique_on_duplicate=str(on_duplicate) if unique else "return",
+        concurrency=concurrency,
+        concurrency_key=concurrency_key,
+        max_deliveries=max_deliveries,
+        var_keyword=checker.var_keyword if uses_fields else None,
+    )
+
+
+class PayloadBinder:
+    """Binds call arguments to a task's signature, producing the payload mapping.
+
+    ``bind(args, kwargs)`` applies defaults, so ``f.delay(1, b=2)`` and ``f.delay(a=1, b=2)``
+    give the same mapping; ``*args`` becomes a list and ``**kwargs`` a dict.  For a bound task
+    the first positional parameter (``self``) is not part of the payload.
+    """
+
+    def __init__(
+        self, fun: Callable[..., object], bound: bool = False, task_name: str | None = None
+    ) -> None:
+        self.task_name = task_name or getattr(fun, "__qualname__", repr(fun))
+        sig = _signature(fun)
+        self._signature = (
+            sig.replace(parameters=_user_parameters(sig, bound)) if sig is not None else None
+        )
+
+    def bind(
+        self, args: Sequence[object] | None = None, kwargs: Mapping[str, object] | None = None
+    ) -> dict[str, object]:
+        """Return the payload for a call with ``args``/``kwargs``; TypeError if they don't fit."""
+        args = tuple(args or ())
+        kwargs = dict(kwargs or {})
+        if self._signature is None:
+            return {"args": list(args), "kwargs": kwargs}
+        try:
+            bound_args = self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"task {self.task_name!r}: arguments do not match: {exc}") from None
+        bound_args.apply_defaults()
+        payload: dict[str, object] = {}
+        for name, value in bound_args.arguments.items():
+            kind = self._signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                payload[name] = list(value)
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                payload[name] = dict(value)
+            else:
+                payload[name] = value
+        return payload
+
+
+def _lookup(ext: TaskExtensions, payload: Mapping[str, object], name: str) -> object:
+    """Value of field ``name``: a named parameter, else an entry of ``**kwargs``, else None."""
+    if not isinstance(payload, Mapping):
+        return None
+    if name in payload:
+        return payload[name]
+    extra = payload.get(ext.var_keyword) if ext.var_keyword is not None else None
+    return extra.get(name) if isinstance(extra, Mapping) else None
+
+
+def message_extensions(
+    ext: TaskExtensions, task_name: str, payload: Mapping[str, object]
+) -> dict[str, object]:
+    """Header dict carried with each message: ``u`` (unique), ``c`` (concurrency), ``md``.
+
+    ``u`` = ``[f"{task}:{unique_key}", window, ttl_ms]`` (ttl_ms 0 unless the window is ttl),
+    ``c`` = ``[f"{task}:{scope or ''}", limit]``, ``md`` = max deliveries.  Empty if none apply.
+    """
+    header: dict[str, object] = {}
+    if ext.unique:
+        if ext.unique_by:
+            key = unique_key({f: _lookup(ext, payload, f) for f in ext.unique_by}, ext.unique_by)
+        else:
+            key = unique_key(payload, None)
+        ttl_ms = (
+            round(ext.unique_ttl * 1000)
+            if ext.unique_window == "ttl" and ext.unique_ttl is not None
+            else 0
+        )
+        header["u"] = [f"{task_name}:{key}", ext.unique_window, ttl_ms]
+    if ext.concurrency is not None:
+        scope = None
+        if ext.concurrency_key is not None:
+            field = ext.concurrency_key
+            scope = concurrency_scope({field: _lookup(ext, payload, field)}, field)
+        header["c"] = [f"{task_name}:{scope or ''}", ext.concurrency]
+    if ext.max_deliveries is not None:
+        header["md"] = ext.max_deliveries
+    return header

@@ -1,0 +1,128 @@
+"""The ``plus_*`` settings: each declared once, with its type, default and meaning.
+
+Celery-style lower-case names; ``config_from_object(..., namespace="CELERY")`` users write
+them as ``CELERY_PLUS_...``. :func:`resolve` validates a configuration and fails with a
+message that names the setting and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from celery.exceptions import ImproperlyConfigured
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    check: Callable[[Any], bool]
+    expects: str
+    doc: str
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _optional_positive(value: Any) -> bool:
+    return value is None or _positive(value)
+
+
+def _non_empty_str(value: Any) -> bool:
+    return isinstance(value, str) and bool(value) and ":" not in value
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("plus_visibility_timeout", 30.0, _positive, "seconds > 0",
+            "Lease length of a claim; a claim not renewed for this long is recovered."),
+    Setting("plus_heartbeat_interval", None, _optional_positive, "seconds > 0 or None",
+            "How often a worker renews its leases (default: a third of the visibility timeout)."),
+    Setting("plus_max_deliveries", 5, _positive_int, "an integer >= 1",
+            "Deliveries without a settle (worker lost, lease expired) before a job is dead-lettered."),
+    Setting("plus_completed_retention", 86400.0, _positive, "seconds > 0",
+            "How long completed job records are kept."),
+    Setting("plus_completed_max", 100_000, _positive_int, "an integer >= 1",
+            "At most this many completed records are kept (oldest pruned first)."),
+    Setting("plus_dead_letter_retention", 7 * 86400.0, _positive, "seconds > 0",
+            "How long dead-lettered (failed) records are kept."),
+    Setting("plus_dead_letter_max", 100_000, _positive_int, "an integer >= 1",
+            "At most this many dead letters are kept (oldest pruned first)."),
+    Setting("plus_maintenance_interval", 1.0, _positive, "seconds > 0",
+            "How often (cluster-wide) expired leases are recovered and records pruned."),
+    Setting("plus_poll_interval", 1.0, _positive, "seconds > 0",
+            "Longest idle wait of a consumer before it looks for due jobs again."),
+    Setting("plus_unique_backstop", 86400.0, _positive, "seconds > 0",
+            "Expiry backstop of pending/running unique holds, so a lost record never locks a key forever."),
+    Setting("plus_key_prefix", "plus", _non_empty_str, "a non-empty string without ':'",
+            "Prefix of every key the Redis backend writes (isolates deployments sharing a server)."),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+
+
+@dataclass(frozen=True)
+class PlusConfig:
+    """Validated durable-transport settings, as the transport and worker use them."""
+
+    visibility_timeout: float
+    heartbeat_interval: float
+    max_deliveries: int
+    completed_retention: float
+    completed_max: int
+    dead_letter_retention: float
+    dead_letter_max: int
+    maintenance_interval: float
+    poll_interval: float
+    unique_backstop: float
+    key_prefix: str
+
+
+def resolve(values: Mapping[str, Any]) -> PlusConfig:
+    """Validate ``plus_*`` values (missing ones take their defaults)."""
+    merged: dict[str, Any] = dict(DEFAULTS)
+    for name, value in values.items():
+        if name.startswith("plus_") and name not in BY_NAME:
+            known = ", ".join(sorted(BY_NAME))
+            raise ImproperlyConfigured(
+                f"Unknown setting {name!r}. celery-plus settings are: {known}."
+            )
+        if name in BY_NAME:
+            merged[name] = value
+    for setting in SETTINGS:
+        value = merged[setting.name]
+        if not setting.check(value):
+            raise ImproperlyConfigured(
+                f"Setting {setting.name}={value!r} is invalid: expected {setting.expects}. "
+                f"{setting.doc} Fix it in your Celery configuration "
+                f"(default: {setting.default!r})."
+            )
+    vt = float(merged["plus_visibility_timeout"])
+    hb = merged["plus_heartbeat_interval"]
+    heartbeat = float(hb) if hb is not None else vt / 3.0
+    if heartbeat >= vt:
+        raise ImproperlyConfigured(
+            f"Setting plus_heartbeat_interval={heartbeat!r} must be shorter than "
+            f"plus_visibility_timeout={vt!r} (a third of it is a good value), "
+            "or leases expire between renewals."
+        )
+    return PlusConfig(
+        visibility_timeout=vt,
+        heartbeat_interval=heartbeat,
+        max_deliveries=int(merged["plus_max_deliveries"]),
+        completed_retention=float(merged["plus_completed_retention"]),
+        completed_max=int(merged["plus_completed_max"]),
+        dead_letter_retention=float(merged["plus_dead_letter_retention"]),
+        dead_letter_max=int(merged["plus_dead_letter_max"]),
+        maintenance_interval=float(merged["plus_maintenance_interval"]),
+        poll_interval=float(merged["plus_poll_interval"]),
+        unique_backstop=float(merged["plus_unique_backstop"]),
+        key_prefix=str(merged["plus_key_prefix"]),
+    )

@@ -1,0 +1,130 @@
+"""The celery-plus ``Task`` base class and its worker-side ``Request``.
+
+``Task`` validates the extension options when the task class is created and keeps the
+resolved options and argument binder for the send path. ``Request`` records why a delivery
+failed (exception type, message, traceback) so its ack dead-letters it with those details.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import celery
+from billiard.einfo import ExceptionWithTraceback
+from celery.exceptions import (
+    Ignore,
+    Reject,
+    Retry,
+    Terminated,
+    TimeLimitExceeded,
+    WorkerLostError,
+)
+from celery.worker.request import Request as CeleryRequest
+
+from .options import EXTENSION_OPTIONS, PayloadBinder, TaskExtensions, parse_extensions
+from .transport.channel import QoS
+
+logger = logging.getLogger("celery_plus")
+
+
+def _run_function(cls: type) -> tuple[Callable[..., Any], bool]:
+    """The user function behind a task class and whether it takes ``self``."""
+    run = cls.__dict__.get("run")
+    if isinstance(run, staticmethod):
+        return run.__func__, False
+    if run is None:
+        run = cls.run
+    return run, True
+
+
+def _exception_type(exc: BaseException) -> str:
+    cls = type(exc)
+    module = cls.__module__
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+
+
+class Request(CeleryRequest):
+    """Celery's request, noting failure details on the delivery before it is settled."""
+
+    def on_failure(self, exc_info: Any, send_failed_event: bool = True,
+                   return_ok: bool = False) -> Any:
+        self._note_failure(exc_info.exception, exc_info.traceback)
+        return super().on_failure(exc_info, send_failed_event, return_ok)
+
+    def on_timeout(self, soft: bool, timeout: float) -> Any:
+        if not soft:
+            self._note("time limit", TimeLimitExceeded(timeout), "")
+        return super().on_timeout(soft, timeout)
+
+    def _note_failure(self, exc: BaseException, traceback: str | None) -> None:
+        if isinstance(exc, ExceptionWithTraceback):
+            exc = exc.exc
+        if isinstance(exc, (Terminated, Retry, Ignore)):
+            return
+        if isinstance(exc, Reject):
+            reason = "rejected"
+        elif isinstance(exc, (WorkerLostError, SystemExit, KeyboardInterrupt)):
+            reason = "worker lost"
+        elif isinstance(exc, TimeLimitExceeded):
+            reason = "time limit"
+        else:
+            reason = "task failed"
+        self._note(reason, exc, traceback or "")
+
+    def _note(self, reason: str, exc: BaseException, traceback: str) -> None:
+        message = self.message
+        qos = getattr(getattr(message, "channel", None), "qos", None)
+        if isinstance(qos, QoS):
+            qos.mark_failure(message.delivery_tag, {
+                "reason": reason,
+                "exc_type": _exception_type(exc),
+                "exc_message": str(exc),
+                "traceback": traceback,
+            })
+
+
+class Task(celery.Task):
+    """Celery's ``Task`` plus the celery-plus extension options (see ``options.py``)."""
+
+    Request = "celery_plus.task:Request"
+
+    unique: ClassVar[Any] = None
+    unique_by: ClassVar[Any] = None
+    unique_window: ClassVar[Any] = None
+    unique_ttl: ClassVar[Any] = None
+    unique_on_duplicate: ClassVar[Any] = None
+    concurrency: ClassVar[Any] = None
+    concurrency_key: ClassVar[Any] = None
+    max_deliveries: ClassVar[Any] = None
+
+    #: Resolved extension options (``None`` when the task uses none).
+    plus_extensions: ClassVar[TaskExtensions | None] = None
+    plus_binder: ClassVar[PayloadBinder | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = {
+            name: getattr(cls, name)
+            for name in EXTENSION_OPTIONS
+            if getattr(cls, name, None) is not None
+        }
+        if not declared:
+            cls.plus_extensions = None
+            cls.plus_binder = None
+            return
+        fun, bound = _run_function(cls)
+        name = cls.__dict__.get("name") or f"{cls.__module__}.{cls.__qualname__}"
+        ext = parse_extensions(fun, declared, bound=bound, task_name=name)
+        cls.plus_extensions = None if ext.is_empty else ext
+        cls.plus_binder = PayloadBinder(fun, bound=bound, task_name=name)
+        if ext.needs_late_ack and cls.__dict__.get("acks_late") is False:
+            warnings.warn(
+                f"task {name!r}: acks_late=False is overridden to True: concurrency slots "
+                "and the 'running' uniqueness window hold until the task finishes, "
+                "which needs late acks.",
+                stacklevel=2,
+            )
+            cls.acks_late = True

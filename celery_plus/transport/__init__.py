@@ -1,0 +1,156 @@
+"""The ``plus`` kombu transport: ``plus+redis://``, one backend per inner URL scheme.
+
+kombu splits ``plus+<url>`` into the transport alias ``plus`` and ``<url>``; this transport
+picks the backend from ``<url>``'s scheme. Durable semantics live in the backend; this module
+only wires kombu's virtual transport to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import redis
+from celery.exceptions import ImproperlyConfigured
+from kombu.transport import TRANSPORT_ALIASES, virtual
+from kombu.utils.url import maybe_sanitize_url
+
+from .. import settings, signals
+from .backend import Backend
+from .channel import Channel, is_transient
+from .keeper import LeaseKeeper
+
+logger = logging.getLogger("celery_plus.transport")
+
+SCHEMES = ("redis", "rediss")
+
+
+def make_backend(url: str, config: settings.PlusConfig) -> Backend:
+    scheme = url.partition("://")[0]
+    if scheme in ("redis", "rediss"):
+        from .redis_backend import RedisBackend
+
+        return RedisBackend(
+            url,
+            prefix=config.key_prefix,
+            lease_ms=int(config.visibility_timeout * 1000),
+            backstop_ms=int(config.unique_backstop * 1000),
+            retention=(
+                int(config.completed_retention * 1000), config.completed_max,
+                int(config.dead_letter_retention * 1000), config.dead_letter_max,
+            ),
+            maintenance_interval_ms=int(config.maintenance_interval * 1000),
+        )
+    raise ImproperlyConfigured(
+        f"broker_url 'plus+{maybe_sanitize_url(url)}': unsupported store {scheme!r}. "
+        f"Use one of: {', '.join('plus+' + s + '://' for s in SCHEMES)}."
+    )
+
+
+class Transport(virtual.Transport):
+    """kombu transport whose task queues are durable job stores."""
+
+    Channel = Channel
+    can_parse_url = True
+    driver_type = "plus"
+    driver_name = "plus"
+    polling_interval = None
+    connection_errors = (
+        *virtual.Transport.connection_errors,
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+    )
+    channel_errors = (*virtual.Transport.channel_errors, redis.exceptions.ResponseError)
+    implements = virtual.Transport.implements.extend(
+        asynchronous=False,
+        exchange_type=frozenset(["direct", "topic", "fanout"]),
+        heartbeats=False,
+    )
+
+    def __init__(self, client: Any, **kwargs: Any) -> None:
+        super().__init__(client, **kwargs)
+        options = client.transport_options or {}
+        self.config = settings.resolve({k: v for k, v in options.items() if k.startswith("plus_")})
+        url = client.hostname or "redis://localhost:6379/0"
+        if "://" not in url:
+            url = f"redis://{url}"
+        self.url = url
+        self.backend = make_backend(url, self.config)
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._keeper: LeaseKeeper | None = None
+
+    def driver_version(self) -> str:
+        return "celery-plus"
+
+    def as_uri(self, uri: str, include_password: bool = False, mask: str = "**") -> str:
+        return "plus+" + (uri if include_password else maybe_sanitize_url(uri, mask))
+
+    def start_keeper(self) -> None:
+        if self._keeper is None:
+            self._keeper = LeaseKeeper(self)
+            self._keeper.start()
+
+    def report_dead_letters(self, dead: Iterable[tuple[str, str]]) -> None:
+        for job_id, reason in dead:
+            logger.error("celery-plus: job %s dead-lettered (%s)", job_id, reason)
+            signals.task_dead_lettered.send(sender=None, task_id=job_id, reason=reason)
+
+    def drain_events(self, connection: Any, timeout: float | None = None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        poll = self.config.poll_interval
+        while True:
+            if self._drain_ready():
+                return
+            wait = poll if deadline is None else min(poll, deadline - time.monotonic())
+            if wait <= 0:
+                raise socket.timeout()
+            durable: list[str] = []
+            transient: list[str] = []
+            busy = False
+            for channel in self._live_channels():
+                transient += channel.transient_queues
+                if channel.wants_jobs():
+                    durable += channel.durable_queues
+                elif channel.durable_queues:
+                    busy = True
+            if busy:
+                wait = min(wait, 0.05)  # capacity frees as other threads ack
+            if not durable and not transient:
+                time.sleep(wait)
+                continue
+            hit = self.backend.wait(durable, transient, wait)
+            if hit is not None and hit[0] == "transient" and hit[2] is not None:
+                import json
+
+                self._deliver(json.loads(hit[2]), hit[1])
+                return
+
+    def _live_channels(self) -> list[Channel]:
+        return [c for c in list(self.channels) if c is not None and not c.closed]
+
+    def _drain_ready(self) -> int:
+        return sum(channel.drain_ready() for channel in self._live_channels())
+
+    def close_connection(self, connection: Any) -> None:
+        if self._keeper is not None:
+            self._keeper.stop()
+            self._keeper = None
+        try:
+            super().close_connection(connection)
+        finally:
+            self.backend.close()
+
+
+def register() -> None:
+    """Make ``plus+<url>`` broker URLs resolve to this transport."""
+    TRANSPORT_ALIASES.setdefault("plus", "celery_plus.transport:Transport")
+
+
+register()
+
+__all__ = ["Channel", "Transport", "is_transient", "make_backend", "register"]

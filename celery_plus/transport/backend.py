@@ -1,0 +1,116 @@
+"""The store interface every durable backend implements, and the values it exchanges.
+
+The kombu channel (``transport/channel.py``) speaks only this interface; each backend makes
+every operation one atomic step in its store (one Lua script, one SQL transaction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+#: Settle actions: ack = completed; fail/reject = dead letter; requeue = back to enqueued
+#: (dead letter once deliveries reach the limit); release = back to enqueued, uncounted.
+SETTLE_ACTIONS = ("ack", "fail", "reject", "requeue", "release")
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """One task message to store: the kombu envelope plus extension fields."""
+
+    id: str
+    queue: str
+    message: str
+    name: str = ""
+    priority: int = 0
+    eta_ms: int = 0
+    unique_lock: str = ""
+    unique_window: str = ""
+    unique_ttl_ms: int = 0
+    concurrency_group: str = ""
+    concurrency_limit: int = 0
+    max_deliveries: int = 0
+
+
+@dataclass(frozen=True)
+class PublishOutcome:
+    """What a publish did: stored (``accepted``) or coalesced into ``holder_id``."""
+
+    accepted: bool
+    job_id: str
+    holder_id: str | None = None
+    state: str = ""
+    continued: bool = False
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A job claimed by a worker: deliver ``message``; settle with ``(job_id, token)``."""
+
+    job_id: str
+    token: int
+    message: str | bytes
+    deliveries: int
+    queue: str
+
+
+@dataclass(frozen=True)
+class Settle:
+    """End of a claim. Applied only while the claim's token is still current."""
+
+    job_id: str
+    token: int
+    action: str
+    detail: dict[str, Any] | None = None
+
+
+@dataclass
+class ClaimResult:
+    claims: list[Claim] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    dead_lettered: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Recovered:
+    job_id: str
+    outcome: str  # requeued | coalesced | dead
+
+
+class Backend(Protocol):
+    """Atomic store operations behind the ``plus`` transport."""
+
+    def publish(self, job: NewJob) -> PublishOutcome: ...
+
+    def claim(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        max_jobs: int,
+        settles: Sequence[Settle] = (),
+    ) -> ClaimResult: ...
+
+    def settle(self, settles: Sequence[Settle]) -> list[tuple[str, str]]: ...
+
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]: ...
+
+    def recover(self, limit: int = 100) -> list[Recovered]: ...
+
+    def maintain(self, worker_id: str) -> bool: ...
+
+    def wait(self, queues: Sequence[str], transient: Sequence[str], timeout: float) -> tuple[str, bytes] | None: ...
+
+    def push_transient(self, queue: str, message: bytes) -> None: ...
+
+    def pop_transient(self, queue: str) -> bytes | None: ...
+
+    def bind(self, exchange: str, binding: str) -> None: ...
+
+    def bindings(self, exchange: str) -> list[str]: ...
+
+    def size(self, queue: str) -> int: ...
+
+    def purge(self, queue: str) -> int: ...
+
+    def close(self) -> None: ...

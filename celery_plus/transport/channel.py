@@ -1,0 +1,404 @@
+"""The kombu side of the ``plus`` transport, written once for every backend.
+
+Task queues are durable: a published message becomes a job in the backend; consumers claim
+jobs in batches under a lease and settle them (ack / reject / requeue) in batches, fenced by
+the lease token carried in the delivery tag. Remote-control, reply and event queues are
+transient lists (they need no durability, as with any Celery broker).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable
+from contextvars import ContextVar
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from kombu.transport import virtual
+from kombu.utils.json import dumps
+
+from .. import signals
+from .backend import Backend, Claim, NewJob, PublishOutcome, Settle
+
+if TYPE_CHECKING:
+    from . import Transport
+
+logger = logging.getLogger("celery_plus.transport")
+
+BINDING_SEP = "\x06\x16"
+MALFORMED = "malformed message"
+
+#: The outcome of the last durable publish in this context (read by the app's send path).
+last_publish: ContextVar[PublishOutcome | None] = ContextVar("plus_last_publish", default=None)
+
+
+def is_transient(queue: str) -> bool:
+    """Remote-control, reply and event queues need no durability."""
+    return queue.endswith(".pidbox") or queue.startswith("celeryev")
+
+
+def delivery_tag(job_id: str, token: int) -> str:
+    return f"{token}:{job_id}"
+
+
+def parse_delivery_tag(tag: str) -> tuple[str, int] | None:
+    token, sep, job_id = str(tag).partition(":")
+    if not sep or not token.isdigit():
+        return None
+    return job_id, int(token)
+
+
+def _eta_ms(value: Any) -> int:
+    if not value:
+        return 0
+    try:
+        when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return 0
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int) -> NewJob:
+    """Describe a kombu envelope as a job, reading celery-plus's ``plus`` header."""
+    headers = message.get("headers") or {}
+    props = message.get("properties") or {}
+    ext = headers.get("plus") or {}
+    unique = ext.get("u") or ("", "", 0)
+    group = ext.get("c") or ("", 0)
+    try:
+        priority = min(max(int(props.get("priority") or 0), 0), 255)
+    except (TypeError, ValueError):
+        priority = 0
+    return NewJob(
+        id=str(headers.get("id") or props.get("correlation_id") or uuid.uuid4()),
+        queue=queue,
+        message=dumps(message),
+        name=str(headers.get("task") or ""),
+        priority=priority,
+        eta_ms=_eta_ms(headers.get("eta")),
+        unique_lock=unique[0],
+        unique_window=unique[1],
+        unique_ttl_ms=int(unique[2] or 0),
+        concurrency_group=group[0],
+        concurrency_limit=int(group[1] or 0),
+        max_deliveries=int(ext.get("md") or max_deliveries),
+    )
+
+
+def failure_detail(reason: str, exc: BaseException | None = None, **extra: Any) -> dict[str, Any]:
+    detail: dict[str, Any] = {"reason": reason}
+    if exc is not None:
+        detail["exc_type"] = type(exc).__name__
+        detail["exc_message"] = str(exc)
+    detail.update(extra)
+    return detail
+
+
+class QoS(virtual.QoS):
+    """Tracks this channel's claims; acks and rejects become batched, fenced settles.
+
+    Acks may come from other threads (pool result handlers), so state is guarded by a lock.
+    """
+
+    def __init__(self, channel: Channel, prefetch_count: int = 0) -> None:
+        super().__init__(channel, prefetch_count)
+        self._lock = threading.Lock()
+        self._pending: deque[Settle] = deque()
+        self._failures: dict[str, dict[str, Any]] = {}
+
+    def can_consume(self) -> bool:
+        pcount = self.prefetch_count
+        return not pcount or len(self._delivered) < pcount
+
+    def can_consume_max_estimate(self) -> int:
+        pcount = self.prefetch_count
+        if not pcount:
+            return 0
+        return max(pcount - len(self._delivered), 0)
+
+    def append(self, message: Any, delivery_tag: str) -> None:
+        with self._lock:
+            self._delivered[delivery_tag] = message
+
+    def ack(self, delivery_tag: str) -> None:
+        self._settle(delivery_tag, "ack")
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        self._settle(delivery_tag, "requeue" if requeue else "reject")
+
+    def mark_failure(self, delivery_tag: str, detail: dict[str, Any]) -> None:
+        """Attach failure details to a delivery; its ack or reject dead-letters it."""
+        with self._lock:
+            self._failures[delivery_tag] = detail
+
+    def _settle(self, delivery_tag: str, action: str) -> None:
+        with self._lock:
+            self._delivered.pop(delivery_tag, None)
+            detail = self._failures.pop(delivery_tag, None)
+        parsed = parse_delivery_tag(delivery_tag)
+        if parsed is None:
+            return
+        if detail is not None and action in ("ack", "reject"):
+            action = "fail"
+        self._pending.append(Settle(parsed[0], parsed[1], action, detail))
+
+    def take_settles(self) -> list[Settle]:
+        out: list[Settle] = []
+        pop = self._pending.popleft
+        while True:
+            try:
+                out.append(pop())
+            except IndexError:
+                return out
+
+    def held(self) -> list[tuple[str, int]]:
+        with self._lock:
+            tags = list(self._delivered)
+        return [p for p in map(parse_delivery_tag, tags) if p is not None]
+
+    def restore_unacked(self) -> list[Any]:
+        """Give back claims not yet settled (shutdown): they are released, not failed."""
+        with self._lock:
+            tags = list(self._delivered)
+            self._delivered.clear()
+        for tag in tags:
+            parsed = parse_delivery_tag(tag)
+            if parsed is not None:
+                self._pending.append(Settle(parsed[0], parsed[1], "release"))
+        self.channel.flush_settles()
+        return []
+
+    def restore_unacked_once(self, stderr: Any = None) -> None:
+        self._on_collect.cancel()
+        if getattr(self._delivered, "restored", False):
+            return
+        try:
+            if self._delivered and self.restore_at_shutdown:
+                self.restore_unacked()
+            else:
+                self.channel.flush_settles()
+        except Exception as exc:  # the backend may be gone at interpreter exit
+            logger.warning("celery-plus: could not release unacked claims: %r", exc)
+        finally:
+            self._delivered.restored = True  # type: ignore[attr-defined]
+
+    def restore_visible(self, *args: Any, **kwargs: Any) -> None:
+        """Leases replace visibility-timeout scans: nothing to do here."""
+
+
+class Message(virtual.Message):
+    """A delivered message that dead-letters itself if its body cannot be decoded."""
+
+    def decode(self) -> Any:
+        try:
+            return super().decode()
+        except Exception as exc:
+            qos = getattr(self.channel, "qos", None)
+            if isinstance(qos, QoS):
+                qos.mark_failure(
+                    self.delivery_tag,
+                    failure_detail(MALFORMED, exc, content_type=self.content_type),
+                )
+            raise
+
+
+class Channel(virtual.Channel):
+    """Virtual channel over a :class:`~celery_plus.transport.backend.Backend`."""
+
+    QoS = QoS
+    Message = Message
+    supports_fanout = True
+    do_restore = True
+    connection: Transport
+
+    def __init__(self, connection: Transport, **kwargs: Any) -> None:
+        super().__init__(connection, **kwargs)
+        self.backend: Backend = connection.backend
+        self._queue_order: list[str] = []
+
+    # -- publishing -------------------------------------------------------------------
+    def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
+        if is_transient(queue):
+            self.backend.push_transient(queue, dumps(message))
+            return
+        job = job_from_message(queue, message, self.connection.config.max_deliveries)
+        outcome = self.backend.publish(job)
+        last_publish.set(outcome)
+
+    def _put_fanout(self, exchange: str, message: dict[str, Any], routing_key: str,
+                    **kwargs: Any) -> None:
+        body = dumps(message)
+        for binding in self.backend.bindings(exchange):
+            self.backend.push_transient(binding.split(BINDING_SEP)[-1], body)
+
+    def _queue_bind(self, exchange: str, routing_key: str, pattern: str, queue: str) -> None:
+        self.backend.bind(exchange, BINDING_SEP.join((routing_key or "", pattern or "", queue)))
+
+    def get_table(self, exchange: str) -> list[Any]:
+        table = super().get_table(exchange) if exchange in self.state.exchanges else []
+        if table:
+            return table
+        # Bindings declared by other processes (e.g. a client's reply queue).
+        return [tuple(b.split(BINDING_SEP)) for b in self.backend.bindings(exchange)]
+
+    def _delete(self, queue: str, *args: Any, **kwargs: Any) -> None:
+        if args:
+            exchange = args[0]
+            routing_key, pattern = (list(args[1:3]) + ["", ""])[:2]
+            unbind = getattr(self.backend, "unbind", None)
+            if unbind is not None:
+                unbind(exchange, BINDING_SEP.join((routing_key or "", pattern or "", queue)))
+        if is_transient(queue):
+            self._purge(queue)
+
+    def _purge(self, queue: str) -> int:
+        if is_transient(queue):
+            return int(self.backend.purge_transient(queue))  # type: ignore[attr-defined]
+        return self.backend.purge(queue)
+
+    def _size(self, queue: str) -> int:
+        if is_transient(queue):
+            return int(self.backend.transient_size(queue))  # type: ignore[attr-defined]
+        return self.backend.size(queue)
+
+    def _has_queue(self, queue: str, **kwargs: Any) -> bool:
+        return True
+
+    # -- consuming --------------------------------------------------------------------
+    def basic_consume(self, queue: str, no_ack: bool, callback: Callable[[Any], Any],
+                      consumer_tag: str, **kwargs: Any) -> str:
+        super().basic_consume(queue, no_ack, callback, consumer_tag, **kwargs)
+
+        def _callback(raw: dict[str, Any]) -> Any:
+            return self._on_raw(raw, no_ack, callback)
+
+        self.connection._callbacks[queue] = _callback
+        if not is_transient(queue):
+            self.connection.start_keeper()
+        return consumer_tag
+
+    def _on_raw(self, raw: dict[str, Any], no_ack: bool, callback: Callable[[Any], Any]) -> Any:
+        tag = (raw.get("properties") or {}).get("delivery_tag")
+        try:
+            message = self.Message(raw, channel=self)
+        except Exception as exc:
+            self._dead_letter_now(tag, failure_detail(MALFORMED, exc))
+            return None
+        if not no_ack:
+            self.qos.append(message, message.delivery_tag)
+            headers = raw.get("headers")
+            if not isinstance(headers, dict) or "task" not in headers:
+                self.qos.mark_failure(
+                    message.delivery_tag,
+                    failure_detail(MALFORMED, None, exc_message="message has no 'task' header"),
+                )
+        return callback(message)
+
+    def _dead_letter_now(self, tag: Any, detail: dict[str, Any]) -> None:
+        parsed = parse_delivery_tag(tag) if tag else None
+        if parsed is not None:
+            self.qos._pending.append(Settle(parsed[0], parsed[1], "fail", detail))
+            logger.error("celery-plus: dead-lettered job %s: %s", parsed[0], detail)
+
+    @property
+    def durable_queues(self) -> list[str]:
+        return [q for q in self._active_queues if not is_transient(q)]
+
+    @property
+    def transient_queues(self) -> list[str]:
+        return [q for q in self._active_queues if is_transient(q)]
+
+    def wants_jobs(self) -> bool:
+        return bool(self._consumers) and bool(self.durable_queues) and self.qos.can_consume()
+
+    def drain_ready(self) -> int:
+        """Deliver what is ready now: transient messages, then a batch of claimed jobs."""
+        delivered = 0
+        if not self._consumers:
+            return 0
+        for queue in self.transient_queues:
+            raw = self.backend.pop_transient(queue)
+            if raw is not None:
+                self.connection._deliver(json.loads(raw), queue)
+                delivered += 1
+        if self.wants_jobs():
+            delivered += self._claim_and_deliver()
+        else:
+            self.flush_settles()
+        return delivered
+
+    def _rotated_queues(self) -> list[str]:
+        queues = self.durable_queues
+        if len(queues) > 1:
+            order = [q for q in self._queue_order if q in queues]
+            order += [q for q in queues if q not in order]
+            order.append(order.pop(0))
+            self._queue_order = order
+            return order
+        return queues
+
+    def _claim_and_deliver(self) -> int:
+        batch = self.qos.can_consume_max_estimate() or 10
+        result = self.backend.claim(
+            self._rotated_queues(), self.connection.worker_id, batch, self.qos.take_settles()
+        )
+        self.connection.report_dead_letters(result.dead_lettered)
+        for job_id in result.blocked:
+            signals.task_concurrency_blocked.send(sender=None, task_id=job_id)
+        for claim in result.claims:
+            self._deliver_claim(claim)
+        return len(result.claims)
+
+    def _deliver_claim(self, claim: Claim) -> None:
+        tag = delivery_tag(claim.job_id, claim.token)
+        try:
+            raw = json.loads(claim.message)
+            if not isinstance(raw, dict) or not isinstance(raw.get("properties"), dict):
+                raise ValueError("not a kombu message envelope")
+        except ValueError as exc:
+            self._dead_letter_now(tag, failure_detail(MALFORMED, exc))
+            return
+        props = raw["properties"]
+        props["delivery_tag"] = tag
+        info = props.setdefault("delivery_info", {})
+        if isinstance(info, dict):
+            info.setdefault("routing_key", claim.queue)
+            info.setdefault("exchange", "")
+        raw["redelivered"] = claim.deliveries > 1
+        self.connection._deliver(raw, claim.queue)
+
+    def flush_settles(self) -> None:
+        settles = self.qos.take_settles() if self._qos is not None else []
+        if settles:
+            self.connection.report_dead_letters(self.backend.settle(settles))
+
+    def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
+        from queue import Empty
+
+        if is_transient(queue):
+            raw = self.backend.pop_transient(queue)
+            if raw is None:
+                raise Empty()
+            return json.loads(raw)  # type: ignore[no-any-return]
+        result = self.backend.claim([queue], self.connection.worker_id, 1,
+                                    self.qos.take_settles())
+        if not result.claims:
+            raise Empty()
+        claim = result.claims[0]
+        raw = json.loads(claim.message)
+        raw["properties"]["delivery_tag"] = delivery_tag(claim.job_id, claim.token)
+        return raw  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if not self.closed and self._qos is not None:
+            try:
+                self.flush_settles()
+            except Exception as exc:
+                logger.warning("celery-plus: could not flush settles on close: %r", exc)
+        super().close()

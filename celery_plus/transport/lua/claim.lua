@@ -1,0 +1,62 @@
+--[[ claim: take up to N jobs from the given queues (in order) for one worker.
+ARGV: 1 prefix, 2 worker id, 3 lease ms, 4 max jobs, 5 scan limit, 6 hold backstop ms, 7.. queues
+Each claim: token+1, deliveries+1, lease = now + lease ms, slot taken atomically (a full
+group parks the job as blocked and scanning goes on), pending-window hold released,
+running-window hold refreshed. Due scheduled jobs are promoted first.
+Returns {{id, token, msg, deliveries, queue, ...}, {blocked id, ...}}. ]]
+local worker, lease_ms = ARGV[2], tonumber(ARGV[3])
+local max_n, scan_limit, backstop = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+promote_due(100)
+local out, blocked = {}, {}
+local n, scanned = 0, 0
+for qi = 7, #ARGV do
+  local queue = ARGV[qi]
+  local qk = P .. ':q:' .. queue
+  while n < max_n and scanned < scan_limit do
+    local popped = redis.call('ZPOPMIN', qk, max_n - n)
+    if #popped == 0 then break end
+    for i = 1, #popped, 2 do
+      local id, score = popped[i], popped[i + 1]
+      scanned = scanned + 1
+      local jk = jkey(id)
+      local f = redis.call('HMGET', jk, 'st', 'cg', 'cl', 'uk', 'uw', 'msg', 'dl')
+      if f[1] == 'enqueued' then
+        local free = true
+        if f[2] and f[2] ~= '' then
+          local sk = P .. ':slot:' .. f[2]
+          if redis.call('SCARD', sk) >= tonumber(f[3]) then
+            free = false
+            redis.call('ZADD', P .. ':blk:' .. f[2], score, id)
+            redis.call('SADD', P .. ':blkgroups', f[2])
+            redis.call('HSET', jk, 'st', 'blocked')
+            redis.call('HINCRBY', P .. ':stats', 'blocked', 1)
+            blocked[#blocked + 1] = id
+          else
+            redis.call('SADD', sk, id)
+          end
+        end
+        if free then
+          if f[4] and f[4] ~= '' then
+            local lk = P .. ':u:' .. f[4]
+            if f[5] == 'pending' then
+              if redis.call('GET', lk) == id then redis.call('DEL', lk) end
+            elseif f[5] == 'running' and redis.call('GET', lk) == id then
+              redis.call('PEXPIRE', lk, backstop)
+            end
+          end
+          local tok = redis.call('HINCRBY', jk, 'tok', 1)
+          local dl = tonumber(f[7] or '0') + 1
+          redis.call('HSET', jk, 'st', 'running', 'wk', worker, 'start', NOW, 'dl', dl)
+          redis.call('ZADD', P .. ':lease', NOW + lease_ms, id)
+          out[#out + 1] = id
+          out[#out + 1] = tok
+          out[#out + 1] = f[6]
+          out[#out + 1] = dl
+          out[#out + 1] = queue
+          n = n + 1
+        end
+      end
+    end
+  end
+end
+return {out, blocked}

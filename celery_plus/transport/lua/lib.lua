@@ -1,0 +1,166 @@
+--[[
+celery-plus durable store on Redis: shared helpers, prepended to every script.
+
+Key schema (P = key prefix, default "plus"; single-node Redis: keys are built here from P):
+  P:seq              STRING  monotonic counter; FIFO tie-break inside a priority
+  P:job:{id}         HASH    one job record per task id:
+                       msg    kombu envelope (JSON text), delivered exactly as stored
+                       q      queue            name  task name
+                       st     enqueued|scheduled|blocked|running|completed|failed|canceled|discarded
+                       score  ordering score in its queue: priority * 2^40 + seq (lower first)
+                       tok    lease token, +1 per claim (fences heartbeats and settles)
+                       dl     deliveries of the current message    mdl  delivery limit (0 = none)
+                       uk uw ut  unique lock key, window (pending|running|ttl), ttl ms
+                       cg cl  concurrency group, slot limit
+                       due enq start fin  ms timestamps    wk  worker holding the claim
+                       reason etype emsg tb  dead-letter details      hist  JSON array of attempts
+  P:q:{queue}        ZSET    enqueued job ids by score
+  P:sched            ZSET    scheduled (eta/countdown/retry) job ids by due ms
+  P:blk:{group}      ZSET    blocked job ids by their queue score
+  P:blkgroups        SET     groups having blocked jobs
+  P:slot:{group}     SET     job ids holding a slot of the group
+  P:lease            ZSET    running job ids by lease deadline ms
+  P:u:{lock}         STRING  unique hold: holder task id (PX = ttl, or the backstop)
+  P:done             ZSET    completed job ids by finish ms
+  P:dead             ZSET    failed (dead-lettered) job ids by finish ms
+  P:canceled         ZSET    canceled job ids by cancel ms
+  P:wake:{queue}     LIST    wake-up tokens for idle consumers
+  P:stats            HASH    cluster counters (deduplicated, recovered, dead_lettered, blocked)
+]]
+
+local P = ARGV[1]
+local t = redis.call('TIME')
+local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local WAKE_CAP = 63
+
+local function jkey(id) return P .. ':job:' .. id end
+
+local function wake(queue)
+  local k = P .. ':wake:' .. queue
+  redis.call('RPUSH', k, '1')
+  redis.call('LTRIM', k, 0, WAKE_CAP)
+end
+
+local function enqueue(id, queue, score)
+  redis.call('HSET', jkey(id), 'st', 'enqueued')
+  redis.call('ZADD', P .. ':q:' .. queue, score, id)
+  wake(queue)
+end
+
+-- Move one blocked job of `group` back to its queue (it keeps its place in line).
+local function unblock_one(group)
+  local bk = P .. ':blk:' .. group
+  local popped = redis.call('ZPOPMIN', bk, 1)
+  if popped[1] then
+    local f = redis.call('HMGET', jkey(popped[1]), 'st', 'q')
+    if f[1] == 'blocked' then
+      enqueue(popped[1], f[2], popped[2])
+    end
+  end
+  if redis.call('ZCARD', bk) == 0 then
+    redis.call('SREM', P .. ':blkgroups', group)
+  end
+end
+
+local function free_slot(group, id)
+  if group and group ~= '' then
+    if redis.call('SREM', P .. ':slot:' .. group, id) == 1 then
+      unblock_one(group)
+    end
+  end
+end
+
+-- Release a non-TTL unique hold, but only if `id` holds it.
+local function release_hold(lock, window, id)
+  if lock and lock ~= '' and window ~= 'ttl' then
+    local lk = P .. ':u:' .. lock
+    if redis.call('GET', lk) == id then
+      redis.call('DEL', lk)
+    end
+  end
+end
+
+local function push_history(jk, entry)
+  local raw = redis.call('HGET', jk, 'hist')
+  local hist = {}
+  if raw and raw ~= '' then
+    local ok, decoded = pcall(cjson.decode, raw)
+    if ok and type(decoded) == 'table' then hist = decoded end
+  end
+  hist[#hist + 1] = entry
+  while #hist > 50 do table.remove(hist, 1) end
+  redis.call('HSET', jk, 'hist', cjson.encode(hist))
+end
+
+local function attempt_entry(jk, outcome, detail)
+  local f = redis.call('HMGET', jk, 'dl', 'wk', 'start')
+  local e = {delivery = tonumber(f[1] or '0'), worker = f[2] or '', started_ms = tonumber(f[3] or '0'),
+             finished_ms = NOW, outcome = outcome}
+  if detail then
+    e['exc_type'] = detail['exc_type']
+    e['exc_message'] = detail['exc_message']
+  end
+  return e
+end
+
+-- Dead-letter a job (any state): release its hold, keep the message, record why.
+local function dead_letter(id, detail)
+  local jk = jkey(id)
+  local f = redis.call('HMGET', jk, 'uk', 'uw')
+  release_hold(f[1], f[2], id)
+  push_history(jk, attempt_entry(jk, detail['reason'] or 'task failed', detail))
+  redis.call('HSET', jk, 'st', 'failed', 'fin', NOW, 'reason', detail['reason'] or 'task failed',
+             'etype', detail['exc_type'] or '', 'emsg', detail['exc_message'] or '',
+             'tb', detail['traceback'] or '')
+  redis.call('ZADD', P .. ':dead', NOW, id)
+  redis.call('HINCRBY', P .. ':stats', 'dead_lettered', 1)
+end
+
+local function coalesce(id)
+  local jk = jkey(id)
+  redis.call('HSET', jk, 'st', 'completed', 'fin', NOW, 'reason', 'coalesced')
+  redis.call('ZADD', P .. ':done', NOW, id)
+  redis.call('HINCRBY', P .. ':stats', 'deduplicated', 1)
+end
+
+-- A running job goes back to waiting (reject+requeue, lease expiry, graceful release).
+-- The pending window's hold is taken again; if another job took it meanwhile, this one
+-- coalesces into it. Returns 'requeued' or 'coalesced'.
+local function requeue(id, backstop)
+  local jk = jkey(id)
+  local f = redis.call('HMGET', jk, 'uk', 'uw', 'q', 'score')
+  if f[1] and f[1] ~= '' then
+    local lk = P .. ':u:' .. f[1]
+    if f[2] == 'pending' then
+      local holder = redis.call('GET', lk)
+      if holder and holder ~= id then
+        coalesce(id)
+        return 'coalesced'
+      end
+      redis.call('SET', lk, id, 'PX', backstop)
+    elseif f[2] == 'running' and redis.call('GET', lk) == id then
+      redis.call('PEXPIRE', lk, backstop)
+    end
+  end
+  enqueue(id, f[3], f[4])
+  return 'requeued'
+end
+
+-- Leave the running state: drop the lease and free the slot. Caller has checked the fence.
+local function end_claim(id)
+  redis.call('ZREM', P .. ':lease', id)
+  free_slot(redis.call('HGET', jkey(id), 'cg'), id)
+end
+
+-- Move due scheduled jobs to their queues (bounded).
+local function promote_due(limit)
+  local due = redis.call('ZRANGEBYSCORE', P .. ':sched', '-inf', NOW, 'LIMIT', 0, limit)
+  for _, id in ipairs(due) do
+    redis.call('ZREM', P .. ':sched', id)
+    local f = redis.call('HMGET', jkey(id), 'st', 'q', 'score')
+    if f[1] == 'scheduled' then
+      enqueue(id, f[2], f[3])
+    end
+  end
+  return #due
+end

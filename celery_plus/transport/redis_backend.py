@@ -1,0 +1,233 @@
+"""The durable store on Redis: a thin dispatcher over the Lua scripts in ``lua/``.
+
+Every state change is one script (see ``lua/lib.lua`` for the key schema). Claims are sent
+in the same round trip as the settles that piled up since the last claim.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+import redis
+
+from .backend import Claim, ClaimResult, NewJob, PublishOutcome, Recovered, Settle
+
+_SCRIPTS = ("publish", "claim", "settle", "heartbeat", "recover", "maintain")
+TRANSIENT_TTL_S = 300
+
+
+def _load_script_sources() -> dict[str, str]:
+    lua = resources.files("celery_plus.transport") / "lua"
+    lib = (lua / "lib.lua").read_text()
+    return {name: lib + "\n" + (lua / f"{name}.lua").read_text() for name in _SCRIPTS}
+
+
+_SOURCES: dict[str, str] | None = None
+
+
+def _sources() -> dict[str, str]:
+    global _SOURCES
+    if _SOURCES is None:
+        _SOURCES = _load_script_sources()
+    return _SOURCES
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class RedisBackend:
+    """Store operations on one Redis server (``redis://`` or ``rediss://`` URL)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "plus",
+        lease_ms: int = 30_000,
+        backstop_ms: int = 86_400_000,
+        scan_limit: int = 64,
+        retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
+        maintenance_interval_ms: int = 1000,
+    ) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.lease_ms = lease_ms
+        self.backstop_ms = backstop_ms
+        self.scan_limit = scan_limit
+        self.retention = retention
+        self.maintenance_interval_ms = maintenance_interval_ms
+        self.client = redis.Redis.from_url(url, health_check_interval=30)
+        self._scripts = {
+            name: self.client.register_script(src) for name, src in _sources().items()
+        }
+
+    # -- keys -------------------------------------------------------------------------
+    def key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    # -- publishing -------------------------------------------------------------------
+    def publish(self, job: NewJob) -> PublishOutcome:
+        reply = self._scripts["publish"](
+            args=[
+                self.prefix, job.id, job.queue, job.message, job.priority, job.eta_ms,
+                job.name, job.unique_lock, job.unique_window, job.unique_ttl_ms,
+                job.concurrency_group, job.concurrency_limit, job.max_deliveries,
+                self.backstop_ms,
+            ]
+        )
+        if _text(reply[0]) == "dup":
+            return PublishOutcome(False, job.id, holder_id=_text(reply[1]))
+        return PublishOutcome(True, job.id, state=_text(reply[1]), continued=reply[2] == 1)
+
+    def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:
+        """Store bytes as a job's message with no checks (operators' and tests' tool)."""
+        self.publish(NewJob(id=job_id, queue=queue, message=raw))  # type: ignore[arg-type]
+
+    # -- consuming --------------------------------------------------------------------
+    def claim(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        max_jobs: int,
+        settles: Sequence[Settle] = (),
+    ) -> ClaimResult:
+        claim_args = [
+            self.prefix, worker_id, self.lease_ms, max_jobs,
+            max(self.scan_limit, 4 * max_jobs), self.backstop_ms, *queues,
+        ]
+        result = ClaimResult()
+        if settles:
+            pipe = self.client.pipeline(transaction=False)
+            self._scripts["settle"](args=self._settle_args(settles), client=pipe)
+            self._scripts["claim"](args=claim_args, client=pipe)
+            settled, claimed = pipe.execute()
+            result.dead_lettered = self._dead_pairs(settled)
+        else:
+            claimed = self._scripts["claim"](args=claim_args)
+        flat, blocked = claimed
+        for i in range(0, len(flat), 5):
+            result.claims.append(
+                Claim(_text(flat[i]), int(flat[i + 1]), flat[i + 2], int(flat[i + 3]),
+                      _text(flat[i + 4]))
+            )
+        result.blocked = [_text(b) for b in blocked]
+        return result
+
+    def settle(self, settles: Sequence[Settle]) -> list[tuple[str, str]]:
+        if not settles:
+            return []
+        return self._dead_pairs(self._scripts["settle"](args=self._settle_args(settles)))
+
+    def _settle_args(self, settles: Sequence[Settle]) -> list[Any]:
+        args: list[Any] = [self.prefix, self.backstop_ms]
+        for s in settles:
+            args += [s.job_id, s.token, s.action, json.dumps(s.detail) if s.detail else ""]
+        return args
+
+    @staticmethod
+    def _dead_pairs(reply: Any) -> list[tuple[str, str]]:
+        dead = reply[1]
+        return [(_text(dead[i]), _text(dead[i + 1])) for i in range(0, len(dead), 2)]
+
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]:
+        if not held:
+            return []
+        args: list[Any] = [self.prefix, self.lease_ms]
+        for job_id, token in held:
+            args += [job_id, token]
+        return [_text(x) for x in self._scripts["heartbeat"](args=args)]
+
+    def recover(self, limit: int = 100) -> list[Recovered]:
+        reply = self._scripts["recover"](args=[self.prefix, limit, self.backstop_ms])
+        return [Recovered(_text(reply[i]), _text(reply[i + 1])) for i in range(0, len(reply), 2)]
+
+    def maintain(self, worker_id: str) -> bool:
+        """Run housekeeping if no other worker ran it this interval. True if it ran."""
+        if not self.client.set(self.key("maint"), worker_id, nx=True,
+                               px=self.maintenance_interval_ms):
+            return False
+        comp_ret, comp_max, dead_ret, dead_max = self.retention
+        self._scripts["maintain"](
+            args=[self.prefix, 500, comp_ret, comp_max, dead_ret, dead_max]
+        )
+        return True
+
+    def wait(
+        self, queues: Sequence[str], transient: Sequence[str], timeout: float
+    ) -> tuple[str, str, bytes | None] | None:
+        """Block until a wake-up for ``queues`` or a message on ``transient`` queues."""
+        keys = [self.key("wake", q) for q in queues] + [self.key("t", q) for q in transient]
+        if not keys:
+            return None
+        reply = self.client.blpop(keys, timeout=max(timeout, 0.01))
+        if reply is None:
+            return None
+        key = _text(reply[0])
+        kind, _, queue = key[len(self.prefix) + 1:].partition(":")
+        if kind == "wake":
+            return ("wake", queue, None)
+        return ("transient", queue, reply[1])
+
+    # -- transient messages (remote control, replies, events) -------------------------
+    def push_transient(self, queue: str, message: bytes | str) -> None:
+        key = self.key("t", queue)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.rpush(key, message)
+        pipe.expire(key, TRANSIENT_TTL_S)
+        pipe.execute()
+
+    def pop_transient(self, queue: str) -> bytes | None:
+        value = self.client.lpop(self.key("t", queue))
+        return value if value is None or isinstance(value, bytes) else bytes(value)
+
+    def bind(self, exchange: str, binding: str) -> None:
+        self.client.sadd(self.key("bind", exchange), binding)
+
+    def unbind(self, exchange: str, binding: str) -> None:
+        self.client.srem(self.key("bind", exchange), binding)
+
+    def bindings(self, exchange: str) -> list[str]:
+        return [_text(b) for b in self.client.smembers(self.key("bind", exchange))]
+
+    # -- queue management -------------------------------------------------------------
+    def size(self, queue: str) -> int:
+        return int(self.client.zcard(self.key("q", queue)))
+
+    def transient_size(self, queue: str) -> int:
+        return int(self.client.llen(self.key("t", queue)))
+
+    def purge(self, queue: str) -> int:
+        """Delete the enqueued jobs of ``queue`` (Celery's ``purge``)."""
+        qkey = self.key("q", queue)
+        ids = [_text(i) for i in self.client.zrange(qkey, 0, -1)]
+        if not ids:
+            return 0
+        pipe = self.client.pipeline(transaction=True)
+        for job_id in ids:
+            pipe.zrem(qkey, job_id)
+        for job_id in ids:
+            pipe.delete(self.key("job", job_id))
+        removed = pipe.execute()[: len(ids)]
+        return sum(int(r) for r in removed)
+
+    def purge_transient(self, queue: str) -> int:
+        key = self.key("t", queue)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.llen(key)
+        pipe.delete(key)
+        return int(pipe.execute()[0])
+
+    # -- reads ------------------------------------------------------------------------
+    def job(self, job_id: str) -> dict[str, str] | None:
+        raw = self.client.hgetall(self.key("job", job_id))
+        if not raw:
+            return None
+        return {_text(k): (v.decode(errors="replace") if isinstance(v, bytes) else v)
+                for k, v in raw.items()}
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,40 @@
+"""Worker bootsteps celery-plus adds: start-up validation and a report of the durable setup.
+
+Leases, heartbeats and maintenance belong to the ``plus`` transport's consuming connection
+(see ``transport/keeper.py``), so they work the same under ``celery-plus worker`` and
+``celery worker``; this step checks the configuration before the worker consumes anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import bootsteps
+
+logger = logging.getLogger("celery_plus.worker")
+
+
+class DurableSetup(bootsteps.StartStopStep):
+    """Validate ``plus_*`` settings at start-up and log the durable configuration."""
+
+    label = "celery-plus"
+
+    def __init__(self, worker: Any, **kwargs: Any) -> None:
+        super().__init__(worker, **kwargs)
+        app = worker.app
+        plus_config = getattr(app, "plus_config", None)
+        self.config = plus_config() if plus_config else None
+
+    def start(self, worker: Any) -> None:
+        if self.config is not None:
+            logger.info(
+                "celery-plus: visibility timeout %.1fs, heartbeat %.1fs, max deliveries %d",
+                self.config.visibility_timeout,
+                self.config.heartbeat_interval,
+                self.config.max_deliveries,
+            )
+
+
+def install_bootsteps(app: Any) -> None:
+    app.steps["worker"].add(DurableSetup)
