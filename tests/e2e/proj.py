@@ -1,0 +1,123 @@
+"""The project end-to-end tests run: a celery-plus app built per test by :func:`make_app`.
+
+Worker processes load ``tests.e2e.proj:app``, which reads its key prefix (and a few settings)
+from the environment; the test process builds its own client with the same tasks and prefix.
+Tasks report what they did to Redis (``{prefix}:events``), so tests assert on facts the
+tasks recorded themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import redis
+
+from celery_plus import Celery
+
+REDIS_URL = os.environ.get("PLUS_TEST_REDIS", "redis://127.0.0.1:6379/0")
+RESULT_URL = os.environ.get("PLUS_TEST_RESULTS", "redis://127.0.0.1:6379/1")
+
+
+def record(prefix: str, kind: str, **data: Any) -> None:
+    """Append an event (with time and pid) to the test's event list."""
+    event = {"kind": kind, "t": time.time(), "pid": os.getpid(), **data}
+    client = redis.Redis.from_url(REDIS_URL)
+    client.rpush(f"{prefix}:events", json.dumps(event))
+    client.close()
+
+
+def events(prefix: str, kind: str | None = None) -> list[dict[str, Any]]:
+    client = redis.Redis.from_url(REDIS_URL)
+    raw = client.lrange(f"{prefix}:events", 0, -1)
+    client.close()
+    out = [json.loads(e) for e in raw]
+    return [e for e in out if kind is None or e["kind"] == kind]
+
+
+def make_app(prefix: str, **settings: Any) -> Celery:
+    app = Celery("proj", broker=f"plus+{REDIS_URL}", backend=RESULT_URL, set_as_current=False)
+    app.conf.update(
+        plus_key_prefix=prefix,
+        plus_visibility_timeout=float(os.environ.get("PLUS_TEST_VT", "5")),
+        plus_maintenance_interval=0.25,
+        plus_poll_interval=0.5,
+        task_default_queue="celery",
+        result_expires=600,
+        worker_hijack_root_logger=False,
+        **settings,
+    )
+    counter = redis.Redis.from_url(REDIS_URL)
+
+    @app.task(name="proj.add")
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    @app.task(name="proj.mark")
+    def mark(n: int, queue: str = "", priority: int = 0) -> int:
+        record(prefix, "mark", n=n, queue=queue, priority=priority)
+        return n
+
+    @app.task(name="proj.sleep_mark")
+    def sleep_mark(n: int, seconds: float) -> int:
+        record(prefix, "start", n=n)
+        time.sleep(seconds)
+        record(prefix, "end", n=n)
+        return n
+
+    @app.task(name="proj.unique_running", unique=True)
+    def unique_running(key: str, seconds: float) -> str:
+        record(prefix, "start", key=key)
+        time.sleep(seconds)
+        record(prefix, "end", key=key)
+        return key
+
+    @app.task(name="proj.unique_pending", unique_by=["key"], unique_window="pending")
+    def unique_pending(key: str, seconds: float) -> str:
+        record(prefix, "start", key=key)
+        time.sleep(seconds)
+        return key
+
+    @app.task(name="proj.unique_ttl", unique_by=["key"], unique_ttl=2)
+    def unique_ttl(key: str) -> str:
+        record(prefix, "start", key=key)
+        return key
+
+    @app.task(name="proj.per_customer", concurrency=2, concurrency_key="customer_id")
+    def per_customer(customer_id: str, n: int, seconds: float) -> int:
+        running = f"{prefix}:running:{customer_id}"
+        now = counter.incr(running)
+        record(prefix, "start", customer=customer_id, n=n, running=now)
+        time.sleep(seconds)
+        counter.decr(running)
+        record(prefix, "end", customer=customer_id, n=n)
+        return n
+
+    @app.task(name="proj.suicide", max_deliveries=3)
+    def suicide() -> None:
+        record(prefix, "start")
+        os.kill(os.getpid(), 9)
+
+    @app.task(name="proj.fail")
+    def fail(message: str) -> None:
+        raise ValueError(message)
+
+    @app.task(name="proj.flaky", bind=True, unique=True, autoretry_for=(RuntimeError,),
+              retry_backoff=0.2, retry_jitter=False, max_retries=5)
+    def flaky(self: Any, key: str, succeed_on: int) -> int:
+        attempt = self.request.retries + 1
+        record(prefix, "attempt", key=key, attempt=attempt)
+        if attempt < succeed_on:
+            raise RuntimeError(f"attempt {attempt} fails")
+        return attempt
+
+    @app.task(name="proj.hard_limit", time_limit=1)
+    def hard_limit() -> None:
+        time.sleep(5)
+
+    return app
+
+
+app = make_app(os.environ.get("PLUS_TEST_PREFIX", "plus-e2e"))

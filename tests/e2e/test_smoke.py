@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from .conftest import wait_until
+from .proj import events
+
+
+def test_task_round_trip_through_a_real_worker(client, start_worker, prefix):
+    start_worker()
+    assert client.tasks["proj.add"].delay(2, 3).get(timeout=20) == 5
+    client.tasks["proj.mark"].delay(7)
+    wait_until(lambda: events(prefix, "mark"), message="mark event")
+    assert [e["n"] for e in events(prefix, "mark")] == [7]
