@@ -12,11 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 import celery
+from celery.app.amqp import AMQP
 from celery.result import AsyncResult
+from kombu import pools
 
 from . import settings, signals
 from .exceptions import DuplicateTask
 from .options import EXTENSION_OPTIONS, message_extensions, parse_extensions
+from .producer import Producer
 from .transport.channel import last_publish
 
 #: Durable defaults: late acks, requeue on worker loss, failures dead-lettered (the failed
@@ -39,10 +42,27 @@ def _validate_decorator_options(fun: Callable[..., Any], opts: dict[str, Any], a
     parse_extensions(fun, opts, bound=bool(opts.get("bind")), task_name=name)
 
 
+class PlusAMQP(AMQP):
+    """Celery's AMQP helper with the lean producer for durable queues."""
+
+    Producer = Producer
+    _producer_pool: Any
+
+    @property
+    def producer_pool(self) -> Any:
+        if self._producer_pool is None:
+            self._producer_pool = pools.ProducerPool(
+                self.app.pool, limit=self.app.pool.limit, Producer=Producer)
+        return self._producer_pool
+
+    publisher_pool = producer_pool
+
+
 class Celery(celery.Celery):
     """A ``celery.Celery`` whose tasks are ``celery_plus.Task`` and whose defaults are durable."""
 
     task_cls = "celery_plus.task:Task"
+    amqp_cls = "celery_plus.app:PlusAMQP"
 
     def __init__(self, main: str | None = None, *args: Any, **kwargs: Any) -> None:
         super().__init__(main, *args, **kwargs)
@@ -53,7 +73,7 @@ class Celery(celery.Celery):
 
     # -- configuration ----------------------------------------------------------------
     def plus_config(self) -> settings.PlusConfig:
-        """The validated ``plus_*`` settings (raises ``ImproperlyConfigured`` naming the bad one)."""
+        """The validated ``plus_*`` settings (``ImproperlyConfigured`` names a bad one)."""
         return settings.resolve({k: self.conf.get(k) for k in settings.BY_NAME})
 
     def _connection(self, url: Any, **kwargs: Any) -> Any:

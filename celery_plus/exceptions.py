@@ -22,7 +22,7 @@ class DuplicateTask(CeleryError):
             f"{task_name}: a job with unique key {unique_key!r} is already held by {holder_id}"
         )
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
         return (type(self), (self.task_name, self.holder_id, self.unique_key))
 
 

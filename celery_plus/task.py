@@ -36,7 +36,7 @@ def _run_function(cls: type) -> tuple[Callable[..., Any], bool]:
     if isinstance(run, staticmethod):
         return run.__func__, False
     if run is None:
-        run = cls.run
+        run = getattr(cls, "run")  # noqa: B009
     return run, True
 
 

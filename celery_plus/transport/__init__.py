@@ -23,6 +23,7 @@ from kombu.utils.url import maybe_sanitize_url
 from .. import settings, signals
 from .backend import Backend
 from .channel import Channel, is_transient
+from .channel import Channel as PlusChannel
 from .keeper import LeaseKeeper
 
 logger = logging.getLogger("celery_plus.transport")
@@ -59,13 +60,15 @@ class Transport(virtual.Transport):
     can_parse_url = True
     driver_type = "plus"
     driver_name = "plus"
-    polling_interval = None
-    connection_errors = (
+    polling_interval = None  # type: ignore[assignment]
+    connection_errors = (  # type: ignore[assignment]
         *virtual.Transport.connection_errors,
         redis.exceptions.ConnectionError,
         redis.exceptions.TimeoutError,
     )
-    channel_errors = (*virtual.Transport.channel_errors, redis.exceptions.ResponseError)
+    channel_errors = (  # type: ignore[assignment]
+        *virtual.Transport.channel_errors, redis.exceptions.ResponseError,
+    )
     implements = virtual.Transport.implements.extend(
         asynchronous=False,
         exchange_type=frozenset(["direct", "topic", "fanout"]),
@@ -100,7 +103,9 @@ class Transport(virtual.Transport):
             logger.error("celery-plus: job %s dead-lettered (%s)", job_id, reason)
             signals.task_dead_lettered.send(sender=None, task_id=job_id, reason=reason)
 
-    def drain_events(self, connection: Any, timeout: float | None = None) -> None:
+    def drain_events(  # type: ignore[override]
+        self, connection: Any, timeout: float | None = None
+    ) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
         poll = self.config.poll_interval
         while True:
@@ -108,7 +113,7 @@ class Transport(virtual.Transport):
                 return
             wait = poll if deadline is None else min(poll, deadline - time.monotonic())
             if wait <= 0:
-                raise socket.timeout()
+                raise TimeoutError()
             durable: list[str] = []
             transient: list[str] = []
             busy = False
@@ -130,7 +135,7 @@ class Transport(virtual.Transport):
                 self._deliver(json.loads(hit[2]), hit[1])
                 return
 
-    def _live_channels(self) -> list[Channel]:
+    def _live_channels(self) -> list[PlusChannel]:
         return [c for c in list(self.channels) if c is not None and not c.closed]
 
     def _drain_ready(self) -> int:

@@ -231,6 +231,14 @@ class Channel(virtual.Channel):
         outcome = self.backend.publish(job)
         last_publish.set(outcome)
 
+    def publish_direct(self, queue: str, message: dict[str, Any]) -> None:
+        """Publish a prepared message straight to a durable queue (the lean send path)."""
+        message["body"], encoding = self.encode_body(message["body"], self.body_encoding)
+        props = message["properties"]
+        props["body_encoding"] = encoding
+        props["delivery_info"].update(exchange="", routing_key=queue)
+        self._put(queue, message)
+
     def _put_fanout(self, exchange: str, message: dict[str, Any], routing_key: str,
                     **kwargs: Any) -> None:
         body = dumps(message)
@@ -250,21 +258,20 @@ class Channel(virtual.Channel):
     def _delete(self, queue: str, *args: Any, **kwargs: Any) -> None:
         if args:
             exchange = args[0]
-            routing_key, pattern = (list(args[1:3]) + ["", ""])[:2]
-            unbind = getattr(self.backend, "unbind", None)
-            if unbind is not None:
-                unbind(exchange, BINDING_SEP.join((routing_key or "", pattern or "", queue)))
+            routing_key, pattern = [*args[1:3], "", ""][:2]
+            self.backend.unbind(
+                exchange, BINDING_SEP.join((routing_key or "", pattern or "", queue)))
         if is_transient(queue):
             self._purge(queue)
 
     def _purge(self, queue: str) -> int:
         if is_transient(queue):
-            return int(self.backend.purge_transient(queue))  # type: ignore[attr-defined]
+            return int(self.backend.purge_transient(queue))
         return self.backend.purge(queue)
 
     def _size(self, queue: str) -> int:
         if is_transient(queue):
-            return int(self.backend.transient_size(queue))  # type: ignore[attr-defined]
+            return int(self.backend.transient_size(queue))
         return self.backend.size(queue)
 
     def _has_queue(self, queue: str, **kwargs: Any) -> bool:
@@ -385,7 +392,7 @@ class Channel(virtual.Channel):
             raw = self.backend.pop_transient(queue)
             if raw is None:
                 raise Empty()
-            return json.loads(raw)  # type: ignore[no-any-return]
+            return json.loads(raw)
         result = self.backend.claim([queue], self.connection.worker_id, 1,
                                     self.qos.take_settles())
         if not result.claims:
@@ -393,7 +400,7 @@ class Channel(virtual.Channel):
         claim = result.claims[0]
         raw = json.loads(claim.message)
         raw["properties"]["delivery_tag"] = delivery_tag(claim.job_id, claim.token)
-        return raw  # type: ignore[no-any-return]
+        return raw
 
     def close(self) -> None:
         if not self.closed and self._qos is not None:

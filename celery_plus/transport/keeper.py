@@ -16,6 +16,7 @@ from .. import signals
 
 if TYPE_CHECKING:
     from . import Transport
+    from .channel import Channel
 
 logger = logging.getLogger("celery_plus.keeper")
 
@@ -48,7 +49,7 @@ class LeaseKeeper(threading.Thread):
             except Exception as exc:
                 logger.warning("celery-plus lease keeper: %r", exc)
 
-    def _channels(self) -> list:  # type: ignore[type-arg]
+    def _channels(self) -> list[Channel]:
         return [c for c in list(self.transport.channels) if c is not None and not c.closed]
 
     def _flush(self) -> None:

@@ -79,9 +79,10 @@ class RedisBackend:
                 self.backstop_ms,
             ]
         )
-        if _text(reply[0]) == "dup":
-            return PublishOutcome(False, job.id, holder_id=_text(reply[1]))
-        return PublishOutcome(True, job.id, state=_text(reply[1]), continued=reply[2] == 1)
+        if not isinstance(reply, int):
+            return PublishOutcome(False, job.id, holder_id=_text(reply))
+        state = "scheduled" if reply % 10 == 2 else "enqueued"
+        return PublishOutcome(True, job.id, state=state, continued=reply >= 10)
 
     def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:
         """Store bytes as a job's message with no checks (operators' and tests' tool)."""
@@ -95,7 +96,7 @@ class RedisBackend:
         max_jobs: int,
         settles: Sequence[Settle] = (),
     ) -> ClaimResult:
-        claim_args = [
+        claim_args: list[Any] = [
             self.prefix, worker_id, self.lease_ms, max_jobs,
             max(self.scan_limit, 4 * max_jobs), self.backstop_ms, *queues,
         ]
@@ -170,7 +171,8 @@ class RedisBackend:
         kind, _, queue = key[len(self.prefix) + 1:].partition(":")
         if kind == "wake":
             return ("wake", queue, None)
-        return ("transient", queue, reply[1])
+        body = reply[1]
+        return ("transient", queue, body if isinstance(body, bytes) else str(body).encode())
 
     # -- transient messages (remote control, replies, events) -------------------------
     def push_transient(self, queue: str, message: bytes | str) -> None:
@@ -181,8 +183,8 @@ class RedisBackend:
         pipe.execute()
 
     def pop_transient(self, queue: str) -> bytes | None:
-        value = self.client.lpop(self.key("t", queue))
-        return value if value is None or isinstance(value, bytes) else bytes(value)
+        value: Any = self.client.lpop(self.key("t", queue))
+        return value if value is None or isinstance(value, bytes) else str(value).encode()
 
     def bind(self, exchange: str, binding: str) -> None:
         self.client.sadd(self.key("bind", exchange), binding)

@@ -117,6 +117,34 @@ def make_app(prefix: str, **settings: Any) -> Celery:
     def hard_limit() -> None:
         time.sleep(5)
 
+    @app.task(name="proj.unique_raise", unique_by=["key"], unique_on_duplicate="raise")
+    def unique_raise(key: str) -> str:
+        record(prefix, "start", key=key)
+        return key
+
+    # -- Celery features over plus+redis:// (test_celery_features.py) --------------------
+    @app.task(name="proj.tsum")
+    def tsum(numbers: list[int]) -> int:
+        record(prefix, "tsum", numbers=numbers)
+        return sum(numbers)
+
+    @app.task(name="proj.soft_limited", soft_time_limit=1)
+    def soft_limited(seconds: float) -> str:
+        from celery.exceptions import SoftTimeLimitExceeded
+
+        record(prefix, "start", task="soft_limited")
+        try:
+            time.sleep(seconds)
+        except SoftTimeLimitExceeded:
+            record(prefix, "soft_limit")
+            return "soft-limit-caught"
+        return "finished"
+
+    @app.task(name="proj.replaced", bind=True)
+    def replaced(self: Any, x: int, y: int) -> int:
+        record(prefix, "replaced", id=self.request.id)
+        raise self.replace(add.s(x, y))
+
     return app
 
 

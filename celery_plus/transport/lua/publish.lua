@@ -2,7 +2,8 @@
 ARGV: 1 prefix, 2 id, 3 queue, 4 msg, 5 priority, 6 eta ms (0 = now), 7 task name,
       8 unique lock ('' = none), 9 window, 10 ttl ms, 11 concurrency group ('' = none),
       12 slot limit, 13 delivery limit (0 = none), 14 hold backstop ms
-Returns {'ok', state, continued(0|1)} or {'dup', holder id}.
+Returns 1 (enqueued), 2 (scheduled), +10 when the publish continued a running job,
+or the holder's id (a string) when the key is held by another job.
 A message whose id is running is a continuation (retry / Task.replace): the running claim
 is settled (slot freed, lease dropped) and the new message takes the job's place. ]]
 local id, queue, msg = ARGV[2], ARGV[3], ARGV[4]
@@ -32,7 +33,7 @@ if lock ~= '' then
   if holder and holder ~= id then
     if continued then coalesce(id) end
     redis.call('HINCRBY', P .. ':stats', 'deduplicated', 1)
-    return {'dup', holder}
+    return holder
   end
   if window == 'ttl' then
     if not holder then redis.call('SET', lk, id, 'PX', ttl) end
@@ -46,14 +47,15 @@ local score = pri * 1099511627776 + seq
 redis.call('HSET', jk, 'msg', msg, 'q', queue, 'name', name, 'score', score, 'dl', 0,
            'mdl', mdl, 'uk', lock, 'uw', window, 'ut', ttl, 'cg', group, 'cl', limit,
            'enq', NOW, 'due', eta)
-if not continued then
+if prev[1] and not continued then
   redis.call('HDEL', jk, 'reason', 'etype', 'emsg', 'tb', 'start', 'fin', 'wk')
 end
+local bonus = continued and 10 or 0
 redis.call('SADD', P .. ':queues', queue)
 if eta > NOW then
   redis.call('HSET', jk, 'st', 'scheduled')
   redis.call('ZADD', P .. ':sched', eta, id)
-  return {'ok', 'scheduled', continued and 1 or 0}
+  return 2 + bonus
 end
 enqueue(id, queue, score)
-return {'ok', 'enqueued', continued and 1 or 0}
+return 1 + bonus

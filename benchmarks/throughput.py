@@ -1,0 +1,115 @@
+"""Enqueue and drain throughput: plain Celery on redis:// vs celery-plus on plus+redis://.
+
+Both run in one invocation on the same machine with the same worker settings (one solo worker
+process, late acks, prefetch multiplier 4, results ignored) and N no-op jobs. Enqueue rate:
+N ``delay()`` calls from one process, no worker running. Drain rate: the worker starts on the
+full queue; jobs per second between the first and the last job's start.
+
+    python -m benchmarks.throughput --jobs 10000 [--rounds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+REDIS_URL = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/0")
+
+CONFIGS = {
+    "celery": ("plain Celery, redis://", [sys.executable, "-m", "celery"]),
+    "plus": ("celery-plus, plus+redis://", [sys.executable, "-m", "celery_plus.cli"]),
+}
+
+
+@dataclass
+class Figures:
+    enqueue_rate: float
+    drain_rate: float
+
+
+def _env(kind: str, run: str) -> dict[str, str]:
+    return {**os.environ, "BENCH_KIND": kind, "BENCH_RUN": run, "BENCH_REDIS": REDIS_URL,
+            "PYTHONPATH": str(ROOT)}
+
+
+def _enqueue(kind: str, run: str, jobs: int) -> float:
+    code = (
+        "import time, sys\n"
+        "from benchmarks.bench_app import noop\n"
+        f"n = {jobs}\n"
+        "noop.delay(-1, n)\n"  # warm up connections and declarations
+        "t0 = time.perf_counter()\n"
+        "for i in range(n):\n"
+        "    noop.delay(i, n)\n"
+        "print(time.perf_counter() - t0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=_env(kind, run), cwd=ROOT,
+                         check=True, capture_output=True, text=True)
+    return jobs / float(out.stdout.strip().splitlines()[-1])
+
+
+def _drain(kind: str, run: str, jobs: int, timeout: float = 600) -> float:
+    client = redis.Redis.from_url(REDIS_URL)
+    cmd = [*CONFIGS[kind][1], "-A", "benchmarks.bench_app", "worker", "--pool=solo",
+           "--concurrency=1", "--loglevel=WARNING", "--without-gossip", "--without-mingle",
+           "--without-heartbeat", f"--hostname={run}@%h"]
+    proc = subprocess.Popen(cmd, env=_env(kind, run), cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + timeout
+        while client.get(f"{run}:mark:{jobs - 1}") is None:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{kind} worker exited with {proc.returncode}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{kind} worker did not drain {jobs} jobs in {timeout}s")
+            time.sleep(0.05)
+        first = float(client.get(f"{run}:mark:0") or 0)
+        last = float(client.get(f"{run}:mark:{jobs - 1}") or 0)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        for key in client.scan_iter(f"{run}*", count=1000):
+            client.delete(key)
+        client.close()
+    return (jobs - 1) / (last - first)
+
+
+def measure(kind: str, jobs: int) -> Figures:
+    run = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
+    enqueue = _enqueue(kind, run, jobs)
+    drain = _drain(kind, run, jobs)
+    return Figures(enqueue, drain)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    results: dict[str, list[Figures]] = {kind: [] for kind in CONFIGS}
+    for _ in range(args.rounds):
+        for kind in CONFIGS:
+            results[kind].append(measure(kind, args.jobs))
+    best = {k: Figures(max(f.enqueue_rate for f in v), max(f.drain_rate for f in v))
+            for k, v in results.items()}
+    print(f"{args.jobs} no-op jobs, best of {args.rounds} round(s), one solo worker, late acks")
+    print(f"{'configuration':32} {'enqueue/s':>12} {'drain/s':>12}")
+    for kind, figures in best.items():
+        print(f"{CONFIGS[kind][0]:32} {figures.enqueue_rate:12.0f} {figures.drain_rate:12.0f}")
+    base = best["celery"]
+    plus = best["plus"]
+    print(f"ratio plus/celery: enqueue {plus.enqueue_rate / base.enqueue_rate:.2f}x, "
+          f"drain {plus.drain_rate / base.drain_rate:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

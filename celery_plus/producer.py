@@ -1,0 +1,53 @@
+"""The lean publish path for durable queues.
+
+Celery publishes a task as ``Producer.publish`` → entity declaration → ``Connection.ensure``
+→ ``basic_publish`` → exchange routing → ``_put``. For a direct publish to a durable
+``plus`` queue none of the middle steps does anything useful (the store needs no declared
+entities and routing is the queue name), so :class:`Producer` goes straight to the channel.
+Anything else — other exchanges, transient queues, other transports, or a connection error
+(which then gets kombu's retry policy) — takes kombu's normal path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kombu
+
+from .transport.channel import Channel, is_transient
+
+
+class Producer(kombu.Producer):
+    def publish(self, body: Any, routing_key: str | None = None, delivery_mode: Any = None,
+                mandatory: bool = False, immediate: bool = False, priority: int = 0,
+                content_type: str | None = None, content_encoding: str | None = None,
+                serializer: str | None = None, headers: dict[str, Any] | None = None,
+                compression: str | None = None, exchange: Any = None, retry: bool = False,
+                retry_policy: dict[str, Any] | None = None, declare: Any = None,
+                expiration: float | None = None, timeout: float | None = None,
+                confirm_timeout: float | None = None, **properties: Any) -> Any:
+        channel = self.channel
+        if (exchange == "" and routing_key and isinstance(channel, Channel)
+                and not is_transient(routing_key)):
+            headers = {} if headers is None else headers
+            _, properties["delivery_mode"] = self._delivery_details(
+                self.exchange, delivery_mode)
+            if expiration is not None:
+                properties["expiration"] = str(int(expiration * 1000))
+            payload, ctype, cencoding = self._prepare(
+                body, serializer, content_type, content_encoding,
+                self.compression if compression is None else compression, headers)
+            message = channel.prepare_message(
+                payload, priority, ctype, cencoding, headers, properties)
+            try:
+                channel.publish_direct(routing_key, message)
+                return None
+            except self.connection.connection_errors:
+                pass  # fall back to kombu's path, which applies the retry policy
+        return super().publish(
+            body, routing_key=routing_key, delivery_mode=delivery_mode, mandatory=mandatory,
+            immediate=immediate, priority=priority, content_type=content_type,
+            content_encoding=content_encoding, serializer=serializer, headers=headers,
+            compression=compression, exchange=exchange, retry=retry,
+            retry_policy=retry_policy, declare=declare, expiration=expiration,
+            timeout=timeout, confirm_timeout=confirm_timeout, **properties)

@@ -1,0 +1,148 @@
+"""Acceptance line 9 of the foundation issue: Celery's own features over the plus transport.
+
+9. "Canvas (chain, group, chord with the Redis result backend), AsyncResult.get(), revoke, time
+   limits and `celery inspect ping` work on a celery-plus app over plus+redis://."
+
+Also ``Task.replace`` (a continuation publishing the replacement under the running task's id)
+gives the replacement's result.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+from celery import chain, chord, group
+
+from .conftest import ROOT, Worker, wait_until
+from .proj import events
+
+TIMEOUT = 30
+
+
+def _hostname(prefix: str, index: int = 0) -> str:
+    """The node name the harness gives the index-th worker of a test."""
+    return f"w{index}-{prefix}@{socket.gethostname()}"
+
+
+def test_chain_passes_each_result_to_the_next(
+    client: Any, start_worker: Callable[..., Worker]
+) -> None:
+    start_worker()
+    add = client.tasks["proj.add"]
+    result = chain(add.s(1, 2), add.s(3), add.s(4))()
+    assert result.get(timeout=TIMEOUT) == 10
+    assert result.parent.get(timeout=TIMEOUT) == 6
+    assert result.parent.parent.get(timeout=TIMEOUT) == 3
+
+
+def test_group_returns_the_list_of_results(
+    client: Any, start_worker: Callable[..., Worker]
+) -> None:
+    start_worker(pool="prefork", concurrency=2)
+    add = client.tasks["proj.add"]
+    result = group(add.s(i, i) for i in range(6))()
+    assert result.get(timeout=TIMEOUT) == [0, 2, 4, 6, 8, 10]
+    assert result.successful()
+
+
+def test_chord_calls_back_with_the_group_results(
+    client: Any, start_worker: Callable[..., Worker], prefix: str
+) -> None:
+    start_worker(pool="prefork", concurrency=2)
+    add, tsum = client.tasks["proj.add"], client.tasks["proj.tsum"]
+    result = chord(add.s(i, i) for i in range(5))(tsum.s())
+    assert result.get(timeout=TIMEOUT) == 20
+    calls = events(prefix, "tsum")
+    assert len(calls) == 1 and sorted(calls[0]["numbers"]) == [0, 2, 4, 6, 8]
+
+
+def test_async_result_get_returns_values_and_raises_task_errors(
+    client: Any, start_worker: Callable[..., Worker]
+) -> None:
+    start_worker()
+    ok = client.tasks["proj.add"].delay(40, 2)
+    bad = client.tasks["proj.fail"].delay("boom")
+    assert client.AsyncResult(ok.id).get(timeout=TIMEOUT) == 42
+    with pytest.raises(ValueError, match="boom"):
+        client.AsyncResult(bad.id).get(timeout=TIMEOUT)
+    assert client.AsyncResult(bad.id).state == "FAILURE"
+    assert client.AsyncResult(ok.id).state == "SUCCESS"
+
+
+def test_revoked_countdown_job_never_runs(
+    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+) -> None:
+    start_worker()
+    mark = client.tasks["proj.mark"]
+    revoked = mark.apply_async((1,), countdown=3)
+    assert store.hget(f"{prefix}:job:{revoked.id}", "st") == "scheduled"
+    replies = client.control.revoke(revoked.id, reply=True, timeout=5)
+    assert any(_hostname(prefix) in reply for reply in replies), replies
+    # Not yet due when revoked: still waiting in the store, not in the worker.
+    assert store.hget(f"{prefix}:job:{revoked.id}", "st") == "scheduled"
+    # A sentinel due two seconds later: once it ran, the revoked job's time had come and gone.
+    sentinel = mark.apply_async((2,), countdown=5)
+    assert sentinel.get(timeout=TIMEOUT) == 2
+    wait_until(lambda: client.AsyncResult(revoked.id).state == "REVOKED", timeout=10,
+               message="revoked job marked REVOKED")
+    assert [e["n"] for e in events(prefix, "mark")] == [2]
+    wait_until(lambda: store.hget(f"{prefix}:job:{revoked.id}", "st") == "completed",
+               timeout=10, message="revoked job settled")
+    assert store.zscore(f"{prefix}:lease", revoked.id) is None
+
+
+def test_soft_time_limit_raises_inside_the_task(
+    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+) -> None:
+    start_worker(pool="prefork", concurrency=1)
+    result = client.tasks["proj.soft_limited"].delay(15)
+    assert result.get(timeout=TIMEOUT) == "soft-limit-caught"
+    assert len(events(prefix, "soft_limit")) == 1
+    wait_until(lambda: store.hget(f"{prefix}:job:{result.id}", "st") == "completed",
+               timeout=10, message="soft-limited job completed")
+
+
+def test_celery_inspect_ping_cli_reaches_the_worker(
+    start_worker: Callable[..., Worker], prefix: str
+) -> None:
+    start_worker()
+    cmd = [sys.executable, "-m", "celery_plus.cli", "-A", "tests.e2e.proj", "inspect", "ping",
+           "--timeout", "5"]
+    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "PLUS_TEST_PREFIX": prefix},
+                          capture_output=True, text=True, timeout=60)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output
+    assert _hostname(prefix) in output, output
+    assert "pong" in output, output
+
+
+def test_control_ping_returns_the_worker(
+    client: Any, start_worker: Callable[..., Worker], prefix: str
+) -> None:
+    start_worker()
+    replies = client.control.ping(timeout=3)
+    assert replies == [{_hostname(prefix): {"ok": "pong"}}]
+
+
+def test_task_replace_gives_the_replacement_result(
+    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+) -> None:
+    start_worker()
+    result = client.tasks["proj.replaced"].delay(4, 5)
+    assert result.get(timeout=TIMEOUT) == 9
+    assert [e["id"] for e in events(prefix, "replaced")] == [result.id]
+    wait_until(lambda: store.hget(f"{prefix}:job:{result.id}", "st") == "completed",
+               timeout=10, message="replaced job completed")
+    record = store.hgetall(f"{prefix}:job:{result.id}")
+    assert record["name"] == "proj.add", record
+    assert store.zscore(f"{prefix}:lease", result.id) is None
+    # Inside a chain, the replacement's result flows on to the next task.
+    chained = chain(client.tasks["proj.replaced"].s(1, 2), client.tasks["proj.add"].s(10))()
+    assert chained.get(timeout=TIMEOUT) == 13

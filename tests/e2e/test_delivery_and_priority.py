@@ -1,0 +1,106 @@
+"""Acceptance line 1: "500 jobs across 2 queues and 3 priorities all complete exactly once;
+priority order holds within a queue."
+
+Jobs are published before any worker runs, so the order in which a solo worker with
+``--prefetch-multiplier=1`` executes them is the order the store hands them out. Priorities
+follow kombu's Redis convention: 0 is the highest, lower numbers first, FIFO within a priority.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from .conftest import Worker, wait_until
+from .proj import events
+
+QUEUES = ("q1", "q2")
+PRIORITIES = (0, 5, 9)
+TOTAL = 500
+
+
+def _publish(client: Any, seed: int) -> list[tuple[int, str, int]]:
+    """Publish TOTAL ``mark`` jobs in a shuffled mix of queues and priorities.
+
+    Returns ``(n, queue, priority)`` in publish order (n is the publish index).
+    """
+    rng = random.Random(seed)
+    mark = client.tasks["proj.mark"]
+    published: list[tuple[int, str, int]] = []
+    for n in range(TOTAL):
+        queue = QUEUES[rng.randrange(len(QUEUES))]
+        priority = PRIORITIES[rng.randrange(len(PRIORITIES))]
+        result = mark.apply_async(kwargs={"n": n, "queue": queue, "priority": priority},
+                                  queue=queue, priority=priority)
+        assert result.deduplicated is False
+        published.append((n, queue, priority))
+    return published
+
+
+def _wait_all_marked(prefix: str, timeout: float = 60) -> list[dict[str, Any]]:
+    wait_until(lambda: len(events(prefix, "mark")) >= TOTAL, timeout=timeout,
+               message=f"{TOTAL} mark events")
+    return events(prefix, "mark")
+
+
+def _assert_exactly_once(marks: list[dict[str, Any]]) -> None:
+    counts = Counter(e["n"] for e in marks)
+    assert set(counts) == set(range(TOTAL)), sorted(set(range(TOTAL)) - set(counts))[:20]
+    twice = {n: c for n, c in counts.items() if c != 1}
+    assert not twice, f"jobs run more than once: {twice}"
+
+
+def _assert_store_settled(store: redis.Redis, prefix: str) -> None:
+    """Every job ended completed; nothing is left queued, running or dead."""
+    def settled() -> bool:
+        return (store.zcard(f"{prefix}:done") == TOTAL and store.zcard(f"{prefix}:lease") == 0)
+
+    wait_until(settled, timeout=20, message="all jobs completed in the store")
+    for queue in QUEUES:
+        assert store.zcard(f"{prefix}:q:{queue}") == 0
+    assert store.zcard(f"{prefix}:dead") == 0
+
+
+def test_priority_order_within_each_queue_and_exactly_once(
+    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+) -> None:
+    published = _publish(client, seed=20240501)
+    # All three priorities present in both queues, so the ordering check means something.
+    assert {(q, p) for _, q, p in published} == {(q, p) for q in QUEUES for p in PRIORITIES}
+
+    start_worker("-Q", ",".join(QUEUES), "--prefetch-multiplier=1")
+    marks = _wait_all_marked(prefix)
+    _assert_exactly_once(marks)
+
+    for queue in QUEUES:
+        ran = [e for e in marks if e["queue"] == queue]
+        # Each job ran from the queue it was published to, with its priority.
+        expected_meta = {n: (q, p) for n, q, p in published}
+        assert all(expected_meta[e["n"]] == (e["queue"], e["priority"]) for e in ran)
+        priorities = [e["priority"] for e in ran]
+        inversions = [(a, b) for a, b in zip(priorities, priorities[1:]) if a > b]
+        assert not inversions, f"{queue}: priority order broken: {inversions[:10]}"
+        # Exact order: by priority, then FIFO (publish order) inside a priority.
+        expected = [n for n, q, p in sorted(published, key=lambda j: (j[2], j[0])) if q == queue]
+        assert [e["n"] for e in ran] == expected, f"{queue}: not FIFO within a priority"
+
+    _assert_store_settled(store, prefix)
+
+
+def test_two_workers_split_the_load_exactly_once(
+    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+) -> None:
+    args = ("-Q", ",".join(QUEUES), "--prefetch-multiplier=1")
+    workers = [start_worker(*args), start_worker(*args)]
+    _publish(client, seed=7)
+    marks = _wait_all_marked(prefix)
+    _assert_exactly_once(marks)
+
+    by_pid = Counter(e["pid"] for e in marks)
+    assert set(by_pid) <= {w.proc.pid for w in workers}, by_pid
+    assert len(by_pid) == 2, f"both workers should have taken jobs: {by_pid}"
+    _assert_store_settled(store, prefix)

@@ -1,0 +1,101 @@
+"""Acceptance line 5 of the foundation issue: leases on live workers.
+
+"A job running 3x plus_visibility_timeout on a live worker runs exactly once. countdown jobs
+longer than the visibility timeout run exactly once."
+
+Both tests run two workers with a 2 s visibility timeout, so a missed heartbeat would let the
+idle worker recover the job and run it a second time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from .conftest import Worker, wait_until
+from .proj import events
+
+VT_S = 2.0
+VT = {"PLUS_TEST_VT": str(VT_S)}
+
+
+def test_long_job_on_a_live_worker_runs_exactly_once(
+    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+) -> None:
+    workers = [start_worker(env=VT), start_worker(env=VT)]
+    seconds = 3 * VT_S
+    result = client.tasks["proj.sleep_mark"].delay(1, seconds)
+    job_key = f"{prefix}:job:{result.id}"
+
+    wait_until(lambda: events(prefix, "start"), timeout=20, message="job start")
+    # While it runs past several lease lengths, the lease keeps being renewed.
+    deadlines: list[float] = []
+
+    def finished() -> bool:
+        score = store.zscore(f"{prefix}:lease", result.id)
+        if score is not None:
+            deadlines.append(score)
+        return bool(events(prefix, "end"))
+
+    wait_until(finished, timeout=seconds + 20, message="job end")
+    assert result.get(timeout=10) == 1
+    wait_until(lambda: store.hget(job_key, "st") == "completed", timeout=10,
+               message="job completed")
+
+    starts, ends = events(prefix, "start"), events(prefix, "end")
+    assert len(starts) == 1, starts
+    assert len(ends) == 1, ends
+    assert ends[0]["t"] - starts[0]["t"] >= seconds * 0.95
+    record = store.hgetall(job_key)
+    assert record["tok"] == "1", record  # claimed once: never handed over
+    assert record["dl"] == "1", record
+    assert len(set(deadlines)) >= 2, "the lease was never renewed"
+    assert int(store.hget(f"{prefix}:stats", "recovered") or 0) == 0
+    for worker in workers:
+        assert worker.proc.poll() is None
+        assert "recovered job" not in worker.log()
+        assert "lease of job" not in worker.log()
+
+
+def test_countdown_longer_than_visibility_timeout_runs_exactly_once(
+    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+) -> None:
+    workers = [start_worker(env=VT), start_worker(env=VT)]
+    countdown = 5.0
+    published_at = time.time()
+    result = client.tasks["proj.mark"].apply_async(args=(5,), countdown=countdown)
+    job_key = f"{prefix}:job:{result.id}"
+
+    # While it waits, the job is scheduled in the store and held by no worker.
+    samples: list[str] = []
+
+    def marked() -> bool:
+        if events(prefix, "mark"):
+            return True
+        if time.time() < published_at + countdown - 1.0:
+            state = store.hget(job_key, "st")
+            samples.append(state or "")
+            assert state == "scheduled", store.hgetall(job_key)
+            assert store.zscore(f"{prefix}:lease", result.id) is None
+            assert not store.hget(job_key, "wk"), store.hgetall(job_key)
+            assert store.zscore(f"{prefix}:sched", result.id) is not None
+        return False
+
+    wait_until(marked, timeout=countdown + 25, interval=0.1, message="mark event")
+    assert len(samples) >= 5, samples
+    assert result.get(timeout=10) == 5
+    wait_until(lambda: store.hget(job_key, "st") == "completed", timeout=10,
+               message="job completed")
+
+    marks = events(prefix, "mark")
+    assert len(marks) == 1, marks
+    assert marks[0]["t"] - published_at >= countdown - 0.5, marks[0]["t"] - published_at
+    record = store.hgetall(job_key)
+    assert record["tok"] == "1", record
+    assert record["dl"] == "1", record
+    assert int(store.hget(f"{prefix}:stats", "recovered") or 0) == 0
+    for worker in workers:
+        assert worker.proc.poll() is None
