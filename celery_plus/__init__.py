@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import (
+    Signature,
     bugreport,
     chain,
     chord,
@@ -21,6 +22,7 @@ from celery import (
     group,
     maybe_signature,
     signature,
+    subtask,
     uuid,
     xmap,
     xstarmap,
@@ -57,6 +59,7 @@ _transport.register()
 
 __all__ = [
     "Celery",
+    "Signature",
     "Task",
     "bugreport",
     "chain",
@@ -68,6 +71,7 @@ __all__ = [
     "maybe_signature",
     "shared_task",
     "signature",
+    "subtask",
     "uuid",
     "xmap",
     "xstarmap",

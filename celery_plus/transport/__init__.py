@@ -86,6 +86,7 @@ class Transport(virtual.Transport):
         self.backend = make_backend(url, self.config)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._keeper: LeaseKeeper | None = None
+        self._next_due_at: float | None = None
 
     def driver_version(self) -> str:
         return "celery-plus"
@@ -97,6 +98,10 @@ class Transport(virtual.Transport):
         if self._keeper is None:
             self._keeper = LeaseKeeper(self)
             self._keeper.start()
+
+    def note_next_due(self, seconds: float | None) -> None:
+        """Remember when the next scheduled job is due, to wake for it on time."""
+        self._next_due_at = None if seconds is None else time.monotonic() + seconds
 
     def report_dead_letters(self, dead: Iterable[tuple[str, str]]) -> None:
         for job_id, reason in dead:
@@ -112,6 +117,8 @@ class Transport(virtual.Transport):
             if self._drain_ready():
                 return
             wait = poll if deadline is None else min(poll, deadline - time.monotonic())
+            if self._next_due_at is not None:
+                wait = min(wait, max(self._next_due_at - time.monotonic(), 0.005))
             if wait <= 0:
                 raise TimeoutError()
             durable: list[str] = []

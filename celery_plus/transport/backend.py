@@ -70,6 +70,8 @@ class ClaimResult:
     claims: list[Claim] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
     dead_lettered: list[tuple[str, str]] = field(default_factory=list)
+    #: Seconds until the next scheduled job is due (None: nothing scheduled).
+    next_due: float | None = None
 
 
 @dataclass(frozen=True)

@@ -356,6 +356,7 @@ class Channel(virtual.Channel):
             self._rotated_queues(), self.connection.worker_id, batch, self.qos.take_settles()
         )
         self.connection.report_dead_letters(result.dead_lettered)
+        self.connection.note_next_due(result.next_due)
         for job_id in result.blocked:
             signals.task_concurrency_blocked.send(sender=None, task_id=job_id)
         for claim in result.claims:

@@ -109,7 +109,8 @@ class RedisBackend:
             result.dead_lettered = self._dead_pairs(settled)
         else:
             claimed = self._scripts["claim"](args=claim_args)
-        flat, blocked = claimed
+        flat, blocked, next_due = claimed
+        result.next_due = None if next_due < 0 else next_due / 1000.0
         for i in range(0, len(flat), 5):
             result.claims.append(
                 Claim(_text(flat[i]), int(flat[i + 1]), flat[i + 2], int(flat[i + 3]),

@@ -55,8 +55,8 @@ def test_per_customer_slots_limit_each_customer_and_run_customers_in_parallel(
     assert set(started) == expected and set(ended) == expected
     assert all(v == 1 for v in started.values()), started
     assert all(v == 1 for v in ended.values()), ended
-    assert all(r.get(timeout=10) == n for r, n in
-               zip(results, [n for n in range(JOBS_PER_CUSTOMER) for _ in CUSTOMERS]))
+    ns = [n for n in range(JOBS_PER_CUSTOMER) for _ in CUSTOMERS]
+    assert all(r.get(timeout=10) == n for r, n in zip(results, ns, strict=True))
 
     # At most LIMIT per customer at any instant, and the limit is actually reached.
     for customer in CUSTOMERS:
@@ -80,7 +80,7 @@ def test_per_customer_slots_limit_each_customer_and_run_customers_in_parallel(
     wait_until(all_completed, timeout=10, message="all jobs completed in the store")
     leftover_slots = {k: store.smembers(k) for k in store.scan_iter(f"{prefix}:slot:*")}
     assert not any(leftover_slots.values()), leftover_slots
-    for r, customer in zip(results, CUSTOMERS * JOBS_PER_CUSTOMER):
+    for r, customer in zip(results, CUSTOMERS * JOBS_PER_CUSTOMER, strict=True):
         group = f'proj.per_customer:"{customer}"'
         assert store.hget(f"{prefix}:job:{r.id}", "cg") == group
         assert not store.exists(f"{prefix}:slot:{group}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
 import redis
@@ -82,7 +83,7 @@ def test_priority_order_within_each_queue_and_exactly_once(
         expected_meta = {n: (q, p) for n, q, p in published}
         assert all(expected_meta[e["n"]] == (e["queue"], e["priority"]) for e in ran)
         priorities = [e["priority"] for e in ran]
-        inversions = [(a, b) for a, b in zip(priorities, priorities[1:]) if a > b]
+        inversions = [(a, b) for a, b in pairwise(priorities) if a > b]
         assert not inversions, f"{queue}: priority order broken: {inversions[:10]}"
         # Exact order: by priority, then FIFO (publish order) inside a priority.
         expected = [n for n, q, p in sorted(published, key=lambda j: (j[2], j[0])) if q == queue]

@@ -3,7 +3,8 @@ ARGV: 1 prefix, 2 worker id, 3 lease ms, 4 max jobs, 5 scan limit, 6 hold backst
 Each claim: token+1, deliveries+1, lease = now + lease ms, slot taken atomically (a full
 group parks the job as blocked and scanning goes on), pending-window hold released,
 running-window hold refreshed. Due scheduled jobs are promoted first.
-Returns {{id, token, msg, deliveries, queue, ...}, {blocked id, ...}}. ]]
+Returns {{id, token, msg, deliveries, queue, ...}, {blocked id, ...}, ms until the next
+scheduled job is due (-1 if none)}. ]]
 local worker, lease_ms = ARGV[2], tonumber(ARGV[3])
 local max_n, scan_limit, backstop = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 promote_due(100)
@@ -59,4 +60,7 @@ for qi = 7, #ARGV do
     end
   end
 end
-return {out, blocked}
+local next_due = -1
+local first = redis.call('ZRANGE', P .. ':sched', 0, 0, 'WITHSCORES')
+if first[2] then next_due = math.max(tonumber(first[2]) - NOW, 0) end
+return {out, blocked, next_due}
