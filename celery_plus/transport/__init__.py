@@ -53,6 +53,15 @@ def make_backend(url: str, config: settings.PlusConfig) -> Backend:
     )
 
 
+def _worker_stopping() -> bool:
+    """True once a Celery worker in this process was asked to shut down."""
+    from celery.worker import state
+
+    # Celery stores the exit code there: 0 (EX_OK) means "stop" too.
+    flags = (state.should_stop, state.should_terminate)
+    return any(flag is not None and flag is not False for flag in flags)
+
+
 class Transport(virtual.Transport):
     """kombu transport whose task queues are durable job stores."""
 
@@ -119,7 +128,7 @@ class Transport(virtual.Transport):
             wait = poll if deadline is None else min(poll, deadline - time.monotonic())
             if self._next_due_at is not None:
                 wait = min(wait, max(self._next_due_at - time.monotonic(), 0.005))
-            if wait <= 0:
+            if wait <= 0 or _worker_stopping():
                 raise TimeoutError()
             durable: list[str] = []
             transient: list[str] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -46,10 +47,8 @@ class Worker:
 
     def kill(self) -> None:
         """SIGKILL the worker and its pool children."""
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.proc.wait(timeout=10)
 
     def stop(self, timeout: float = 20) -> None:

@@ -47,6 +47,8 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         task_default_queue="celery",
         result_expires=600,
         worker_hijack_root_logger=False,
+        # How long the prefork pool waits for a dead child's result before WorkerLostError.
+        worker_lost_wait=float(os.environ.get("PLUS_TEST_LOST_WAIT", "10")),
         **settings,
     )
     counter = redis.Redis.from_url(REDIS_URL)
