@@ -20,6 +20,7 @@ from . import proj
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY_PLUS = [sys.executable, "-m", "celery_plus.cli"]
+PLAIN_CELERY = [sys.executable, "-m", "celery"]
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
@@ -88,9 +89,11 @@ def start_worker(prefix: str, tmp_path: Path) -> Iterator[Callable[..., Worker]]
     workers: list[Worker] = []
 
     def start(*args: str, pool: str = "solo", concurrency: int = 1,
-              env: dict[str, str] | None = None, ready: bool = True) -> Worker:
+              env: dict[str, str] | None = None, ready: bool = True,
+              cli: str = "celery-plus") -> Worker:
         log = tmp_path / f"worker-{len(workers)}.log"
-        cmd = [*CELERY_PLUS, "worker", "-A", "tests.e2e.proj", f"--pool={pool}",
+        program = CELERY_PLUS if cli == "celery-plus" else PLAIN_CELERY
+        cmd = [*program, "-A", "tests.e2e.proj", "worker", f"--pool={pool}",
                f"--concurrency={concurrency}", "--loglevel=INFO", "--without-gossip",
                "--without-mingle", f"--hostname=w{len(workers)}-{prefix}@%h", *args]
         full_env = {**os.environ, "PLUS_TEST_PREFIX": prefix, **(env or {})}

@@ -81,14 +81,14 @@ def test_revoked_countdown_job_never_runs(
 ) -> None:
     start_worker()
     mark = client.tasks["proj.mark"]
-    revoked = mark.apply_async((1,), countdown=4)
+    revoked = mark.apply_async((1,), countdown=6)
     assert store.hget(f"{prefix}:job:{revoked.id}", "st") == "scheduled"
     replies = client.control.revoke(revoked.id, reply=True, timeout=3, limit=1)
     assert any(_hostname(prefix) in reply for reply in replies), replies
     # Not yet due when revoked: still waiting in the store, not in the worker.
     assert store.hget(f"{prefix}:job:{revoked.id}", "st") == "scheduled"
     # A sentinel due two seconds later: once it ran, the revoked job's time had come and gone.
-    sentinel = mark.apply_async((2,), countdown=6)
+    sentinel = mark.apply_async((2,), countdown=8)
     assert sentinel.get(timeout=TIMEOUT) == 2
     wait_until(lambda: client.AsyncResult(revoked.id).state == "REVOKED", timeout=10,
                message="revoked job marked REVOKED")

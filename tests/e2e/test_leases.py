@@ -41,13 +41,13 @@ def test_long_job_on_a_live_worker_runs_exactly_once(
         return bool(events(prefix, "end"))
 
     wait_until(finished, timeout=seconds + 20, message="job end")
+    starts, ends = events(prefix, "start"), events(prefix, "end")
+    assert len(starts) == 1, starts
+    assert len(ends) == 1, ends
     assert result.get(timeout=10) == 1
     wait_until(lambda: store.hget(job_key, "st") == "completed", timeout=10,
                message="job completed")
 
-    starts, ends = events(prefix, "start"), events(prefix, "end")
-    assert len(starts) == 1, starts
-    assert len(ends) == 1, ends
     assert ends[0]["t"] - starts[0]["t"] >= seconds * 0.95
     record = store.hgetall(job_key)
     assert record["tok"] == "1", record  # claimed once: never handed over
