@@ -29,6 +29,7 @@ from celery import (
 )
 from celery import shared_task as _celery_shared_task
 
+from . import result_backends as _result_backends  # noqa: F401  ("plus+" result URLs)
 from . import transport as _transport  # registers the "plus" transport alias
 from .app import Celery
 from .options import EXTENSION_OPTIONS, parse_extensions

@@ -8,10 +8,14 @@ back as the holder's ``AsyncResult`` with ``.deduplicated`` set (or ``DuplicateT
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import celery
+from celery.app import backends
 from celery.app.amqp import AMQP
 from celery.result import AsyncResult
 from kombu import pools
@@ -32,6 +36,25 @@ DURABLE_DEFAULTS: dict[str, Any] = {
     "broker_connection_retry_on_startup": True,
     **settings.DEFAULTS,
 }
+
+
+#: Folder (under the working directory) of the embedded store used when no broker is set.
+EMBEDDED_DIR = ".celery-plus"
+
+
+def embedded_path(main: str | None, cwd: str | os.PathLike[str] | None = None) -> Path:
+    """The SQLite file an app named ``main`` uses when no broker is configured.
+
+    ``<cwd>/.celery-plus/<main>.db`` (``default.db`` for an app without a name).
+    """
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", main or "") or "default"
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    return base.absolute() / EMBEDDED_DIR / f"{name}.db"
+
+
+def embedded_url(main: str | None, cwd: str | os.PathLike[str] | None = None) -> str:
+    """``plus+sqlite:///<cwd>/.celery-plus/<main>.db``: the embedded default broker URL."""
+    return f"plus+sqlite://{embedded_path(main, cwd).as_posix()}"
 
 
 def _validate_decorator_options(fun: Callable[..., Any], opts: dict[str, Any], app: Any) -> None:
@@ -64,9 +87,19 @@ class Celery(celery.Celery):
     task_cls = "celery_plus.task:Task"
     amqp_cls = "celery_plus.app:PlusAMQP"
 
+    #: The embedded default (used when no broker is configured): ``embedded_path`` is the
+    #: SQLite file, ``<working directory at creation>/.celery-plus/<main>.db``.
+    embedded_path: Path
+    embedded_url: str
+
     def __init__(self, main: str | None = None, *args: Any, **kwargs: Any) -> None:
         super().__init__(main, *args, **kwargs)
         self.add_defaults(DURABLE_DEFAULTS)
+        # Embedded default: with no broker configured (argument, conf, config object or
+        # CELERY_BROKER_URL) the app uses a SQLite file instead of Celery's amqp default.
+        self.embedded_path = embedded_path(self.main)
+        self.embedded_url = f"plus+sqlite://{self.embedded_path.as_posix()}"
+        self.add_defaults(self._embedded_defaults)
         from .worker import install_bootsteps
 
         install_bootsteps(self)
@@ -76,7 +109,34 @@ class Celery(celery.Celery):
         """The validated ``plus_*`` settings (``ImproperlyConfigured`` names a bad one)."""
         return settings.resolve({k: self.conf.get(k) for k in settings.BY_NAME})
 
+    def _embedded_defaults(self) -> dict[str, Any]:
+        # Evaluated once the configuration is loaded (Celery's pending defaults), so it sees
+        # the broker given as argument, set on ``app.conf`` or by ``config_from_object``.
+        # Defaults are inserted above a config object's values: hence only when it set none.
+        # ``app.conf.broker_url = ...`` after loading and CELERY_BROKER_URL win regardless.
+        conf = self.conf
+        if os.environ.get("CELERY_BROKER_URL") or any(
+            conf.get(key) for key in ("broker_url", "broker_host", "broker_transport")
+        ):
+            return {}
+        return {"broker_url": self.embedded_url}
+
+    def uses_embedded_broker(self) -> bool:
+        """True if the broker is the embedded default (no broker was configured)."""
+        return bool(self.conf.broker_url == self.embedded_url)
+
+    def _get_backend(self) -> Any:
+        # On the embedded broker with no result backend configured, results go to the
+        # same SQLite file (``plus+sqlite:``) rather than nowhere.
+        if (self.backend_cls is None and not self.conf.result_backend
+                and self.uses_embedded_broker()):
+            backend, url = backends.by_url(self.embedded_url, self.loader)
+            return backend(app=self, url=url)
+        return super()._get_backend()
+
     def _connection(self, url: Any, **kwargs: Any) -> Any:
+        if url == self.embedded_url:
+            self.embedded_path.parent.mkdir(parents=True, exist_ok=True)
         options = dict(kwargs.pop("transport_options", None) or {})
         for name in settings.BY_NAME:
             options.setdefault(name, self.conf.get(name))

@@ -1,4 +1,4 @@
-"""A celery-plus app round-trips tasks under `celery-plus worker` and under plain `celery worker`."""
+"""A celery-plus app round-trips tasks under `celery-plus worker` and plain `celery worker`."""
 
 from __future__ import annotations
 
