@@ -123,4 +123,25 @@ class Backend(Protocol):
 
     def unbind(self, exchange: str, binding: str) -> None: ...
 
+    # -- inspection (tests, admin, tools) ----------------------------------------------
+    def job(self, job_id: str) -> dict[str, str] | None:
+        """The job record as text fields (names as in ``lua/lib.lua``), or None."""
+        ...
+
+    def holder(self, lock: str) -> str | None:
+        """The task id holding unique ``lock`` (None when free or expired)."""
+        ...
+
+    def slot_holders(self, group: str) -> set[str]:
+        """Job ids holding a slot of concurrency ``group``."""
+        ...
+
+    def ids_in_state(self, state: str, limit: int = 1000) -> list[str]:
+        """Ids of jobs in ``state`` (enqueued, scheduled, blocked, running, completed, failed)."""
+        ...
+
+    def lease_deadline(self, job_id: str) -> int | None:
+        """The stored lease deadline (ms since the epoch) of a running job."""
+        ...
+
     def close(self) -> None: ...

@@ -71,14 +71,13 @@ class RedisBackend:
 
     # -- publishing -------------------------------------------------------------------
     def publish(self, job: NewJob) -> PublishOutcome:
+        meta = "\x1f".join((
+            str(job.priority), str(job.eta_ms), job.name, job.unique_lock, job.unique_window,
+            str(job.unique_ttl_ms), job.concurrency_group, str(job.concurrency_limit),
+            str(job.max_deliveries), str(self.backstop_ms),
+        ))
         reply = self._scripts["publish"](
-            args=[
-                self.prefix, job.id, job.queue, job.message, job.priority, job.eta_ms,
-                job.name, job.unique_lock, job.unique_window, job.unique_ttl_ms,
-                job.concurrency_group, job.concurrency_limit, job.max_deliveries,
-                self.backstop_ms,
-            ]
-        )
+            args=[self.prefix, job.id, job.queue, job.message, meta])
         if not isinstance(reply, int):
             return PublishOutcome(False, job.id, holder_id=_text(reply))
         state = "scheduled" if reply % 10 == 2 else "enqueued"
@@ -231,6 +230,31 @@ class RedisBackend:
             return None
         return {_text(k): (v.decode(errors="replace") if isinstance(v, bytes) else v)
                 for k, v in raw.items()}
+
+    def holder(self, lock: str) -> str | None:
+        value = self.client.get(self.key("u", lock))
+        return None if value is None else _text(value)
+
+    def slot_holders(self, group: str) -> set[str]:
+        return {_text(m) for m in self.client.smembers(self.key("slot", group))}
+
+    def ids_in_state(self, state: str, limit: int = 1000) -> list[str]:
+        if state in ("completed", "failed", "running", "scheduled"):
+            index = {"completed": "done", "failed": "dead", "running": "lease",
+                     "scheduled": "sched"}[state]
+            return [_text(i) for i in self.client.zrange(self.key(index), 0, limit - 1)]
+        found: list[str] = []
+        for key in self.client.scan_iter(self.key("job", "*"), count=1000):
+            job_id = _text(key)[len(self.key("job")) + 1:]
+            if _text(self.client.hget(key, "st") or b"") == state:
+                found.append(job_id)
+                if len(found) >= limit:
+                    break
+        return found
+
+    def lease_deadline(self, job_id: str) -> int | None:
+        score = self.client.zscore(self.key("lease"), job_id)
+        return None if score is None else int(score)
 
     def close(self) -> None:
         self.client.close()

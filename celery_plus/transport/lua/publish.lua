@@ -1,15 +1,18 @@
 --[[ publish: store one task message as a job, deciding uniqueness atomically.
-ARGV: 1 prefix, 2 id, 3 queue, 4 msg, 5 priority, 6 eta ms (0 = now), 7 task name,
-      8 unique lock ('' = none), 9 window, 10 ttl ms, 11 concurrency group ('' = none),
-      12 slot limit, 13 delivery limit (0 = none), 14 hold backstop ms
+ARGV: 1 prefix, 2 id, 3 queue, 4 msg, 5 the other fields joined by U+001F (few arguments
+      keep the client's cost down): priority, eta ms (0 = now), task name, unique lock
+      ('' = none), window, ttl ms, concurrency group ('' = none), slot limit,
+      delivery limit (0 = none), hold backstop ms
 Returns 1 (enqueued), 2 (scheduled), +10 when the publish continued a running job,
 or the holder's id (a string) when the key is held by another job.
 A message whose id is running is a continuation (retry / Task.replace): the running claim
 is settled (slot freed, lease dropped) and the new message takes the job's place. ]]
 local id, queue, msg = ARGV[2], ARGV[3], ARGV[4]
-local pri, eta, name = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-local lock, window, ttl = ARGV[8], ARGV[9], tonumber(ARGV[10])
-local group, limit, mdl, backstop = ARGV[11], ARGV[12], ARGV[13], tonumber(ARGV[14])
+local f = {}
+for field in string.gmatch(ARGV[5] .. '\31', '([^\31]*)\31') do f[#f + 1] = field end
+local pri, eta, name = tonumber(f[1]), tonumber(f[2]), f[3]
+local lock, window, ttl = f[4], f[5], tonumber(f[6])
+local group, limit, mdl, backstop = f[7], f[8], f[9], tonumber(f[10])
 local jk = jkey(id)
 local prev = redis.call('HMGET', jk, 'st', 'q', 'cg')
 local continued = prev[1] == 'running'
@@ -17,14 +20,6 @@ local continued = prev[1] == 'running'
 if continued then
   end_claim(id)
   push_history(jk, attempt_entry(jk, 'retried', nil))
-elseif prev[1] then
-  -- Same task id published again: the new message replaces the job's previous one.
-  redis.call('ZREM', P .. ':q:' .. (prev[2] or ''), id)
-  redis.call('ZREM', P .. ':sched', id)
-  redis.call('ZREM', P .. ':done', id)
-  redis.call('ZREM', P .. ':dead', id)
-  redis.call('ZREM', P .. ':canceled', id)
-  if prev[3] and prev[3] ~= '' then redis.call('ZREM', P .. ':blk:' .. prev[3], id) end
 end
 
 if lock ~= '' then
@@ -42,20 +37,37 @@ if lock ~= '' then
   end
 end
 
+if prev[1] and not continued then
+  -- Same task id published again: the new message replaces the job's previous one.
+  -- (Only once the key is ours: a duplicate leaves the existing job where it was.)
+  redis.call('ZREM', P .. ':q:' .. (prev[2] or ''), id)
+  redis.call('ZREM', P .. ':sched', id)
+  redis.call('ZREM', P .. ':done', id)
+  redis.call('ZREM', P .. ':dead', id)
+  redis.call('ZREM', P .. ':canceled', id)
+  if prev[3] and prev[3] ~= '' then redis.call('ZREM', P .. ':blk:' .. prev[3], id) end
+end
+
 local seq = redis.call('INCR', P .. ':seq')
 local score = pri * 1099511627776 + seq
-redis.call('HSET', jk, 'msg', msg, 'q', queue, 'name', name, 'score', score, 'dl', 0,
-           'mdl', mdl, 'uk', lock, 'uw', window, 'ut', ttl, 'cg', group, 'cl', limit,
-           'enq', NOW, 'due', eta)
-if prev[1] and not continued then
-  redis.call('HDEL', jk, 'reason', 'etype', 'emsg', 'tb', 'start', 'fin', 'wk')
+local state = 'enqueued'
+if eta > NOW then state = 'scheduled' end
+if prev[1] then
+  redis.call('HSET', jk, 'uk', lock, 'uw', window, 'ut', ttl, 'cg', group, 'cl', limit)
+  if not continued then
+    redis.call('HDEL', jk, 'reason', 'etype', 'emsg', 'tb', 'start', 'fin', 'wk')
+  end
+elseif lock ~= '' or group ~= '' then
+  redis.call('HSET', jk, 'uk', lock, 'uw', window, 'ut', ttl, 'cg', group, 'cl', limit)
 end
+redis.call('HSET', jk, 'msg', msg, 'q', queue, 'name', name, 'score', score, 'dl', 0,
+           'mdl', mdl, 'enq', NOW, 'due', eta, 'st', state)
 local bonus = continued and 10 or 0
 redis.call('SADD', P .. ':queues', queue)
-if eta > NOW then
-  redis.call('HSET', jk, 'st', 'scheduled')
+if state == 'scheduled' then
   redis.call('ZADD', P .. ':sched', eta, id)
   return 2 + bonus
 end
-enqueue(id, queue, score)
+redis.call('ZADD', P .. ':q:' .. queue, score, id)
+wake(queue)
 return 1 + bonus
