@@ -28,25 +28,29 @@ from .keeper import LeaseKeeper
 
 logger = logging.getLogger("celery_plus.transport")
 
-SCHEMES = ("redis", "rediss")
+SCHEMES = ("redis", "rediss", "sqlite")
 
 
 def make_backend(url: str, config: settings.PlusConfig) -> Backend:
     scheme = url.partition("://")[0]
+    options: dict[str, Any] = dict(
+        prefix=config.key_prefix,
+        lease_ms=int(config.visibility_timeout * 1000),
+        backstop_ms=int(config.unique_backstop * 1000),
+        retention=(
+            int(config.completed_retention * 1000), config.completed_max,
+            int(config.dead_letter_retention * 1000), config.dead_letter_max,
+        ),
+        maintenance_interval_ms=int(config.maintenance_interval * 1000),
+    )
     if scheme in ("redis", "rediss"):
         from .redis_backend import RedisBackend
 
-        return RedisBackend(
-            url,
-            prefix=config.key_prefix,
-            lease_ms=int(config.visibility_timeout * 1000),
-            backstop_ms=int(config.unique_backstop * 1000),
-            retention=(
-                int(config.completed_retention * 1000), config.completed_max,
-                int(config.dead_letter_retention * 1000), config.dead_letter_max,
-            ),
-            maintenance_interval_ms=int(config.maintenance_interval * 1000),
-        )
+        return RedisBackend(url, **options)
+    if scheme == "sqlite":
+        from .sqlite_backend import SQLiteBackend
+
+        return SQLiteBackend(url, **options)
     raise ImproperlyConfigured(
         f"broker_url 'plus+{maybe_sanitize_url(url)}': unsupported store {scheme!r}. "
         f"Use one of: {', '.join('plus+' + s + '://' for s in SCHEMES)}."

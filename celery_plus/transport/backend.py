@@ -85,6 +85,13 @@ class Backend(Protocol):
 
     def publish(self, job: NewJob) -> PublishOutcome: ...
 
+    def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
+        """Publish several jobs in one round trip; outcomes in the same order.
+
+        Each job is still its own atomic step (uniqueness decided per job, in order).
+        """
+        ...
+
     def claim(
         self,
         queues: Sequence[str],

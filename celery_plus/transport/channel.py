@@ -36,6 +36,36 @@ MALFORMED = "malformed message"
 last_publish: ContextVar[PublishOutcome | None] = ContextVar("plus_last_publish", default=None)
 
 
+class PublishBatch:
+    """Durable publishes collected in this context, stored together in one round trip.
+
+    While a batch is active, ``_put`` hands jobs here instead of to the backend; ``flush``
+    publishes them per backend with ``publish_many`` and returns the outcomes in order.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Backend, NewJob]] = []
+
+    def add(self, backend: Backend, job: NewJob) -> None:
+        self.jobs.append((backend, job))
+
+    def flush(self) -> list[PublishOutcome]:
+        jobs, self.jobs = self.jobs, []
+        outcomes: list[PublishOutcome | None] = [None] * len(jobs)
+        by_backend: dict[int, tuple[Backend, list[int]]] = {}
+        for index, (backend, _) in enumerate(jobs):
+            by_backend.setdefault(id(backend), (backend, []))[1].append(index)
+        for backend, indexes in by_backend.values():
+            published = backend.publish_many([jobs[i][1] for i in indexes])
+            for i, outcome in zip(indexes, published):
+                outcomes[i] = outcome
+        return [o for o in outcomes if o is not None]
+
+
+#: The batch collecting durable publishes in this context (see ``Celery.publish_batch``).
+current_batch: ContextVar[PublishBatch | None] = ContextVar("plus_publish_batch", default=None)
+
+
 def is_transient(queue: str) -> bool:
     """Remote-control, reply and event queues need no durability."""
     return queue.endswith(".pidbox") or queue.startswith("celeryev")
@@ -228,8 +258,12 @@ class Channel(virtual.Channel):
             self.backend.push_transient(queue, dumps(message))
             return
         job = job_from_message(queue, message, self.connection.config.max_deliveries)
-        outcome = self.backend.publish(job)
-        last_publish.set(outcome)
+        batch = current_batch.get()
+        if batch is not None:
+            batch.add(self.backend, job)
+            last_publish.set(PublishOutcome(True, job.id, state="batched"))
+            return
+        last_publish.set(self.backend.publish(job))
 
     def publish_direct(self, queue: str, message: dict[str, Any]) -> None:
         """Publish a prepared message straight to a durable queue (the lean send path)."""

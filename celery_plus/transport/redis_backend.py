@@ -71,13 +71,24 @@ class RedisBackend:
 
     # -- publishing -------------------------------------------------------------------
     def publish(self, job: NewJob) -> PublishOutcome:
+        return self._outcome(job, self._scripts["publish"](args=self._publish_args(job)))
+
+    def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
+        pipe = self.client.pipeline(transaction=False)
+        for job in jobs:
+            self._scripts["publish"](args=self._publish_args(job), client=pipe)
+        return [self._outcome(job, reply) for job, reply in zip(jobs, pipe.execute())]
+
+    def _publish_args(self, job: NewJob) -> list[Any]:
         meta = "\x1f".join((
             str(job.priority), str(job.eta_ms), job.name, job.unique_lock, job.unique_window,
             str(job.unique_ttl_ms), job.concurrency_group, str(job.concurrency_limit),
             str(job.max_deliveries), str(self.backstop_ms),
         ))
-        reply = self._scripts["publish"](
-            args=[self.prefix, job.id, job.queue, job.message, meta])
+        return [self.prefix, job.id, job.queue, job.message, meta]
+
+    @staticmethod
+    def _outcome(job: NewJob, reply: Any) -> PublishOutcome:
         if not isinstance(reply, int):
             return PublishOutcome(False, job.id, holder_id=_text(reply))
         state = "scheduled" if reply % 10 == 2 else "enqueued"

@@ -38,7 +38,9 @@ def events(prefix: str, kind: str | None = None) -> list[dict[str, Any]]:
 
 
 def make_app(prefix: str, **settings: Any) -> Celery:
-    app = Celery("proj", broker=f"plus+{REDIS_URL}", backend=RESULT_URL, set_as_current=False)
+    # PLUS_TEST_BROKER swaps the durable store (e.g. plus+sqlite:///...; test_sqlite_worker.py).
+    broker = os.environ.get("PLUS_TEST_BROKER", f"plus+{REDIS_URL}")
+    app = Celery("proj", broker=broker, backend=RESULT_URL, set_as_current=False)
     app.conf.update(
         plus_key_prefix=prefix,
         plus_visibility_timeout=float(os.environ.get("PLUS_TEST_VT", "5")),

@@ -49,7 +49,8 @@ if prev[1] and not continued then
 end
 
 local seq = redis.call('INCR', P .. ':seq')
-local score = pri * 1099511627776 + seq
+-- as text: Lua prints numbers with 14 significant digits, scores need up to 15
+local score = string.format('%.0f', pri * 1099511627776 + seq)
 local state = 'enqueued'
 if eta > NOW then state = 'scheduled' end
 if prev[1] then

@@ -15,6 +15,8 @@
 --   deliveries [dl] deliveries of the current message   max_deliveries [mdl]  limit (0 = none)
 --   unique_lock [uk] unique_window [uw] unique_ttl_ms [ut]   unique key, pending|running|ttl, ttl
 --   conc_group [cg] conc_limit [cl]   concurrency group ('' = none), slot limit
+--                   (uk uw ut cg cl are NULL for a job first published with neither a unique
+--                   key nor a group, as publish.lua leaves them out of the hash)
 --   due_ms [due] enqueued_ms [enq] started_ms [start] finished_ms [fin]   timestamps
 --                   (due: eta, 0 = none; fin: completed / dead-lettered / canceled time)
 --   worker [wk]     worker holding (or that last held) the claim
@@ -46,11 +48,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     token            INTEGER,
     deliveries       INTEGER NOT NULL DEFAULT 0,
     max_deliveries   INTEGER NOT NULL DEFAULT 0,
-    unique_lock      TEXT NOT NULL DEFAULT '',
-    unique_window    TEXT NOT NULL DEFAULT '',
-    unique_ttl_ms    INTEGER NOT NULL DEFAULT 0,
-    conc_group       TEXT NOT NULL DEFAULT '',
-    conc_limit       INTEGER NOT NULL DEFAULT 0,
+    unique_lock      TEXT,
+    unique_window    TEXT,
+    unique_ttl_ms    INTEGER,
+    conc_group       TEXT,
+    conc_limit       INTEGER,
     due_ms           INTEGER NOT NULL DEFAULT 0,
     enqueued_ms      INTEGER NOT NULL,
     started_ms       INTEGER,
