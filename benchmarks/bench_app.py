@@ -1,13 +1,15 @@
 """The benchmark's app: the same no-op task on plain Celery or on celery-plus.
 
-``BENCH_KIND`` picks ``celery`` (plain Celery on ``redis://``) or ``plus`` (celery-plus on
-``plus+redis://``); ``BENCH_RUN`` isolates each run's queue and keys. The first and the last
-job write their wall-clock time to Redis, which gives the drain rate.
+``BENCH_KIND`` picks ``celery`` (plain Celery on ``redis://``), ``plus`` (celery-plus
+on ``plus+redis://``) or ``plus-sqlite`` (celery-plus on ``plus+sqlite://``, a file in
+the system's temp folder); ``BENCH_RUN`` isolates each run's queue, keys and file. The
+first and the last job write their wall-clock time to Redis, which gives the drain rate.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 
 import redis
@@ -17,10 +19,14 @@ KIND = os.environ.get("BENCH_KIND", "celery")
 RUN = os.environ.get("BENCH_RUN", "bench")
 QUEUE = f"{RUN}-q"
 
-if KIND == "plus":
+if KIND.startswith("plus"):
     from celery_plus import Celery
 
-    app = Celery("bench", broker=f"plus+{REDIS_URL}", set_as_current=False)
+    if KIND == "plus-sqlite":
+        broker = f"plus+sqlite:///{tempfile.gettempdir()}/{RUN}.db"
+    else:
+        broker = f"plus+{REDIS_URL}"
+    app = Celery("bench", broker=broker, backend=None, set_as_current=False)
     app.conf.plus_key_prefix = RUN
 else:
     from celery import Celery  # type: ignore[assignment]

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ REDIS_URL = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/0")
 CONFIGS = {
     "celery": ("plain Celery, redis://", [sys.executable, "-m", "celery"]),
     "plus": ("celery-plus, plus+redis://", [sys.executable, "-m", "celery_plus.cli"]),
+    "plus-sqlite": ("celery-plus, plus+sqlite://", [sys.executable, "-m", "celery_plus.cli"]),
 }
 
 
@@ -80,6 +83,11 @@ def _drain(kind: str, run: str, jobs: int, timeout: float = 600) -> float:
         for key in client.scan_iter(f"{run}*", count=1000):
             client.delete(key)
         client.close()
+        for path in Path(tempfile.gettempdir()).glob(f"{run}.db*"):
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
     return (jobs - 1) / (last - first)
 
 
@@ -106,9 +114,12 @@ def main() -> None:
     for kind, figures in best.items():
         print(f"{CONFIGS[kind][0]:32} {figures.enqueue_rate:12.0f} {figures.drain_rate:12.0f}")
     base = best["celery"]
-    plus = best["plus"]
-    print(f"ratio plus/celery: enqueue {plus.enqueue_rate / base.enqueue_rate:.2f}x, "
-          f"drain {plus.drain_rate / base.drain_rate:.2f}x")
+    for kind in CONFIGS:
+        if kind == "celery":
+            continue
+        ours = best[kind]
+        print(f"ratio {kind}/celery: enqueue {ours.enqueue_rate / base.enqueue_rate:.2f}x, "
+              f"drain {ours.drain_rate / base.drain_rate:.2f}x")
 
 
 if __name__ == "__main__":

@@ -53,8 +53,12 @@ def embedded_path(main: str | None, cwd: str | os.PathLike[str] | None = None) -
 
 
 def embedded_url(main: str | None, cwd: str | os.PathLike[str] | None = None) -> str:
-    """``plus+sqlite:///<cwd>/.celery-plus/<main>.db``: the embedded default broker URL."""
-    return f"plus+sqlite://{embedded_path(main, cwd).as_posix()}"
+    """``plus+sqlite:///<cwd>/.celery-plus/<main>.db``: the embedded default broker URL.
+
+    ``<cwd>`` is absolute, so the URL has four slashes (SQLAlchemy-style, as the
+    ``plus+sqlite://`` transport reads it).
+    """
+    return f"plus+sqlite:///{embedded_path(main, cwd).as_posix()}"
 
 
 def _validate_decorator_options(fun: Callable[..., Any], opts: dict[str, Any], app: Any) -> None:
@@ -94,12 +98,10 @@ class Celery(celery.Celery):
 
     def __init__(self, main: str | None = None, *args: Any, **kwargs: Any) -> None:
         super().__init__(main, *args, **kwargs)
-        self.add_defaults(DURABLE_DEFAULTS)
         # Embedded default: with no broker configured (argument, conf, config object or
         # CELERY_BROKER_URL) the app uses a SQLite file instead of Celery's amqp default.
         self.embedded_path = embedded_path(self.main)
-        self.embedded_url = f"plus+sqlite://{self.embedded_path.as_posix()}"
-        self.add_defaults(self._embedded_defaults)
+        self.embedded_url = f"plus+sqlite:///{self.embedded_path.as_posix()}"
         from .worker import install_bootsteps
 
         install_bootsteps(self)
@@ -109,17 +111,23 @@ class Celery(celery.Celery):
         """The validated ``plus_*`` settings (``ImproperlyConfigured`` names a bad one)."""
         return settings.resolve({k: self.conf.get(k) for k in settings.BY_NAME})
 
-    def _embedded_defaults(self) -> dict[str, Any]:
-        # Evaluated once the configuration is loaded (Celery's pending defaults), so it sees
-        # the broker given as argument, set on ``app.conf`` or by ``config_from_object``.
-        # Defaults are inserted above a config object's values: hence only when it set none.
-        # ``app.conf.broker_url = ...`` after loading and CELERY_BROKER_URL win regardless.
-        conf = self.conf
-        if os.environ.get("CELERY_BROKER_URL") or any(
-            conf.get(key) for key in ("broker_url", "broker_host", "broker_transport")
-        ):
-            return {}
-        return {"broker_url": self.embedded_url}
+    def _load_config(self) -> Any:
+        conf = super()._load_config()
+        self._install_durable_defaults(conf)
+        return conf
+
+    def _install_durable_defaults(self, conf: Any) -> None:
+        """Put celery-plus's defaults just above Celery's own, below all the user set.
+
+        ``add_defaults`` would rank them above a ``config_from_object`` source, and Celery
+        forgets pending defaults when the configuration is reloaded; so they are inserted
+        here, on every load. ``CELERY_BROKER_URL`` still wins (Celery reads it first).
+        """
+        defaults: dict[str, Any] = dict(DURABLE_DEFAULTS)
+        if not any(conf.get(key) for key in ("broker_host", "broker_transport")):
+            defaults["broker_url"] = self.embedded_url
+        conf.maps.insert(len(conf.maps) - 1, defaults)
+        conf.defaults.insert(len(conf.defaults) - 1, defaults)
 
     def uses_embedded_broker(self) -> bool:
         """True if the broker is the embedded default (no broker was configured)."""

@@ -64,6 +64,16 @@ def info(ctx: click.Context) -> None:
                            **config.__dict__}, indent=2))
 
 
+@plus.command(name="demo")
+def demo() -> None:
+    """Run two workers on a temporary embedded store and show each extension at work."""
+    from .demo.runner import run_demo
+
+    code = run_demo()
+    if code:
+        sys.exit(code)
+
+
 def _celery_group() -> Any:
     from celery.bin.celery import celery
 

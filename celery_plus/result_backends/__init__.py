@@ -4,8 +4,9 @@ Celery's ``celery.app.backends.by_url`` splits ``plus+sqlite:///f.db`` into the 
 ``plus`` and the URL ``sqlite:///f.db``. Importing this package (``celery_plus`` does) maps the
 alias to :class:`PlusResultBackend`, which picks the backend from the inner scheme:
 
-* ``plus+sqlite:///path.db`` — :class:`~celery_plus.result_backends.sqlite.SQLiteResultBackend`,
-  results in a table of the embedded store's file;
+* ``plus+sqlite:////abs/path.db`` (four slashes; three for a path relative to the working
+  directory) — :class:`~celery_plus.result_backends.sqlite.SQLiteResultBackend`, results in a
+  table of the embedded store's file;
 * ``plus+redis://…`` / ``plus+rediss://…`` — Celery's own ``RedisBackend`` (so
   ``backend="plus+redis://…"`` behaves exactly as ``redis://…``).
 """

@@ -1,8 +1,9 @@
 """Celery result backend on SQLite: results in a table of the embedded store's file.
 
-``result_backend = "plus+sqlite:///path/to/file.db"`` stores task results, group results and
-chord counters in the table ``celery_plus_results`` of that file (the same file the
-``plus+sqlite://`` broker uses). It is a Celery ``KeyValueStoreBackend``:
+``result_backend = "plus+sqlite:////abs/path/file.db"`` (or ``plus+sqlite:///relative.db``)
+stores task results, group results and chord counters in the table ``celery_plus_results`` of
+that file (the same file the ``plus+sqlite://`` broker uses). It is a Celery
+``KeyValueStoreBackend``:
 
 * ``get``/``mget``/``set``/``delete``/``expire``, and ``incr`` with ``implements_incr = True``:
   a chord's header tasks count themselves in one atomic upsert and the last one fires the
@@ -24,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 from celery import states
 from celery.backends.base import KeyValueStoreBackend
@@ -35,10 +37,11 @@ TABLE = "celery_plus_results"
 #: Milliseconds SQLite itself waits for a lock before answering "database is locked".
 BUSY_TIMEOUT_MS = 5000
 #: Seconds we keep retrying an operation that still found the database locked.
-LOCKED_RETRY_S = 30.0
+LOCKED_RETRY_S = 60.0
 #: Seconds between lazy prunes of expired rows (per process).
 PRUNE_INTERVAL_S = 30.0
 PRUNE_BATCH = 500
+PRUNE_BUSY_INTERVAL_S = 1.0
 #: Keys per ``IN (...)`` query of ``mget`` (below SQLite's variable limit).
 MGET_CHUNK = 500
 
@@ -54,23 +57,24 @@ _SCHEMA = (
 
 
 def sqlite_path(url: str) -> str:
-    """The file path of a ``sqlite://`` URL (``sqlite:///abs/path.db`` is ``/abs/path.db``).
+    """The file of a SQLAlchemy-style ``sqlite:`` URL, as the ``plus+sqlite://`` broker reads it.
 
-    ``plus+`` in front is accepted too; ``sqlite://relative.db`` is relative to the
-    working directory.
+    ``sqlite:///relative/path.db`` (three slashes) is relative to the working directory,
+    ``sqlite:////abs/path.db`` (four) is absolute; ``plus+`` in front is accepted too.
     """
-    rest = url.removeprefix("plus+")
-    scheme, sep, path = rest.partition("://")
+    form = "plus+sqlite:///relative/path.db or plus+sqlite:////absolute/path.db"
+    scheme, sep, rest = url.removeprefix("plus+").partition("://")
     if not sep or scheme != "sqlite":
+        raise ImproperlyConfigured(f"result_backend {url!r} is not a SQLite URL; use {form}.")
+    rest = rest.partition("?")[0]
+    if not rest.startswith("/"):
         raise ImproperlyConfigured(
-            f"result_backend {url!r}: expected a sqlite URL such as "
-            "'plus+sqlite:///path/to/file.db'."
-        )
-    path = path.split("?", 1)[0]
-    if not path or path == "/":
+            f"result_backend {url!r}: a SQLite URL names no host; use {form}.")
+    path = unquote(rest[1:])
+    if not path or path == ":memory:":
         raise ImproperlyConfigured(
-            f"result_backend {url!r} names no file: use 'plus+sqlite:///path/to/file.db'."
-        )
+            f"result_backend {url!r} names no database file (an in-memory database cannot "
+            f"be shared by workers and clients); use {form}.")
     return path
 
 
@@ -80,6 +84,11 @@ def is_locked(exc: BaseException) -> bool:
         return False
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def _now() -> float:
+    """Wall-clock seconds: expiry times are shared by every process using the file."""
+    return time.time()
 
 
 def _key(key: Any) -> str:
@@ -94,7 +103,7 @@ def _value(value: Any) -> bytes:
 
 
 class SQLiteResultBackend(KeyValueStoreBackend):
-    """Task results in SQLite (``plus+sqlite:///path.db``)."""
+    """Task results in SQLite (``plus+sqlite:////abs/path.db``, ``plus+sqlite:///rel.db``)."""
 
     implements_incr = True
     supports_native_join = True
@@ -106,7 +115,7 @@ class SQLiteResultBackend(KeyValueStoreBackend):
         if not url:
             raise ImproperlyConfigured(
                 "The celery-plus SQLite result backend needs a URL such as "
-                "'plus+sqlite:///path/to/file.db'."
+                "'plus+sqlite:////absolute/path/file.db'."
             )
         self.path = sqlite_path(url)
         failure_expires = app.conf.get("result_failure_expires")
@@ -188,7 +197,7 @@ class SQLiteResultBackend(KeyValueStoreBackend):
         conn = self.conn
         row = self._retry(lambda: conn.execute(
             f"SELECT value FROM {TABLE} WHERE key = ?"
-            " AND (expires_at IS NULL OR expires_at > ?)", (_key(key), time.time()),
+            " AND (expires_at IS NULL OR expires_at > ?)", (_key(key), _now()),
         ).fetchone())
         return None if row is None else _value(row[0])
 
@@ -196,7 +205,7 @@ class SQLiteResultBackend(KeyValueStoreBackend):
         names = [_key(k) for k in keys]
         found: dict[str, bytes] = {}
         conn = self.conn
-        now = time.time()
+        now = _now()
         for i in range(0, len(names), MGET_CHUNK):
             chunk = names[i:i + MGET_CHUNK]
             marks = ",".join("?" * len(chunk))
@@ -217,7 +226,7 @@ class SQLiteResultBackend(KeyValueStoreBackend):
         if expires is None:
             expires = self.expires
         data = value.encode() if isinstance(value, str) else bytes(value)
-        expires_at = time.time() + float(expires) if expires else None
+        expires_at = _now() + float(expires) if expires else None
         self._write(
             f"INSERT INTO {TABLE} (key, value, expires_at) VALUES (?, ?, ?)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
@@ -231,7 +240,7 @@ class SQLiteResultBackend(KeyValueStoreBackend):
 
     def incr(self, key: Any) -> int:
         """Add one to the counter at ``key`` (absent or expired counts as 0): one statement."""
-        now = time.time()
+        now = _now()
         conn = self.conn
         row = self._retry(lambda: conn.execute(
             f"INSERT INTO {TABLE} (key, value, expires_at) VALUES (?, 1, NULL)"
@@ -248,7 +257,7 @@ class SQLiteResultBackend(KeyValueStoreBackend):
     def expire(self, key: Any, value: Any) -> None:
         """Expire ``key`` ``value`` seconds from now (0/None: never)."""
         seconds = self.prepare_expires(value, type=float) if value is not None else None
-        expires_at = time.time() + seconds if seconds else None
+        expires_at = _now() + seconds if seconds else None
         self._write(f"UPDATE {TABLE} SET expires_at = ? WHERE key = ?",
                     (expires_at, _key(key)))
 
@@ -257,15 +266,16 @@ class SQLiteResultBackend(KeyValueStoreBackend):
         now = time.monotonic()
         if now < self._next_prune:
             return
-        self._next_prune = now + PRUNE_INTERVAL_S
-        self.prune()
+        # A full batch means more are waiting: come back soon rather than in 30 s.
+        busy = self.prune() >= PRUNE_BATCH
+        self._next_prune = now + (PRUNE_BUSY_INTERVAL_S if busy else PRUNE_INTERVAL_S)
 
     def prune(self, limit: int = PRUNE_BATCH) -> int:
         """Delete up to ``limit`` expired rows; returns how many went."""
         cursor = self._write(
             f"DELETE FROM {TABLE} WHERE rowid IN (SELECT rowid FROM {TABLE}"
             " WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)",
-            (time.time(), limit),
+            (_now(), limit),
         )
         return int(cursor.rowcount)
 

@@ -57,7 +57,7 @@ class PublishBatch:
             by_backend.setdefault(id(backend), (backend, []))[1].append(index)
         for backend, indexes in by_backend.values():
             published = backend.publish_many([jobs[i][1] for i in indexes])
-            for i, outcome in zip(indexes, published):
+            for i, outcome in zip(indexes, published, strict=True):
                 outcomes[i] = outcome
         return [o for o in outcomes if o is not None]
 

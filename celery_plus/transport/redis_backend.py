@@ -77,7 +77,7 @@ class RedisBackend:
         pipe = self.client.pipeline(transaction=False)
         for job in jobs:
             self._scripts["publish"](args=self._publish_args(job), client=pipe)
-        return [self._outcome(job, reply) for job, reply in zip(jobs, pipe.execute())]
+        return [self._outcome(job, reply) for job, reply in zip(jobs, pipe.execute(), strict=True)]
 
     def _publish_args(self, job: NewJob) -> list[Any]:
         meta = "\x1f".join((
