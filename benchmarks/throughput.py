@@ -37,6 +37,7 @@ CONFIGS = {
 class Figures:
     enqueue_rate: float
     drain_rate: float
+    bulk_rate: float | None = None
 
 
 def _env(kind: str, run: str) -> dict[str, str]:
@@ -44,15 +45,24 @@ def _env(kind: str, run: str) -> dict[str, str]:
             "PYTHONPATH": str(ROOT)}
 
 
-def _enqueue(kind: str, run: str, jobs: int) -> float:
+def _enqueue(kind: str, run: str, jobs: int, bulk: bool = False) -> float:
+    """``delay()`` N times; with ``bulk``, inside ``app.publish_batch()`` blocks of 500."""
+    loop = (
+        "for start in range(0, n, 500):\n"
+        "    with app.publish_batch():\n"
+        "        for i in range(start, min(start + 500, n)):\n"
+        "            noop.delay(i, n)\n"
+    ) if bulk else (
+        "for i in range(n):\n"
+        "    noop.delay(i, n)\n"
+    )
     code = (
         "import time, sys\n"
-        "from benchmarks.bench_app import noop\n"
+        "from benchmarks.bench_app import app, noop\n"
         f"n = {jobs}\n"
         "noop.delay(-1, n)\n"  # warm up connections and declarations
         "t0 = time.perf_counter()\n"
-        "for i in range(n):\n"
-        "    noop.delay(i, n)\n"
+        f"{loop}"
         "print(time.perf_counter() - t0)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], env=_env(kind, run), cwd=ROOT,
@@ -80,22 +90,33 @@ def _drain(kind: str, run: str, jobs: int, timeout: float = 600) -> float:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-        for key in client.scan_iter(f"{run}*", count=1000):
-            client.delete(key)
         client.close()
-        for path in Path(tempfile.gettempdir()).glob(f"{run}.db*"):
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
+        _cleanup(run)
     return (jobs - 1) / (last - first)
 
 
 def measure(kind: str, jobs: int) -> Figures:
     run = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
+    bulk = None
+    if kind != "celery":
+        bulk_run = f"bench-{kind}-bulk-{uuid.uuid4().hex[:8]}"
+        bulk = _enqueue(kind, bulk_run, jobs, bulk=True)
+        _cleanup(bulk_run)
     enqueue = _enqueue(kind, run, jobs)
     drain = _drain(kind, run, jobs)
-    return Figures(enqueue, drain)
+    return Figures(enqueue, drain, bulk)
+
+
+def _cleanup(run: str) -> None:
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter(f"{run}*", count=1000):
+        client.delete(key)
+    client.close()
+    for path in Path(tempfile.gettempdir()).glob(f"{run}.db*"):
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def main() -> None:
@@ -107,19 +128,29 @@ def main() -> None:
     for _ in range(args.rounds):
         for kind in CONFIGS:
             results[kind].append(measure(kind, args.jobs))
-    best = {k: Figures(max(f.enqueue_rate for f in v), max(f.drain_rate for f in v))
-            for k, v in results.items()}
+    best = {
+        k: Figures(
+            max(f.enqueue_rate for f in v),
+            max(f.drain_rate for f in v),
+            max((f.bulk_rate for f in v if f.bulk_rate is not None), default=None),
+        )
+        for k, v in results.items()
+    }
     print(f"{args.jobs} no-op jobs, best of {args.rounds} round(s), one solo worker, late acks")
-    print(f"{'configuration':32} {'enqueue/s':>12} {'drain/s':>12}")
+    print(f"{'configuration':32} {'enqueue/s':>12} {'drain/s':>12} {'batch enqueue/s':>16}")
     for kind, figures in best.items():
-        print(f"{CONFIGS[kind][0]:32} {figures.enqueue_rate:12.0f} {figures.drain_rate:12.0f}")
+        batch = f"{figures.bulk_rate:16.0f}" if figures.bulk_rate else f"{'-':>16}"
+        print(f"{CONFIGS[kind][0]:32} {figures.enqueue_rate:12.0f} {figures.drain_rate:12.0f}"
+              f" {batch}")
     base = best["celery"]
     for kind in CONFIGS:
         if kind == "celery":
             continue
         ours = best[kind]
+        batch = (ours.bulk_rate or 0) / base.enqueue_rate
         print(f"ratio {kind}/celery: enqueue {ours.enqueue_rate / base.enqueue_rate:.2f}x, "
-              f"drain {ours.drain_rate / base.drain_rate:.2f}x")
+              f"drain {ours.drain_rate / base.drain_rate:.2f}x, "
+              f"batch enqueue (publish_batch vs plain delay) {batch:.2f}x")
 
 
 if __name__ == "__main__":

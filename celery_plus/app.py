@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from . import settings, signals
 from .exceptions import DuplicateTask
 from .options import EXTENSION_OPTIONS, message_extensions, parse_extensions
 from .producer import Producer
-from .transport.channel import last_publish
+from .transport.channel import PublishBatch, current_batch, last_publish
 
 #: Durable defaults: late acks, requeue on worker loss, failures dead-lettered (the failed
 #: delivery is acked with its failure details, which the transport turns into a dead letter).
@@ -178,10 +179,52 @@ class Celery(celery.Celery):
             outcome = last_publish.get()
         finally:
             last_publish.reset(token)
+        if outcome is not None and outcome.state == "batched":
+            batch = current_batch.get()
+            if batch is not None:
+                batch.watch(outcome.job_id, (result, name, header, ext))
+            result.deduplicated = None
+            return result
         if outcome is None or outcome.accepted:
             result.deduplicated = False
             return result
         return self._duplicate(name, result, outcome.holder_id or "", header, ext)
+
+    @contextmanager
+    def publish_batch(self) -> Iterator[PublishBatch]:
+        """Store every durable message published inside the block in one round trip.
+
+        ``delay``/``apply_async``/``send_task`` inside the block return at once; the jobs
+        are stored together when the block ends, each still deciding its own uniqueness
+        (in order). A result's ``.deduplicated`` is ``None`` until then, and afterwards
+        ``True`` (its ``.id`` is now the holder's) or ``False``. A task declaring
+        ``unique_on_duplicate="raise"`` raises ``DuplicateTask`` when the block ends, after
+        the whole batch was stored. If the block raises, nothing in it is published.
+        """
+        batch = PublishBatch()
+        token = current_batch.set(batch)
+        try:
+            yield batch
+        finally:
+            current_batch.reset(token)
+        refusal: DuplicateTask | None = None
+        for outcome in batch.flush():
+            watched = batch.watched.get(outcome.job_id)
+            if watched is None:
+                continue
+            result, name, header, ext = watched
+            if outcome.accepted:
+                result.deduplicated = False
+                continue
+            try:
+                holder = self._duplicate(name, result, outcome.holder_id or "", header, ext)
+            except DuplicateTask as exc:
+                refusal = refusal or exc
+                holder = type(result)(exc.holder_id, app=self)
+            result.id = holder.id
+            result.deduplicated = True
+        if refusal is not None:
+            raise refusal
 
     def _duplicate(self, name: str, result: AsyncResult, holder_id: str,
                    header: dict[str, Any], ext: Any) -> AsyncResult:

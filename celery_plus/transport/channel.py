@@ -45,6 +45,11 @@ class PublishBatch:
 
     def __init__(self) -> None:
         self.jobs: list[tuple[Backend, NewJob]] = []
+        #: What the send path wants to hear about each job id once the batch is stored.
+        self.watched: dict[str, Any] = {}
+
+    def watch(self, job_id: str, what: Any) -> None:
+        self.watched[job_id] = what
 
     def add(self, backend: Backend, job: NewJob) -> None:
         self.jobs.append((backend, job))
