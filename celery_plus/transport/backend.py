@@ -122,7 +122,13 @@ class Backend(Protocol):
 
     def size(self, queue: str) -> int: ...
 
-    def purge(self, queue: str) -> int: ...
+    def purge(self, queue: str) -> int:
+        """Delete the jobs waiting in ``queue`` (enqueued, blocked, scheduled); their count.
+
+        Running jobs are held by workers and stay. The non-TTL unique holds of the deleted
+        jobs are released (TTL holds are never released early). One atomic step.
+        """
+        ...
 
     def transient_size(self, queue: str) -> int: ...
 
@@ -151,4 +157,46 @@ class Backend(Protocol):
         """The stored lease deadline (ms since the epoch) of a running job."""
         ...
 
+    def hold_deadline(self, lock: str) -> int | None:
+        """When unique ``lock`` lapses (ms since the epoch; None when free or expired)."""
+        ...
+
+    def transient_deadline(self, queue: str) -> int | None:
+        """When transient ``queue``'s messages expire (ms since the epoch; None when empty)."""
+        ...
+
+    def now_ms(self) -> int:
+        """The store's clock (ms since the epoch): what leases, holds and ETAs are timed by."""
+        ...
+
+    def _force_state(self, job_id: str, state: str) -> None:
+        """TEST SUPPORT ONLY: overwrite a job's state and nothing else.
+
+        No index, slot, hold or lease is touched, so the store is left inconsistent on
+        purpose (e.g. a slot held by a job that is no longer running, for the maintenance
+        sweep to repair). The transport never calls it.
+        """
+        ...
+
     def close(self) -> None: ...
+
+    # -- inspection for the end-to-end tests (tests/e2e) --------------------------------
+    def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:
+        """Store bytes as a job's message with no checks (operators' and tests' tool)."""
+        ...
+
+    def raw_message(self, job_id: str) -> bytes | None:
+        """The job's stored message, byte for byte (``job()`` decodes it as text)."""
+        ...
+
+    def holds(self) -> dict[str, str]:
+        """Every live unique hold: lock -> holder task id."""
+        ...
+
+    def blocked_groups(self) -> set[str]:
+        """Concurrency groups the store lists as having blocked jobs."""
+        ...
+
+    def stats(self) -> dict[str, int]:
+        """Cluster counters (deduplicated, recovered, dead_lettered, blocked); absent = 0."""
+        ...

@@ -15,7 +15,7 @@ import redis
 
 from .backend import Claim, ClaimResult, NewJob, PublishOutcome, Recovered, Settle
 
-_SCRIPTS = ("publish", "claim", "settle", "heartbeat", "recover", "maintain")
+_SCRIPTS = ("publish", "claim", "settle", "heartbeat", "recover", "maintain", "purge")
 TRANSIENT_TTL_S = 300
 
 
@@ -214,18 +214,8 @@ class RedisBackend:
         return int(self.client.llen(self.key("t", queue)))
 
     def purge(self, queue: str) -> int:
-        """Delete the enqueued jobs of ``queue`` (Celery's ``purge``)."""
-        qkey = self.key("q", queue)
-        ids = [_text(i) for i in self.client.zrange(qkey, 0, -1)]
-        if not ids:
-            return 0
-        pipe = self.client.pipeline(transaction=True)
-        for job_id in ids:
-            pipe.zrem(qkey, job_id)
-        for job_id in ids:
-            pipe.delete(self.key("job", job_id))
-        removed = pipe.execute()[: len(ids)]
-        return sum(int(r) for r in removed)
+        """Delete the jobs waiting in ``queue`` and release their holds (``purge.lua``)."""
+        return int(self._scripts["purge"](args=[self.prefix, queue]))
 
     def purge_transient(self, queue: str) -> int:
         key = self.key("t", queue)
@@ -267,5 +257,57 @@ class RedisBackend:
         score = self.client.zscore(self.key("lease"), job_id)
         return None if score is None else int(score)
 
+    def _deadline(self, key: str) -> int | None:
+        """Server time + the key's PTTL, read atomically (None when the key is absent)."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.time()
+        pipe.pttl(key)
+        (sec, usec), ttl = pipe.execute()
+        return None if ttl < 0 else int(sec) * 1000 + int(usec) // 1000 + int(ttl)
+
+    def hold_deadline(self, lock: str) -> int | None:
+        return self._deadline(self.key("u", lock))
+
+    def transient_deadline(self, queue: str) -> int | None:
+        return self._deadline(self.key("t", queue))
+
+    def now_ms(self) -> int:
+        sec, usec = self.client.time()
+        return int(sec) * 1000 + int(usec) // 1000
+
+    def _force_state(self, job_id: str, state: str) -> None:
+        """TEST SUPPORT ONLY: set the record's ``st`` field, no index touched (see Backend)."""
+        key = self.key("job", job_id)
+        if self.client.exists(key):
+            self.client.hset(key, "st", state)
+
     def close(self) -> None:
         self.client.close()
+
+    # -- inspection for the end-to-end tests (tests/e2e) ------------------------------
+    def raw_message(self, job_id: str) -> bytes | None:
+        value: Any = self.client.hget(self.key("job", job_id), "msg")
+        if value is None:
+            return None
+        return value if isinstance(value, bytes) else str(value).encode()
+
+    def holds(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        start = len(self.key("u")) + 1
+        for key in self.client.scan_iter(self.key("u", "*"), count=1000):
+            holder = self.client.get(key)
+            if holder is not None:
+                out[_text(key)[start:]] = _text(holder)
+        return out
+
+    def blocked_groups(self) -> set[str]:
+        """Members of P:blkgroups and groups of non-empty P:blk:{group} sets."""
+        groups = {_text(g) for g in self.client.smembers(self.key("blkgroups"))}
+        start = len(self.key("blk")) + 1
+        for key in self.client.scan_iter(self.key("blk", "*"), count=1000):
+            if self.client.zcard(key):
+                groups.add(_text(key)[start:])
+        return groups
+
+    def stats(self) -> dict[str, int]:
+        return {_text(k): int(v) for k, v in self.client.hgetall(self.key("stats")).items()}

@@ -901,9 +901,22 @@ class SQLiteBackend:
             (queue,)))[0])
 
     def purge(self, queue: str) -> int:
-        """Delete the enqueued jobs of ``queue`` (Celery's ``purge``), as the Redis store does."""
-        return self._write(lambda tx: tx.run(
-            "DELETE FROM jobs WHERE state = 'enqueued' AND queue = ?", queue))
+        """Delete the jobs waiting in ``queue`` and release their holds (as ``purge.lua``).
+
+        Waiting = enqueued, blocked and scheduled; running jobs stay. One transaction.
+        """
+
+        def body(tx: _Tx) -> int:
+            waiting = tx.all(
+                "SELECT id, unique_lock, unique_window FROM jobs WHERE state IN "
+                "('enqueued', 'blocked', 'scheduled') AND queue = ?", queue)
+            for job_id, lock, window in waiting:
+                tx.release_hold(lock, window, job_id)
+            tx.run("DELETE FROM jobs WHERE state IN ('enqueued', 'blocked', 'scheduled') "
+                   "AND queue = ?", queue)
+            return len(waiting)
+
+        return self._write(body)
 
     # -- reads --------------------------------------------------------------------------
     def job(self, job_id: str) -> dict[str, str] | None:
@@ -951,6 +964,28 @@ class SQLiteBackend:
             (job_id,)))
         return None if row is None or row[0] is None else int(row[0])
 
+    def hold_deadline(self, lock: str) -> int | None:
+        """When unique ``lock`` lapses (ms since the epoch; None when free or expired)."""
+        row = self._read(lambda conn: _first(
+            conn, "SELECT expires_ms FROM holds WHERE lock = ? AND expires_ms >= ?",
+            (lock, _now_ms())))
+        return None if row is None else int(row[0])
+
+    def transient_deadline(self, queue: str) -> int | None:
+        """When transient ``queue``'s messages expire (ms since the epoch; None when empty)."""
+        row = self._read(lambda conn: _first(
+            conn, "SELECT MAX(expires_ms) FROM transient WHERE queue = ? AND expires_ms >= ?",
+            (queue, _now_ms())))
+        return None if row is None or row[0] is None else int(row[0])
+
+    def now_ms(self) -> int:
+        """This host's clock, which every process using the file shares."""
+        return _now_ms()
+
+    def _force_state(self, job_id: str, state: str) -> None:
+        """TEST SUPPORT ONLY: set the row's ``state``, nothing else touched (see Backend)."""
+        self._write(lambda tx: tx.run("UPDATE jobs SET state = ? WHERE id = ?", state, job_id))
+
     def close(self) -> None:
         """Close the connection and the wake sockets (removing their files)."""
         if self._pid != os.getpid():
@@ -972,3 +1007,27 @@ class SQLiteBackend:
                 with contextlib.suppress(sqlite3.Error):
                     self._conn.close()
             self._reset_process_state()
+
+    # -- inspection for the end-to-end tests (tests/e2e) --------------------------------
+    def raw_message(self, job_id: str) -> bytes | None:
+        """The job's stored message, byte for byte."""
+        row = self._read(lambda conn: _first(conn, "SELECT msg FROM jobs WHERE id = ?",
+                                             (job_id,)))
+        return None if row is None else _as_bytes(row[0])
+
+    def holds(self) -> dict[str, str]:
+        """Every live unique hold: lock -> holder task id."""
+        rows = self._read(lambda conn: conn.execute(
+            "SELECT lock, holder FROM holds WHERE expires_ms >= ?", (_now_ms(),)).fetchall())
+        return {str(lock): str(holder) for lock, holder in rows}
+
+    def blocked_groups(self) -> set[str]:
+        """Concurrency groups having blocked jobs."""
+        return {row[0] for row in self._read(lambda conn: conn.execute(
+            "SELECT DISTINCT conc_group FROM jobs WHERE state = 'blocked'").fetchall())}
+
+    def stats(self) -> dict[str, int]:
+        """Cluster counters (``meta`` rows ``stats:<name>``)."""
+        rows = self._read(lambda conn: conn.execute(
+            "SELECT key, value FROM meta WHERE key LIKE 'stats:%'").fetchall())
+        return {str(key)[len("stats:"):]: int(value) for key, value in rows}

@@ -1,57 +1,66 @@
-"""Fixtures for store-level tests: a RedisBackend on a unique key prefix, cleaned afterwards."""
+"""Fixtures of the backend-specific store tests (the shared rules are in tests/conformance).
+
+Redis: ``make_redis`` / ``redis_store`` on a unique key prefix (cleaned afterwards) and ``raw``,
+a decode_responses client for reading the keys. SQLite: ``make_sqlite`` / ``store`` on one
+database file (``db_path``) and ``db``, a direct connection for reading (and, rarely, editing)
+the tables. Both come from :mod:`tests.conformance.stores`, as the conformance suite's do.
+"""
 
 from __future__ import annotations
 
-import os
-import uuid
+import sqlite3
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
 from celery_plus.transport.redis_backend import RedisBackend
-
-REDIS_URL = os.environ.get("PLUS_TEST_REDIS", "redis://127.0.0.1:6379/0")
-
-
-@pytest.fixture
-def store_prefix() -> Iterator[str]:
-    name = f"s{uuid.uuid4().hex[:10]}"
-    yield name
-    client = redis.Redis.from_url(REDIS_URL)
-    keys = list(client.scan_iter(f"{name}:*", count=1000))
-    for i in range(0, len(keys), 500):
-        client.delete(*keys[i:i + 500])
-    client.close()
+from celery_plus.transport.sqlite_backend import SQLiteBackend
+from tests.conformance.stores import REDIS_URL, backends_on_one_store, sqlite_file
 
 
-@pytest.fixture
-def make_backend(store_prefix: str) -> Iterator[Callable[..., RedisBackend]]:
-    """Build more backends on the test's prefix (e.g. with another lease or retention)."""
-    made: list[RedisBackend] = []
+def _opener_fixture(kind: str) -> Any:
+    """Fixture ``make_<kind>``: open backends of ``kind`` on the test's store."""
 
-    def make(**kwargs: Any) -> RedisBackend:
-        kwargs.setdefault("lease_ms", 30_000)
-        kwargs.setdefault("maintenance_interval_ms", 1)
-        backend = RedisBackend(REDIS_URL, prefix=store_prefix, **kwargs)
-        made.append(backend)
-        return backend
+    @pytest.fixture(name=f"make_{kind}")
+    def opener(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+        with backends_on_one_store(kind, tmp_path) as make:
+            yield make
 
-    yield make
-    for backend in made:
-        backend.close()
+    return opener
+
+
+make_redis = _opener_fixture("redis")
+make_sqlite = _opener_fixture("sqlite")
 
 
 @pytest.fixture
-def backend(make_backend: Callable[..., RedisBackend]) -> RedisBackend:
-    """The test's backend: 30 s leases, maintenance not throttled."""
-    return make_backend()
+def redis_store(make_redis: Callable[..., RedisBackend]) -> RedisBackend:
+    return make_redis()
 
 
 @pytest.fixture
-def raw(store_prefix: str) -> Iterator[redis.Redis]:
+def raw() -> Iterator[redis.Redis]:
     """A decode_responses client for reading the store's keys directly."""
     client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
     yield client
     client.close()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return sqlite_file(tmp_path)
+
+
+@pytest.fixture
+def store(make_sqlite: Callable[..., SQLiteBackend]) -> SQLiteBackend:
+    return make_sqlite()
+
+
+@pytest.fixture
+def db(store: SQLiteBackend, db_path: Path) -> Iterator[sqlite3.Connection]:
+    conn = sqlite3.connect(db_path, isolation_level=None, timeout=10)
+    yield conn
+    conn.close()

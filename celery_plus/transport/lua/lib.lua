@@ -47,19 +47,23 @@ local function enqueue(id, queue, score)
   wake(queue)
 end
 
+-- Drop `group` from P:blkgroups once it has no blocked job left.
+local function forget_if_unblocked(group)
+  if redis.call('ZCARD', P .. ':blk:' .. group) == 0 then
+    redis.call('SREM', P .. ':blkgroups', group)
+  end
+end
+
 -- Move one blocked job of `group` back to its queue (it keeps its place in line).
 local function unblock_one(group)
-  local bk = P .. ':blk:' .. group
-  local popped = redis.call('ZPOPMIN', bk, 1)
+  local popped = redis.call('ZPOPMIN', P .. ':blk:' .. group, 1)
   if popped[1] then
     local f = redis.call('HMGET', jkey(popped[1]), 'st', 'q')
     if f[1] == 'blocked' then
       enqueue(popped[1], f[2], popped[2])
     end
   end
-  if redis.call('ZCARD', bk) == 0 then
-    redis.call('SREM', P .. ':blkgroups', group)
-  end
+  forget_if_unblocked(group)
 end
 
 local function free_slot(group, id)

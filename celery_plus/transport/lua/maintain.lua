@@ -23,9 +23,7 @@ for _, group in ipairs(redis.call('SRANDMEMBER', P .. ':blkgroups', 50)) do
     free = free - 1
     unblocked = unblocked + 1
   end
-  if redis.call('ZCARD', P .. ':blk:' .. group) == 0 then
-    redis.call('SREM', P .. ':blkgroups', group)
-  end
+  forget_if_unblocked(group)
 end
 local pruned = 0
 local function prune(zkey, retention, max_count)

@@ -1,0 +1,80 @@
+"""Isolated stores for store-level tests: one per test, any number of backends on it.
+
+Redis: a unique key prefix whose keys are deleted afterwards. SQLite: a database file in the
+test's ``tmp_path`` (:func:`sqlite_file`) that every backend instance opens. A backend for
+PostgreSQL joins by adding an entry to :data:`OPENERS`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from celery_plus.transport.backend import Backend
+from celery_plus.transport.redis_backend import RedisBackend
+from celery_plus.transport.sqlite_backend import SQLiteBackend
+
+REDIS_URL = os.environ.get("PLUS_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+#: Options every test backend gets unless the test says otherwise: 30 s leases, and
+#: maintenance throttled for 1 ms only (so a test can run one pass after another).
+DEFAULTS: dict[str, Any] = {"lease_ms": 30_000, "maintenance_interval_ms": 1}
+
+Opener = Callable[..., Backend]
+
+
+@contextlib.contextmanager
+def redis_store(tmp_path: Path) -> Iterator[Opener]:
+    """Backends on a fresh key prefix of the test Redis; its keys are deleted on exit."""
+    prefix = f"c{uuid.uuid4().hex[:10]}"
+    try:
+        yield lambda **options: RedisBackend(REDIS_URL, prefix=prefix, **options)
+    finally:
+        client = redis.Redis.from_url(REDIS_URL)
+        keys = list(client.scan_iter(f"{prefix}:*", count=1000))
+        for i in range(0, len(keys), 500):
+            client.delete(*keys[i:i + 500])
+        client.close()
+
+
+def sqlite_file(tmp_path: Path) -> Path:
+    """The database file of the test's SQLite store."""
+    return tmp_path / "store.db"
+
+
+@contextlib.contextmanager
+def sqlite_store(tmp_path: Path) -> Iterator[Opener]:
+    """Backends on one database file in ``tmp_path`` (removed with it by pytest)."""
+    url = f"sqlite:///{sqlite_file(tmp_path)}"
+    yield lambda **options: SQLiteBackend(url, **options)
+
+
+#: Backend name -> a context manager giving an opener of backends on one isolated store.
+OPENERS: dict[str, Callable[[Path], contextlib.AbstractContextManager[Opener]]] = {
+    "redis": redis_store,
+    "sqlite": sqlite_store,
+}
+
+
+@contextlib.contextmanager
+def backends_on_one_store(kind: str, tmp_path: Path) -> Iterator[Opener]:
+    """``make(**options)`` opening backends of ``kind`` on one store; all closed on exit."""
+    made: list[Backend] = []
+    with OPENERS[kind](tmp_path) as open_backend:
+
+        def make(**options: Any) -> Backend:
+            backend = open_backend(**{**DEFAULTS, **options})
+            made.append(backend)
+            return backend
+
+        try:
+            yield make
+        finally:
+            for backend in made:
+                backend.close()
