@@ -23,7 +23,8 @@ Key schema (P = key prefix, default "plus"; single-node Redis: keys are built he
   P:u:{lock}         STRING  unique hold: holder task id (PX = ttl, or the backstop)
   P:done             ZSET    completed job ids by finish ms
   P:dead             ZSET    failed (dead-lettered) job ids by finish ms
-  P:canceled         ZSET    canceled job ids by cancel ms
+  P:canceled         ZSET    canceled job ids by cancel ms (admin cancel)
+  P:discarded        ZSET    discarded dead letters by discard ms (admin discard)
   P:wake:{queue}     LIST    wake-up tokens for idle consumers
   P:stats            HASH    cluster counters (deduplicated, recovered, dead_lettered, blocked)
 ]]

@@ -2,7 +2,8 @@
 ARGV: 1 prefix, 2 batch, 3 completed retention ms, 4 completed max count,
       5 dead retention ms, 6 dead max count
 Promotes due scheduled jobs, unblocks groups with free slots (and drops slot entries whose job
-is no longer running), prunes completed and dead records past retention.
+is no longer running), prunes completed and dead records past retention (canceled and
+discarded records with the completed retention).
 Returns {promoted, unblocked, pruned}. ]]
 local batch = tonumber(ARGV[2])
 local promoted = promote_due(batch)
@@ -45,4 +46,5 @@ end
 prune(P .. ':done', tonumber(ARGV[3]), tonumber(ARGV[4]))
 prune(P .. ':dead', tonumber(ARGV[5]), tonumber(ARGV[6]))
 prune(P .. ':canceled', tonumber(ARGV[3]), tonumber(ARGV[4]))
+prune(P .. ':discarded', tonumber(ARGV[3]), tonumber(ARGV[4]))
 return {promoted, unblocked, pruned}

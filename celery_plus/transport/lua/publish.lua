@@ -45,6 +45,7 @@ if prev[1] and not continued then
   redis.call('ZREM', P .. ':done', id)
   redis.call('ZREM', P .. ':dead', id)
   redis.call('ZREM', P .. ':canceled', id)
+  redis.call('ZREM', P .. ':discarded', id)
   if prev[3] and prev[3] ~= '' then redis.call('ZREM', P .. ':blk:' .. prev[3], id) end
 end
 

@@ -1,0 +1,50 @@
+"""The celery-plus admin (DESIGN §4): dead letters and jobs, from Python, the CLI and the web.
+
+``from celery_plus import admin; admin.counts(app)`` — see :mod:`celery_plus.admin.api`.
+One implementation of :class:`~celery_plus.admin.store.AdminStore` per store
+(``redis_admin``, ``sqlite_admin``); the CLI (``admin/cli.py``) uses this API only.
+"""
+
+from __future__ import annotations
+
+from .api import (
+    Admin,
+    admin_store_for,
+    cancel,
+    connect,
+    counts,
+    discard,
+    jobs,
+    purge,
+    register_admin,
+    retry,
+    retry_many,
+    show,
+    status,
+)
+from .store import (
+    STATES,
+    AdminError,
+    AdminStore,
+    BulkResult,
+    Counts,
+    GroupStatus,
+    JobDetail,
+    JobNotFound,
+    JobSummary,
+    OpResult,
+    Page,
+    QueueStatus,
+    RetryConflict,
+    Status,
+    UnscopedOperation,
+    UnsupportedStore,
+)
+
+__all__ = [
+    "STATES", "Admin", "AdminError", "AdminStore", "BulkResult", "Counts", "GroupStatus",
+    "JobDetail", "JobNotFound", "JobSummary", "OpResult", "Page", "QueueStatus",
+    "RetryConflict", "Status", "UnscopedOperation", "UnsupportedStore", "admin_store_for",
+    "cancel", "connect", "counts", "discard", "jobs", "purge", "register_admin", "retry",
+    "retry_many", "show", "status",
+]

@@ -1,0 +1,270 @@
+"""``celery_plus.admin``: the dead-letter and job admin as a Python API (DESIGN §4).
+
+::
+
+    from celery_plus import admin
+
+    admin.counts(app)                               # Counts per state
+    admin.jobs(app, "failed", task="proj.send", text="timeout", page=1, per_page=50)
+    admin.show(app, task_id)                        # message, attempts, history, traceback
+    admin.retry(app, task_id)                       # failed -> enqueued, same task id
+    admin.discard(app, task_id)                     # failed -> discarded
+    admin.cancel(app, task_id)                      # enqueued | scheduled | blocked -> canceled
+    admin.retry_many(app, task="proj.send", older_than=3600)
+    admin.purge(app, state="failed", queue="mail", all=False)
+    admin.status(app)                               # per-queue depth, groups, oldest waiting
+
+Each function opens the app's store (its ``broker_url``, resolved by the transport's
+``make_backend`` with the app's ``plus_*`` settings), does one operation and closes it;
+``with admin.connect(app) as a: ...`` keeps one store open for several calls. ``app`` may
+also be a broker URL (``"plus+redis://..."``; default settings).
+
+Semantics (atomicity, idempotency, the retry conflict, what discard keeps) are the
+:class:`~celery_plus.admin.store.AdminStore` rules; see ``docs/admin.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+from .. import settings
+from ..transport.backend import Backend
+from .store import (
+    MAX_PER_PAGE,
+    STATES,
+    AdminStore,
+    BulkResult,
+    Counts,
+    JobDetail,
+    JobNotFound,
+    OpResult,
+    Page,
+    Query,
+    Scope,
+    Status,
+    UnsupportedStore,
+    check_state,
+)
+
+Factory = Callable[[Backend, bool], AdminStore]
+#: Backend class -> admin factory, for backends outside this package (e.g. PostgreSQL).
+_FACTORIES: dict[type, Factory] = {}
+
+Moment = dt.datetime | dt.timedelta | float | int | None
+Age = dt.timedelta | float | int | None
+
+
+def register_admin(backend_cls: type, factory: Factory) -> None:
+    """Make :func:`admin_store_for` build ``factory(backend, owns)`` for ``backend_cls``."""
+    _FACTORIES[backend_cls] = factory
+
+
+def admin_store_for(backend: Backend, *, owns_backend: bool = False) -> AdminStore:
+    """The admin implementation for ``backend``'s store (closing it closes the backend only
+    if ``owns_backend``)."""
+    from ..transport.redis_backend import RedisBackend
+    from ..transport.sqlite_backend import SQLiteBackend
+
+    if isinstance(backend, RedisBackend):
+        from .redis_admin import RedisAdmin
+
+        return RedisAdmin(backend, owns_backend=owns_backend)
+    if isinstance(backend, SQLiteBackend):
+        from .sqlite_admin import SQLiteAdmin
+
+        return SQLiteAdmin(backend, owns_backend=owns_backend)
+    for cls, factory in _FACTORIES.items():
+        if isinstance(backend, cls):
+            return factory(backend, owns_backend)
+    raise UnsupportedStore(
+        f"the admin does not support {type(backend).__name__} stores yet "
+        "(supported: plus+redis://, plus+sqlite://)")
+
+
+def _url_and_config(app: Any) -> tuple[str, settings.PlusConfig]:
+    if isinstance(app, str):
+        url = app
+        if not url.startswith("plus+"):
+            raise UnsupportedStore(
+                f"{url!r} is not a celery-plus durable store URL (plus+redis://, "
+                "plus+sqlite://, ...)")
+        return url[len("plus+"):], settings.resolve({})
+    conn = app.connection_for_read()
+    try:
+        if conn.transport_cls != "plus":
+            raise UnsupportedStore(
+                f"app {app.main!r} uses broker transport {conn.transport_cls!r}: the admin "
+                "works on celery-plus durable stores (broker_url plus+redis://, "
+                "plus+sqlite://, ...)")
+        options = conn.transport_options or {}
+        config = settings.resolve({k: v for k, v in options.items() if k.startswith("plus_")})
+        url = conn.hostname or "redis://localhost:6379/0"
+        return (url if "://" in url else f"redis://{url}"), config
+    finally:
+        conn.release()
+
+
+def connect(app: Any) -> Admin:
+    """An :class:`Admin` on ``app``'s store (a Celery app, or a ``plus+...`` broker URL)."""
+    from ..transport import make_backend
+
+    url, config = _url_and_config(app)
+    backend = make_backend(url, config)
+    try:
+        return Admin(admin_store_for(backend, owns_backend=True))
+    except BaseException:
+        backend.close()
+        raise
+
+
+def _ms(value: dt.timedelta | float | int) -> int:
+    seconds = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+    if seconds < 0:
+        raise ValueError(f"an age must not be negative (got {value!r})")
+    return round(seconds * 1000)
+
+
+def _moment_ms(value: Moment, now_ms: int) -> int | None:
+    """A time filter in ms since the epoch: a datetime (naive = UTC), epoch seconds, or a
+    timedelta meaning that long before now (the store's clock)."""
+    if value is None:
+        return None
+    if isinstance(value, dt.timedelta):
+        return now_ms - _ms(value)
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return round(value.timestamp() * 1000)
+    return round(float(value) * 1000)
+
+
+def _scope(task: str | None, queue: str | None, older_than: Age) -> Scope:
+    return Scope(task=task or None, queue=queue or None,
+                 older_than_ms=None if older_than is None else _ms(older_than))
+
+
+class Admin:
+    """The admin operations on one open store (see the module docstring)."""
+
+    def __init__(self, store: AdminStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    def counts(self) -> Counts:
+        """How many jobs are in each state."""
+        return self.store.counts()
+
+    def jobs(self, state: str = "failed", *, task: str | None = None,
+             queue: str | None = None, since: Moment = None, until: Moment = None,
+             text: str | None = None, page: int = 1, per_page: int = 50) -> Page:
+        """One page of the jobs in ``state``, newest first, filtered by task name, queue,
+        time of the state (``since``/``until``) and ``text`` in the args or the error."""
+        check_state(state)
+        if page < 1:
+            raise ValueError(f"page must be >= 1 (got {page})")
+        if not 1 <= per_page <= MAX_PER_PAGE:
+            raise ValueError(f"per_page must be between 1 and {MAX_PER_PAGE} (got {per_page})")
+        relative = any(isinstance(v, dt.timedelta) for v in (since, until))
+        now = self.store.now_ms() if relative else 0
+        query = Query(task=task or None, queue=queue or None, since_ms=_moment_ms(since, now),
+                      until_ms=_moment_ms(until, now), text=text or None)
+        items, total = self.store.jobs(state, query, (page - 1) * per_page, per_page)
+        return Page(items=items, total=total, page=page, per_page=per_page, state=state)
+
+    def show(self, task_id: str) -> JobDetail:
+        """Everything about one job; raises :class:`JobNotFound`."""
+        detail = self.store.show(task_id)
+        if detail is None:
+            raise JobNotFound(task_id)
+        return detail
+
+    def retry(self, task_id: str) -> OpResult:
+        """Retry a dead letter (same task id); raises JobNotFound or RetryConflict."""
+        return self.store.retry(task_id)
+
+    def discard(self, task_id: str) -> OpResult:
+        """Discard a dead letter (kept as ``discarded`` until pruned)."""
+        return self.store.discard(task_id)
+
+    def cancel(self, task_id: str) -> OpResult:
+        """Cancel a job that waits (enqueued, scheduled or blocked)."""
+        return self.store.cancel(task_id)
+
+    def retry_many(self, *, task: str | None = None, queue: str | None = None,
+                   older_than: Age = None, all: bool = False) -> BulkResult:
+        """Retry the dead letters of ``task`` / ``queue`` / dead for at least ``older_than``
+        (seconds or timedelta); every dead letter only with ``all=True``."""
+        return self.store.retry_many(_scope(task, queue, older_than), all=all)
+
+    def purge(self, state: str = "failed", *, task: str | None = None,
+              queue: str | None = None, older_than: Age = None, all: bool = False
+              ) -> BulkResult:
+        """Delete the finished records of ``state`` (failed, completed, canceled, discarded)
+        in scope; every one of them only with ``all=True``."""
+        return self.store.purge(state, _scope(task, queue, older_than), all=all)
+
+    def status(self) -> Status:
+        """Per-queue depth by state, concurrency groups, dead letters, oldest waiting job."""
+        return self.store.status()
+
+
+# -- one call, one store ------------------------------------------------------------------
+def counts(app: Any) -> Counts:
+    with connect(app) as a:
+        return a.counts()
+
+
+def jobs(app: Any, state: str = "failed", **filters: Any) -> Page:
+    with connect(app) as a:
+        return a.jobs(state, **filters)
+
+
+def show(app: Any, task_id: str) -> JobDetail:
+    with connect(app) as a:
+        return a.show(task_id)
+
+
+def retry(app: Any, task_id: str) -> OpResult:
+    with connect(app) as a:
+        return a.retry(task_id)
+
+
+def discard(app: Any, task_id: str) -> OpResult:
+    with connect(app) as a:
+        return a.discard(task_id)
+
+
+def cancel(app: Any, task_id: str) -> OpResult:
+    with connect(app) as a:
+        return a.cancel(task_id)
+
+
+def retry_many(app: Any, *, task: str | None = None, queue: str | None = None,
+               older_than: Age = None, all: bool = False) -> BulkResult:
+    with connect(app) as a:
+        return a.retry_many(task=task, queue=queue, older_than=older_than, all=all)
+
+
+def purge(app: Any, state: str = "failed", *, task: str | None = None,
+          queue: str | None = None, older_than: Age = None, all: bool = False) -> BulkResult:
+    with connect(app) as a:
+        return a.purge(state, task=task, queue=queue, older_than=older_than, all=all)
+
+
+def status(app: Any) -> Status:
+    with connect(app) as a:
+        return a.status()
+
+
+__all__ = ["STATES", "Admin", "admin_store_for", "cancel", "connect", "counts", "discard",
+           "jobs", "purge", "register_admin", "retry", "retry_many", "show", "status"]

@@ -1,0 +1,501 @@
+"""The admin on the command line: ``celery-plus dlq ...``, ``jobs``, ``cancel``, ``status``
+(and ``dashboard``, the web page of ``admin/web.py``).
+
+Registered on the ``plus`` group (``celery_plus/cli.py``), so they run as
+``celery-plus dlq ls -A proj`` and ``celery -A proj plus dlq ls``. They use the Python API
+(:mod:`celery_plus.admin.api`) and nothing else.
+
+* People get plain aligned tables; ``--json`` prints one JSON document for scripts.
+* Exit codes: 0 done (including an idempotent no-op, reported as such); 1 a job not found, a
+  retry conflict, or a bulk action declined at the prompt; 2 usage (bad option, unscoped bulk
+  action without ``--all``, an app whose broker is not a celery-plus store).
+* Bulk actions (``dlq retry`` / ``dlq purge`` by scope) ask for confirmation unless ``--yes``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from celery.bin.base import CeleryCommand
+
+from . import api
+from .store import (
+    PURGEABLE,
+    STATES,
+    AdminError,
+    BulkResult,
+    JobDetail,
+    JobNotFound,
+    JobSummary,
+    OpResult,
+    Page,
+    RetryConflict,
+    Status,
+    UnscopedOperation,
+)
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``"90"``, ``"90s"``, ``"15m"``, ``"2h"``, ``"1d"``, ``"1h30m"``."""
+    value = text.strip().lower()
+    pos, total = 0, 0.0
+    while pos < len(value):
+        match = _DURATION.match(value, pos)
+        if match is None or (not match.group(2) and match.end() != len(value)):
+            raise ValueError(f"{text!r} is not a duration (e.g. 90s, 15m, 2h, 1d, 1h30m)")
+        total += float(match.group(1)) * _UNITS[match.group(2) or "s"]
+        pos = match.end()
+    if not value:
+        raise ValueError("empty duration")
+    return total
+
+
+def parse_moment(text: str) -> dt.datetime | dt.timedelta:
+    """An ISO 8601 time (naive = UTC) or a duration meaning that long ago."""
+    try:
+        return dt.timedelta(seconds=parse_duration(text))
+    except ValueError:
+        pass
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is neither a time (2025-01-31T12:00) nor an age (15m, 2h, 1d)") from None
+
+
+class Duration(click.ParamType):
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Moment(click.ParamType):
+    name = "time"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> dt.datetime | dt.timedelta:
+        if isinstance(value, (dt.datetime, dt.timedelta)):
+            return value
+        try:
+            return parse_moment(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+# -- output -------------------------------------------------------------------------------
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def when(ms: int | None) -> str:
+    """A store time (ms since the epoch) as UTC ``YYYY-MM-DD HH:MM:SS``."""
+    if not ms:
+        return "-"
+    moment = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def age(seconds: float | None) -> str:
+    """``42s``, ``3m05s``, ``2h10m``, ``3d4h``."""
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600}h"
+
+
+def clip(text: str, width: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Plain text columns, left-aligned, two spaces apart."""
+    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                     for row in cells)
+
+
+_TIME_LABEL = {"completed": "FINISHED", "failed": "FAILED", "canceled": "CANCELED",
+               "discarded": "DISCARDED", "running": "STARTED"}
+
+
+def _error(row: JobSummary) -> str:
+    if not (row.exc_type or row.exc_message):
+        return row.reason
+    return f"{row.exc_type}: {row.exc_message}" if row.exc_type else row.exc_message
+
+
+def page_text(page: Page) -> str:
+    if not page.items:
+        return f"no {page.state} jobs" + (f" on page {page.page}" if page.total else "")
+    finished = page.state in ("completed", "failed", "canceled", "discarded")
+    headers = ["TASK ID", "TASK", "QUEUE", _TIME_LABEL.get(page.state, "ENQUEUED"), "DL",
+               "ERROR" if page.state == "failed" else "ARGS"]
+    rows = [[r.id, r.name or "-", r.queue, when(r.at_ms), r.deliveries,
+             clip(_error(r) if page.state == "failed" else r.args_repr, 60)]
+            for r in page.items]
+    if finished and page.state != "failed":
+        headers.append("REASON")
+        for row, item in zip(rows, page.items, strict=True):
+            row.append(item.reason or "-")
+    footer = (f"page {page.page}/{max(page.pages, 1)}, {page.total} {page.state} "
+              f"job{'s' if page.total != 1 else ''}")
+    return table(headers, rows) + "\n" + footer
+
+
+def detail_text(d: JobDetail) -> str:
+    s = d.summary
+    lines = [
+        f"Task id:      {d.id}", f"Task:         {s.name or '-'}", f"State:        {d.state}",
+        f"Queue:        {s.queue}", f"Priority:     {d.priority}",
+        f"Deliveries:   {s.deliveries}" + (f" of {d.max_deliveries}" if d.max_deliveries else ""),
+        f"Enqueued:     {when(s.enqueued_ms)}",
+    ]
+    if s.due_ms:
+        lines.append(f"Due:          {when(s.due_ms)}")
+    if d.started_ms:
+        by = f" by {d.worker}" if d.worker else ""
+        lines.append(f"Started:      {when(d.started_ms)}{by}")
+    if d.finished_ms:
+        lines.append(f"Finished:     {when(d.finished_ms)}")
+    if s.reason:
+        lines.append(f"Reason:       {s.reason}")
+    if s.exc_type or s.exc_message:
+        lines.append(f"Last error:   {_error(s)}")
+    if d.unique_lock:
+        held = d.unique_holder or "nobody"
+        lines.append(f"Unique key:   {d.unique_lock} ({d.unique_window} window; held by {held})")
+    if d.concurrency_group:
+        lines.append(f"Concurrency:  {d.concurrency_group} (limit {d.concurrency_limit})")
+    if d.decode_error:
+        lines += ["", f"Message:      cannot be decoded: {d.decode_error}",
+                  f"Raw message:  {clip(d.raw_message, 500)}"]
+    else:
+        lines += ["", f"Args:         {json.dumps(d.args, default=str)}",
+                  f"Kwargs:       {json.dumps(d.kwargs, default=str)}",
+                  "Headers:      " + "\n              ".join(
+                      f"{k}: {json.dumps(v, default=str)}" for k, v in d.headers.items()
+                      if v not in (None, "", [], {}) and k not in ("id", "task"))]
+    if d.history:
+        rows = [[h.get("delivery", ""), when(h.get("finished_ms")), h.get("outcome", ""),
+                 h.get("worker") or "-",
+                 clip(": ".join(x for x in (h.get("exc_type"), h.get("exc_message")) if x), 60)]
+                for h in d.history]
+        lines += ["", "History:", table(["#", "AT", "OUTCOME", "WORKER", "ERROR"], rows)]
+    if d.traceback:
+        lines += ["", "Traceback:", d.traceback.rstrip()]
+    return "\n".join(lines)
+
+
+def status_text(st: Status) -> str:
+    now = st.now_ms
+    rows = [[q.queue, q.enqueued, q.scheduled, q.blocked, q.running, q.failed,
+             age(None if q.oldest_waiting_ms is None else (now - q.oldest_waiting_ms) / 1000)]
+            for q in st.queues]
+    out = [table(["QUEUE", "ENQUEUED", "SCHEDULED", "BLOCKED", "RUNNING", "FAILED",
+                  "OLDEST WAITING"], rows) if rows else "no queued, running or failed jobs"]
+    if st.groups:
+        out += ["", table(["CONCURRENCY GROUP", "RUNNING", "LIMIT", "BLOCKED"],
+                          [[g.group, g.running, g.limit, g.blocked] for g in st.groups])]
+    c = st.counts
+    out += ["", f"dead letters: {st.dead_letters}",
+            f"oldest waiting job: {age(st.oldest_waiting_age_s)}",
+            f"completed: {c.completed}  canceled: {c.canceled}  discarded: {c.discarded}"]
+    return "\n".join(out)
+
+
+def _op_text(result: OpResult) -> str:
+    if result.changed:
+        verb = {"retry": "retried", "discard": "discarded", "cancel": "canceled"}[result.action]
+        return f"{verb} {result.job_id} ({result.previous} -> {result.state})"
+    return result.message
+
+
+# -- plumbing ------------------------------------------------------------------------------
+@contextmanager
+def _admin(ctx: click.Context) -> Iterator[api.Admin]:
+    app = ctx.obj.app if ctx.obj is not None else None
+    if app is None:
+        raise click.UsageError("no app: give -A proj")
+    try:
+        admin = api.connect(app)
+    except AdminError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        yield admin
+    except UnscopedOperation as exc:
+        raise click.UsageError(str(exc)) from None
+    except ValueError as exc:
+        if isinstance(exc, AdminError):
+            raise
+        raise click.UsageError(str(exc)) from None
+    finally:
+        admin.close()
+
+
+def _per_id(ctx: click.Context, ids: Sequence[str], operation: Callable[[str], OpResult],
+            as_json: bool) -> None:
+    """Run ``operation`` on each id; exit 1 if any was not found or conflicted."""
+    results: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    for job_id in ids:
+        try:
+            result = operation(job_id)
+        except JobNotFound as exc:
+            errors.append({"id": job_id, "error": "not found", "message": str(exc)})
+            if not as_json:
+                click.echo(f"error: {exc}", err=True)
+            continue
+        except RetryConflict as exc:
+            errors.append({"id": job_id, "error": "conflict", "holder": exc.holder_id,
+                           "lock": exc.lock, "message": str(exc)})
+            if not as_json:
+                click.echo(f"error: {exc}", err=True)
+            continue
+        results.append(result.to_dict())
+        if not as_json:
+            click.echo(_op_text(result))
+    if as_json:
+        _emit_json({"results": results, "errors": errors})
+    if errors:
+        ctx.exit(1)
+
+
+def _bulk_text(result: BulkResult, what: str) -> str:
+    verb = {"retry": "retried", "purge": "purged"}[result.action]
+    text = f"{verb} {len(result.changed)} of {result.matched} {what}"
+    for job_id, holder in result.conflicts:
+        text += f"\nconflict: {job_id} not retried, its unique key is held by {holder}"
+    return text
+
+
+def _scope_words(task: str | None, queue: str | None, older_than: float | None,
+                 every: bool) -> str:
+    words = [f"task {task}" if task else "", f"queue {queue}" if queue else "",
+             f"older than {age(older_than)}" if older_than is not None else ""]
+    scoped = ", ".join(w for w in words if w)
+    return scoped or ("ALL" if every else "")
+
+
+def _check_bulk(action: str, task: str | None, queue: str | None, older_than: float | None,
+                every: bool) -> None:
+    if not (task or queue or older_than is not None or every):
+        raise click.UsageError(
+            f"{action} needs a scope: --task, --queue or --older-than (or --all for every "
+            "job of the state)")
+
+
+def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.option("--task", help="Only jobs of this task name."),
+        click.option("--queue", help="Only jobs of this queue."),
+        click.option("--since", type=Moment(),
+                      help="Only jobs at or after this time (ISO 8601, UTC) or age (15m, 2h)."),
+        click.option("--until", type=Moment(), help="Only jobs at or before this time or age."),
+        click.option("--text", help="Text in the arguments or the error (any case)."),
+        click.option("--page", type=click.IntRange(min=1), default=1, show_default=True),
+        click.option("--per-page", type=click.IntRange(1, 1000), default=50, show_default=True),
+        click.option("--json", "as_json", is_flag=True, help="Print JSON."),
+    ]):
+        func = option(func)
+    return func
+
+
+def _scope_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.option("--task", help="Only jobs of this task name."),
+        click.option("--queue", help="Only jobs of this queue."),
+        click.option("--older-than", type=Duration(),
+                     help="Only jobs that finished at least this long ago (90s, 15m, 2h, 7d)."),
+        click.option("--all", "every", is_flag=True, help="No scope: every job of the state."),
+        click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation."),
+        click.option("--json", "as_json", is_flag=True, help="Print JSON."),
+    ]):
+        func = option(func)
+    return func
+
+
+def _list(ctx: click.Context, state: str, as_json: bool, **filters: Any) -> None:
+    with _admin(ctx) as admin:
+        page = admin.jobs(state, **filters)
+    if as_json:
+        _emit_json(page.to_dict())
+    else:
+        click.echo(page_text(page))
+
+
+# -- commands ----------------------------------------------------------------------------
+@click.group(name="dlq")
+def dlq() -> None:
+    """Dead letters: list, show, retry, discard, purge."""
+
+
+@dlq.command(cls=CeleryCommand, name="ls")
+@_filters
+@click.pass_context
+def dlq_ls(ctx: click.Context, as_json: bool, **filters: Any) -> None:
+    """List dead letters (failed jobs), newest first."""
+    _list(ctx, "failed", as_json, **filters)
+
+
+@dlq.command(cls=CeleryCommand, name="show")
+@click.argument("task_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def dlq_show(ctx: click.Context, task_id: str, as_json: bool) -> None:
+    """Show one job: message, attempts, error history, traceback (any state)."""
+    with _admin(ctx) as admin:
+        try:
+            detail = admin.show(task_id)
+        except JobNotFound as exc:
+            if as_json:
+                _emit_json({"id": task_id, "error": "not found", "message": str(exc)})
+            else:
+                click.echo(f"error: {exc}", err=True)
+            ctx.exit(1)
+    if as_json:
+        _emit_json(detail.to_dict())
+    else:
+        click.echo(detail_text(detail))
+
+
+@dlq.command(cls=CeleryCommand, name="retry")
+@click.argument("task_ids", nargs=-1)
+@_scope_options
+@click.pass_context
+def dlq_retry(ctx: click.Context, task_ids: tuple[str, ...], task: str | None,
+              queue: str | None, older_than: float | None, every: bool, yes: bool,
+              as_json: bool) -> None:
+    """Retry dead letters: the given task ids, or every one in a scope (same task id,
+    deliveries reset; a unique key held by another job is a conflict)."""
+    scoped = bool(task or queue or older_than is not None or every)
+    if task_ids and scoped:
+        raise click.UsageError("give task ids or a scope (--task/--queue/--older-than/--all), "
+                               "not both")
+    with _admin(ctx) as admin:
+        if task_ids:
+            _per_id(ctx, task_ids, admin.retry, as_json)
+            return
+        _check_bulk("dlq retry", task, queue, older_than, every)
+        if not yes:
+            scope = _scope_words(task, queue, older_than, every)
+            click.confirm(f"Retry the dead letters of {scope}?", abort=True, err=True)
+        result = admin.retry_many(task=task, queue=queue, older_than=older_than, all=every)
+    if as_json:
+        _emit_json(result.to_dict())
+    else:
+        click.echo(_bulk_text(result, "dead letters"))
+    if result.conflicts:
+        ctx.exit(1)
+
+
+@dlq.command(cls=CeleryCommand, name="discard")
+@click.argument("task_ids", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def dlq_discard(ctx: click.Context, task_ids: tuple[str, ...], as_json: bool) -> None:
+    """Discard dead letters (kept as 'discarded' until pruned with completed records)."""
+    with _admin(ctx) as admin:
+        _per_id(ctx, task_ids, admin.discard, as_json)
+
+
+@dlq.command(cls=CeleryCommand, name="purge")
+@click.option("--state", type=click.Choice(PURGEABLE), default="failed", show_default=True,
+              help="Records of which state to delete.")
+@_scope_options
+@click.pass_context
+def dlq_purge(ctx: click.Context, state: str, task: str | None, queue: str | None,
+              older_than: float | None, every: bool, yes: bool, as_json: bool) -> None:
+    """Delete dead letters (or other finished records) in a scope, for good."""
+    _check_bulk("dlq purge", task, queue, older_than, every)
+    with _admin(ctx) as admin:
+        if not yes:
+            click.confirm(f"Delete the {state} jobs of "
+                          f"{_scope_words(task, queue, older_than, every)} for good?",
+                          abort=True, err=True)
+        result = admin.purge(state, task=task, queue=queue, older_than=older_than, all=every)
+    if as_json:
+        _emit_json(result.to_dict())
+    else:
+        click.echo(_bulk_text(result, f"{state} jobs"))
+
+
+@click.command(cls=CeleryCommand, name="jobs")
+@click.argument("state", required=False, type=click.Choice(STATES))
+@_filters
+@click.pass_context
+def jobs(ctx: click.Context, state: str | None, as_json: bool, **filters: Any) -> None:
+    """Count jobs per state, or list the jobs in STATE, newest first."""
+    if state is not None:
+        _list(ctx, state, as_json, **filters)
+        return
+    with _admin(ctx) as admin:
+        counts = admin.counts()
+    if as_json:
+        _emit_json(counts.to_dict())
+    else:
+        click.echo(table(["STATE", "JOBS"], [[s, counts[s]] for s in STATES]))
+
+
+@click.command(cls=CeleryCommand, name="cancel")
+@click.argument("task_ids", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def cancel(ctx: click.Context, task_ids: tuple[str, ...], as_json: bool) -> None:
+    """Cancel jobs that wait (enqueued, scheduled or blocked); running jobs are not touched."""
+    with _admin(ctx) as admin:
+        _per_id(ctx, task_ids, admin.cancel, as_json)
+
+
+@click.command(cls=CeleryCommand, name="status")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Per-queue depth by state, concurrency groups, dead letters, oldest waiting job."""
+    with _admin(ctx) as admin:
+        st = admin.status()
+    if as_json:
+        _emit_json(st.to_dict())
+    else:
+        click.echo(status_text(st))
+
+
+@click.command(cls=CeleryCommand, name="dashboard")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8055, show_default=True)
+@click.pass_context
+def dashboard(ctx: click.Context, host: str, port: int) -> None:  # pragma: no cover
+    """Serve the admin's web page (no authentication: keep it on localhost or behind a
+    proxy that authenticates)."""
+    from .web import serve
+
+    with _admin(ctx):
+        pass  # fail here, as a usage error, if the app has no durable store
+    serve(ctx.obj.app, host, port)
+
+
+#: The commands the ``plus`` group registers.
+COMMANDS: tuple[click.Command, ...] = (dlq, jobs, cancel, status, dashboard)

@@ -1,0 +1,346 @@
+"""The admin on the Redis store: state changes are Lua scripts, reads are plain commands.
+
+Each script in ``admin/lua/`` is prepended with the transport's ``lua/lib.lua`` (exactly as
+``redis_backend.py`` loads its own), so it shares the key schema and helpers (``enqueue``,
+``release_hold``, ``push_history``, ``forget_if_unblocked``) with the transport. A script acts
+on a batch of job ids and re-checks each job's state (and the bulk scope) itself, so the
+Python side may pick candidates with plain reads: whatever changed meanwhile is a no-op.
+
+Reads scan the state's index (``P:dead``, ``P:done``, ``P:lease``, ``P:q:{queue}`` ...) and fetch
+record fields with pipelined ``HMGET``: an operator's command, linear in the jobs of the state
+(finished-state listings without task/queue/text filters are paged inside Redis).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from typing import Any
+
+from ..transport.redis_backend import RedisBackend
+from .store import (
+    PURGEABLE,
+    BulkResult,
+    Counts,
+    GroupStatus,
+    JobDetail,
+    JobSummary,
+    OpResult,
+    Query,
+    QueueStatus,
+    RetryConflict,
+    Scope,
+    Status,
+    check_scope,
+    check_state,
+    detail_from_record,
+    newest_first,
+    op_result,
+    summary_from_record,
+    text_matches,
+    time_field,
+)
+
+_SCRIPTS = ("retry", "discard", "cancel", "delete")
+#: Finished states and their index (a sorted set scored by finish ms).
+FINISHED_INDEX = {"completed": "done", "failed": "dead", "canceled": "canceled",
+                  "discarded": "discarded"}
+SUMMARY_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
+                  "emsg")
+BATCH = 500
+#: Jobs looked at from the head of each priority band of a queue for "oldest waiting".
+HEAD = 50
+BAND = 1 << 40
+
+_SOURCES: dict[str, str] | None = None
+
+
+def _sources() -> dict[str, str]:
+    global _SOURCES
+    if _SOURCES is None:
+        lib = (resources.files("celery_plus.transport") / "lua" / "lib.lua").read_text()
+        own = resources.files("celery_plus.admin") / "lua"
+        _SOURCES = {name: lib + "\n" + (own / f"{name}.lua").read_text() for name in _SCRIPTS}
+    return _SOURCES
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _chunks(items: Sequence[str], size: int = BATCH) -> Iterable[Sequence[str]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+class RedisAdmin:
+    """:class:`~celery_plus.admin.store.AdminStore` on a :class:`RedisBackend`'s store."""
+
+    def __init__(self, backend: RedisBackend, *, owns_backend: bool = False) -> None:
+        self.backend = backend
+        self.client = backend.client
+        self.prefix = backend.prefix
+        self._owns = owns_backend
+        self._scripts = {name: self.client.register_script(src)
+                         for name, src in _sources().items()}
+
+    def key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    def now_ms(self) -> int:
+        return self.backend.now_ms()
+
+    def close(self) -> None:
+        if self._owns:
+            self.backend.close()
+
+    # -- reads --------------------------------------------------------------------------
+    def _records(self, ids: Sequence[str], fields: Sequence[str]) -> list[dict[str, str]]:
+        """``fields`` of each record (an empty dict for a missing record), in order."""
+        out: list[dict[str, str]] = []
+        for chunk in _chunks(ids, 1000):
+            pipe = self.client.pipeline(transaction=False)
+            for job_id in chunk:
+                pipe.hmget(self.key("job", job_id), list(fields))
+            for values in pipe.execute():
+                if values[0] is None:
+                    out.append({})
+                else:
+                    out.append({f: _text(v) for f, v in zip(fields, values, strict=True)
+                                if v is not None})
+        return out
+
+    def _members(self, key: str) -> list[str]:
+        return [_text(m) for m in self.client.smembers(key)]
+
+    def _zall(self, key: str) -> list[str]:
+        return [_text(m) for m in self.client.zrange(key, 0, -1)]
+
+    def _queues(self) -> list[str]:
+        return sorted(self._members(self.key("queues")))
+
+    def _blocked_groups(self) -> list[str]:
+        return sorted(self._members(self.key("blkgroups")))
+
+    def _candidates(self, state: str, query: Query) -> list[str]:
+        """Ids the index of ``state`` lists (filters not applied, except the finish time)."""
+        if state in FINISHED_INDEX:
+            low = "-inf" if query.since_ms is None else query.since_ms
+            high = "+inf" if query.until_ms is None else query.until_ms
+            return [_text(m) for m in self.client.zrangebyscore(
+                self.key(FINISHED_INDEX[state]), low, high)]
+        if state == "running":
+            return self._zall(self.key("lease"))
+        if state == "scheduled":
+            return self._zall(self.key("sched"))
+        if state == "enqueued":
+            queues = [query.queue] if query.queue else self._queues()
+            return [i for q in queues for i in self._zall(self.key("q", q))]
+        return [i for g in self._blocked_groups() for i in self._zall(self.key("blk", g))]
+
+    def counts(self) -> Counts:
+        pipe = self.client.pipeline(transaction=False)
+        queues, groups = self._queues(), self._blocked_groups()
+        for q in queues:
+            pipe.zcard(self.key("q", q))
+        for g in groups:
+            pipe.zcard(self.key("blk", g))
+        for index in ("sched", "lease", "done", "dead", "canceled", "discarded"):
+            pipe.zcard(self.key(index))
+        replies = [int(r) for r in pipe.execute()]
+        enqueued = sum(replies[:len(queues)])
+        blocked = sum(replies[len(queues):len(queues) + len(groups)])
+        sched, lease, done, dead, canceled, discarded = replies[len(queues) + len(groups):]
+        return Counts(enqueued=enqueued, scheduled=sched, blocked=blocked, running=lease,
+                      completed=done, failed=dead, canceled=canceled, discarded=discarded)
+
+    def jobs(self, state: str, query: Query, offset: int, limit: int
+             ) -> tuple[list[JobSummary], int]:
+        check_state(state)
+        if state in FINISHED_INDEX and not (query.task or query.queue or query.text):
+            return self._finished_page(state, query, offset, limit)
+        fields = (*SUMMARY_FIELDS, "msg", "tb") if query.text else SUMMARY_FIELDS
+        ids = self._candidates(state, query)
+        rows: list[tuple[str, dict[str, str]]] = []
+        tfield = time_field(state)
+        for job_id, rec in zip(ids, self._records(ids, fields), strict=True):
+            if rec.get("st") != state:
+                continue  # changed since the index was read
+            if (query.task and rec.get("name") != query.task) or (
+                    query.queue and rec.get("q") != query.queue):
+                continue
+            if not query.matches_time(int(rec.get(tfield) or 0)):
+                continue
+            if query.text and not text_matches(query.text, rec):
+                continue
+            rows.append((job_id, rec))
+        ordered = newest_first([summary_from_record(i, r) for i, r in rows])
+        page = ordered[offset:offset + limit]
+        return self._with_args(page), len(ordered)
+
+    def _finished_page(self, state: str, query: Query, offset: int, limit: int
+                       ) -> tuple[list[JobSummary], int]:
+        """Newest-first page of a finished state's index, paged by Redis."""
+        key = self.key(FINISHED_INDEX[state])
+        low = "-inf" if query.since_ms is None else query.since_ms
+        high = "+inf" if query.until_ms is None else query.until_ms
+        total = int(self.client.zcount(key, low, high))
+        ids = [_text(m) for m in self.client.zrevrangebyscore(
+            key, high, low, start=offset, num=limit)]
+        rows = [summary_from_record(i, r) for i, r in
+                zip(ids, self._records(ids, (*SUMMARY_FIELDS, "msg")), strict=True) if r]
+        return rows, total
+
+    def _with_args(self, page: list[JobSummary]) -> list[JobSummary]:
+        """The page's rows with their args preview (the message is read for them only)."""
+        ids = [row.id for row in page]
+        out = []
+        for row, rec in zip(page, self._records(ids, (*SUMMARY_FIELDS, "msg")), strict=True):
+            out.append(summary_from_record(row.id, rec) if rec else row)
+        return out
+
+    def show(self, job_id: str) -> JobDetail | None:
+        rec = self.backend.job(job_id)
+        if rec is None:
+            return None
+        lock = rec.get("uk") or ""
+        holder = self.backend.holder(lock) if lock else None
+        return detail_from_record(job_id, rec, holder)
+
+    # -- changes ------------------------------------------------------------------------
+    def _run(self, script: str, args: list[Any]) -> list[tuple[str, str, str]]:
+        reply = self._scripts[script](args=[self.prefix, *args])
+        return [(_text(reply[i]), _text(reply[i + 1]), _text(reply[i + 2]))
+                for i in range(0, len(reply), 3)]
+
+    def _one(self, action: str, script: str, args: list[Any], job_id: str) -> OpResult:
+        [(_, outcome, extra)] = self._run(script, [*args, job_id])
+        if outcome == "conflict":
+            rec = self.backend.job(job_id) or {}
+            raise RetryConflict(job_id, extra, rec.get("uk", ""))
+        return op_result(job_id, action, outcome, extra)
+
+    def retry(self, job_id: str) -> OpResult:
+        return self._one("retry", "retry", [self.backend.backstop_ms, "", "", ""], job_id)
+
+    def discard(self, job_id: str) -> OpResult:
+        return self._one("discard", "discard", [], job_id)
+
+    def cancel(self, job_id: str) -> OpResult:
+        return self._one("cancel", "cancel", [], job_id)
+
+    def _in_scope(self, state: str, scope: Scope) -> list[str]:
+        """Ids of ``state`` (a finished state) in ``scope``, oldest first (a plain read)."""
+        key = self.key(FINISHED_INDEX[state])
+        if scope.older_than_ms is None:
+            ids = self._zall(key)
+        else:
+            cutoff = self.now_ms() - scope.older_than_ms
+            ids = [_text(m) for m in self.client.zrangebyscore(key, "-inf", cutoff)]
+        if scope.task is None and scope.queue is None:
+            return ids
+        return [job_id for job_id, rec in zip(ids, self._records(ids, ("name", "q")), strict=True)
+                if rec and (scope.task is None or rec.get("name") == scope.task)
+                and (scope.queue is None or rec.get("q") == scope.queue)]
+
+    @staticmethod
+    def _scope_args(scope: Scope) -> list[Any]:
+        return [scope.task or "", scope.queue or "",
+                "" if scope.older_than_ms is None else scope.older_than_ms]
+
+    def retry_many(self, scope: Scope, all: bool = False) -> BulkResult:
+        check_scope("retry", scope, all)
+        ids = self._in_scope("failed", scope)
+        result = BulkResult("retry", matched=len(ids))
+        for chunk in _chunks(ids):
+            for job_id, outcome, extra in self._run(
+                    "retry", [self.backend.backstop_ms, *self._scope_args(scope), *chunk]):
+                if outcome == "enqueued":
+                    result.changed.append(job_id)
+                elif outcome == "conflict":
+                    result.conflicts.append((job_id, extra))
+        return result
+
+    def purge(self, state: str, scope: Scope, all: bool = False) -> BulkResult:
+        check_state(state, PURGEABLE)
+        check_scope("purge", scope, all)
+        ids = self._in_scope(state, scope)
+        result = BulkResult("purge", matched=len(ids))
+        for chunk in _chunks(ids):
+            reply = self._scripts["delete"](
+                args=[self.prefix, state, *self._scope_args(scope), *chunk])
+            result.changed += [_text(i) for i in reply]
+        return result
+
+    # -- status -------------------------------------------------------------------------
+    def _queue_heads(self, queue: str) -> list[str]:
+        """The first :data:`HEAD` ids of each priority band of ``queue``: where its
+        longest-waiting jobs are (a band is served in publish order)."""
+        key = self.key("q", queue)
+        ids: list[str] = []
+        low: float | str = "-inf"
+        while True:
+            first = self.client.zrangebyscore(key, low, "+inf", start=0, num=1,
+                                              withscores=True)
+            if not first:
+                return ids
+            high = (int(first[0][1]) // BAND + 1) * BAND
+            ids += [_text(m) for m in self.client.zrangebyscore(
+                key, low, f"({high}", start=0, num=HEAD)]
+            low = high
+
+    def status(self) -> Status:
+        now = self.now_ms()
+        counts = self.counts()
+        per: dict[str, dict[str, int]] = {}
+        oldest: dict[str, int] = {}
+
+        def note_waiting(rec: dict[str, str]) -> None:
+            since = max(int(rec.get("enq") or 0), int(rec.get("due") or 0))
+            queue = rec.get("q", "")
+            oldest[queue] = min(oldest.get(queue, since), since)
+
+        for queue in self._queues():
+            depth = int(self.client.zcard(self.key("q", queue)))
+            if depth:
+                per.setdefault(queue, {})["enqueued"] = depth
+                for rec in self._records(self._queue_heads(queue), ("st", "q", "enq", "due")):
+                    if rec.get("st") == "enqueued":
+                        note_waiting(rec)
+        groups: dict[str, dict[str, int]] = {}
+        for state, ids in (("scheduled", self._zall(self.key("sched"))),
+                           ("running", self._zall(self.key("lease"))),
+                           ("failed", self._zall(self.key("dead")))):
+            for rec in self._records(ids, ("st", "q")):
+                if rec.get("st") == state:
+                    bucket = per.setdefault(rec["q"], {})
+                    bucket[state] = bucket.get(state, 0) + 1
+        for group in self._blocked_groups():
+            ids = self._zall(self.key("blk", group))
+            for rec in self._records(ids, ("st", "q", "enq", "due", "cl")):
+                if rec.get("st") == "blocked":
+                    bucket = per.setdefault(rec["q"], {})
+                    bucket["blocked"] = bucket.get("blocked", 0) + 1
+                    note_waiting(rec)
+                    g = groups.setdefault(group, {"blocked": 0, "limit": 0})
+                    g["blocked"] += 1
+                    g["limit"] = max(g["limit"], int(rec.get("cl") or 0))
+        start = len(self.key("slot")) + 1
+        for key in self.client.scan_iter(self.key("slot", "*"), count=1000):
+            group = _text(key)[start:]
+            holders = [_text(m) for m in self.client.smembers(key)]
+            running = [r for r in self._records(holders, ("st", "cl"))
+                       if r.get("st") == "running"]
+            if running:
+                g = groups.setdefault(group, {"blocked": 0, "limit": 0})
+                g["running"] = len(running)
+                g["limit"] = max(g["limit"], *(int(r.get("cl") or 0) for r in running))
+        queues = [QueueStatus(queue=q, oldest_waiting_ms=oldest.get(q), **per[q])
+                  for q in sorted(per)]
+        group_rows = [GroupStatus(group=g, running=v.get("running", 0), limit=v["limit"],
+                                  blocked=v["blocked"]) for g, v in sorted(groups.items())]
+        return Status(now_ms=now, counts=counts, queues=queues, groups=group_rows,
+                      oldest_waiting_ms=min(oldest.values()) if oldest else None)
+

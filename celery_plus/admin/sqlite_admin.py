@@ -1,0 +1,275 @@
+"""The admin on the SQLite store: each change is one ``BEGIN IMMEDIATE`` transaction.
+
+It runs on the :class:`~celery_plus.transport.sqlite_backend.SQLiteBackend`'s own connection
+handling (``_write``: one immediate transaction retried while the database is busy, waiters
+woken after the commit; ``_read``) and its transaction helpers (``_Tx``: the SQL twins of
+``lua/lib.lua``'s ``release_hold``, ``set_hold``, ``push_history``, ``enqueue`` ...), so the
+rules are the Redis admin scripts' (``admin/lua/*.lua``) in SQL: the state of each job is
+re-checked inside the transaction that changes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from ..transport.sqlite_backend import FIELDS, PRIORITY_FACTOR, SQLiteBackend, _Tx
+from .store import (
+    PURGEABLE,
+    WAITING,
+    BulkResult,
+    Counts,
+    GroupStatus,
+    JobDetail,
+    JobSummary,
+    OpResult,
+    Query,
+    QueueStatus,
+    RetryConflict,
+    Scope,
+    Status,
+    check_scope,
+    check_state,
+    detail_from_record,
+    newest_first,
+    op_result,
+    summary_from_record,
+    text_matches,
+    time_field,
+)
+
+#: Redis field name -> column, for the fields a listing reads.
+_LIST_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
+                "emsg", "msg")
+BATCH = 500
+
+Outcome = tuple[str, str]
+
+
+def _record(fields: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
+    """A row as a record with the Redis hash's field names (NULL columns left out)."""
+    return {f: v for f, v in zip(fields, row, strict=True) if v is not None}
+
+
+class SQLiteAdmin:
+    """:class:`~celery_plus.admin.store.AdminStore` on a :class:`SQLiteBackend`'s database."""
+
+    def __init__(self, backend: SQLiteBackend, *, owns_backend: bool = False) -> None:
+        self.backend = backend
+        self._owns = owns_backend
+
+    def now_ms(self) -> int:
+        return self.backend.now_ms()
+
+    def close(self) -> None:
+        if self._owns:
+            self.backend.close()
+
+    def _all(self, sql: str, *params: Any) -> list[Any]:
+        return self.backend._read(lambda conn: conn.execute(sql, params).fetchall())
+
+    # -- reads --------------------------------------------------------------------------
+    def counts(self) -> Counts:
+        rows = self._all("SELECT state, COUNT(*) FROM jobs GROUP BY state")
+        known = set(Counts.__dataclass_fields__)
+        return Counts(**{state: int(n) for state, n in rows if state in known})
+
+    def jobs(self, state: str, query: Query, offset: int, limit: int
+             ) -> tuple[list[JobSummary], int]:
+        check_state(state)
+        column = f"COALESCE({FIELDS[time_field(state)]}, 0)"
+        where: list[str] = ["state = ?"]
+        params: list[Any] = [state]
+        for value, clause in ((query.task, "name = ?"), (query.queue, "queue = ?"),
+                              (query.since_ms, f"{column} >= ?"),
+                              (query.until_ms, f"{column} <= ?")):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        condition = " AND ".join(where)
+        fields = (*_LIST_FIELDS, "tb") if query.text else _LIST_FIELDS
+        columns = ", ".join(["id", *(FIELDS[f] for f in fields)])
+        select = f"SELECT {columns} FROM jobs WHERE {condition} ORDER BY {column} DESC, id DESC"
+        if query.text:
+            rows = [(row[0], _record(fields, row[1:])) for row in self._all(select, *params)]
+            found = [summary_from_record(i, r) for i, r in rows if text_matches(query.text, r)]
+            ordered = newest_first(found)
+            return ordered[offset:offset + limit], len(ordered)
+        total = self._all(f"SELECT COUNT(*) FROM jobs WHERE {condition}", *params)[0][0]
+        rows = self._all(f"{select} LIMIT ? OFFSET ?", *params, limit, offset)
+        return [summary_from_record(row[0], _record(fields, row[1:])) for row in rows], total
+
+    def show(self, job_id: str) -> JobDetail | None:
+        rec = self.backend.job(job_id)
+        if rec is None:
+            return None
+        lock = rec.get("uk") or ""
+        holder = self.backend.holder(lock) if lock else None
+        return detail_from_record(job_id, rec, holder)
+
+    # -- changes (one transaction each; the job's state re-checked inside) ---------------
+    @staticmethod
+    def _entry(tx: _Tx, job_id: str, outcome: str) -> None:
+        deliveries = tx.scalar("SELECT deliveries FROM jobs WHERE id = ?", job_id)
+        tx.push_history(job_id, {"delivery": int(deliveries or 0), "worker": "",
+                                 "started_ms": tx.now, "finished_ms": tx.now,
+                                 "outcome": outcome})
+
+    def _retry(self, tx: _Tx, job_id: str, scope: Scope) -> Outcome:
+        """admin/lua/retry.lua in SQL."""
+        row = tx.one("SELECT state, name, queue, finished_ms, unique_lock, unique_window, "
+                     "unique_ttl_ms, score FROM jobs WHERE id = ?", job_id)
+        if row is None:
+            return "missing", ""
+        state, name, queue, finished, lock, window, ttl, score = row
+        if state != "failed":
+            return "noop", state
+        if not self._in(scope, tx.now, name, queue, finished):
+            return "skipped", state
+        if lock:
+            holder = tx.live_holder(lock)
+            if holder is not None and holder != job_id:
+                return "conflict", holder
+            if window == "ttl":
+                if holder is None and (ttl or 0) > 0:
+                    tx.set_hold(lock, job_id, int(ttl))
+            else:
+                tx.set_hold(lock, job_id, tx.backstop)
+        self._entry(tx, job_id, "admin retry")
+        new_score = (int(score) // PRIORITY_FACTOR) * PRIORITY_FACTOR + tx.incr("seq")
+        tx.run("UPDATE jobs SET deliveries = 0, enqueued_ms = ?, score = ?, finished_ms = NULL "
+               "WHERE id = ?", tx.now, new_score, job_id)
+        tx.enqueue(job_id)
+        return "enqueued", "failed"
+
+    def _retry_chunk(self, tx: _Tx, chunk: Sequence[str], scope: Scope
+                     ) -> list[tuple[str, str, str]]:
+        return [(job_id, *self._retry(tx, job_id, scope)) for job_id in chunk]
+
+    def _discard(self, tx: _Tx, job_id: str) -> Outcome:
+        state = tx.scalar("SELECT state FROM jobs WHERE id = ?", job_id)
+        if state is None:
+            return "missing", ""
+        if state != "failed":
+            return "noop", state
+        self._entry(tx, job_id, "admin discard")
+        tx.run("UPDATE jobs SET state = 'discarded', finished_ms = ? WHERE id = ?",
+               tx.now, job_id)
+        return "discarded", "failed"
+
+    def _cancel(self, tx: _Tx, job_id: str) -> Outcome:
+        row = tx.one("SELECT state, unique_lock, unique_window FROM jobs WHERE id = ?", job_id)
+        if row is None:
+            return "missing", ""
+        state, lock, window = row
+        if state not in WAITING:
+            return "noop", state
+        tx.release_hold(lock, window, job_id)
+        self._entry(tx, job_id, "admin cancel")
+        tx.run("UPDATE jobs SET state = 'canceled', finished_ms = ? WHERE id = ?",
+               tx.now, job_id)
+        return "canceled", state
+
+    @staticmethod
+    def _in(scope: Scope, now: int, name: str, queue: str, finished: int | None) -> bool:
+        return ((scope.task is None or name == scope.task)
+                and (scope.queue is None or queue == scope.queue)
+                and (scope.older_than_ms is None
+                     or (finished or 0) <= now - scope.older_than_ms))
+
+    def retry(self, job_id: str) -> OpResult:
+        outcome, extra = self.backend._write(lambda tx: self._retry(tx, job_id, Scope()))
+        if outcome == "conflict":
+            lock = (self.backend.job(job_id) or {}).get("uk", "")
+            raise RetryConflict(job_id, extra, lock)
+        return op_result(job_id, "retry", outcome, extra)
+
+    def discard(self, job_id: str) -> OpResult:
+        return op_result(job_id, "discard", *self.backend._write(
+            lambda tx: self._discard(tx, job_id)))
+
+    def cancel(self, job_id: str) -> OpResult:
+        return op_result(job_id, "cancel", *self.backend._write(
+            lambda tx: self._cancel(tx, job_id)))
+
+    def _in_scope(self, state: str, scope: Scope) -> list[str]:
+        """Ids of ``state`` in ``scope``, oldest first (a read; re-checked when changed)."""
+        where: list[str] = ["state = ?"]
+        params: list[Any] = [state]
+        if scope.task is not None:
+            where.append("name = ?")
+            params.append(scope.task)
+        if scope.queue is not None:
+            where.append("queue = ?")
+            params.append(scope.queue)
+        if scope.older_than_ms is not None:
+            where.append("COALESCE(finished_ms, 0) <= ?")
+            params.append(self.now_ms() - scope.older_than_ms)
+        sql = (f"SELECT id FROM jobs WHERE {' AND '.join(where)} "
+               "ORDER BY finished_ms, id")
+        return [row[0] for row in self._all(sql, *params)]
+
+    def retry_many(self, scope: Scope, all: bool = False) -> BulkResult:
+        check_scope("retry", scope, all)
+        ids = self._in_scope("failed", scope)
+        result = BulkResult("retry", matched=len(ids))
+        for i in range(0, len(ids), BATCH):
+            chunk = ids[i:i + BATCH]
+            outcomes = self.backend._write(partial(self._retry_chunk, chunk=chunk, scope=scope))
+            for job_id, outcome, extra in outcomes:
+                if outcome == "enqueued":
+                    result.changed.append(job_id)
+                elif outcome == "conflict":
+                    result.conflicts.append((job_id, extra))
+        return result
+
+    def purge(self, state: str, scope: Scope, all: bool = False) -> BulkResult:
+        check_state(state, PURGEABLE)
+        check_scope("purge", scope, all)
+        ids = self._in_scope(state, scope)
+        result = BulkResult("purge", matched=len(ids))
+
+        def delete(tx: _Tx, chunk: Sequence[str]) -> list[str]:
+            deleted = []
+            for job_id in chunk:
+                row = tx.one("SELECT state, name, queue, finished_ms FROM jobs WHERE id = ?",
+                             job_id)
+                if row is not None and row[0] == state and self._in(scope, tx.now, *row[1:]):
+                    tx.run("DELETE FROM jobs WHERE id = ?", job_id)
+                    deleted.append(job_id)
+            return deleted
+
+        for i in range(0, len(ids), BATCH):
+            chunk = ids[i:i + BATCH]
+            result.changed += self.backend._write(partial(delete, chunk=chunk))
+        return result
+
+    # -- status -------------------------------------------------------------------------
+    def status(self) -> Status:
+        now = self.now_ms()
+        per: dict[str, dict[str, int]] = {}
+        for queue, state, n in self._all(
+                "SELECT queue, state, COUNT(*) FROM jobs WHERE state IN ('enqueued', "
+                "'scheduled', 'blocked', 'running', 'failed') GROUP BY queue, state"):
+            per.setdefault(queue, {})[state] = int(n)
+        oldest = {queue: int(since) for queue, since in self._all(
+            "SELECT queue, MIN(MAX(enqueued_ms, due_ms)) FROM jobs "
+            "WHERE state IN ('enqueued', 'blocked') GROUP BY queue")}
+        groups: dict[str, dict[str, int]] = {}
+        for group, n, limit in self._all(
+                "SELECT conc_group, COUNT(*), MAX(conc_limit) FROM jobs WHERE state = 'blocked' "
+                "AND conc_group IS NOT NULL AND conc_group != '' GROUP BY conc_group"):
+            groups[group] = {"blocked": int(n), "limit": int(limit or 0), "running": 0}
+        for group, n, limit in self._all(
+                "SELECT s.conc_group, COUNT(*), MAX(j.conc_limit) FROM slots s JOIN jobs j "
+                "ON j.id = s.job_id AND j.state = 'running' GROUP BY s.conc_group"):
+            g = groups.setdefault(group, {"blocked": 0, "limit": 0, "running": 0})
+            g["running"] = int(n)
+            g["limit"] = max(g["limit"], int(limit or 0))
+        queues = [QueueStatus(queue=q, oldest_waiting_ms=oldest.get(q), **per[q])
+                  for q in sorted(per)]
+        group_rows = [GroupStatus(group=g, running=v["running"], limit=v["limit"],
+                                  blocked=v["blocked"]) for g, v in sorted(groups.items())]
+        return Status(now_ms=now, counts=self.counts(), queues=queues, groups=group_rows,
+                      oldest_waiting_ms=min(oldest.values()) if oldest else None)

@@ -1,0 +1,518 @@
+"""The admin's view of a durable store: the ``AdminStore`` interface and the values it returns.
+
+Each backend has one implementation in its own module (``redis_admin.py``, ``sqlite_admin.py``);
+``celery_plus.admin.api`` (the public API), the CLI and the web page speak only this interface.
+
+Rules every implementation follows (the conformance suite, ``tests/conformance/test_admin.py``,
+checks them on every backend):
+
+* Every operation that changes a job is ONE atomic step in the store (a Lua script, an SQL
+  transaction) that re-checks the job's state inside that step, so two operators acting on one
+  job at once have one winner and a repeated operation is a no-op that says so
+  (``OpResult.changed`` is False, ``OpResult.state`` is where the job is now).
+* ``retry``: failed -> enqueued, same task id, deliveries reset to 0, history kept (plus an
+  ``admin retry`` entry), last error details kept for ``show``; the unique hold is taken again
+  with the publish rules. If another job holds the key the retry raises :class:`RetryConflict`
+  naming the holder and changes nothing.
+* ``discard``: failed -> discarded. The record is KEPT (state ``discarded``, ``fin`` = now) and
+  pruned by maintenance like completed records (``plus_completed_retention``), so a repeated
+  discard reports "already discarded" and ``show`` still tells what happened.
+* ``cancel``: enqueued | scheduled | blocked -> canceled: out of its queue, schedule or blocked
+  set, its non-TTL unique hold released if it holds it, ``fin`` = now; pruned like completed.
+  Running jobs are not canceled (use Celery's ``revoke``).
+* Bulk ``retry_many`` / ``purge`` take a :class:`Scope` (task name, queue, age); an empty scope
+  needs ``all=True`` (:class:`UnscopedOperation` otherwise). Each job is re-checked against the
+  scope inside the atomic step that changes it.
+* Listings are newest first: by finish time (completed, failed, canceled, discarded), start
+  time (running) or enqueue time (enqueued, scheduled, blocked); ties by task id, descending.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+#: States a job record can be in, in lifecycle order.
+STATES = ("enqueued", "scheduled", "blocked", "running", "completed", "failed", "canceled",
+          "discarded")
+#: States that wait for a worker (what ``cancel`` applies to).
+WAITING = ("enqueued", "scheduled", "blocked")
+#: Finished states whose records ``purge`` deletes.
+PURGEABLE = ("failed", "completed", "canceled", "discarded")
+#: Largest page ``jobs`` returns.
+MAX_PER_PAGE = 1000
+
+
+class AdminError(Exception):
+    """Base class of the admin's errors."""
+
+
+class JobNotFound(AdminError, KeyError):
+    """No job record with this task id (never published, or pruned)."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+
+    def __str__(self) -> str:
+        return f"job {self.job_id!r} not found"
+
+
+class RetryConflict(AdminError):
+    """A retry would break uniqueness: another job holds the failed job's unique key."""
+
+    def __init__(self, job_id: str, holder_id: str, lock: str) -> None:
+        super().__init__(job_id, holder_id, lock)
+        self.job_id = job_id
+        self.holder_id = holder_id
+        self.lock = lock
+
+    def __str__(self) -> str:
+        return (f"cannot retry job {self.job_id!r}: its unique key {self.lock!r} is held by job "
+                f"{self.holder_id!r}; retry after that job finishes (or discard this one)")
+
+
+class UnscopedOperation(AdminError, ValueError):
+    """A bulk operation with no task, queue or age given, and no ``all=True``."""
+
+    def __str__(self) -> str:
+        return (f"{self.args[0]} with no scope would act on every job: give task=, queue= or "
+                f"older_than= (CLI: --task/--queue/--older-than), or all=True (CLI: --all)")
+
+
+class UnsupportedStore(AdminError, NotImplementedError):
+    """The app's store has no admin implementation."""
+
+
+# -- values ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Query:
+    """Filters of a listing (all optional; ``text`` is a case-insensitive substring of the
+    decoded args/kwargs or of the error type, message and traceback)."""
+
+    task: str | None = None
+    queue: str | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+    text: str | None = None
+
+    def matches_time(self, at_ms: int) -> bool:
+        return ((self.since_ms is None or at_ms >= self.since_ms)
+                and (self.until_ms is None or at_ms <= self.until_ms))
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a bulk operation acts on: jobs of ``task``, of ``queue``, finished at least
+    ``older_than_ms`` ago. Empty = every job of the state (needs ``all=True``)."""
+
+    task: str | None = None
+    queue: str | None = None
+    older_than_ms: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.task is None and self.queue is None and self.older_than_ms is None
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """One row of a listing."""
+
+    id: str
+    state: str
+    name: str
+    queue: str
+    #: Time of the current state (ms since the epoch): finished, started or enqueued.
+    at_ms: int
+    enqueued_ms: int
+    due_ms: int
+    deliveries: int
+    reason: str = ""
+    exc_type: str = ""
+    exc_message: str = ""
+    #: Celery's ``argsrepr``/``kwargsrepr`` headers (or the decoded args) for display.
+    args_repr: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    """Everything the store knows about one job, the message decoded."""
+
+    summary: JobSummary
+    args: list[Any] | None
+    kwargs: dict[str, Any] | None
+    headers: dict[str, Any]
+    properties: dict[str, Any]
+    #: Why the message could not be decoded ('' when it could).
+    decode_error: str
+    raw_message: str
+    max_deliveries: int
+    started_ms: int | None
+    finished_ms: int | None
+    worker: str
+    traceback: str
+    history: list[dict[str, Any]]
+    unique_lock: str
+    unique_window: str
+    unique_ttl_ms: int
+    #: Who holds ``unique_lock`` now (None: free).
+    unique_holder: str | None
+    concurrency_group: str
+    concurrency_limit: int
+    priority: int
+
+    @property
+    def id(self) -> str:
+        return self.summary.id
+
+    @property
+    def state(self) -> str:
+        return self.summary.state
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        summary = out.pop("summary")
+        return {**summary, **out}
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing, newest first."""
+
+    items: list[JobSummary]
+    total: int
+    page: int
+    per_page: int
+    state: str
+
+    @property
+    def pages(self) -> int:
+        return math.ceil(self.total / self.per_page) if self.per_page else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"state": self.state, "total": self.total, "page": self.page,
+                "per_page": self.per_page, "pages": self.pages,
+                "items": [item.to_dict() for item in self.items]}
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Number of jobs per state."""
+
+    enqueued: int = 0
+    scheduled: int = 0
+    blocked: int = 0
+    running: int = 0
+    completed: int = 0
+    failed: int = 0
+    canceled: int = 0
+    discarded: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    def __getitem__(self, state: str) -> int:
+        return int(getattr(self, state))
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    """Depth of one queue by state, and since when its oldest waiting job waits."""
+
+    queue: str
+    enqueued: int = 0
+    scheduled: int = 0
+    blocked: int = 0
+    running: int = 0
+    failed: int = 0
+    #: When the longest-waiting enqueued or blocked job became ready (ms; None: none waits).
+    oldest_waiting_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class GroupStatus:
+    """A concurrency group: slots in use, its limit, jobs parked behind it."""
+
+    group: str
+    running: int
+    limit: int
+    blocked: int
+
+
+@dataclass(frozen=True)
+class Status:
+    """The store at a glance (``celery-plus status``)."""
+
+    now_ms: int
+    counts: Counts
+    queues: list[QueueStatus]
+    groups: list[GroupStatus]
+    oldest_waiting_ms: int | None
+
+    @property
+    def dead_letters(self) -> int:
+        return self.counts.failed
+
+    @property
+    def oldest_waiting_age_s(self) -> float | None:
+        """How long the longest-waiting ready job has waited (seconds)."""
+        if self.oldest_waiting_ms is None:
+            return None
+        return max(self.now_ms - self.oldest_waiting_ms, 0) / 1000.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"now_ms": self.now_ms, "counts": self.counts.to_dict(),
+                "dead_letters": self.dead_letters,
+                "oldest_waiting_ms": self.oldest_waiting_ms,
+                "oldest_waiting_age_s": self.oldest_waiting_age_s,
+                "queues": [asdict(q) for q in self.queues],
+                "groups": [asdict(g) for g in self.groups]}
+
+
+@dataclass(frozen=True)
+class OpResult:
+    """What an operation on one job did. ``changed`` False: a no-op (already done, or the job
+    is in a state the operation does not apply to); ``state`` is the job's state after."""
+
+    job_id: str
+    action: str
+    changed: bool
+    state: str
+    previous: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def message(self) -> str:
+        if self.changed:
+            return f"{self.job_id}: {self.previous} -> {self.state}"
+        wanted = {"retry": "failed", "discard": "failed", "cancel": "waiting"}[self.action]
+        return f"{self.job_id}: {self.state}, not {wanted}; nothing to {self.action}"
+
+
+@dataclass
+class BulkResult:
+    """What a bulk operation did."""
+
+    action: str
+    matched: int = 0
+    changed: list[str] = field(default_factory=list)
+    #: Retries refused because another job holds the unique key: (job id, holder id).
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"action": self.action, "matched": self.matched, "changed": len(self.changed),
+                "ids": self.changed,
+                "conflicts": [{"id": j, "holder": h} for j, h in self.conflicts]}
+
+
+class AdminStore(Protocol):
+    """Admin operations on one durable store (one implementation per backend)."""
+
+    def now_ms(self) -> int:
+        """The store's clock (ms since the epoch)."""
+        ...
+
+    def counts(self) -> Counts: ...
+
+    def jobs(self, state: str, query: Query, offset: int, limit: int
+             ) -> tuple[list[JobSummary], int]:
+        """Jobs in ``state`` matching ``query``, newest first: (``limit`` rows from
+        ``offset``, total matching)."""
+        ...
+
+    def show(self, job_id: str) -> JobDetail | None: ...
+
+    def retry(self, job_id: str) -> OpResult:
+        """failed -> enqueued (see the module docstring). Raises JobNotFound, RetryConflict."""
+        ...
+
+    def discard(self, job_id: str) -> OpResult:
+        """failed -> discarded. Raises JobNotFound."""
+        ...
+
+    def cancel(self, job_id: str) -> OpResult:
+        """enqueued | scheduled | blocked -> canceled. Raises JobNotFound."""
+        ...
+
+    def retry_many(self, scope: Scope, all: bool = False) -> BulkResult:
+        """Retry the failed jobs in ``scope``; conflicts are reported, not raised."""
+        ...
+
+    def purge(self, state: str, scope: Scope, all: bool = False) -> BulkResult:
+        """Delete the records of ``state`` (one of :data:`PURGEABLE`) in ``scope``."""
+        ...
+
+    def status(self) -> Status: ...
+
+    def close(self) -> None: ...
+
+
+# -- helpers shared by the implementations -------------------------------------------------
+def check_state(state: str, allowed: tuple[str, ...] = STATES) -> str:
+    if state not in allowed:
+        raise ValueError(f"unknown state {state!r}: use one of {', '.join(allowed)}")
+    return state
+
+
+def check_scope(action: str, scope: Scope, all: bool) -> None:
+    if scope.empty and not all:
+        raise UnscopedOperation(action)
+
+
+def time_field(state: str) -> str:
+    """The record field (Redis hash name) a listing of ``state`` orders and filters by."""
+    if state in ("completed", "failed", "canceled", "discarded"):
+        return "fin"
+    if state == "running":
+        return "start"
+    return "enq"
+
+
+def newest_first(rows: list[JobSummary]) -> list[JobSummary]:
+    return sorted(rows, key=lambda r: (r.at_ms, r.id), reverse=True)
+
+
+def _int(value: Any, default: int = 0) -> int:
+    try:
+        return int(value) if value not in (None, "") else default
+    except (TypeError, ValueError):
+        return default
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode(errors="replace")
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    args: list[Any] | None
+    kwargs: dict[str, Any] | None
+    headers: dict[str, Any]
+    properties: dict[str, Any]
+    error: str
+
+
+def decode_message(raw: str | bytes | None) -> Decoded:
+    """Decode a stored kombu envelope: headers, properties and the task's args/kwargs.
+
+    Celery protocol 2 bodies are JSON ``[args, kwargs, embed]`` (base64 when
+    ``body_encoding`` is base64); protocol 1 bodies are a dict with ``args``/``kwargs``. A
+    message that cannot be decoded (a malformed dead letter) gives ``error`` and no args.
+    """
+    text = _text(raw)
+    try:
+        envelope = json.loads(text)
+    except ValueError as exc:
+        return Decoded(None, None, {}, {}, f"not a JSON kombu envelope: {exc}")
+    if not isinstance(envelope, dict):
+        return Decoded(None, None, {}, {}, "not a kombu envelope (not a JSON object)")
+    raw_headers, raw_props = envelope.get("headers"), envelope.get("properties")
+    headers: dict[str, Any] = raw_headers if isinstance(raw_headers, dict) else {}
+    props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
+    body = envelope.get("body")
+    try:
+        if props.get("body_encoding") == "base64" and isinstance(body, str):
+            body = base64.b64decode(body)
+        if isinstance(body, (bytes, bytearray)):
+            ctype = envelope.get("content-type") or "application/json"
+            if ctype != "application/json":
+                return Decoded(None, None, headers, props,
+                               f"body is {ctype}, only JSON bodies are decoded")
+            body = json.loads(bytes(body).decode(envelope.get("content-encoding") or "utf-8"))
+        elif isinstance(body, str):
+            body = json.loads(body)
+    except (ValueError, UnicodeDecodeError, TypeError) as exc:
+        return Decoded(None, None, headers, props, f"body cannot be decoded: {exc}")
+    if isinstance(body, list) and len(body) >= 2:
+        args, kwargs = body[0], body[1]
+    elif isinstance(body, dict) and ("args" in body or "kwargs" in body):
+        args, kwargs = body.get("args"), body.get("kwargs")
+    else:
+        return Decoded(None, None, headers, props, "body is not a Celery task body")
+    return Decoded(list(args) if isinstance(args, (list, tuple)) else None,
+                   dict(kwargs) if isinstance(kwargs, dict) else None, headers, props, "")
+
+
+def args_repr(decoded: Decoded) -> str:
+    """A one-line rendering of the task's arguments for listings."""
+    headers = decoded.headers
+    if "argsrepr" in headers or "kwargsrepr" in headers:
+        a, k = headers.get("argsrepr") or "()", headers.get("kwargsrepr") or "{}"
+        return f"{a} {k}" if k not in ("{}", "") else str(a)
+    if decoded.args is None and decoded.kwargs is None:
+        return ""
+    return json.dumps([decoded.args, decoded.kwargs], default=str)
+
+
+def text_matches(needle: str, record: Mapping[str, Any]) -> bool:
+    """``needle`` (case-insensitive) in the decoded args/kwargs or the error fields."""
+    low = needle.lower()
+    for key in ("etype", "emsg", "tb", "reason"):
+        if low in _text(record.get(key)).lower():
+            return True
+    decoded = decode_message(record.get("msg"))
+    if decoded.error:
+        return low in _text(record.get("msg")).lower()
+    haystack = json.dumps([decoded.args, decoded.kwargs], default=str, ensure_ascii=False)
+    return low in haystack.lower() or low in args_repr(decoded).lower()
+
+
+def summary_from_record(job_id: str, rec: Mapping[str, Any]) -> JobSummary:
+    """A listing row from a record with the Redis hash's field names."""
+    state = _text(rec.get("st"))
+    at = _int(rec.get(time_field(state)))
+    msg = rec.get("msg")
+    preview = args_repr(decode_message(msg)) if msg is not None else ""
+    return JobSummary(
+        id=job_id, state=state, name=_text(rec.get("name")), queue=_text(rec.get("q")),
+        at_ms=at, enqueued_ms=_int(rec.get("enq")), due_ms=_int(rec.get("due")),
+        deliveries=_int(rec.get("dl")), reason=_text(rec.get("reason")),
+        exc_type=_text(rec.get("etype")), exc_message=_text(rec.get("emsg")),
+        args_repr=preview)
+
+
+def detail_from_record(job_id: str, rec: Mapping[str, Any], holder: str | None) -> JobDetail:
+    """The full view of a record with the Redis hash's field names."""
+    decoded = decode_message(rec.get("msg"))
+    try:
+        history = json.loads(_text(rec.get("hist")) or "[]")
+    except ValueError:
+        history = []
+    start, fin = rec.get("start"), rec.get("fin")
+    summary = summary_from_record(job_id, rec)
+    return JobDetail(
+        summary=summary, args=decoded.args, kwargs=decoded.kwargs, headers=decoded.headers,
+        properties=decoded.properties, decode_error=decoded.error,
+        raw_message=_text(rec.get("msg")), max_deliveries=_int(rec.get("mdl")),
+        started_ms=None if start in (None, "") else _int(start),
+        finished_ms=None if fin in (None, "") else _int(fin),
+        worker=_text(rec.get("wk")), traceback=_text(rec.get("tb")),
+        history=history if isinstance(history, list) else [],
+        unique_lock=_text(rec.get("uk")), unique_window=_text(rec.get("uw")),
+        unique_ttl_ms=_int(rec.get("ut")), unique_holder=holder,
+        concurrency_group=_text(rec.get("cg")), concurrency_limit=_int(rec.get("cl")),
+        priority=_int(rec.get("score")) >> 40)
+
+
+def op_result(job_id: str, action: str, outcome: str, extra: str) -> OpResult:
+    """Map a store step's reply to an OpResult: ``outcome`` is the new state (``extra`` the
+    previous one), ``noop`` (``extra`` the current state) or ``missing`` (JobNotFound)."""
+    if outcome == "missing":
+        raise JobNotFound(job_id)
+    if outcome in ("noop", "skipped"):
+        return OpResult(job_id, action, False, extra, extra)
+    return OpResult(job_id, action, True, outcome, extra)

@@ -1,0 +1,152 @@
+"""The admin CLI as a subprocess against a real store with a real dead letter (issue 5: "CLI
+tests through click's runner and as a subprocess, human and --json output").
+
+A real ``celery-plus worker`` runs ``proj.fail_until_fixed``, which raises until the test sets
+its "fixed" flag: the failure is a real dead letter (exception type, message, traceback). The
+operator's flow is then driven through ``celery-plus dlq ...`` / ``status`` / ``jobs`` (and
+``celery plus dlq ...``) processes: list, show, retry (the worker runs the job again and it
+completes, once), the idempotent repeat, a retry conflict, and purge with its confirmation.
+
+Runs on each durable store (``broker_kind``: Redis and SQLite).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from celery_plus.transport.backend import Backend
+
+from .conftest import CELERY_PLUS, PLAIN_CELERY, ROOT, Worker, wait_until
+from .proj import REDIS_URL, events
+
+TASK = "proj.fail_until_fixed"
+
+
+def cli(prefix: str, *args: str, program: list[str] | None = None,
+        input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``celery-plus <args> -A tests.e2e.proj`` on the test's store."""
+    if program is None:
+        command = [*CELERY_PLUS, *args, "-A", "tests.e2e.proj"]
+    else:
+        command = [*program, *args]
+    env = {**os.environ, "PLUS_TEST_PREFIX": prefix}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60, input=input if input is not None else "")
+
+
+def cli_json(prefix: str, *args: str, code: int = 0) -> Any:
+    done = cli(prefix, *args, "--json")
+    assert done.returncode == code, (done.stdout, done.stderr)
+    return json.loads(done.stdout)
+
+
+def _state(view: Backend, task_id: str) -> str | None:
+    return (view.job(task_id) or {}).get("st")
+
+
+def _dead_letter(client: Any, view: Backend, key: str) -> str:
+    result = client.tasks[TASK].delay(key)
+    wait_until(lambda: _state(view, result.id) == "failed", timeout=30,
+               message=f"{key} dead-lettered")
+    return str(result.id)
+
+
+def _fix(prefix: str, key: str) -> None:
+    store = redis.Redis.from_url(REDIS_URL)
+    store.set(f"{prefix}:fixed:{key}", "1", ex=600)
+    store.close()
+
+
+def test_an_operator_lists_shows_and_retries_a_dead_letter(
+        client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend) -> None:
+    start_worker()
+    task_id = _dead_letter(client, view, "k1")
+
+    listing = cli(prefix, "dlq", "ls")
+    assert listing.returncode == 0, listing.stderr
+    header, row, footer = listing.stdout.splitlines()
+    assert header.split() == ["TASK", "ID", "TASK", "QUEUE", "FAILED", "DL", "ERROR"]
+    assert row.split()[:3] == [task_id, TASK, "celery"]
+    assert row.endswith("RuntimeError: k1 is not fixed yet")
+    assert footer == "page 1/1, 1 failed job"
+    page = cli_json(prefix, "dlq", "ls", "--task", TASK, "--text", "not fixed")
+    assert [i["id"] for i in page["items"]] == [task_id] and page["total"] == 1
+    assert page["items"][0]["exc_type"] == "RuntimeError"
+
+    shown = cli(prefix, "dlq", "show", task_id)
+    assert shown.returncode == 0, shown.stderr
+    assert f"Task id:      {task_id}" in shown.stdout
+    assert 'Args:         ["k1"]' in shown.stdout
+    assert "Traceback:" in shown.stdout and "RuntimeError: k1 is not fixed yet" in shown.stdout
+    detail = cli_json(prefix, "dlq", "show", task_id)
+    assert detail["args"] == ["k1"] and detail["headers"]["task"] == TASK
+    assert detail["traceback"].startswith("Traceback") and detail["unique_holder"] is None
+
+    _fix(prefix, "k1")
+    retried = cli(prefix, "dlq", "retry", task_id)
+    assert retried.returncode == 0, retried.stderr
+    assert retried.stdout.strip() == f"retried {task_id} (failed -> enqueued)"
+    wait_until(lambda: _state(view, task_id) == "completed", timeout=30,
+               message="the retried job completes")
+    assert client.AsyncResult(task_id).get(timeout=10) == "k1"
+    assert [e["key"] for e in events(prefix, "fixed")] == ["k1"]
+    assert len(events(prefix, "attempt")) == 2
+    outcomes = [h["outcome"] for h in json.loads((view.job(task_id) or {})["hist"])]
+    assert outcomes[-1] == "admin retry" and "task failed" in outcomes
+
+    again = cli(prefix, "dlq", "retry", task_id)
+    assert again.returncode == 0
+    assert again.stdout.strip() == f"{task_id}: completed, not failed; nothing to retry"
+    status = cli_json(prefix, "status")
+    assert status["dead_letters"] == 0 and status["counts"]["completed"] >= 1
+    completed = cli_json(prefix, "jobs", "completed")
+    assert task_id in [i["id"] for i in completed["items"]]
+
+
+def test_a_retry_conflict_and_a_confirmed_purge(
+        client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend) -> None:
+    worker = start_worker()
+    first = _dead_letter(client, view, "k2")
+    second = _dead_letter(client, view, "k3")
+    worker.stop()
+    # With no worker running, a new job with the same arguments holds the unique key.
+    holder = client.tasks[TASK].delay("k2")
+    assert not holder.deduplicated and _state(view, holder.id) == "enqueued"
+
+    conflict = cli(prefix, "dlq", "retry", first)
+    assert conflict.returncode == 1
+    assert f"held by job '{holder.id}'" in conflict.stderr
+    assert _state(view, first) == "failed"
+    report = cli_json(prefix, "dlq", "retry", first, code=1)
+    assert report["errors"][0]["holder"] == holder.id
+
+    status = cli(prefix, "status")
+    assert status.returncode == 0
+    assert status.stdout.splitlines()[1].split()[:6] == ["celery", "1", "0", "0", "0", "2"]
+    assert "dead letters: 2" in status.stdout
+
+    unscoped = cli(prefix, "dlq", "purge")
+    assert unscoped.returncode == 2 and "--all" in unscoped.stderr
+    declined = cli(prefix, "dlq", "purge", "--all", input="n\n")
+    assert declined.returncode == 1 and "for good?" in declined.stderr
+    assert _state(view, first) == "failed" and _state(view, second) == "failed"
+    purged = cli(prefix, "dlq", "purge", "--all", "--yes")
+    assert purged.returncode == 0 and "purged 2 of 2 failed jobs" in purged.stdout
+    assert view.job(first) is None and view.job(second) is None
+
+    canceled = cli(prefix, "cancel", holder.id)
+    assert canceled.returncode == 0
+    assert canceled.stdout.strip() == f"canceled {holder.id} (enqueued -> canceled)"
+    assert view.holds() == {}
+
+    # The same commands inside Celery's own CLI.
+    via_celery = cli(prefix, "-A", "tests.e2e.proj", "plus", "jobs", "--json",
+                     program=PLAIN_CELERY)
+    assert via_celery.returncode == 0, via_celery.stderr
+    assert json.loads(via_celery.stdout)["canceled"] == 1
