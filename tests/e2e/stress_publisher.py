@@ -12,10 +12,8 @@ def main(worker_index: int, count: int) -> None:
     accepted, coalesced = [], 0
     for i in range(count):
         n = worker_index * count + i
-        if i % 5 == 0:
-            result = dedup.delay(f"key-{n % 40}", n)
-        else:
-            result = work.delay(f"c{n % 20}", n)
+        every_fifth = i % 5 == 0
+        result = dedup.delay(f"key-{n % 40}", n) if every_fifth else work.delay(f"c{n % 20}", n)
         if result.deduplicated:
             coalesced += 1
         else:

@@ -53,7 +53,7 @@ def test_four_workers_and_four_publishers_on_one_sqlite_file(tmp_path: Path) -> 
                 cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             for i in range(PUBLISHERS)
         ]
-        victim, victim_log = workers[0]
+        victim = workers[0][0]
         wait_until(lambda: runs.hlen(f"{prefix}:runs") >= 1500, timeout=120,
                    message="1,500 jobs run")
         os.killpg(victim.pid, signal.SIGKILL)
