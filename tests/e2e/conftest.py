@@ -1,4 +1,12 @@
-"""Fixtures for end-to-end tests: an isolated key prefix, real worker processes, polling."""
+"""Fixtures for end-to-end tests: an isolated key prefix, real worker processes, polling.
+
+Every test that uses ``client``, ``start_worker`` or ``view`` runs once per durable store
+(``broker_kind``: ``redis`` = ``plus+redis://``, ``sqlite`` = a ``plus+sqlite:///`` file in
+the test's tmp_path) and asserts on store state through ``view`` (a
+:class:`~celery_plus.transport.backend.Backend` on the same store). Task events stay in Redis
+under ``prefix`` on both. Modules in :data:`OWN_BROKER`, and modules overriding the
+``broker_url`` fixture, choose their broker themselves.
+"""
 
 from __future__ import annotations
 
@@ -16,11 +24,27 @@ from typing import Any
 import pytest
 import redis
 
+from celery_plus.transport.backend import Backend
+from celery_plus.transport.redis_backend import RedisBackend
+from celery_plus.transport.sqlite_backend import SQLiteBackend
+
 from . import proj
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY_PLUS = [sys.executable, "-m", "celery_plus.cli"]
 PLAIN_CELERY = [sys.executable, "-m", "celery"]
+
+#: The durable stores every end-to-end scenario runs on.
+BROKERS = ("redis", "sqlite")
+#: Modules that set up their broker (and result backend) themselves: not parametrized.
+OWN_BROKER = frozenset({"test_sqlite_chord", "test_demo"})
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each test depending on ``broker_kind`` once per store (ids: redis, sqlite)."""
+    module = metafunc.module.__name__.rpartition(".")[2]
+    if "broker_kind" in metafunc.fixturenames and module not in OWN_BROKER:
+        metafunc.parametrize("broker_kind", BROKERS, indirect=True, ids=BROKERS)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
@@ -42,6 +66,7 @@ class Worker:
     def __init__(self, proc: subprocess.Popen[bytes], log: Path) -> None:
         self.proc = proc
         self.log_path = log
+        self._terminated = False
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -52,9 +77,15 @@ class Worker:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=10)
 
+    def terminate(self) -> None:
+        """Ask for a warm shutdown (SIGTERM, once) without waiting for it."""
+        if self.proc.poll() is None and not self._terminated:
+            self._terminated = True
+            self.proc.send_signal(signal.SIGTERM)
+
     def stop(self, timeout: float = 20) -> None:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.terminate()
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -78,14 +109,51 @@ def store(prefix: str) -> redis.Redis:
 
 
 @pytest.fixture
-def client(prefix: str) -> Iterator[Any]:
+def broker_kind(request: pytest.FixtureRequest) -> str:
+    """The durable store under test: "redis" or "sqlite" (see ``pytest_generate_tests``)."""
+    return str(getattr(request, "param", "redis"))
+
+
+@pytest.fixture
+def broker_url(request: pytest.FixtureRequest, broker_kind: str, tmp_path: Path,
+               monkeypatch: pytest.MonkeyPatch) -> str:
+    """The broker URL of ``broker_kind``; exported as PLUS_TEST_BROKER to the client app,
+    workers and any CLI the test runs (only when the test is parametrized by the store).
+
+    SQLite: a database file in the test's tmp_path. tmp_path is absolute, so the URL has
+    four slashes: ``plus+sqlite:////tmp/.../broker.db``.
+    """
+    if broker_kind == "sqlite":
+        url = f"plus+sqlite:///{tmp_path / 'broker.db'}"
+    else:
+        url = f"plus+{proj.REDIS_URL}"
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and "broker_kind" in callspec.params:
+        monkeypatch.setenv("PLUS_TEST_BROKER", url)
+    return url
+
+
+@pytest.fixture
+def view(broker_kind: str, broker_url: str, prefix: str) -> Iterator[Backend]:
+    """A store backend on the test's store, for assertions on job records, holds, slots."""
+    backend: Backend
+    if broker_kind == "sqlite":
+        backend = SQLiteBackend(broker_url.removeprefix("plus+"), prefix=prefix)
+    else:
+        backend = RedisBackend(broker_url.removeprefix("plus+"), prefix=prefix)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def client(prefix: str, broker_url: str) -> Iterator[Any]:
     app = proj.make_app(prefix)
     yield app
     app.close()
 
 
 @pytest.fixture
-def start_worker(prefix: str, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+def start_worker(prefix: str, tmp_path: Path, broker_url: str) -> Iterator[Callable[..., Worker]]:
     workers: list[Worker] = []
 
     def start(*args: str, pool: str = "solo", concurrency: int = 1,
@@ -109,5 +177,7 @@ def start_worker(prefix: str, tmp_path: Path) -> Iterator[Callable[..., Worker]]
         return worker
 
     yield start
+    for worker in workers:  # all shut down at once, then wait for each
+        worker.terminate()
     for worker in workers:
         worker.stop()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from typing import Any
 
@@ -37,12 +38,19 @@ def events(prefix: str, kind: str | None = None) -> list[dict[str, Any]]:
     return [e for e in out if kind is None or e["kind"] == kind]
 
 
+def pg_schema(prefix: str) -> str:
+    """The plus+postgresql:// schema of a test prefix: one schema per test."""
+    name = re.sub(r"[^a-z0-9_]", "_", prefix.lower())
+    return ("p" + name if not name[:1].isalpha() or name.startswith("pg_") else name)[:48]
+
+
 def make_app(prefix: str, **settings: Any) -> Celery:
-    # PLUS_TEST_BROKER swaps the durable store (e.g. plus+sqlite:///...; test_sqlite_worker.py).
+    # PLUS_TEST_BROKER swaps the durable store (set per test by conftest.py's broker_url).
     broker = os.environ.get("PLUS_TEST_BROKER", f"plus+{REDIS_URL}")
     app = Celery("proj", broker=broker, backend=RESULT_URL, set_as_current=False)
     app.conf.update(
         plus_key_prefix=prefix,
+        plus_pg_schema=pg_schema(prefix),
         plus_visibility_timeout=float(os.environ.get("PLUS_TEST_VT", "5")),
         plus_maintenance_interval=0.25,
         plus_poll_interval=0.5,
@@ -148,6 +156,21 @@ def make_app(prefix: str, **settings: Any) -> Celery:
     def replaced(self: Any, x: int, y: int) -> int:
         record(prefix, "replaced", id=self.request.id)
         raise self.replace(add.s(x, y))
+
+    @app.task(name="proj.tx_mark", unique=True)
+    def tx_mark(key: str) -> str:
+        """A unique job enqueued inside a database transaction (test_transactional.py)."""
+        record(prefix, "tx", key=key)
+        return key
+
+    @app.task(name="proj.fail_until_fixed", unique=True)
+    def fail_until_fixed(key: str) -> str:
+        """Fails (a dead letter) until ``{prefix}:fixed:{key}`` is set (test_admin_cli.py)."""
+        record(prefix, "attempt", key=key)
+        if not counter.get(f"{prefix}:fixed:{key}"):
+            raise RuntimeError(f"{key} is not fixed yet")
+        record(prefix, "fixed", key=key)
+        return key
 
     return app
 

@@ -4,11 +4,14 @@
    limits and `celery inspect ping` work on a celery-plus app over plus+redis://."
 
 Also ``Task.replace`` (a continuation publishing the replacement under the running task's id)
-gives the replacement's result.
+gives the replacement's result, and prefork pool children publish retries and replacements
+through their own store connections. Runs on each durable store (``broker_kind``: Redis and
+SQLite).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -17,8 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import redis
 from celery import chain, chord, group
+
+from celery_plus.transport.backend import Backend
 
 from .conftest import ROOT, Worker, wait_until
 from .proj import events
@@ -77,35 +81,35 @@ def test_async_result_get_returns_values_and_raises_task_errors(
 
 
 def test_revoked_countdown_job_never_runs(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     start_worker()
     mark = client.tasks["proj.mark"]
     revoked = mark.apply_async((1,), countdown=6)
-    assert store.hget(f"{prefix}:job:{revoked.id}", "st") == "scheduled"
+    assert (view.job(revoked.id) or {}).get("st") == "scheduled"
     replies = client.control.revoke(revoked.id, reply=True, timeout=3, limit=1)
     assert any(_hostname(prefix) in reply for reply in replies), replies
     # Not yet due when revoked: still waiting in the store, not in the worker.
-    assert store.hget(f"{prefix}:job:{revoked.id}", "st") == "scheduled"
+    assert (view.job(revoked.id) or {}).get("st") == "scheduled"
     # A sentinel due two seconds later: once it ran, the revoked job's time had come and gone.
     sentinel = mark.apply_async((2,), countdown=8)
     assert sentinel.get(timeout=TIMEOUT) == 2
     wait_until(lambda: client.AsyncResult(revoked.id).state == "REVOKED", timeout=10,
                message="revoked job marked REVOKED")
     assert [e["n"] for e in events(prefix, "mark")] == [2]
-    wait_until(lambda: store.hget(f"{prefix}:job:{revoked.id}", "st") == "completed",
+    wait_until(lambda: (view.job(revoked.id) or {}).get("st") == "completed",
                timeout=10, message="revoked job settled")
-    assert store.zscore(f"{prefix}:lease", revoked.id) is None
+    assert view.lease_deadline(revoked.id) is None
 
 
 def test_soft_time_limit_raises_inside_the_task(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     start_worker(pool="prefork", concurrency=1)
     result = client.tasks["proj.soft_limited"].delay(15)
     assert result.get(timeout=TIMEOUT) == "soft-limit-caught"
     assert len(events(prefix, "soft_limit")) == 1
-    wait_until(lambda: store.hget(f"{prefix}:job:{result.id}", "st") == "completed",
+    wait_until(lambda: (view.job(result.id) or {}).get("st") == "completed",
                timeout=10, message="soft-limited job completed")
 
 
@@ -132,17 +136,39 @@ def test_control_ping_returns_the_worker(
 
 
 def test_task_replace_gives_the_replacement_result(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     start_worker()
     result = client.tasks["proj.replaced"].delay(4, 5)
     assert result.get(timeout=TIMEOUT) == 9
     assert [e["id"] for e in events(prefix, "replaced")] == [result.id]
-    wait_until(lambda: store.hget(f"{prefix}:job:{result.id}", "st") == "completed",
-               timeout=10, message="replaced job completed")
-    record = store.hgetall(f"{prefix}:job:{result.id}")
+    record = wait_until(
+        lambda: (r := view.job(result.id)) and r["st"] == "completed" and r,
+        timeout=10, message="replaced job completed")
     assert record["name"] == "proj.add", record
-    assert store.zscore(f"{prefix}:lease", result.id) is None
+    assert view.lease_deadline(result.id) is None
     # Inside a chain, the replacement's result flows on to the next task.
     chained = chain(client.tasks["proj.replaced"].s(1, 2), client.tasks["proj.add"].s(10))()
     assert chained.get(timeout=TIMEOUT) == 13
+
+
+def test_prefork_children_publish_retries_and_replacements(
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
+) -> None:
+    # Pool children publish (retry, Task.replace) through their own store connections.
+    start_worker(pool="prefork", concurrency=2)
+    flaky = client.tasks["proj.flaky"].delay("fk", 3)
+    assert flaky.get(timeout=TIMEOUT) == 3
+    attempts = [e["attempt"] for e in events(prefix, "attempt") if e.get("key") == "fk"]
+    assert attempts == [1, 2, 3]
+    record = wait_until(
+        lambda: (r := view.job(flaky.id)) and r["st"] == "completed" and r,
+        timeout=10, message="flaky completed")
+    # One job throughout: each retry continued it (same id, history of the retried claims).
+    assert [h["outcome"] for h in json.loads(record["hist"])] == ["retried", "retried"]
+    replaced = client.tasks["proj.replaced"].delay(2, 3)
+    assert replaced.get(timeout=TIMEOUT) == 5
+    record = wait_until(
+        lambda: (r := view.job(replaced.id)) and r["st"] == "completed" and r,
+        timeout=10, message="replaced job completed")
+    assert record["name"] == "proj.add", record

@@ -5,6 +5,8 @@
 7. "A task that raises (no retry) lands in the dead-letter store with exception type, message and
    traceback; autoretry_for with backoff that succeeds on the 3rd attempt keeps its unique hold
    throughout and completes once."  Plus the hard time limit case (reason "time limit").
+
+Runs on each durable store (``broker_kind``: Redis and SQLite).
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import redis
 from celery.exceptions import TimeLimitExceeded
+
+from celery_plus.transport.backend import Backend
 
 from .conftest import Worker, wait_until
 from .proj import events
@@ -26,29 +29,28 @@ PREFORK = {**VT, "PLUS_TEST_LOST_WAIT": "1"}
 SUICIDE_MAX_DELIVERIES = 3
 
 
-def _state(store: redis.Redis, prefix: str, task_id: str) -> str | None:
-    return store.hget(f"{prefix}:job:{task_id}", "st")  # type: ignore[return-value]
+def _state(view: Backend, task_id: str) -> str | None:
+    return (view.job(task_id) or {}).get("st")
 
 
-def _assert_dead_lettered(store: redis.Redis, prefix: str, task_id: str,
-                          reason: str) -> dict[str, str]:
-    record: dict[str, str] = store.hgetall(f"{prefix}:job:{task_id}")  # type: ignore[assignment]
-    assert record["st"] == "failed", record
+def _assert_dead_lettered(view: Backend, task_id: str, reason: str) -> dict[str, str]:
+    record = view.job(task_id) or {}
+    assert record.get("st") == "failed", record
     assert record["reason"] == reason, record
-    assert store.zscore(f"{prefix}:dead", task_id) is not None
-    assert store.zscore(f"{prefix}:lease", task_id) is None
+    assert task_id in view.ids_in_state("failed")
+    assert view.lease_deadline(task_id) is None
     return record
 
 
 def test_self_killing_task_is_dead_lettered_prefork(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     worker = start_worker(pool="prefork", concurrency=1, env=PREFORK)
     result = client.tasks["proj.suicide"].delay()
-    wait_until(lambda: _state(store, prefix, result.id) == "failed", timeout=40,
+    wait_until(lambda: _state(view, result.id) == "failed", timeout=40,
                message="suicide dead-lettered")
 
-    record = _assert_dead_lettered(store, prefix, result.id, "delivery limit")
+    record = _assert_dead_lettered(view, result.id, "delivery limit")
     starts = events(prefix, "start")
     assert len(starts) == SUICIDE_MAX_DELIVERIES, starts
     assert len({e["pid"] for e in starts}) == SUICIDE_MAX_DELIVERIES  # a new child each time
@@ -61,7 +63,7 @@ def test_self_killing_task_is_dead_lettered_prefork(
 
 
 def test_self_killing_task_is_dead_lettered_solo(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     """The whole worker dies each time; its lease expires and the next worker recovers it."""
     result = client.tasks["proj.suicide"].delay()
@@ -69,15 +71,15 @@ def test_self_killing_task_is_dead_lettered_solo(
     for _ in range(SUICIDE_MAX_DELIVERIES + 2):
         worker = start_worker(pool="solo", env=VT, ready=False)
         wait_until(lambda w=worker: w.proc.poll() is not None
-                   or _state(store, prefix, result.id) == "failed",
+                   or _state(view, result.id) == "failed",
                    timeout=30, message="worker death or dead letter")
-        if _state(store, prefix, result.id) == "failed":
+        if _state(view, result.id) == "failed":
             break
         deaths += 1
     else:
         pytest.fail(f"not dead-lettered after {deaths} worker deaths")
 
-    record = _assert_dead_lettered(store, prefix, result.id, "delivery limit")
+    record = _assert_dead_lettered(view, result.id, "delivery limit")
     assert deaths == SUICIDE_MAX_DELIVERIES
     starts = events(prefix, "start")
     assert len(starts) == SUICIDE_MAX_DELIVERIES, starts
@@ -91,17 +93,17 @@ def test_self_killing_task_is_dead_lettered_solo(
 
 
 def test_failing_task_is_dead_lettered_with_details(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     start_worker()
     message = "boom: the input was bad"
     result = client.tasks["proj.fail"].delay(message)
     with pytest.raises(ValueError, match="the input was bad"):
         result.get(timeout=20)
-    wait_until(lambda: _state(store, prefix, result.id) == "failed", timeout=10,
+    wait_until(lambda: _state(view, result.id) == "failed", timeout=10,
                message="fail dead-lettered")
 
-    record = _assert_dead_lettered(store, prefix, result.id, "task failed")
+    record = _assert_dead_lettered(view, result.id, "task failed")
     assert record["etype"] == "ValueError", record
     assert record["emsg"] == message, record
     assert "ValueError" in record["tb"] and "raise ValueError" in record["tb"], record["tb"]
@@ -110,10 +112,12 @@ def test_failing_task_is_dead_lettered_with_details(
     assert hist[0]["exc_type"] == "ValueError", hist
     assert hist[0]["exc_message"] == message, hist
     assert record["dl"] == "1", record
+    # The message is kept as it was delivered, for a later retry from the dead-letter store.
+    assert json.loads(record["msg"])["headers"]["task"] == "proj.fail"
 
 
 def test_autoretry_keeps_unique_hold_and_completes_once(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     start_worker()
     flaky = client.tasks["proj.flaky"]
@@ -121,7 +125,7 @@ def test_autoretry_keeps_unique_hold_and_completes_once(
     assert result.deduplicated is False
 
     def holds() -> dict[str, str]:
-        return {k: store.get(k) for k in store.scan_iter(f"{prefix}:u:*")}  # type: ignore[misc]
+        return view.holds()
 
     checked = 0
     for attempt in (1, 2):
@@ -137,12 +141,12 @@ def test_autoretry_keeps_unique_hold_and_completes_once(
     assert checked == 2
 
     assert result.get(timeout=30) == 3
-    wait_until(lambda: _state(store, prefix, result.id) == "completed", timeout=10,
+    wait_until(lambda: _state(view, result.id) == "completed", timeout=10,
                message="flaky completed")
     attempts = events(prefix, "attempt")
     assert [e["attempt"] for e in attempts] == [1, 2, 3], attempts
     assert holds() == {}, holds()
-    assert store.zcard(f"{prefix}:dead") == 0
+    assert view.ids_in_state("failed") == []
     # Released: the same arguments now start a new job.
     again = flaky.delay("k1", 3)
     assert again.deduplicated is False
@@ -150,16 +154,16 @@ def test_autoretry_keeps_unique_hold_and_completes_once(
 
 
 def test_hard_time_limit_is_dead_lettered(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     worker = start_worker(pool="prefork", concurrency=1, env=PREFORK)
     result = client.tasks["proj.hard_limit"].delay()
     with pytest.raises(TimeLimitExceeded):
         result.get(timeout=20)
-    wait_until(lambda: _state(store, prefix, result.id) == "failed", timeout=10,
+    wait_until(lambda: _state(view, result.id) == "failed", timeout=10,
                message="hard_limit dead-lettered")
 
-    record = _assert_dead_lettered(store, prefix, result.id, "time limit")
+    record = _assert_dead_lettered(view, result.id, "time limit")
     assert "TimeLimitExceeded" in record["etype"], record
     assert record["dl"] == "1", record
     assert worker.proc.poll() is None

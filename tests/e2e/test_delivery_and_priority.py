@@ -4,6 +4,7 @@ priority order holds within a queue."
 Jobs are published before any worker runs, so the order in which a solo worker with
 ``--prefetch-multiplier=1`` executes them is the order the store hands them out. Priorities
 follow kombu's Redis convention: 0 is the highest, lower numbers first, FIFO within a priority.
+Runs on each durable store (``broker_kind``: Redis and SQLite).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
-import redis
+from celery_plus.transport.backend import Backend
 
 from .conftest import Worker, wait_until
 from .proj import events
@@ -55,19 +56,21 @@ def _assert_exactly_once(marks: list[dict[str, Any]]) -> None:
     assert not twice, f"jobs run more than once: {twice}"
 
 
-def _assert_store_settled(store: redis.Redis, prefix: str) -> None:
+def _assert_store_settled(view: Backend) -> None:
     """Every job ended completed; nothing is left queued, running or dead."""
     def settled() -> bool:
-        return (store.zcard(f"{prefix}:done") == TOTAL and store.zcard(f"{prefix}:lease") == 0)
+        return (len(view.ids_in_state("completed")) == TOTAL
+                and not view.ids_in_state("running"))
 
     wait_until(settled, timeout=20, message="all jobs completed in the store")
     for queue in QUEUES:
-        assert store.zcard(f"{prefix}:q:{queue}") == 0
-    assert store.zcard(f"{prefix}:dead") == 0
+        assert view.size(queue) == 0
+    assert view.ids_in_state("failed") == []
+    assert view.ids_in_state("enqueued") == []
 
 
 def test_priority_order_within_each_queue_and_exactly_once(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     published = _publish(client, seed=20240501)
     # All three priorities present in both queues, so the ordering check means something.
@@ -89,11 +92,11 @@ def test_priority_order_within_each_queue_and_exactly_once(
         expected = [n for n, q, p in sorted(published, key=lambda j: (j[2], j[0])) if q == queue]
         assert [e["n"] for e in ran] == expected, f"{queue}: not FIFO within a priority"
 
-    _assert_store_settled(store, prefix)
+    _assert_store_settled(view)
 
 
 def test_two_workers_split_the_load_exactly_once(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     args = ("-Q", ",".join(QUEUES), "--prefetch-multiplier=1")
     workers = [start_worker(*args), start_worker(*args)]
@@ -104,4 +107,4 @@ def test_two_workers_split_the_load_exactly_once(
     by_pid = Counter(e["pid"] for e in marks)
     assert set(by_pid) <= {w.proc.pid for w in workers}, by_pid
     assert len(by_pid) == 2, f"both workers should have taken jobs: {by_pid}"
-    _assert_store_settled(store, prefix)
+    _assert_store_settled(view)

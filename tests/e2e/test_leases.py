@@ -4,7 +4,8 @@
 longer than the visibility timeout run exactly once."
 
 Both tests run two workers with a 2 s visibility timeout, so a missed heartbeat would let the
-idle worker recover the job and run it a second time.
+idle worker recover the job and run it a second time. Runs on each durable store
+(``broker_kind``: Redis and SQLite).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import redis
+from celery_plus.transport.backend import Backend
 
 from .conftest import Worker, wait_until
 from .proj import events
@@ -23,21 +24,20 @@ VT = {"PLUS_TEST_VT": str(VT_S)}
 
 
 def test_long_job_on_a_live_worker_runs_exactly_once(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     workers = [start_worker(env=VT), start_worker(env=VT)]
     seconds = 3 * VT_S
     result = client.tasks["proj.sleep_mark"].delay(1, seconds)
-    job_key = f"{prefix}:job:{result.id}"
 
     wait_until(lambda: events(prefix, "start"), timeout=20, message="job start")
     # While it runs past several lease lengths, the lease keeps being renewed.
-    deadlines: list[float] = []
+    deadlines: list[int] = []
 
     def finished() -> bool:
-        score = store.zscore(f"{prefix}:lease", result.id)
-        if score is not None:
-            deadlines.append(score)
+        deadline = view.lease_deadline(result.id)
+        if deadline is not None:
+            deadlines.append(deadline)
         return bool(events(prefix, "end"))
 
     wait_until(finished, timeout=seconds + 20, message="job end")
@@ -45,15 +45,15 @@ def test_long_job_on_a_live_worker_runs_exactly_once(
     assert len(starts) == 1, starts
     assert len(ends) == 1, ends
     assert result.get(timeout=10) == 1
-    wait_until(lambda: store.hget(job_key, "st") == "completed", timeout=10,
+    wait_until(lambda: (view.job(result.id) or {}).get("st") == "completed", timeout=10,
                message="job completed")
 
     assert ends[0]["t"] - starts[0]["t"] >= seconds * 0.95
-    record = store.hgetall(job_key)
+    record = view.job(result.id) or {}
     assert record["tok"] == "1", record  # claimed once: never handed over
     assert record["dl"] == "1", record
     assert len(set(deadlines)) >= 2, "the lease was never renewed"
-    assert int(store.hget(f"{prefix}:stats", "recovered") or 0) == 0
+    assert view.stats().get("recovered", 0) == 0
     for worker in workers:
         assert worker.proc.poll() is None
         assert "recovered job" not in worker.log()
@@ -61,13 +61,15 @@ def test_long_job_on_a_live_worker_runs_exactly_once(
 
 
 def test_countdown_longer_than_visibility_timeout_runs_exactly_once(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     workers = [start_worker(env=VT), start_worker(env=VT)]
     countdown = 5.0
     published_at = time.time()
     result = client.tasks["proj.mark"].apply_async(args=(5,), countdown=countdown)
-    job_key = f"{prefix}:job:{result.id}"
+    stored = view.job(result.id) or {}
+    assert stored.get("st") == "scheduled", stored
+    assert int(stored["due"]) >= int((published_at + countdown) * 1000) - 100, stored
 
     # While it waits, the job is scheduled in the store and held by no worker.
     samples: list[str] = []
@@ -76,26 +78,26 @@ def test_countdown_longer_than_visibility_timeout_runs_exactly_once(
         if events(prefix, "mark"):
             return True
         if time.time() < published_at + countdown - 1.0:
-            state = store.hget(job_key, "st")
-            samples.append(state or "")
-            assert state == "scheduled", store.hgetall(job_key)
-            assert store.zscore(f"{prefix}:lease", result.id) is None
-            assert not store.hget(job_key, "wk"), store.hgetall(job_key)
-            assert store.zscore(f"{prefix}:sched", result.id) is not None
+            record = view.job(result.id) or {}
+            samples.append(record.get("st", ""))
+            assert record.get("st") == "scheduled", record
+            assert view.lease_deadline(result.id) is None
+            assert not record.get("wk"), record
+            assert result.id in view.ids_in_state("scheduled")
         return False
 
     wait_until(marked, timeout=countdown + 25, interval=0.1, message="mark event")
     assert len(samples) >= 5, samples
     assert result.get(timeout=10) == 5
-    wait_until(lambda: store.hget(job_key, "st") == "completed", timeout=10,
+    wait_until(lambda: (view.job(result.id) or {}).get("st") == "completed", timeout=10,
                message="job completed")
 
     marks = events(prefix, "mark")
     assert len(marks) == 1, marks
     assert marks[0]["t"] - published_at >= countdown - 0.5, marks[0]["t"] - published_at
-    record = store.hgetall(job_key)
+    record = view.job(result.id) or {}
     assert record["tok"] == "1", record
     assert record["dl"] == "1", record
-    assert int(store.hget(f"{prefix}:stats", "recovered") or 0) == 0
+    assert view.stats().get("recovered", 0) == 0
     for worker in workers:
         assert worker.proc.poll() is None

@@ -3,10 +3,11 @@
 8. "Garbage pushed into the store (invalid JSON, unknown content type, missing headers) is
    dead-lettered with its raw bytes and the worker keeps serving."
 
-Garbage is stored with ``RedisBackend.push_raw`` (no checks); the well-formed variants are a
+Garbage is stored with the store backend's ``push_raw`` (no checks); the well-formed variants are a
 real envelope captured from the store (a task published to a queue no worker consumes) and
 then altered. Each one must end as a dead letter with reason "malformed message", its ``msg``
 field exactly the bytes pushed, and the same worker must still run a normal task afterwards.
+Runs on each durable store (``broker_kind``: Redis and SQLite).
 """
 
 from __future__ import annotations
@@ -17,23 +18,22 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import redis
 
-from celery_plus.transport.redis_backend import RedisBackend
+from celery_plus.transport.backend import Backend
 
 from .conftest import Worker, wait_until
-from .proj import REDIS_URL
 
 MALFORMED = "malformed message"
 CAPTURE_QUEUE = "capture-only"
 
 
-def _captured_envelope(client: Any, store: redis.Redis, prefix: str) -> dict[str, Any]:
+def _captured_envelope(client: Any, view: Backend) -> dict[str, Any]:
     """A real kombu envelope as celery-plus stored it (never consumed: no worker on the queue)."""
     result = client.tasks["proj.add"].apply_async((1, 2), queue=CAPTURE_QUEUE)
-    raw = store.hget(f"{prefix}:job:{result.id}", "msg")
+    raw = view.raw_message(result.id)
     assert raw, "published task has no stored message"
-    envelope: dict[str, Any] = json.loads(raw)  # type: ignore[arg-type]
+    assert (view.job(result.id) or {}).get("msg") == raw.decode()
+    envelope: dict[str, Any] = json.loads(raw)
     assert envelope["headers"]["task"] == "proj.add"
     assert envelope["content-type"] == "application/json"
     assert envelope["properties"]["body_encoding"] == "base64"
@@ -84,42 +84,36 @@ def _garbage(envelope: dict[str, Any], prefix: str) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("pool", ["solo", "prefork"])
 def test_garbage_is_dead_lettered_with_raw_bytes_and_worker_keeps_serving(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis,
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
     pool: str,
 ) -> None:
-    envelope = _captured_envelope(client, store, prefix)
+    envelope = _captured_envelope(client, view)
     cases = _garbage(envelope, prefix)
-    backend = RedisBackend(REDIS_URL, prefix=prefix)
-    binary = redis.Redis.from_url(REDIS_URL)
-    try:
-        worker = start_worker(pool=pool, concurrency=1)
-        # A well-formed task first: the garbage must not be what makes the worker work.
-        assert client.tasks["proj.add"].delay(20, 1).get(timeout=20) == 21
-        for case, raw in cases.items():
-            backend.push_raw("celery", f"{prefix}-{case}", raw)
+    worker = start_worker(pool=pool, concurrency=1)
+    # A well-formed task first: the garbage must not be what makes the worker work.
+    assert client.tasks["proj.add"].delay(20, 1).get(timeout=20) == 21
+    for case, raw in cases.items():
+        view.push_raw("celery", f"{prefix}-{case}", raw)
 
-        def states() -> dict[str, str | None]:
-            return {case: store.hget(f"{prefix}:job:{prefix}-{case}", "st")  # type: ignore[misc]
-                    for case in cases}
+    def states() -> dict[str, str | None]:
+        return {case: (view.job(f"{prefix}-{case}") or {}).get("st") for case in cases}
 
-        wait_until(lambda: all(s in ("failed", "completed") for s in states().values()),
-                   timeout=30, message=f"every malformed message settled: {states()}")
+    wait_until(lambda: all(s in ("failed", "completed") for s in states().values()),
+               timeout=30, message=f"every malformed message settled: {states()}")
 
-        for case, raw in cases.items():
-            job_id = f"{prefix}-{case}"
-            record = {k.decode(): v for k, v in binary.hgetall(f"{prefix}:job:{job_id}").items()}
-            assert record["st"] == b"failed", (case, record)
-            assert record["reason"] == MALFORMED.encode(), (case, record)
-            assert record["msg"] == raw, (case, record["msg"], raw)
-            assert binary.zscore(f"{prefix}:dead", job_id) is not None, case
-            assert binary.zscore(f"{prefix}:lease", job_id) is None, case
-            assert record["emsg"] or record["etype"], (case, record)
+    dead = view.ids_in_state("failed")
+    for case, raw in cases.items():
+        job_id = f"{prefix}-{case}"
+        record = view.job(job_id) or {}
+        assert record.get("st") == "failed", (case, record)
+        assert record["reason"] == MALFORMED, (case, record)
+        assert view.raw_message(job_id) == raw, (case, view.raw_message(job_id), raw)
+        assert job_id in dead, case
+        assert view.lease_deadline(job_id) is None, case
+        assert record.get("emsg") or record.get("etype"), (case, record)
 
-        # The same worker process keeps serving.
-        assert worker.proc.poll() is None, worker.log()
-        assert client.tasks["proj.add"].delay(2, 3).get(timeout=20) == 5
-        # And the captured original, left untouched on its own queue, is still intact.
-        assert store.zcard(f"{prefix}:q:{CAPTURE_QUEUE}") == 1
-    finally:
-        backend.close()
-        binary.close()
+    # The same worker process keeps serving.
+    assert worker.proc.poll() is None, worker.log()
+    assert client.tasks["proj.add"].delay(2, 3).get(timeout=20) == 5
+    # And the captured original, left untouched on its own queue, is still intact.
+    assert view.size(CAPTURE_QUEUE) == 1

@@ -2,6 +2,7 @@
 
 "kill -9 of a worker with jobs in flight: a second worker completes every one after the lease
 expires; none lost; the unique holds and slots of the dead worker's jobs are freed."
+Runs on each durable store (``broker_kind``: Redis and SQLite).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import redis
+from celery_plus.transport.backend import Backend
 
 from .conftest import Worker, wait_until
 from .proj import events
@@ -27,7 +28,7 @@ def _job_label(event: dict[str, Any]) -> str:
 
 
 def test_killed_worker_jobs_complete_on_a_second_worker(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     tasks = client.tasks
     published: dict[str, str] = {}  # label -> task id
@@ -41,7 +42,10 @@ def test_killed_worker_jobs_complete_on_a_second_worker(
     for n in range(1, 10):
         published[f"s:{n}"] = tasks["proj.sleep_mark"].delay(n, 1.0).id
     assert len(set(published.values())) == len(published) == 15
-    assert len(list(store.scan_iter(f"{prefix}:u:*"))) == 2
+    holds = view.holds()
+    assert sorted(holds.values()) == sorted([published["u:u0"], published["u:u1"]]), holds
+    group = (view.job(published["c:100"]) or {}).get("cg")
+    assert group == 'proj.per_customer:"c1"'
 
     worker_a = start_worker(pool="threads", concurrency=4, env=VT)
     pid_a = worker_a.proc.pid
@@ -56,14 +60,21 @@ def test_killed_worker_jobs_complete_on_a_second_worker(
     assert any(label.startswith(("u:", "c:")) for label in in_flight), in_flight
     # The dead worker's claims still hold their unique keys and slots until recovery.
     running = [label for label in in_flight
-               if store.hget(f"{prefix}:job:{published[label]}", "st") == "running"]
+               if (view.job(published[label]) or {}).get("st") == "running"]
     assert running, "no in-flight job was left running by the killed worker"
+    for label in running:
+        task_id = published[label]
+        assert view.lease_deadline(task_id) is not None, label
+        if label.startswith("u:"):
+            assert view.holder((view.job(task_id) or {})["uk"]) == task_id, label
+        if label.startswith("c:"):
+            assert task_id in view.slot_holders(group), (label, view.slot_holders(group))
 
     worker_b = start_worker(pool="threads", concurrency=4, env=VT)
     pid_b = worker_b.proc.pid
 
     def all_completed() -> bool:
-        return all(store.hget(f"{prefix}:job:{tid}", "st") == "completed"
+        return all((view.job(tid) or {}).get("st") == "completed"
                    for tid in published.values())
 
     wait_until(all_completed, timeout=40, message="every job completed")
@@ -90,9 +101,8 @@ def test_killed_worker_jobs_complete_on_a_second_worker(
         assert str(value) == expected, (label, value)
 
     # Holds and slots of the dead worker's jobs are freed; recovery was reported.
-    assert list(store.scan_iter(f"{prefix}:u:*")) == []
-    for key in store.scan_iter(f"{prefix}:slot:*"):
-        assert store.scard(key) == 0, (key, store.smembers(key))
-    assert store.zcard(f"{prefix}:lease") == 0
+    assert view.holds() == {}
+    assert view.slot_holders(group) == set()
+    assert view.ids_in_state("running") == []
     assert "recovered job" in worker_b.log(), worker_b.log()
-    assert int(store.hget(f"{prefix}:stats", "recovered") or 0) >= len(running)
+    assert view.stats().get("recovered", 0) >= len(running), view.stats()

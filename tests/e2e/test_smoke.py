@@ -1,4 +1,7 @@
-"""A celery-plus app round-trips tasks under `celery-plus worker` and plain `celery worker`."""
+"""A celery-plus app round-trips tasks under `celery-plus worker` and plain `celery worker`,
+on each durable store (``plus+redis://`` and ``plus+sqlite:///``); the job record reads the
+same on both stores.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +12,17 @@ from .proj import events
 
 
 @pytest.mark.parametrize("cli", ["celery-plus", "celery"])
-def test_task_round_trip_through_a_real_worker(client, start_worker, prefix, cli):
+def test_task_round_trip_through_a_real_worker(client, start_worker, prefix, view,
+                                               broker_kind, cli):
     worker = start_worker(cli=cli)
-    assert client.tasks["proj.add"].delay(2, 3).get(timeout=20) == 5
+    result = client.tasks["proj.add"].delay(2, 3)
+    assert result.get(timeout=20) == 5
+    # The ack is a batched settle: flushed with the next claim or by the keeper thread.
+    record = wait_until(lambda: (r := view.job(result.id)) and r["st"] == "completed" and r,
+                        message="add completed in the store")
+    assert record["name"] == "proj.add" and record["q"] == "celery", record
+    assert record["dl"] == "1" and record["tok"] == "1", record
     client.tasks["proj.mark"].delay(7)
     wait_until(lambda: events(prefix, "mark"), message="mark event")
     assert [e["n"] for e in events(prefix, "mark")] == [7]
-    assert "plus+redis://" in worker.log()
+    assert {"redis": "plus+redis://", "sqlite": "plus+sqlite:///"}[broker_kind] in worker.log()

@@ -8,6 +8,8 @@
   once the TTL expires the key is free again.
 * ``unique_on_duplicate="raise"`` raises ``DuplicateTask`` carrying the holder's id.
 * ``task_deduplicated`` fires in the publishing process with task_id / holder_id / unique_key.
+
+Runs on each durable store (``broker_kind``: Redis and SQLite).
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import redis
 
 from celery_plus import signals
 from celery_plus.exceptions import DuplicateTask
+from celery_plus.transport.backend import Backend
 
 from .conftest import Worker, wait_until
 from .proj import events
@@ -35,8 +37,6 @@ def _starts(prefix: str, key: str) -> list[dict[str, Any]]:
     return [e for e in events(prefix, "start") if e.get("key") == key]
 
 
-def _holds(store: redis.Redis, prefix: str) -> list[str]:
-    return list(store.scan_iter(f"{prefix}:u:*"))
 
 
 class _Dedups:
@@ -61,7 +61,7 @@ def dedups() -> Any:
 
 
 def test_running_window_coalesces_concurrent_and_running_duplicates(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis,
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
     dedups: _Dedups,
 ) -> None:
     task = client.tasks["proj.unique_running"]
@@ -109,13 +109,15 @@ def test_running_window_coalesces_concurrent_and_running_duplicates(
     assert not [e for e in events(prefix, "end") if e.get("key") == key], \
         "holder finished before the running-window duplicates were sent; raise `seconds`"
     assert all(r.deduplicated is True and r.id == holder.id for r in while_running)
-    assert store.hget(f"{prefix}:job:{holder.id}", "st") == "running"
+    record = view.job(holder.id) or {}
+    assert record.get("st") == "running", record
+    assert view.holds() == {record["uk"]: holder.id}
 
     assert holder.get(timeout=30) == key
     assert len(_starts(prefix, key)) == 1, "the task body ran more than once"
 
     # The hold is released when the holder completes: the next publish is accepted and runs.
-    wait_until(lambda: not _holds(store, prefix), timeout=10, message="hold released")
+    wait_until(lambda: not view.holds(), timeout=10, message="hold released")
     again = task.delay(key, 0.1)
     assert again.deduplicated is False and again.id != holder.id
     assert again.get(timeout=30) == key
@@ -123,7 +125,7 @@ def test_running_window_coalesces_concurrent_and_running_duplicates(
 
 
 def test_pending_window_coalesces_only_while_waiting(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     task = client.tasks["proj.unique_pending"]
     key, seconds = "pw", 2.0
@@ -132,7 +134,8 @@ def test_pending_window_coalesces_only_while_waiting(
     assert first.deduplicated is False
     waiting_dup = task.delay(key, seconds)
     assert waiting_dup.deduplicated is True and waiting_dup.id == first.id
-    assert store.hget(f"{prefix}:job:{first.id}", "st") == "enqueued"
+    assert (view.job(first.id) or {}).get("st") == "enqueued"
+    assert list(view.holds().values()) == [first.id]
 
     start_worker()
     wait_until(lambda: _starts(prefix, key), timeout=20, message="holder started")
@@ -147,12 +150,12 @@ def test_pending_window_coalesces_only_while_waiting(
     # The solo worker ran the accepted duplicate after the holder's body (sleep `seconds`).
     assert starts[1]["t"] >= starts[0]["t"] + seconds * 0.95
     for job_id in (first.id, running_dup.id):
-        wait_until(lambda j=job_id: store.hget(f"{prefix}:job:{j}", "st") == "completed",
+        wait_until(lambda j=job_id: (view.job(j) or {}).get("st") == "completed",
                    timeout=10, message=f"job {job_id} completed in the store")
 
 
 def test_ttl_window_holds_after_completion_until_expiry(
-    client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
     task = client.tasks["proj.unique_ttl"]  # unique_ttl=2 s
     key = "tw"
@@ -162,7 +165,7 @@ def test_ttl_window_holds_after_completion_until_expiry(
     first = task.delay(key)
     assert first.deduplicated is False
     assert first.get(timeout=30) == key
-    wait_until(lambda: store.hget(f"{prefix}:job:{first.id}", "st") == "completed",
+    wait_until(lambda: (view.job(first.id) or {}).get("st") == "completed",
                timeout=10, message="holder completed in the store")
 
     # Completed, but inside the TTL: a duplicate still coalesces into the holder.
@@ -171,12 +174,11 @@ def test_ttl_window_holds_after_completion_until_expiry(
     elapsed = time.monotonic() - published_at
     assert dup.deduplicated is True and dup.id == first.id, \
         f"duplicate accepted {elapsed:.2f}s after the holder's enqueue (TTL is 2 s)"
-    assert not store.exists(f"{prefix}:job:{dup_id}")
-    holds = _holds(store, prefix)
-    assert len(holds) == 1 and store.get(holds[0]) == first.id
+    assert view.job(dup_id) is None
+    assert list(view.holds().values()) == [first.id]
 
     # After the TTL the key is free again and the task runs a second time.
-    wait_until(lambda: not _holds(store, prefix), timeout=10, message="TTL hold expired")
+    wait_until(lambda: not view.holds(), timeout=10, message="TTL hold expired")
     again = task.delay(key)
     assert again.deduplicated is False and again.id != first.id
     assert again.get(timeout=30) == key
@@ -184,7 +186,7 @@ def test_ttl_window_holds_after_completion_until_expiry(
 
 
 def test_unique_on_duplicate_raise(
-    client: Any, prefix: str, store: redis.Redis, dedups: _Dedups
+    client: Any, prefix: str, view: Backend, dedups: _Dedups
 ) -> None:
     task = client.tasks["proj.unique_raise"]
     first = task.delay("rk")
@@ -195,8 +197,8 @@ def test_unique_on_duplicate_raise(
         task.apply_async(("rk",), task_id=dup_id)
     assert info.value.holder_id == first.id
     assert info.value.unique_key
-    assert store.get(f"{prefix}:u:{info.value.unique_key}") == first.id
-    assert not store.exists(f"{prefix}:job:{dup_id}")
+    assert view.holder(info.value.unique_key) == first.id
+    assert view.job(dup_id) is None
     assert [d["task_id"] for d in dedups.seen] == [dup_id]
 
     # A different key is not a duplicate.
@@ -205,7 +207,7 @@ def test_unique_on_duplicate_raise(
 
 
 def test_task_deduplicated_signal_in_publishing_process(
-    client: Any, prefix: str, store: redis.Redis, dedups: _Dedups
+    client: Any, prefix: str, view: Backend, dedups: _Dedups
 ) -> None:
     task = client.tasks["proj.unique_pending"]
     holder = task.delay("sig", 0.1)
@@ -220,4 +222,4 @@ def test_task_deduplicated_signal_in_publishing_process(
     assert seen["task_id"] == dup_id
     assert seen["holder_id"] == holder.id
     assert seen["unique_key"].startswith("proj.unique_pending:")
-    assert store.get(f"{prefix}:u:{seen['unique_key']}") == holder.id
+    assert view.holder(seen["unique_key"]) == holder.id
