@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from celery_plus.transport.backend import Backend, ClaimResult, NewJob, PublishOutcome, Settle
-from tests.e2e.conftest import wait_until
+from tests.support import wait_until
 
 __all__ = ["Q", "claim", "history", "ids", "maintain", "publish", "record", "wait_until"]
 

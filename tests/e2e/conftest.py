@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ import redis
 from celery_plus.transport.backend import Backend
 from celery_plus.transport.redis_backend import RedisBackend
 from celery_plus.transport.sqlite_backend import SQLiteBackend
+from tests.support import wait_until
 
 from . import proj
 
@@ -45,19 +45,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     module = metafunc.module.__name__.rpartition(".")[2]
     if "broker_kind" in metafunc.fixturenames and module not in OWN_BROKER:
         metafunc.parametrize("broker_kind", BROKERS, indirect=True, ids=BROKERS)
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
-               message: str = "condition") -> Any:
-    """Poll ``predicate`` until it returns a truthy value; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(interval)
 
 
 class Worker:
