@@ -1,8 +1,9 @@
 """The benchmark's app: the same no-op task on plain Celery or on celery-plus.
 
 ``BENCH_KIND`` picks ``celery`` (plain Celery on ``redis://``), ``plus`` (celery-plus
-on ``plus+redis://``) or ``plus-sqlite`` (celery-plus on ``plus+sqlite://``, a file in
-the system's temp folder); ``BENCH_RUN`` isolates each run's queue, keys and file. The
+on ``plus+redis://``), ``plus-sqlite`` (celery-plus on ``plus+sqlite://``, a file in
+the system's temp folder) or ``plus-pg`` (celery-plus on ``plus+postgresql://``, a schema
+of its own: :func:`pg_schema`); ``BENCH_RUN`` isolates each run's queue, keys, file and schema. The
 first and the last job write their wall-clock time to Redis, which gives the drain rate.
 """
 
@@ -15,19 +16,29 @@ import time
 import redis
 
 REDIS_URL = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/0")
+PG_URL = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 KIND = os.environ.get("BENCH_KIND", "celery")
 RUN = os.environ.get("BENCH_RUN", "bench")
 QUEUE = f"{RUN}-q"
+
+
+def pg_schema(run: str) -> str:
+    """The plus_pg_schema of a run (a lower-case SQL identifier)."""
+    return "".join(c if c.isalnum() else "_" for c in run.lower())[:48]
+
 
 if KIND.startswith("plus"):
     from celery_plus import Celery
 
     if KIND == "plus-sqlite":
         broker = f"plus+sqlite:///{tempfile.gettempdir()}/{RUN}.db"
+    elif KIND == "plus-pg":
+        broker = f"plus+{PG_URL}"
     else:
         broker = f"plus+{REDIS_URL}"
     app = Celery("bench", broker=broker, backend=None, set_as_current=False)
     app.conf.plus_key_prefix = RUN
+    app.conf.plus_pg_schema = pg_schema(RUN)
 else:
     from celery import Celery  # type: ignore[assignment]
 

@@ -25,11 +25,13 @@ import redis
 
 ROOT = Path(__file__).resolve().parents[1]
 REDIS_URL = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/0")
+PG_URL = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
 CONFIGS = {
     "celery": ("plain Celery, redis://", [sys.executable, "-m", "celery"]),
     "plus": ("celery-plus, plus+redis://", [sys.executable, "-m", "celery_plus.cli"]),
     "plus-sqlite": ("celery-plus, plus+sqlite://", [sys.executable, "-m", "celery_plus.cli"]),
+    "plus-pg": ("celery-plus, plus+postgresql://", [sys.executable, "-m", "celery_plus.cli"]),
 }
 
 
@@ -42,7 +44,7 @@ class Figures:
 
 def _env(kind: str, run: str) -> dict[str, str]:
     return {**os.environ, "BENCH_KIND": kind, "BENCH_RUN": run, "BENCH_REDIS": REDIS_URL,
-            "PYTHONPATH": str(ROOT)}
+            "BENCH_PG": PG_URL, "PYTHONPATH": str(ROOT)}
 
 
 def _enqueue(kind: str, run: str, jobs: int, bulk: bool = False) -> float:
@@ -117,6 +119,13 @@ def _cleanup(run: str) -> None:
             shutil.rmtree(path)
         else:
             path.unlink()
+    if "-plus-pg-" in run:
+        import psycopg
+
+        # The run's schema, named as bench_app.pg_schema names it.
+        schema = "".join(c if c.isalnum() else "_" for c in run.lower())[:48]
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def main() -> None:

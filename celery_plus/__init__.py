@@ -34,6 +34,7 @@ from . import transport as _transport  # registers the "plus" transport alias
 from .app import Celery
 from .options import EXTENSION_OPTIONS, parse_extensions
 from .task import Task
+from .transactional import enqueue_after_commit, enqueue_in
 
 __version__ = "0.1.0"
 
@@ -68,6 +69,8 @@ __all__ = [
     "chunks",
     "current_app",
     "current_task",
+    "enqueue_after_commit",
+    "enqueue_in",
     "group",
     "maybe_signature",
     "shared_task",

@@ -74,6 +74,26 @@ def demo() -> None:
         sys.exit(code)
 
 
+def _add_db_commands() -> None:
+    from .db_cli import db
+
+    plus.add_command(db)
+
+
+_add_db_commands()
+
+
+def _add_admin_commands() -> None:
+    """``dlq``, ``jobs``, ``cancel``, ``status``, ``dashboard``: the admin (admin/cli.py)."""
+    from .admin.cli import COMMANDS
+
+    for command in COMMANDS:
+        plus.add_command(command)
+
+
+_add_admin_commands()
+
+
 def _celery_group() -> Any:
     from celery.bin.celery import celery
 

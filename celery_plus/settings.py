@@ -7,6 +7,7 @@ message that names the setting and the fix.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,11 @@ def _optional_positive(value: Any) -> bool:
 
 def _non_empty_str(value: Any) -> bool:
     return isinstance(value, str) and bool(value) and ":" not in value
+
+
+def _pg_schema(value: Any) -> bool:
+    return (isinstance(value, str) and re.fullmatch(r"[a-z_][a-z0-9_]{0,47}", value) is not None
+            and not value.startswith("pg_"))
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -117,6 +123,15 @@ SETTINGS: tuple[Setting, ...] = (
         "a non-empty string without ':'",
         "Prefix of every key the Redis backend writes (isolates deployments on one server).",
     ),
+    Setting(
+        "plus_pg_schema",
+        "celery_plus",
+        _pg_schema,
+        "a lower-case SQL identifier (letters, digits, '_'; at most 48 characters, "
+        "not starting with a digit nor 'pg_')",
+        "PostgreSQL schema of the plus+postgresql:// store (isolates deployments on one "
+        "database); created and migrated on first use.",
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -138,6 +153,7 @@ class PlusConfig:
     poll_interval: float
     unique_backstop: float
     key_prefix: str
+    pg_schema: str = "celery_plus"
 
 
 def resolve(values: Mapping[str, Any]) -> PlusConfig:
@@ -180,4 +196,5 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         poll_interval=float(merged["plus_poll_interval"]),
         unique_backstop=float(merged["plus_unique_backstop"]),
         key_prefix=str(merged["plus_key_prefix"]),
+        pg_schema=str(merged["plus_pg_schema"]),
     )

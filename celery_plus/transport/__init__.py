@@ -28,7 +28,7 @@ from .keeper import LeaseKeeper
 
 logger = logging.getLogger("celery_plus.transport")
 
-SCHEMES = ("redis", "rediss", "sqlite")
+SCHEMES = ("redis", "rediss", "sqlite", "postgresql")
 
 
 def make_backend(url: str, config: settings.PlusConfig) -> Backend:
@@ -51,6 +51,10 @@ def make_backend(url: str, config: settings.PlusConfig) -> Backend:
         from .sqlite_backend import SQLiteBackend
 
         return SQLiteBackend(url, **options)
+    if scheme in ("postgresql", "postgres"):
+        from .postgres_backend import PostgresBackend
+
+        return PostgresBackend(url, schema=config.pg_schema, **options)
     raise ImproperlyConfigured(
         f"broker_url 'plus+{maybe_sanitize_url(url)}': unsupported store {scheme!r}. "
         f"Use one of: {', '.join('plus+' + s + '://' for s in SCHEMES)}."

@@ -70,6 +70,10 @@ class PublishBatch:
 #: The batch collecting durable publishes in this context (see ``Celery.publish_batch``).
 current_batch: ContextVar[PublishBatch | None] = ContextVar("plus_publish_batch", default=None)
 
+#: The caller's transaction durable publishes are written in, in this context: an object with
+#: ``publish(backend, job) -> PublishOutcome`` (see ``celery_plus.transactional.enqueue_in``).
+current_transaction: ContextVar[Any] = ContextVar("plus_transaction", default=None)
+
 
 def is_transient(queue: str) -> bool:
     """Remote-control, reply and event queues need no durability."""
@@ -263,6 +267,10 @@ class Channel(virtual.Channel):
             self.backend.push_transient(queue, dumps(message))
             return
         job = job_from_message(queue, message, self.connection.config.max_deliveries)
+        transaction = current_transaction.get()
+        if transaction is not None:
+            last_publish.set(transaction.publish(self.backend, job))
+            return
         batch = current_batch.get()
         if batch is not None:
             batch.add(self.backend, job)

@@ -678,7 +678,8 @@ class SQLiteBackend:
         comp_ret, comp_max, dead_ret, dead_max = self.retention
         pruned = (self._prune(tx, "completed", comp_ret, comp_max)
                   + self._prune(tx, "failed", dead_ret, dead_max)
-                  + self._prune(tx, "canceled", comp_ret, comp_max))
+                  + self._prune(tx, "canceled", comp_ret, comp_max)
+                  + self._prune(tx, "discarded", comp_ret, comp_max))
         # Expired holds and transient messages are absent already; drop their rows.
         tx.run("DELETE FROM holds WHERE lock IN (SELECT lock FROM holds WHERE expires_ms < ? "
                "LIMIT ?)", tx.now, MAINTAIN_BATCH)

@@ -20,7 +20,7 @@ from .stores import OPENERS, backends_on_one_store
 
 @pytest.fixture(params=sorted(OPENERS))
 def backend_kind(request: pytest.FixtureRequest) -> str:
-    """The backend under test: ``redis`` or ``sqlite``."""
+    """The backend under test: ``postgres``, ``redis`` or ``sqlite``."""
     return str(request.param)
 
 

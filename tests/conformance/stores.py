@@ -1,8 +1,8 @@
 """Isolated stores for store-level tests: one per test, any number of backends on it.
 
 Redis: a unique key prefix whose keys are deleted afterwards. SQLite: a database file in the
-test's ``tmp_path`` (:func:`sqlite_file`) that every backend instance opens. A backend for
-PostgreSQL joins by adding an entry to :data:`OPENERS`.
+test's ``tmp_path`` (:func:`sqlite_file`) that every backend instance opens. PostgreSQL: a
+fresh schema of the test database (``PLUS_TEST_PG``), dropped afterwards.
 """
 
 from __future__ import annotations
@@ -55,10 +55,29 @@ def sqlite_store(tmp_path: Path) -> Iterator[Opener]:
     yield lambda **options: SQLiteBackend(url, **options)
 
 
+PG_URL = os.environ.get("PLUS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@contextlib.contextmanager
+def postgres_store(tmp_path: Path) -> Iterator[Opener]:
+    """Backends on a fresh schema of the test database; the schema is dropped on exit."""
+    import psycopg
+
+    from celery_plus.transport.postgres_backend import PostgresBackend
+
+    schema = f"c{uuid.uuid4().hex[:10]}"
+    try:
+        yield lambda **options: PostgresBackend(PG_URL, schema=schema, **options)
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 #: Backend name -> a context manager giving an opener of backends on one isolated store.
 OPENERS: dict[str, Callable[[Path], contextlib.AbstractContextManager[Opener]]] = {
     "redis": redis_store,
     "sqlite": sqlite_store,
+    "postgres": postgres_store,
 }
 
 
