@@ -40,6 +40,11 @@ def _non_empty_str(value: Any) -> bool:
     return isinstance(value, str) and bool(value) and ":" not in value
 
 
+def _admin_token(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and len(value) >= 16
+                             and value.isprintable() and not any(c.isspace() for c in value))
+
+
 def _pg_schema(value: Any) -> bool:
     return (isinstance(value, str) and re.fullmatch(r"[a-z_][a-z0-9_]{0,47}", value) is not None
             and not value.startswith("pg_"))
@@ -132,6 +137,15 @@ SETTINGS: tuple[Setting, ...] = (
         "PostgreSQL schema of the plus+postgresql:// store (isolates deployments on one "
         "database); created and migrated on first use.",
     ),
+    Setting(
+        "plus_admin_token",
+        None,
+        _admin_token,
+        "None or a secret of at least 16 printable characters without spaces "
+        "(e.g. secrets.token_urlsafe(32))",
+        "Secret the web dashboard requires for retry/discard/cancel (HTTP Basic auth password "
+        "or 'Authorization: Bearer <token>'); without it the dashboard is read-only.",
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -154,6 +168,7 @@ class PlusConfig:
     unique_backstop: float
     key_prefix: str
     pg_schema: str = "celery_plus"
+    admin_token: str | None = None
 
 
 def resolve(values: Mapping[str, Any]) -> PlusConfig:
@@ -197,4 +212,5 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         unique_backstop=float(merged["plus_unique_backstop"]),
         key_prefix=str(merged["plus_key_prefix"]),
         pg_schema=str(merged["plus_pg_schema"]),
+        admin_token=merged["plus_admin_token"],
     )

@@ -2,11 +2,13 @@
 
 ``from celery_plus import admin; admin.counts(app)`` — see :mod:`celery_plus.admin.api`.
 One implementation of :class:`~celery_plus.admin.store.AdminStore` per store
-(``redis_admin``, ``sqlite_admin``); the CLI (``admin/cli.py``) uses this API only.
+(``redis_admin``, ``sqlite_admin``, ``postgres_admin``); the CLI (``admin/cli.py``) uses this
+API only.
 """
 
 from __future__ import annotations
 
+from . import postgres_admin  # noqa: F401  (registers the PostgreSQL admin)
 from .api import (
     Admin,
     admin_store_for,

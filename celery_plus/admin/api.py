@@ -80,7 +80,7 @@ def admin_store_for(backend: Backend, *, owns_backend: bool = False) -> AdminSto
             return factory(backend, owns_backend)
     raise UnsupportedStore(
         f"the admin does not support {type(backend).__name__} stores yet "
-        "(supported: plus+redis://, plus+sqlite://)")
+        "(supported: plus+redis://, plus+sqlite://, plus+postgresql://)")
 
 
 def _url_and_config(app: Any) -> tuple[str, settings.PlusConfig]:

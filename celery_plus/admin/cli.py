@@ -488,8 +488,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @click.option("--port", type=click.IntRange(1, 65535), default=8055, show_default=True)
 @click.pass_context
 def dashboard(ctx: click.Context, host: str, port: int) -> None:  # pragma: no cover
-    """Serve the admin's web page (no authentication: keep it on localhost or behind a
-    proxy that authenticates)."""
+    """Serve the admin's web page. Pages are readable without credentials (keep it on
+    localhost or behind an authenticating proxy); retry, discard and cancel need the app's
+    plus_admin_token (HTTP Basic password or Bearer token), and without it it is read-only."""
     from .web import serve
 
     with _admin(ctx):

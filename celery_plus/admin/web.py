@@ -7,27 +7,41 @@ Pages (HTML; every value escaped):
   ``/``                     counts per state, per-queue status, concurrency groups
   ``/jobs/<state>``         a listing, newest first (``?task=&queue=&text=&page=``)
   ``/job/<task id>``        the job: message, history, traceback; buttons for the operations
+  ``/failed``               short for ``/jobs/failed``
 JSON (same data as the CLI's ``--json``): ``/api/status``, ``/api/jobs/<state>``,
-``/api/job/<task id>``.
-Operations: ``POST /job/<task id>/<retry|discard|cancel>`` with the form's ``token`` (a
-per-process secret that guards against cross-site posts); answered with a redirect to the job
-(``?msg=`` says what happened). 404 for an unknown job or page, 409 for a retry conflict,
-403 without the token.
+``/api/job/<task id>``. ``/metrics``: Prometheus text format (job counts by queue and state,
+dead letters, the store's recovery / dedup / block counters).
 
-It has no authentication of its own: bind it to localhost (the default) or put it behind
-your authenticating proxy.
+Operations: ``POST /job/<task id>/<retry|discard|cancel>``; answered with a redirect to the
+job (``?msg=`` says what happened), 404 for an unknown job or page, 409 for a retry conflict.
+Every POST needs both:
+
+* the admin token, the ``plus_admin_token`` setting (or ``make_app(..., admin_token=)``): the
+  password of HTTP Basic auth (any user name) or ``Authorization: Bearer <token>``. Without
+  the setting every POST is refused (403, naming the setting): the dashboard is read-only;
+  with it, a POST without the right credentials gets 401 and a Basic-auth challenge;
+* the form's ``token`` (a per-process secret that guards against cross-site posts; 403).
+
+GET pages (and ``/metrics``) need no credentials: bind to localhost (the default) or put the
+dashboard behind your authenticating proxy. Every value put in a page (job arguments and
+errors are untrusted) goes through :func:`_e` (HTML escaping, quotes included); pages are
+sent with a Content-Security-Policy that allows no script at all.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import html
 import json
 import secrets
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
 
+from .. import settings
 from . import api
 from .cli import age, when
 from .store import STATES, JobNotFound, Page, RetryConflict, Status
@@ -49,11 +63,51 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+#: Sent with every response: no script, no framing, forms post to this origin only.
+_SECURITY_HEADERS = [
+    ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; "
+                                "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cache-Control", "no-store"),
+]
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _configured_token(target: Any) -> str | None:
+    """``plus_admin_token`` of a Celery app (None for a URL or an app without it)."""
+    conf = getattr(target, "conf", None)
+    if conf is None:
+        return None
+    token = settings.resolve({"plus_admin_token": conf.get("plus_admin_token")}).admin_token
+    return str(token) if token else None
+
+
+def _presented_token(environ: Environ) -> str | None:
+    """The secret of the request's ``Authorization`` header (Bearer, or Basic's password)."""
+    header = str(environ.get("HTTP_AUTHORIZATION") or "")
+    scheme, _, value = header.partition(" ")
+    value = value.strip()
+    if scheme.lower() == "bearer":
+        return value or None
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        return decoded.partition(":")[2] or None
+    return None
+
+
 class Dashboard:
     """The WSGI application (see the module docstring)."""
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: Any, admin_token: str | None = None) -> None:
         self.target = target
+        self.admin_token = (settings.resolve({"plus_admin_token": admin_token}).admin_token
+                            if admin_token is not None else _configured_token(target))
         self.token = secrets.token_urlsafe(24)
         self._lock = threading.Lock()
         self._admin: api.Admin | None = None
@@ -99,6 +153,10 @@ class Dashboard:
                 return self._json(start_response, self._page(parts[2], query).to_dict())
             if parts[1] == "job" and len(parts) == 3:
                 return self._json(start_response, admin.show(parts[2]).to_dict())
+        if parts == ["metrics"]:
+            return self._metrics(admin, start_response)
+        if parts == ["failed"]:
+            parts = ["jobs", "failed"]
         if parts[0] == "jobs" and len(parts) == 2:
             page = self._page(parts[1], query)
             return self._html(start_response, f"{parts[1]} jobs", self._page_html(page, query))
@@ -116,10 +174,15 @@ class Dashboard:
 
     def _post(self, environ: Environ, parts: list[str],
               start_response: StartResponse) -> Iterable[bytes]:
+        refused = self._authenticate(environ, start_response)
+        if refused is not None:
+            return refused
         length = int(environ.get("CONTENT_LENGTH") or 0)
+        if length > 65536:
+            return self._reply(start_response, "413 Content Too Large", "form too large")
         body = environ["wsgi.input"].read(length).decode() if length else ""
         form = {k: v[-1] for k, v in parse_qs(body).items()}
-        if not secrets.compare_digest(form.get("token", ""), self.token):
+        if not secrets.compare_digest(form.get("token", "").encode(), self.token.encode()):
             return self._reply(start_response, "403 Forbidden", "missing or wrong form token")
         if len(parts) != 3 or parts[0] != "job" or parts[2] not in ("retry", "discard",
                                                                     "cancel"):
@@ -135,33 +198,60 @@ class Dashboard:
                    else result.message)
         location = f"/job/{quote(job_id, safe='')}?{urlencode({'msg': message})}"
         start_response("303 See Other", [("Location", location),
-                                         ("Content-Type", "text/plain; charset=utf-8")])
+                                         ("Content-Type", "text/plain; charset=utf-8"),
+                                         *_SECURITY_HEADERS])
         return [message.encode()]
+
+    def _authenticate(self, environ: Environ,
+                      start_response: StartResponse) -> Iterable[bytes] | None:
+        """None if the request carries the admin token, else the refusal to send."""
+        if not self.admin_token:
+            return self._reply(
+                start_response, "403 Forbidden",
+                "the dashboard is read-only: set plus_admin_token (a secret of at least 16 "
+                "characters) in the app's configuration to allow retry, discard and cancel")
+        presented = _presented_token(environ)
+        if presented is None or not secrets.compare_digest(presented.encode(),
+                                                           self.admin_token.encode()):
+            return self._reply(
+                start_response, "401 Unauthorized",
+                "authentication required: the plus_admin_token secret as the HTTP Basic "
+                "password (any user) or as 'Authorization: Bearer <token>'",
+                [("WWW-Authenticate", 'Basic realm="celery-plus admin", charset="UTF-8"')])
+        return None
+
+    def _metrics(self, admin: api.Admin, start_response: StartResponse) -> Iterable[bytes]:
+        raw = metrics_text(admin).encode()
+        start_response("200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
+                                  ("Content-Length", str(len(raw))), *_SECURITY_HEADERS])
+        return [raw]
 
     # -- responses --------------------------------------------------------------------------
     @staticmethod
-    def _reply(start_response: StartResponse, status: str, text: str) -> Iterable[bytes]:
+    def _reply(start_response: StartResponse, status: str, text: str,
+               extra: list[tuple[str, str]] | None = None) -> Iterable[bytes]:
         data = text.encode()
         start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
-                                ("Content-Length", str(len(data)))])
+                                ("Content-Length", str(len(data))), *_SECURITY_HEADERS,
+                                *(extra or [])])
         return [data]
 
     @staticmethod
     def _json(start_response: StartResponse, data: Any) -> Iterable[bytes]:
         raw = json.dumps(data, default=str).encode()
         start_response("200 OK", [("Content-Type", "application/json"),
-                                  ("Content-Length", str(len(raw)))])
+                                  ("Content-Length", str(len(raw))), *_SECURITY_HEADERS])
         return [raw]
 
     @staticmethod
     def _html(start_response: StartResponse, title: str, body: str) -> Iterable[bytes]:
-        nav = " ".join(f'<a href="/jobs/{s}">{s}</a>' for s in STATES)
+        nav = " ".join(f'<a href="/jobs/{_e(s)}">{_e(s)}</a>' for s in STATES)
         page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
                 f"<style>{_CSS}</style></head><body><nav><a href='/'><b>celery-plus</b></a> "
                 f"{nav}</nav><h1>{_e(title)}</h1>{body}</body></html>")
         raw = page.encode()
         start_response("200 OK", [("Content-Type", "text/html; charset=utf-8"),
-                                  ("Content-Length", str(len(raw)))])
+                                  ("Content-Length", str(len(raw))), *_SECURITY_HEADERS])
         return [raw]
 
     @staticmethod
@@ -174,16 +264,16 @@ class Dashboard:
     def _status_html(self, st: Status) -> str:
         counts = self._table(
             ["state", "jobs"],
-            [[f'<a href="/jobs/{s}">{s}</a>', _e(st.counts[s])] for s in STATES])
+            [[f'<a href="/jobs/{_e(s)}">{_e(s)}</a>', _e(st.counts[s])] for s in STATES])
         now = st.now_ms
         queues = self._table(
             ["queue", "enqueued", "scheduled", "blocked", "running", "failed", "oldest waiting"],
             [[_e(q.queue), _e(q.enqueued), _e(q.scheduled), _e(q.blocked), _e(q.running),
-              f'<a href="/jobs/failed?queue={quote(q.queue)}">{q.failed}</a>',
+              f'<a href="/jobs/failed?{_e(urlencode({"queue": q.queue}))}">{_e(q.failed)}</a>',
               _e(age(None if q.oldest_waiting_ms is None
                      else (now - q.oldest_waiting_ms) / 1000))]
              for q in st.queues])
-        out = (f"<p>dead letters: <a href='/jobs/failed'>{st.dead_letters}</a>; oldest waiting "
+        out = (f"<p>dead letters: <a href='/jobs/failed'>{_e(st.dead_letters)}</a>; oldest waiting "
                f"job: {_e(age(st.oldest_waiting_age_s))}</p><h2>Jobs</h2>{counts}"
                f"<h2>Queues</h2>{queues}")
         if st.groups:
@@ -194,10 +284,10 @@ class Dashboard:
 
     def _page_html(self, page: Page, query: dict[str, str]) -> str:
         fields = "".join(
-            f'<input name="{n}" placeholder="{n}" value="{_e(query.get(n, ""))}"> '
+            f'<input name="{_e(n)}" placeholder="{_e(n)}" value="{_e(query.get(n, ""))}"> '
             for n in ("task", "queue", "text"))
         form = f'<form method="get">{fields}<button>filter</button></form>'
-        rows = [[f'<a href="/job/{quote(r.id, safe="")}">{_e(r.id)}</a>', _e(r.name),
+        rows = [[f'<a href="/job/{_e(quote(r.id, safe=""))}">{_e(r.id)}</a>', _e(r.name),
                  _e(r.queue), _e(when(r.at_ms)), _e(r.deliveries),
                  _e(f"{r.exc_type}: {r.exc_message}" if r.exc_type else r.args_repr)]
                 for r in page.items]
@@ -208,8 +298,9 @@ class Dashboard:
             if 1 <= number <= page.pages:
                 params = {k: v for k, v in query.items() if v and k != "page"}
                 links.append(f'<a href="?{_e(urlencode({**params, "page": number}))}">'
-                             f"{label}</a>")
-        return (f"{form}<p>{page.total} jobs, page {page.page} of {max(page.pages, 1)} "
+                             f"{_e(label)}</a>")
+        return (f"{form}<p>{_e(page.total)} jobs, page {_e(page.page)} of "
+                f"{_e(max(page.pages, 1))} "
                 f"{' '.join(links)}</p>{table}")
 
     def _job_html(self, job_id: str, message: str) -> str:
@@ -227,10 +318,13 @@ class Dashboard:
         out += self._table(["", ""], [[_e(k), _e(v)] for k, v in facts])
         actions = {"failed": ("retry", "discard"), "enqueued": ("cancel",),
                    "scheduled": ("cancel",), "blocked": ("cancel",)}.get(d.state, ())
-        for action in actions:
-            out += (f'<form method="post" action="/job/{quote(job_id, safe="")}/{action}">'
-                    f'<input type="hidden" name="token" value="{_e(self.token)}">'
-                    f"<button>{action}</button></form> ")
+        if actions and not self.admin_token:
+            out += ("<p>read-only: set <code>plus_admin_token</code> to "
+                    f"{_e(' / '.join(actions))} from here</p>")
+        for action in actions if self.admin_token else ():
+            out += (f'<form method="post" action="/job/{_e(quote(job_id, safe=""))}/'
+                    f'{_e(action)}"><input type="hidden" name="token" value="{_e(self.token)}">'
+                    f'<button id="{_e(action)}">{_e(action)}</button></form> ')
         if d.decode_error:
             out += (f"<h2>Message</h2><p>cannot be decoded: {_e(d.decode_error)}</p>"
                     f"<pre>{_e(d.raw_message)}</pre>")
@@ -251,12 +345,61 @@ class Dashboard:
         return out
 
 
-def make_app(target: Any) -> Dashboard:
-    """The dashboard for ``target``: a Celery app or a ``plus+...`` broker URL."""
-    return Dashboard(target)
+def _metric_line(name: str, labels: dict[str, str], value: float) -> str:
+    def esc(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+    number = str(value) if isinstance(value, int) else repr(float(value))
+    inner = ",".join(f'{k}="{esc(v)}"' for k, v in labels.items())
+    return f"{name}{{{inner}}} {number}" if inner else f"{name} {number}"
 
 
-def serve(target: Any, host: str = "127.0.0.1", port: int = 8055) -> None:  # pragma: no cover
+def metrics_text(admin: api.Admin) -> str:
+    """The store's status in the Prometheus text exposition format (version 0.0.4)."""
+    st = admin.status()
+    out: list[str] = []
+
+    def family(name: str, kind: str, doc: str, samples: list[tuple[dict[str, str], float]]
+               ) -> None:
+        out.extend([f"# HELP {name} {doc}", f"# TYPE {name} {kind}"])
+        out.extend(_metric_line(name, labels, value) for labels, value in samples)
+
+    family("celery_plus_jobs", "gauge", "Jobs in the store by state.",
+           [({"state": s}, st.counts[s]) for s in STATES])
+    family("celery_plus_queue_jobs", "gauge", "Jobs of a queue by state.",
+           [({"queue": q.queue, "state": s}, getattr(q, s)) for q in st.queues
+            for s in ("enqueued", "scheduled", "blocked", "running", "failed")])
+    family("celery_plus_dead_letters", "gauge", "Dead letters (failed jobs) kept.",
+           [({}, st.dead_letters)])
+    family("celery_plus_oldest_waiting_seconds", "gauge",
+           "Age of the longest-waiting ready job (0: none waits).",
+           [({}, st.oldest_waiting_age_s or 0.0)])
+    family("celery_plus_group_running", "gauge", "Slots in use of a concurrency group.",
+           [({"group": g.group}, g.running) for g in st.groups])
+    family("celery_plus_group_limit", "gauge", "Limit of a concurrency group.",
+           [({"group": g.group}, g.limit) for g in st.groups])
+    family("celery_plus_group_blocked", "gauge", "Jobs blocked behind a concurrency group.",
+           [({"group": g.group}, g.blocked) for g in st.groups])
+    backend: Any = getattr(admin.store, "backend", None)
+    stats: dict[str, int] = dict(backend.stats()) if hasattr(backend, "stats") else {}
+    for key, doc in (("recovered", "Deliveries recovered after an expired lease."),
+                     ("deduplicated", "Publishes answered with the holder of a unique key."),
+                     ("dead_lettered", "Jobs that became dead letters."),
+                     ("blocked", "Jobs parked behind a full concurrency group.")):
+        family(f"celery_plus_{key}_total", "counter", doc, [({}, stats.get(key, 0))])
+    return "\n".join(out) + "\n"
+
+
+def make_app(target: Any, admin_token: str | None = None) -> Dashboard:
+    """The dashboard for ``target``: a Celery app or a ``plus+...`` broker URL.
+
+    ``admin_token`` defaults to the app's ``plus_admin_token``; without one the dashboard is
+    read-only (see the module docstring)."""
+    return Dashboard(target, admin_token)
+
+
+def serve(target: Any, host: str = "127.0.0.1", port: int = 8055,
+          admin_token: str | None = None) -> None:  # pragma: no cover
     """Serve the dashboard with wsgiref until interrupted."""
     from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -264,9 +407,14 @@ def serve(target: Any, host: str = "127.0.0.1", port: int = 8055) -> None:  # pr
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    dashboard = make_app(target)
+    dashboard = make_app(target, admin_token)
+    if host not in _LOOPBACK:
+        print(f"warning: the dashboard's pages are readable by anyone who reaches {host}:{port} "
+              "(no authentication for GET); prefer 127.0.0.1 or an authenticating proxy",
+              file=sys.stderr)
     with make_server(host, port, dashboard, handler_class=Quiet) as server:
-        print(f"celery-plus dashboard on http://{host}:{port}/ (Ctrl+C to stop)")
+        mode = "actions need plus_admin_token" if dashboard.admin_token else "read-only"
+        print(f"celery-plus dashboard on http://{host}:{port}/ ({mode}; Ctrl+C to stop)")
         try:
             server.serve_forever()
         except KeyboardInterrupt:

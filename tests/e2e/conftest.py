@@ -2,10 +2,12 @@
 
 Every test that uses ``client``, ``start_worker`` or ``view`` runs once per durable store
 (``broker_kind``: ``redis`` = ``plus+redis://``, ``sqlite`` = a ``plus+sqlite:///`` file in
-the test's tmp_path) and asserts on store state through ``view`` (a
-:class:`~celery_plus.transport.backend.Backend` on the same store). Task events stay in Redis
-under ``prefix`` on both. Modules in :data:`OWN_BROKER`, and modules overriding the
-``broker_url`` fixture, choose their broker themselves.
+the test's tmp_path, ``postgres`` = ``plus+postgresql://`` on the test database with one
+schema per test, :func:`tests.e2e.proj.pg_schema` of the prefix, dropped afterwards) and
+asserts on store state through ``view`` (a :class:`~celery_plus.transport.backend.Backend` on
+the same store). Task events stay in Redis under ``prefix`` on every store. Modules in
+:data:`OWN_BROKER`, and modules overriding the ``broker_url`` fixture, choose their broker
+themselves.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import redis
 
 from celery_plus.transport.backend import Backend
+from celery_plus.transport.postgres_backend import PostgresBackend
 from celery_plus.transport.redis_backend import RedisBackend
 from celery_plus.transport.sqlite_backend import SQLiteBackend
+from tests.conformance.stores import PG_URL
 from tests.support import wait_until
 
 from . import proj
@@ -35,13 +40,14 @@ CELERY_PLUS = [sys.executable, "-m", "celery_plus.cli"]
 PLAIN_CELERY = [sys.executable, "-m", "celery"]
 
 #: The durable stores every end-to-end scenario runs on.
-BROKERS = ("redis", "sqlite")
+BROKERS = ("redis", "sqlite", "postgres")
 #: Modules that set up their broker (and result backend) themselves: not parametrized.
 OWN_BROKER = frozenset({"test_sqlite_chord", "test_demo"})
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Run each test depending on ``broker_kind`` once per store (ids: redis, sqlite)."""
+    """Run each test depending on ``broker_kind`` once per store (ids: redis, sqlite,
+    postgres)."""
     module = metafunc.module.__name__.rpartition(".")[2]
     if "broker_kind" in metafunc.fixturenames and module not in OWN_BROKER:
         metafunc.parametrize("broker_kind", BROKERS, indirect=True, ids=BROKERS)
@@ -97,27 +103,37 @@ def store(prefix: str) -> redis.Redis:
 
 @pytest.fixture
 def broker_kind(request: pytest.FixtureRequest) -> str:
-    """The durable store under test: "redis" or "sqlite" (see ``pytest_generate_tests``)."""
+    """The durable store under test: "redis", "sqlite" or "postgres" (see
+    ``pytest_generate_tests``)."""
     return str(getattr(request, "param", "redis"))
 
 
 @pytest.fixture
 def broker_url(request: pytest.FixtureRequest, broker_kind: str, tmp_path: Path,
-               monkeypatch: pytest.MonkeyPatch) -> str:
+               monkeypatch: pytest.MonkeyPatch, prefix: str) -> Iterator[str]:
     """The broker URL of ``broker_kind``; exported as PLUS_TEST_BROKER to the client app,
     workers and any CLI the test runs (only when the test is parametrized by the store).
 
     SQLite: a database file in the test's tmp_path. tmp_path is absolute, so the URL has
     four slashes: ``plus+sqlite:////tmp/.../broker.db``.
+
+    PostgreSQL: the test database (``PLUS_TEST_PG``); the client app and workers use the
+    schema ``proj.pg_schema(prefix)`` (their ``plus_pg_schema``), dropped when the test ends
+    (after its workers stopped: they depend on this fixture).
     """
     if broker_kind == "sqlite":
         url = f"plus+sqlite:///{tmp_path / 'broker.db'}"
+    elif broker_kind == "postgres":
+        url = f"plus+{PG_URL}"
     else:
         url = f"plus+{proj.REDIS_URL}"
     callspec = getattr(request.node, "callspec", None)
     if callspec is not None and "broker_kind" in callspec.params:
         monkeypatch.setenv("PLUS_TEST_BROKER", url)
-    return url
+    yield url
+    if broker_kind == "postgres":
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{proj.pg_schema(prefix)}" CASCADE')
 
 
 @pytest.fixture
@@ -126,6 +142,9 @@ def view(broker_kind: str, broker_url: str, prefix: str) -> Iterator[Backend]:
     backend: Backend
     if broker_kind == "sqlite":
         backend = SQLiteBackend(broker_url.removeprefix("plus+"), prefix=prefix)
+    elif broker_kind == "postgres":
+        backend = PostgresBackend(broker_url.removeprefix("plus+"),
+                                  schema=proj.pg_schema(prefix))
     else:
         backend = RedisBackend(broker_url.removeprefix("plus+"), prefix=prefix)
     yield backend

@@ -7,7 +7,7 @@ operator's flow is then driven through ``celery-plus dlq ...`` / ``status`` / ``
 ``celery plus dlq ...``) processes: list, show, retry (the worker runs the job again and it
 completes, once), the idempotent repeat, a retry conflict, and purge with its confirmation.
 
-Runs on each durable store (``broker_kind``: Redis and SQLite).
+Runs on each durable store (``broker_kind``: Redis, SQLite and PostgreSQL).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@
 
 Also ``Task.replace`` (a continuation publishing the replacement under the running task's id)
 gives the replacement's result, and prefork pool children publish retries and replacements
-through their own store connections. Runs on each durable store (``broker_kind``: Redis and
-SQLite).
+through their own store connections. Runs on each durable store (``broker_kind``: Redis,
+SQLite and PostgreSQL).
 """
 
 from __future__ import annotations

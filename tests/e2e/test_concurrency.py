@@ -4,7 +4,7 @@
 jobs on ONE worker with 8 thread slots: at most (and, with this much work, exactly) 2 jobs of a
 customer run at once, while the customers run in parallel; every job completes exactly once and
 no slot, blocked job or blocked group is left behind. Runs on each durable store
-(``broker_kind``: Redis and SQLite).
+(``broker_kind``: Redis, SQLite and PostgreSQL).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
    traceback; autoretry_for with backoff that succeeds on the 3rd attempt keeps its unique hold
    throughout and completes once."  Plus the hard time limit case (reason "time limit").
 
-Runs on each durable store (``broker_kind``: Redis and SQLite).
+Runs on each durable store (``broker_kind``: Redis, SQLite and PostgreSQL).
 """
 
 from __future__ import annotations

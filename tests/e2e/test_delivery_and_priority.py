@@ -4,7 +4,7 @@ priority order holds within a queue."
 Jobs are published before any worker runs, so the order in which a solo worker with
 ``--prefetch-multiplier=1`` executes them is the order the store hands them out. Priorities
 follow kombu's Redis convention: 0 is the highest, lower numbers first, FIFO within a priority.
-Runs on each durable store (``broker_kind``: Redis and SQLite).
+Runs on each durable store (``broker_kind``: Redis, SQLite and PostgreSQL).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ longer than the visibility timeout run exactly once."
 
 Both tests run two workers with a 2 s visibility timeout, so a missed heartbeat would let the
 idle worker recover the job and run it a second time. Runs on each durable store
-(``broker_kind``: Redis and SQLite).
+(``broker_kind``: Redis, SQLite and PostgreSQL).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Garbage is stored with the store backend's ``push_raw`` (no checks); the well-fo
 real envelope captured from the store (a task published to a queue no worker consumes) and
 then altered. Each one must end as a dead letter with reason "malformed message", its ``msg``
 field exactly the bytes pushed, and the same worker must still run a normal task afterwards.
-Runs on each durable store (``broker_kind``: Redis and SQLite).
+Runs on each durable store (``broker_kind``: Redis, SQLite and PostgreSQL).
 """
 
 from __future__ import annotations

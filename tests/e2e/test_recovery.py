@@ -2,7 +2,7 @@
 
 "kill -9 of a worker with jobs in flight: a second worker completes every one after the lease
 expires; none lost; the unique holds and slots of the dead worker's jobs are freed."
-Runs on each durable store (``broker_kind``: Redis and SQLite).
+Runs on each durable store (``broker_kind``: Redis, SQLite and PostgreSQL).
 """
 
 from __future__ import annotations

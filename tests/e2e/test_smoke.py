@@ -1,6 +1,6 @@
 """A celery-plus app round-trips tasks under `celery-plus worker` and plain `celery worker`,
-on each durable store (``plus+redis://`` and ``plus+sqlite:///``); the job record reads the
-same on both stores.
+on each durable store (``plus+redis://``, ``plus+sqlite:///`` and ``plus+postgresql://``); the
+job record reads the same on every store.
 """
 
 from __future__ import annotations
@@ -25,4 +25,5 @@ def test_task_round_trip_through_a_real_worker(client, start_worker, prefix, vie
     client.tasks["proj.mark"].delay(7)
     wait_until(lambda: events(prefix, "mark"), message="mark event")
     assert [e["n"] for e in events(prefix, "mark")] == [7]
-    assert {"redis": "plus+redis://", "sqlite": "plus+sqlite:///"}[broker_kind] in worker.log()
+    assert {"redis": "plus+redis://", "sqlite": "plus+sqlite:///",
+            "postgres": "plus+postgresql://"}[broker_kind] in worker.log()

@@ -9,7 +9,7 @@
 * ``unique_on_duplicate="raise"`` raises ``DuplicateTask`` carrying the holder's id.
 * ``task_deduplicated`` fires in the publishing process with task_id / holder_id / unique_key.
 
-Runs on each durable store (``broker_kind``: Redis and SQLite).
+Runs on each durable store (``broker_kind``: Redis, SQLite and PostgreSQL).
 """
 
 from __future__ import annotations

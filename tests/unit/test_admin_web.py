@@ -7,6 +7,7 @@ HTML-escaped. Runs on a SQLite store in the test's tmp_path.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import pytest
 from celery_plus import Celery
 from celery_plus.admin import connect
 from celery_plus.admin.web import Dashboard, make_app
+from celery_plus.transport.backend import NewJob
 from tests.unit.test_admin_cli import Store
 
 
@@ -33,17 +35,24 @@ def store(tmp_path: Path) -> Iterator[Store]:
     app.close()
 
 
+ADMIN_TOKEN = "s3cret-admin-token-for-tests"
+BEARER = {"HTTP_AUTHORIZATION": f"Bearer {ADMIN_TOKEN}"}
+
+
 @pytest.fixture
 def web(store: Store) -> Iterator[Dashboard]:
-    dashboard = make_app(store.app)
+    dashboard = make_app(store.app, admin_token=ADMIN_TOKEN)
     yield dashboard
     dashboard.close()
 
 
 def call(web: Dashboard, path: str, method: str = "GET", form: dict[str, str] | None = None,
-         query: str = "") -> tuple[str, dict[str, str], str]:
+         query: str = "", headers: dict[str, str] | None = None
+         ) -> tuple[str, dict[str, str], str]:
     environ: dict[str, Any] = {"PATH_INFO": path, "REQUEST_METHOD": method,
-                               "QUERY_STRING": query}
+                               "QUERY_STRING": query,
+                               **(BEARER if headers is None and method == "POST"
+                                  else headers or {})}
     body = urlencode(form or {}).encode()
     environ["wsgi.input"] = io.BytesIO(body)
     environ["CONTENT_LENGTH"] = str(len(body))
@@ -107,3 +116,106 @@ def test_conflicts_unknown_jobs_and_pages(store: Store, web: Dashboard) -> None:
     assert call(web, "/job/nope/discard", "POST", {"token": web.token})[0] == "404 Not Found"
     assert call(web, "/elsewhere")[0] == "404 Not Found"
     assert call(web, "/", "DELETE")[0] == "405 Method Not Allowed"
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    raw = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"HTTP_AUTHORIZATION": f"Basic {raw}"}
+
+
+def test_posts_need_the_admin_token_from_the_settings(store: Store, tmp_path: Path) -> None:
+    store.dead("d1")
+    read_only = make_app(store.app)  # plus_admin_token not set: read-only
+    try:
+        assert read_only.admin_token is None
+        status, _, text = call(read_only, "/job/d1/retry", "POST", {"token": read_only.token})
+        assert status == "403 Forbidden" and "plus_admin_token" in text
+        page = call(read_only, "/job/d1")[2]
+        assert "read-only" in page and 'action="/job/d1/retry"' not in page
+    finally:
+        read_only.close()
+    store.app.conf.plus_admin_token = ADMIN_TOKEN
+    web = make_app(store.app)
+    try:
+        assert web.admin_token == ADMIN_TOKEN
+        form = {"token": web.token}
+        for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer wrong-token-of-some-length"},
+                        basic("admin", "nope"), {"HTTP_AUTHORIZATION": "Basic !!!"}):
+            status, got, text = call(web, "/job/d1/retry", "POST", form, headers=headers)
+            assert status == "401 Unauthorized" and "plus_admin_token" in text
+            assert got["WWW-Authenticate"].startswith("Basic ")
+        assert store.state("d1") == "failed"
+        # the right credentials but no form token: still refused (cross-site guard)
+        assert call(web, "/job/d1/retry", "POST", {}, headers=basic("x", ADMIN_TOKEN))[0] == (
+            "403 Forbidden")
+        status, _, _ = call(web, "/job/d1/retry", "POST", form, headers=basic("any", ADMIN_TOKEN))
+        assert status == "303 See Other" and store.state("d1") == "enqueued"
+        # GET pages need no credentials
+        assert call(web, "/job/d1", headers={})[0] == "200 OK"
+    finally:
+        web.close()
+
+
+def test_the_admin_token_setting_is_validated() -> None:
+    from celery.exceptions import ImproperlyConfigured
+
+    from celery_plus import settings
+
+    assert settings.resolve({}).admin_token is None
+    assert settings.resolve({"plus_admin_token": ADMIN_TOKEN}).admin_token == ADMIN_TOKEN
+    for bad in ("short", "has a space in the middle!", 1234567890123456789, ""):
+        with pytest.raises(ImproperlyConfigured, match="plus_admin_token"):
+            settings.resolve({"plus_admin_token": bad})
+
+
+def test_every_page_escapes_untrusted_values(store: Store, web: Dashboard) -> None:
+    evil = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
+    store.dead("e1", queue="q<u>", args=[evil], error=evil)
+    for path, query in (("/", ""), ("/jobs/failed", f"text={evil}"), ("/job/e1", f"msg={evil}"),
+                        ("/failed", "")):
+        status, headers, page = call(web, path, query=query)
+        assert status == "200 OK", path
+        assert "<script" not in page and "<img" not in page and "<u>" not in page, path
+        assert "script-src" not in headers["Content-Security-Policy"]
+        assert "default-src 'none'" in headers["Content-Security-Policy"]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in call(web, "/job/e1")[2]
+
+
+def test_metrics_in_prometheus_text_format(store: Store, web: Dashboard) -> None:
+    store.dead("m1", queue="mail")
+    store.dead("m2", queue="mail")
+    store.job("w1", queue='we"ird')
+    store.job("u1", unique_lock="K", unique_window="pending")
+    duplicate = NewJob(id="u2", queue="celery", message="{}", name="proj.mail",
+                       unique_lock="K", unique_window="pending")
+    assert not store.backend.publish(duplicate).accepted
+    status, headers, text = call(web, "/metrics")
+    assert status == "200 OK" and headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    lines = text.splitlines()
+    assert "# TYPE celery_plus_jobs gauge" in lines
+    assert 'celery_plus_jobs{state="failed"} 2' in lines
+    assert 'celery_plus_jobs{state="enqueued"} 2' in lines
+    assert 'celery_plus_queue_jobs{queue="mail",state="failed"} 2' in lines
+    assert 'celery_plus_queue_jobs{queue="we\\"ird",state="enqueued"} 1' in lines
+    assert "celery_plus_dead_letters 2" in lines
+    assert "celery_plus_dead_lettered_total 2" in lines
+    assert "celery_plus_deduplicated_total 1" in lines
+    for name in ("recovered", "deduplicated", "blocked"):
+        assert f"# TYPE celery_plus_{name}_total counter" in lines
+    for line in lines:
+        assert line.startswith("#") or line.rsplit(" ", 1)[1].replace(".", "").isdigit(), line
+
+
+def test_a_bad_admin_token_setting_stops_the_dashboard(store: Store, tmp_path: Path) -> None:
+    from celery.exceptions import ImproperlyConfigured
+
+    store.app.conf.plus_admin_token = "too short"
+    with pytest.raises(ImproperlyConfigured, match="plus_admin_token"):
+        make_app(store.app)
+    url_only = make_app(f"plus+sqlite:///{tmp_path / 'store.db'}")  # a URL: no settings
+    try:
+        assert url_only.admin_token is None
+        assert call(url_only, "/job/x/retry", "POST", {"token": url_only.token})[0] == (
+            "403 Forbidden")
+    finally:
+        url_only.close()

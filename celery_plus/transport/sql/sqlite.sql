@@ -73,7 +73,10 @@ CREATE INDEX IF NOT EXISTS jobs_by_due ON jobs (state, due_ms);
 -- recovery of expired leases.
 CREATE INDEX IF NOT EXISTS jobs_by_lease ON jobs (state, lease_expires_ms);
 -- pruning of completed / failed / canceled records by age and count.
-CREATE INDEX IF NOT EXISTS jobs_by_finish ON jobs (state, finished_ms);
+-- also the admin's listings of finished states, newest first (ties by id) without a sort;
+-- replaces the narrower jobs_by_finish of earlier versions.
+DROP INDEX IF EXISTS jobs_by_finish;
+CREATE INDEX IF NOT EXISTS jobs_by_finish_id ON jobs (state, finished_ms, id);
 -- blocked jobs of a group, oldest first (unblocking); groups having blocked jobs. Partial:
 -- queries must spell state = 'blocked' literally for the planner to use it.
 CREATE INDEX IF NOT EXISTS jobs_blocked ON jobs (conc_group, score) WHERE state = 'blocked';

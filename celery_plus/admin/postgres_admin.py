@@ -1,0 +1,215 @@
+"""The admin on the PostgreSQL store: each change is ONE PL/pgSQL function call.
+
+The functions (``admin_retry``, ``admin_discard``, ``admin_cancel``, ``admin_purge``) are in
+``transport/sql/postgres/0002_admin.sql``, applied by the store's migrations: each is one
+transaction (one round trip on the :class:`~celery_plus.transport.postgres_backend.
+PostgresBackend`'s pool) that locks the job's row with ``FOR UPDATE`` and re-checks its state
+before changing it, so concurrent operations on one job have one winner and a repeat is a
+no-op that says so. The rules are the Redis admin scripts' (``admin/lua/*.lua``) and
+``sqlite_admin.py``'s, with the same replies (see :func:`~celery_plus.admin.store.op_result`).
+
+Registered for :class:`PostgresBackend` with :func:`~celery_plus.admin.api.register_admin`
+when this module is imported (``celery_plus.admin`` imports it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..transport.postgres_backend import FIELDS, PostgresBackend
+from .api import register_admin
+from .store import (
+    PURGEABLE,
+    BulkResult,
+    Counts,
+    GroupStatus,
+    JobDetail,
+    JobSummary,
+    OpResult,
+    Query,
+    QueueStatus,
+    RetryConflict,
+    Scope,
+    Status,
+    check_scope,
+    check_state,
+    detail_from_record,
+    newest_first,
+    op_result,
+    summary_from_record,
+    text_matches,
+    time_field,
+)
+
+#: The record fields (Redis hash names) a listing reads.
+_LIST_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
+                "emsg", "msg")
+#: Jobs changed per transaction by the bulk operations.
+BATCH = 500
+
+_RETRY = ("SELECT * FROM admin_retry(%s::text[], %s::text, %s::text, %s::bigint, "
+          "%s::bigint)")
+_PURGE = "SELECT * FROM admin_purge(%s, %s::text[], %s::text, %s::text, %s::bigint)"
+
+
+def _record(fields: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
+    """A row as a record with the Redis hash's field names (NULL columns left out)."""
+    return {f: (bytes(v) if isinstance(v, memoryview) else v)
+            for f, v in zip(fields, row, strict=True) if v is not None}
+
+
+class PostgresAdmin:
+    """:class:`~celery_plus.admin.store.AdminStore` on a :class:`PostgresBackend`'s schema."""
+
+    def __init__(self, backend: PostgresBackend, *, owns_backend: bool = False) -> None:
+        self.backend = backend
+        self._owns = owns_backend
+
+    def now_ms(self) -> int:
+        return self.backend.now_ms()
+
+    def close(self) -> None:
+        if self._owns:
+            self.backend.close()
+
+    def _all(self, sql: str, *params: Any) -> list[Any]:
+        return self.backend._rows(sql, params)
+
+    # -- reads --------------------------------------------------------------------------
+    def counts(self) -> Counts:
+        rows = self._all("SELECT state, count(*) FROM jobs GROUP BY state")
+        known = set(Counts.__dataclass_fields__)
+        return Counts(**{state: int(n) for state, n in rows if state in known})
+
+    def jobs(self, state: str, query: Query, offset: int, limit: int
+             ) -> tuple[list[JobSummary], int]:
+        check_state(state)
+        column = f"COALESCE({FIELDS[time_field(state)]}, 0)"
+        where: list[str] = ["state = %s"]
+        params: list[Any] = [state]
+        for value, clause in ((query.task, "name = %s"), (query.queue, "queue = %s"),
+                              (query.since_ms, f"{column} >= %s"),
+                              (query.until_ms, f"{column} <= %s")):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        condition = " AND ".join(where)
+        fields = (*_LIST_FIELDS, "tb") if query.text else _LIST_FIELDS
+        columns = ", ".join(["id", *(FIELDS[f] for f in fields)])
+        select = (f"SELECT {columns} FROM jobs WHERE {condition} "
+                  f'ORDER BY {column} DESC, id COLLATE "C" DESC')
+        if query.text:
+            rows = [(row[0], _record(fields, row[1:])) for row in self._all(select, *params)]
+            found = [summary_from_record(i, r) for i, r in rows if text_matches(query.text, r)]
+            ordered = newest_first(found)
+            return ordered[offset:offset + limit], len(ordered)
+        total = self._all(f"SELECT count(*) FROM jobs WHERE {condition}", *params)[0][0]
+        rows = self._all(f"{select} LIMIT %s OFFSET %s", *params, limit, offset)
+        return ([summary_from_record(row[0], _record(fields, row[1:])) for row in rows],
+                int(total))
+
+    def show(self, job_id: str) -> JobDetail | None:
+        rec = self.backend.job(job_id)
+        if rec is None:
+            return None
+        lock = rec.get("uk") or ""
+        holder = self.backend.holder(lock) if lock else None
+        return detail_from_record(job_id, rec, holder)
+
+    # -- changes (one function call each: the row locked, its state re-checked) ---------
+    def _retry(self, ids: Sequence[str], scope: Scope) -> list[tuple[str, str, str]]:
+        rows = self._all(_RETRY, list(ids), scope.task, scope.queue, scope.older_than_ms,
+                         self.backend.backstop_ms)
+        return [(str(i), str(outcome), str(extra)) for i, outcome, extra in rows]
+
+    def retry(self, job_id: str) -> OpResult:
+        [(_, outcome, extra)] = self._retry([job_id], Scope())
+        if outcome == "conflict":
+            lock = (self.backend.job(job_id) or {}).get("uk", "")
+            raise RetryConflict(job_id, extra, lock)
+        return op_result(job_id, "retry", outcome, extra)
+
+    def discard(self, job_id: str) -> OpResult:
+        outcome, extra = self._all("SELECT * FROM admin_discard(%s)", job_id)[0]
+        return op_result(job_id, "discard", str(outcome), str(extra))
+
+    def cancel(self, job_id: str) -> OpResult:
+        outcome, extra = self._all("SELECT * FROM admin_cancel(%s)", job_id)[0]
+        return op_result(job_id, "cancel", str(outcome), str(extra))
+
+    def _in_scope(self, state: str, scope: Scope) -> list[str]:
+        """Ids of ``state`` in ``scope``, oldest first (a read; re-checked when changed)."""
+        where: list[str] = ["state = %s"]
+        params: list[Any] = [state]
+        if scope.task is not None:
+            where.append("name = %s")
+            params.append(scope.task)
+        if scope.queue is not None:
+            where.append("queue = %s")
+            params.append(scope.queue)
+        if scope.older_than_ms is not None:
+            where.append("COALESCE(finished_ms, 0) <= now_ms() - %s::bigint")
+            params.append(scope.older_than_ms)
+        sql = (f"SELECT id FROM jobs WHERE {' AND '.join(where)} "
+               'ORDER BY finished_ms, id COLLATE "C"')
+        return [row[0] for row in self._all(sql, *params)]
+
+    def retry_many(self, scope: Scope, all: bool = False) -> BulkResult:
+        check_scope("retry", scope, all)
+        ids = self._in_scope("failed", scope)
+        result = BulkResult("retry", matched=len(ids))
+        for i in range(0, len(ids), BATCH):
+            for job_id, outcome, extra in self._retry(ids[i:i + BATCH], scope):
+                if outcome == "enqueued":
+                    result.changed.append(job_id)
+                elif outcome == "conflict":
+                    result.conflicts.append((job_id, extra))
+        return result
+
+    def purge(self, state: str, scope: Scope, all: bool = False) -> BulkResult:
+        check_state(state, PURGEABLE)
+        check_scope("purge", scope, all)
+        ids = self._in_scope(state, scope)
+        result = BulkResult("purge", matched=len(ids))
+        for i in range(0, len(ids), BATCH):
+            result.changed += [str(row[0]) for row in self._all(
+                _PURGE, state, ids[i:i + BATCH], scope.task, scope.queue,
+                scope.older_than_ms)]
+        return result
+
+    # -- status -------------------------------------------------------------------------
+    def status(self) -> Status:
+        now = self.now_ms()
+        per: dict[str, dict[str, int]] = {}
+        for queue, state, n in self._all(
+                "SELECT queue, state, count(*) FROM jobs WHERE state IN ('enqueued', "
+                "'scheduled', 'blocked', 'running', 'failed') GROUP BY queue, state"):
+            per.setdefault(queue, {})[state] = int(n)
+        oldest = {queue: int(since) for queue, since in self._all(
+            "SELECT queue, min(greatest(enqueued_ms, due_ms)) FROM jobs "
+            "WHERE state IN ('enqueued', 'blocked') GROUP BY queue")}
+        groups: dict[str, dict[str, int]] = {}
+        for group, n, limit in self._all(
+                "SELECT conc_group, count(*), max(conc_limit) FROM jobs WHERE state = 'blocked' "
+                "AND conc_group IS NOT NULL AND conc_group <> '' GROUP BY conc_group"):
+            groups[group] = {"blocked": int(n), "limit": int(limit or 0), "running": 0}
+        for group, n, limit in self._all(
+                "SELECT s.conc_group, count(*), max(j.conc_limit) FROM slots s JOIN jobs j "
+                "ON j.id = s.job_id AND j.state = 'running' GROUP BY s.conc_group"):
+            g = groups.setdefault(group, {"blocked": 0, "limit": 0, "running": 0})
+            g["running"] = int(n)
+            g["limit"] = max(g["limit"], int(limit or 0))
+        queues = [QueueStatus(queue=q, oldest_waiting_ms=oldest.get(q), **per[q])
+                  for q in sorted(per)]
+        group_rows = [GroupStatus(group=g, running=v["running"], limit=v["limit"],
+                                  blocked=v["blocked"]) for g, v in sorted(groups.items())]
+        return Status(now_ms=now, counts=self.counts(), queues=queues, groups=group_rows,
+                      oldest_waiting_ms=min(oldest.values()) if oldest else None)
+
+
+def _factory(backend: Any, owns_backend: bool) -> PostgresAdmin:
+    return PostgresAdmin(backend, owns_backend=owns_backend)
+
+
+register_admin(PostgresBackend, _factory)
