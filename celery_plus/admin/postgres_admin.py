@@ -23,12 +23,10 @@ from .store import (
     PURGEABLE,
     BulkResult,
     Counts,
-    GroupStatus,
     JobDetail,
     JobSummary,
     OpResult,
     Query,
-    QueueStatus,
     RetryConflict,
     Scope,
     Status,
@@ -37,6 +35,7 @@ from .store import (
     detail_from_record,
     newest_first,
     op_result,
+    status_from_rows,
     summary_from_record,
     text_matches,
     time_field,
@@ -180,32 +179,21 @@ class PostgresAdmin:
 
     # -- status -------------------------------------------------------------------------
     def status(self) -> Status:
-        now = self.now_ms()
-        per: dict[str, dict[str, int]] = {}
-        for queue, state, n in self._all(
+        return status_from_rows(
+            self.now_ms(), self.counts(),
+            self._all(
                 "SELECT queue, state, count(*) FROM jobs WHERE state IN ('enqueued', "
-                "'scheduled', 'blocked', 'running', 'failed') GROUP BY queue, state"):
-            per.setdefault(queue, {})[state] = int(n)
-        oldest = {queue: int(since) for queue, since in self._all(
-            "SELECT queue, min(greatest(enqueued_ms, due_ms)) FROM jobs "
-            "WHERE state IN ('enqueued', 'blocked') GROUP BY queue")}
-        groups: dict[str, dict[str, int]] = {}
-        for group, n, limit in self._all(
+                "'scheduled', 'blocked', 'running', 'failed') GROUP BY queue, state"),
+            self._all(
+                "SELECT queue, min(greatest(enqueued_ms, due_ms)) FROM jobs "
+                "WHERE state IN ('enqueued', 'blocked') GROUP BY queue"),
+            self._all(
                 "SELECT conc_group, count(*), max(conc_limit) FROM jobs WHERE state = 'blocked' "
-                "AND conc_group IS NOT NULL AND conc_group <> '' GROUP BY conc_group"):
-            groups[group] = {"blocked": int(n), "limit": int(limit or 0), "running": 0}
-        for group, n, limit in self._all(
+                "AND conc_group IS NOT NULL AND conc_group <> '' GROUP BY conc_group"),
+            self._all(
                 "SELECT s.conc_group, count(*), max(j.conc_limit) FROM slots s JOIN jobs j "
-                "ON j.id = s.job_id AND j.state = 'running' GROUP BY s.conc_group"):
-            g = groups.setdefault(group, {"blocked": 0, "limit": 0, "running": 0})
-            g["running"] = int(n)
-            g["limit"] = max(g["limit"], int(limit or 0))
-        queues = [QueueStatus(queue=q, oldest_waiting_ms=oldest.get(q), **per[q])
-                  for q in sorted(per)]
-        group_rows = [GroupStatus(group=g, running=v["running"], limit=v["limit"],
-                                  blocked=v["blocked"]) for g, v in sorted(groups.items())]
-        return Status(now_ms=now, counts=self.counts(), queues=queues, groups=group_rows,
-                      oldest_waiting_ms=min(oldest.values()) if oldest else None)
+                "ON j.id = s.job_id AND j.state = 'running' GROUP BY s.conc_group"),
+        )
 
 
 def _factory(backend: Any, owns_backend: bool) -> PostgresAdmin:

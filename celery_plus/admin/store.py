@@ -33,7 +33,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -517,3 +517,35 @@ def op_result(job_id: str, action: str, outcome: str, extra: str) -> OpResult:
     if outcome in ("noop", "skipped"):
         return OpResult(job_id, action, False, extra, extra)
     return OpResult(job_id, action, True, outcome, extra)
+
+
+def status_from_rows(
+    now_ms: int,
+    counts: Counts,
+    depth_rows: Iterable[tuple[str, str, int]],
+    oldest_rows: Iterable[tuple[str, int]],
+    blocked_rows: Iterable[tuple[str, int, int | None]],
+    running_rows: Iterable[tuple[str, int, int | None]],
+) -> Status:
+    """Assemble a ``Status`` from SQL aggregates (shared by the SQL admin stores).
+
+    Rows: (queue, state, count) depths; (queue, oldest waiting ms); and per concurrency
+    group (group, count, limit) of blocked and of running jobs.
+    """
+    per: dict[str, dict[str, int]] = {}
+    for queue, state, n in depth_rows:
+        per.setdefault(queue, {})[state] = int(n)
+    oldest = {queue: int(since) for queue, since in oldest_rows}
+    groups: dict[str, dict[str, int]] = {}
+    for group, n, limit in blocked_rows:
+        groups[group] = {"blocked": int(n), "limit": int(limit or 0), "running": 0}
+    for group, n, limit in running_rows:
+        g = groups.setdefault(group, {"blocked": 0, "limit": 0, "running": 0})
+        g["running"] = int(n)
+        g["limit"] = max(g["limit"], int(limit or 0))
+    queues = [QueueStatus(queue=q, oldest_waiting_ms=oldest.get(q), **per[q])
+              for q in sorted(per)]
+    group_rows = [GroupStatus(group=g, running=v["running"], limit=v["limit"],
+                              blocked=v["blocked"]) for g, v in sorted(groups.items())]
+    return Status(now_ms=now_ms, counts=counts, queues=queues, groups=group_rows,
+                  oldest_waiting_ms=min(oldest.values()) if oldest else None)
