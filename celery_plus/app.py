@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import celery
+import celery.app.defaults
 from celery.app import backends
 from celery.app.amqp import AMQP
 from celery.result import AsyncResult
 from kombu import pools
+from kombu.resource import Resource
 
 from . import settings, signals
+from .config_view import speed_up
 from .exceptions import DuplicateTask
 from .options import EXTENSION_OPTIONS, message_extensions, parse_extensions
 from .producer import Producer
@@ -70,6 +73,28 @@ def _validate_decorator_options(fun: Callable[..., Any], opts: dict[str, Any], a
     parse_extensions(fun, opts, bound=bool(opts.get("bind")), task_name=name)
 
 
+class KeepingProducerPool(pools.ProducerPool):
+    """A producer pool whose producers keep their own connection between uses.
+
+    kombu's pool hands each producer's connection back to the connection pool on release
+    and re-binds a connection (copying its entities) on every acquire: about a fifth of
+    ``delay()``'s own cost. Here a pooled producer owns a connection of its own (not one of
+    ``app.pool``'s, which other users of that pool could then wait for), so acquiring one
+    is a queue pop. Without a pool limit, producers are not kept: kombu's behaviour.
+    """
+
+    def _acquire_connection(self) -> Any:
+        if not self.limit:
+            return super()._acquire_connection()
+        return self.connections.connection.clone()
+
+    def release(self, resource: Any) -> None:
+        if not self.limit:
+            super().release(resource)
+            return
+        Resource.release(self, resource)
+
+
 class PlusAMQP(AMQP):
     """Celery's AMQP helper with the lean producer for durable queues."""
 
@@ -79,7 +104,7 @@ class PlusAMQP(AMQP):
     @property
     def producer_pool(self) -> Any:
         if self._producer_pool is None:
-            self._producer_pool = pools.ProducerPool(
+            self._producer_pool = KeepingProducerPool(
                 self.app.pool, limit=self.app.pool.limit, Producer=Producer)
         return self._producer_pool
 
@@ -113,7 +138,7 @@ class Celery(celery.Celery):
         return settings.resolve({k: self.conf.get(k) for k in settings.BY_NAME})
 
     def _load_config(self) -> Any:
-        conf = super()._load_config()
+        conf = speed_up(super()._load_config())
         self._install_durable_defaults(conf)
         return conf
 
@@ -121,14 +146,21 @@ class Celery(celery.Celery):
         """Put celery-plus's defaults just above Celery's own, below all the user set.
 
         ``add_defaults`` would rank them above a ``config_from_object`` source, and Celery
-        forgets pending defaults when the configuration is reloaded; so they are inserted
-        here, on every load. ``CELERY_BROKER_URL`` still wins (Celery reads it first).
+        forgets pending defaults when the configuration is reloaded; so they are written
+        here, on every load, into this app's own copy of Celery's defaults (the last map).
+        No extra map: every configuration read in the send path stays as cheap as in plain
+        Celery. ``CELERY_BROKER_URL`` still wins (Celery reads it first).
         """
         defaults: dict[str, Any] = dict(DURABLE_DEFAULTS)
         if not any(conf.get(key) for key in ("broker_host", "broker_transport")):
             defaults["broker_url"] = self.embedded_url
-        conf.maps.insert(len(conf.maps) - 1, defaults)
-        conf.defaults.insert(len(conf.defaults) - 1, defaults)
+        base = conf.defaults[-1]
+        if base is not conf.maps[-1] or base is celery.app.defaults.DEFAULTS:
+            # Not the per-app copy Celery makes: keep it untouched, rank ours above it.
+            conf.maps.insert(len(conf.maps) - 1, defaults)
+            conf.defaults.insert(len(conf.defaults) - 1, defaults)
+            return
+        base.update(defaults)
 
     def uses_embedded_broker(self) -> bool:
         """True if the broker is the embedded default (no broker was configured)."""

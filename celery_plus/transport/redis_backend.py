@@ -7,6 +7,8 @@ in the same round trip as the settles that piled up since the last claim.
 from __future__ import annotations
 
 import json
+import os
+import threading
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
@@ -14,21 +16,22 @@ from typing import Any
 import redis
 
 from .backend import Claim, ClaimResult, NewJob, PublishOutcome, Recovered, Settle
+from .redis_scripts import ScriptLibrary, pack
 
 _SCRIPTS = ("publish", "claim", "settle", "heartbeat", "recover", "maintain", "purge")
 TRANSIENT_TTL_S = 300
 
 
-def _load_script_sources() -> dict[str, str]:
+def _load_script_sources() -> tuple[str, dict[str, str]]:
     lua = resources.files("celery_plus.transport") / "lua"
     lib = (lua / "lib.lua").read_text()
-    return {name: lib + "\n" + (lua / f"{name}.lua").read_text() for name in _SCRIPTS}
+    return lib, {name: (lua / f"{name}.lua").read_text() for name in _SCRIPTS}
 
 
-_SOURCES: dict[str, str] | None = None
+_SOURCES: tuple[str, dict[str, str]] | None = None
 
 
-def _sources() -> dict[str, str]:
+def _sources() -> tuple[str, dict[str, str]]:
     global _SOURCES
     if _SOURCES is None:
         _SOURCES = _load_script_sources()
@@ -61,9 +64,10 @@ class RedisBackend:
         self.retention = retention
         self.maintenance_interval_ms = maintenance_interval_ms
         self.client = redis.Redis.from_url(url, health_check_interval=30)
-        self._scripts = {
-            name: self.client.register_script(src) for name, src in _sources().items()
-        }
+        self.scripts = ScriptLibrary(self.client, *_sources())
+        self._publish_lock = threading.Lock()
+        self._publish_conn: Any = None
+        self._publish_pid = 0
 
     # -- keys -------------------------------------------------------------------------
     def key(self, *parts: str) -> str:
@@ -71,21 +75,35 @@ class RedisBackend:
 
     # -- publishing -------------------------------------------------------------------
     def publish(self, job: NewJob) -> PublishOutcome:
-        # EVALSHA straight on the client: the hot path of every publish skips the Script
-        # wrapper's per-call bookkeeping; a flushed script cache falls back to it.
-        script = self._scripts["publish"]
-        args = self._publish_args(job)
-        try:
-            reply = self.client.evalsha(script.sha, 0, *args)
-        except redis.exceptions.NoScriptError:
-            reply = script(args=args)
-        return self._outcome(job, reply)
+        return self._outcome(job, self._eval_publish(self._publish_args(job)))
+
+    def _eval_publish(self, args: list[Any]) -> Any:
+        """Run the publish script on a connection kept for publishing.
+
+        The hot path of every ``delay()`` skips redis-py's per-command machinery (pool
+        checkout, retry wrapper, instrumentation). Anything unusual — no connection yet in
+        this process, a server that lost the scripts, a connection error — takes the
+        client's normal path with its retry policy. Publishing twice after a lost reply is
+        harmless: a publish of a waiting job's id replaces its message.
+        """
+        with self._publish_lock:
+            conn = self._publish_conn
+            if conn is None or self._publish_pid != os.getpid():
+                conn = self._publish_conn = self.client.connection_pool.make_connection()
+                self._publish_pid = os.getpid()
+            try:
+                conn.send_packed_command([pack(self.scripts.command("publish", args))])
+                return conn.read_response()
+            except redis.exceptions.ResponseError as exc:
+                if not self.scripts.recover(exc):
+                    raise
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+                conn.disconnect()
+        return self.scripts.run("publish", args)
 
     def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
-        pipe = self.client.pipeline(transaction=False)
-        for job in jobs:
-            self._scripts["publish"](args=self._publish_args(job), client=pipe)
-        return [self._outcome(job, reply) for job, reply in zip(jobs, pipe.execute(), strict=True)]
+        replies = self.scripts.pipeline([("publish", self._publish_args(job)) for job in jobs])
+        return [self._outcome(job, reply) for job, reply in zip(jobs, replies, strict=True)]
 
     def _publish_args(self, job: NewJob) -> list[Any]:
         meta = "\x1f".join((
@@ -120,13 +138,11 @@ class RedisBackend:
         ]
         result = ClaimResult()
         if settles:
-            pipe = self.client.pipeline(transaction=False)
-            self._scripts["settle"](args=self._settle_args(settles), client=pipe)
-            self._scripts["claim"](args=claim_args, client=pipe)
-            settled, claimed = pipe.execute()
+            settled, claimed = self.scripts.pipeline(
+                [("settle", self._settle_args(settles)), ("claim", claim_args)])
             result.dead_lettered = self._dead_pairs(settled)
         else:
-            claimed = self._scripts["claim"](args=claim_args)
+            claimed = self.scripts.run("claim", claim_args)
         flat, blocked, next_due = claimed
         result.next_due = None if next_due < 0 else next_due / 1000.0
         for i in range(0, len(flat), 5):
@@ -140,7 +156,7 @@ class RedisBackend:
     def settle(self, settles: Sequence[Settle]) -> list[tuple[str, str]]:
         if not settles:
             return []
-        return self._dead_pairs(self._scripts["settle"](args=self._settle_args(settles)))
+        return self._dead_pairs(self.scripts.run("settle", self._settle_args(settles)))
 
     def _settle_args(self, settles: Sequence[Settle]) -> list[Any]:
         args: list[Any] = [self.prefix, self.backstop_ms]
@@ -159,10 +175,10 @@ class RedisBackend:
         args: list[Any] = [self.prefix, self.lease_ms]
         for job_id, token in held:
             args += [job_id, token]
-        return [_text(x) for x in self._scripts["heartbeat"](args=args)]
+        return [_text(x) for x in self.scripts.run("heartbeat", args)]
 
     def recover(self, limit: int = 100) -> list[Recovered]:
-        reply = self._scripts["recover"](args=[self.prefix, limit, self.backstop_ms])
+        reply = self.scripts.run("recover", [self.prefix, limit, self.backstop_ms])
         return [Recovered(_text(reply[i]), _text(reply[i + 1])) for i in range(0, len(reply), 2)]
 
     def maintain(self, worker_id: str) -> bool:
@@ -171,9 +187,7 @@ class RedisBackend:
                                px=self.maintenance_interval_ms):
             return False
         comp_ret, comp_max, dead_ret, dead_max = self.retention
-        self._scripts["maintain"](
-            args=[self.prefix, 500, comp_ret, comp_max, dead_ret, dead_max]
-        )
+        self.scripts.run("maintain", [self.prefix, 500, comp_ret, comp_max, dead_ret, dead_max])
         return True
 
     def wait(
@@ -223,7 +237,7 @@ class RedisBackend:
 
     def purge(self, queue: str) -> int:
         """Delete the jobs waiting in ``queue`` and release their holds (``purge.lua``)."""
-        return int(self._scripts["purge"](args=[self.prefix, queue]))
+        return int(self.scripts.run("purge", [self.prefix, queue]))
 
     def purge_transient(self, queue: str) -> int:
         key = self.key("t", queue)
@@ -290,6 +304,10 @@ class RedisBackend:
             self.client.hset(key, "st", state)
 
     def close(self) -> None:
+        with self._publish_lock:
+            if self._publish_conn is not None and self._publish_pid == os.getpid():
+                self._publish_conn.disconnect()
+            self._publish_conn = None
         self.client.close()
 
     # -- inspection for the end-to-end tests (tests/e2e) ------------------------------

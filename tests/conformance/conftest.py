@@ -20,7 +20,8 @@ from .stores import OPENERS, backends_on_one_store
 
 @pytest.fixture(params=sorted(OPENERS))
 def backend_kind(request: pytest.FixtureRequest) -> str:
-    """The backend under test: ``postgres``, ``redis`` or ``sqlite``."""
+    """The backend under test: ``postgres``, ``redis``, ``redis-eval`` (Redis with EVALSHA
+    instead of Redis Functions) or ``sqlite``."""
     return str(request.param)
 
 

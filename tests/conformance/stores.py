@@ -8,6 +8,7 @@ fresh schema of the test database (``PLUS_TEST_PG``), dropped afterwards.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,11 +31,21 @@ Opener = Callable[..., Backend]
 
 
 @contextlib.contextmanager
-def redis_store(tmp_path: Path) -> Iterator[Opener]:
-    """Backends on a fresh key prefix of the test Redis; its keys are deleted on exit."""
+def redis_store(tmp_path: Path, *, functions: bool = True) -> Iterator[Opener]:
+    """Backends on a fresh key prefix of the test Redis; its keys are deleted on exit.
+
+    ``functions=False``: the backends run their Lua with EVALSHA, as on a Redis without
+    Redis Functions (before 7.0), instead of the function library.
+    """
     prefix = f"c{uuid.uuid4().hex[:10]}"
+
+    def open_backend(**options: Any) -> RedisBackend:
+        backend = RedisBackend(REDIS_URL, prefix=prefix, **options)
+        backend.scripts.functions = functions
+        return backend
+
     try:
-        yield lambda **options: RedisBackend(REDIS_URL, prefix=prefix, **options)
+        yield open_backend
     finally:
         client = redis.Redis.from_url(REDIS_URL)
         keys = list(client.scan_iter(f"{prefix}:*", count=1000))
@@ -76,6 +87,7 @@ def postgres_store(tmp_path: Path) -> Iterator[Opener]:
 #: Backend name -> a context manager giving an opener of backends on one isolated store.
 OPENERS: dict[str, Callable[[Path], contextlib.AbstractContextManager[Opener]]] = {
     "redis": redis_store,
+    "redis-eval": functools.partial(redis_store, functions=False),
     "sqlite": sqlite_store,
     "postgres": postgres_store,
 }
