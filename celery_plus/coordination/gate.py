@@ -15,6 +15,7 @@ coordination store (``Backend.claim_job``: slot taken atomically, holds per wind
 * finished (completed, dead-lettered, canceled): a stale redelivery; acked without running.
 * missing (sent by a client without the coordination store): the job is recorded now, without
   its unique key (uniqueness is decided when a job is sent), then claimed.
+* the store cannot be reached: given back with a delay, as when blocked.
 
 :class:`CoordinationKeeper` renews this process's leases every ``plus_heartbeat_interval`` and
 runs the store's throttled maintenance (recovery of expired leases frees a dead worker's slots).
@@ -44,6 +45,8 @@ from .coordinator import Coordinator, coordinator_for
 logger = logging.getLogger("celery_plus.coordination")
 
 TICK_S = 0.1
+#: Shortest wait before a delivery is tried again while the coordination store is unreachable.
+STORE_RETRY_S = 2.0
 
 
 class Claimed:
@@ -88,9 +91,17 @@ class Admission:
 
     def admit(self, request: Any) -> bool:
         """True when the delivery may run (its claim is on ``request.plus_claim``)."""
-        got = self.coordinator.claim(request.id)
-        if got.outcome == "missing":
-            got = self._adopt(request)
+        try:
+            got = self.coordinator.claim(request.id)
+            if got.outcome == "missing":
+                got = self._adopt(request)
+        except Exception as exc:
+            # Store unreachable: neither run unchecked nor drop it; the broker keeps it.
+            logger.warning("celery-plus: coordination store unavailable for %s[%s] (%r): "
+                           "delivery given back", request.name, request.id, exc)
+            self._give_back(request, _jittered(max(
+                self.coordinator.config.coordination_retry_delay, STORE_RETRY_S)))
+            return False
         if got.outcome == "claimed":
             request.plus_claim = Claimed(self.coordinator, request.id, got.token, request.name)
             return True

@@ -278,6 +278,21 @@ def test_a_job_sent_without_the_store_is_recorded_by_the_worker(
     assert "has no record in the coordination store" in worker.log()
 
 
+def test_while_the_store_is_unreachable_deliveries_wait_on_the_broker(
+        setup: Setup, start: Callable[..., Worker], prefix: str) -> None:
+    worker = start(env={coordination_proj.COORDINATION_ENV: "redis://127.0.0.1:1/0"})
+    plain = proj.make_app(prefix)  # a client that does not use the store
+    plain.conf.task_default_queue = prefix
+    try:
+        plain.tasks["proj.per_customer"].delay("down", 0, 0.1)
+    finally:
+        plain.close()
+    wait_until(lambda: worker.log().count("delivery given back") >= 2, timeout=30,
+               message="the delivery given back to the broker, twice")
+    assert events(prefix, "start") == [], "nothing runs unchecked"
+    assert worker.proc.poll() is None
+
+
 def test_a_killed_worker_frees_its_slots_when_its_leases_expire(
         app: Any, view: Backend, start: Callable[..., Worker], prefix: str) -> None:
     per_customer, unique = app.tasks["proj.per_customer"], app.tasks["proj.unique_running"]
