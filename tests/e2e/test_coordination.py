@@ -154,7 +154,10 @@ def test_uniqueness_windows_coalesce_duplicates_through_the_store(
     waiting = pending.delay("p", 1.5)
     assert waiting.deduplicated is False
     assert pending.delay("p", 1.5).deduplicated is True
-    start()
+    # An admin cancel before a worker sees it: its message is dropped unrun when it arrives.
+    canceled = running.delay("c", 0.1)
+    assert admin.cancel(app, canceled.id).changed
+    worker = start()
     # running: a duplicate while the holder runs coalesces into it.
     holder = running.delay("r", 1.0)
     wait_until(lambda: _starts(prefix, "r"), timeout=20, message="holder started")
@@ -193,6 +196,9 @@ def test_uniqueness_windows_coalesce_duplicates_through_the_store(
                message="the expired job canceled")
     assert view.holder((view.job(expired.id) or {})["uk"]) is None
     assert _starts(prefix, "x") == []
+    wait_until(lambda: f"[{canceled.id}] is canceled in the coordination store" in worker.log(),
+               timeout=10, message="the canceled job's delivery dropped")
+    assert _starts(prefix, "c") == [] and _state(view, canceled.id) == "canceled"
     assert len(_starts(prefix, "r")) == 2, "holder + the send after it finished; never the dup"
     assert len(_starts(prefix, "p")) == 2
     assert _state(view, holder.id) == "completed" and _state(view, waiting.id) == "completed"
