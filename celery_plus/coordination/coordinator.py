@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import uuid
+import weakref
 from typing import Any
 
 from celery.exceptions import ImproperlyConfigured
@@ -98,6 +99,13 @@ def coordinator_for(app: Any) -> Coordinator | None:
     return cached
 
 
+def _reset_after_fork(ref: weakref.ref[Coordinator]) -> None:
+    coordinator = ref()
+    if coordinator is not None:
+        coordinator._lock = threading.Lock()
+        coordinator._held = {}
+
+
 class Coordinator:
     """One app's coordination store: the store operations the send path and workers use.
 
@@ -114,6 +122,10 @@ class Coordinator:
         self._backend: Backend | None = None
         self._lock = threading.Lock()
         self._held: dict[str, int] = {}
+        # A pool child forked while the keeper thread held the lock must not inherit it
+        # locked; the parent's claims are not the child's to renew.
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _reset_after_fork(ref))
 
     @property
     def backend(self) -> Backend:
