@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,14 @@ class PlusAMQP(AMQP):
         return self._producer_pool
 
     publisher_pool = producer_pool
+
+    @cached_property
+    def send_task_message(self) -> Any:
+        # On a non-plus broker with plus_coordination_url, messages with extension options
+        # are recorded in the coordination store first; otherwise Celery's sender, unchanged.
+        from .coordination.sender import coordinated_sender
+
+        return coordinated_sender(self.app, self._create_task_sender())
 
 
 class Celery(celery.Celery):

@@ -45,6 +45,16 @@ def _admin_token(value: Any) -> bool:
                              and value.isprintable() and not any(c.isspace() for c in value))
 
 
+#: URL schemes a coordination store may use (``plus_coordination_url``).
+COORDINATION_SCHEMES = ("redis", "rediss", "postgresql", "postgres")
+
+
+def _coordination_url(value: Any) -> bool:
+    return value is None or (isinstance(value, str)
+                             and value.partition("://")[0] in COORDINATION_SCHEMES
+                             and "://" in value)
+
+
 def _pg_schema(value: Any) -> bool:
     return (isinstance(value, str) and re.fullmatch(r"[a-z_][a-z0-9_]{0,47}", value) is not None
             and not value.startswith("pg_"))
@@ -138,6 +148,22 @@ SETTINGS: tuple[Setting, ...] = (
         "database); created and migrated on first use.",
     ),
     Setting(
+        "plus_coordination_url",
+        None,
+        _coordination_url,
+        "None or a redis://, rediss:// or postgresql:// URL (without 'plus+')",
+        "Coordination store of an app whose broker is not plus+... (amqp://, redis://): "
+        "uniqueness, concurrency slots and dead letters are kept there (docs/coordination.md).",
+    ),
+    Setting(
+        "plus_coordination_retry_delay",
+        0.5,
+        _positive,
+        "seconds > 0",
+        "Coordination store only: how long a delivery whose concurrency group is full waits "
+        "(back on the broker) before it is tried again.",
+    ),
+    Setting(
         "plus_admin_token",
         None,
         _admin_token,
@@ -169,6 +195,8 @@ class PlusConfig:
     key_prefix: str
     pg_schema: str = "celery_plus"
     admin_token: str | None = None
+    coordination_url: str | None = None
+    coordination_retry_delay: float = 0.5
 
 
 def resolve(values: Mapping[str, Any]) -> PlusConfig:
@@ -213,4 +241,6 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         key_prefix=str(merged["plus_key_prefix"]),
         pg_schema=str(merged["plus_pg_schema"]),
         admin_token=merged["plus_admin_token"],
+        coordination_url=merged["plus_coordination_url"],
+        coordination_retry_delay=float(merged["plus_coordination_retry_delay"]),
     )

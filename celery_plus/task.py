@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import celery
 from billiard.einfo import ExceptionWithTraceback
@@ -26,6 +26,9 @@ from celery.worker.request import Request as CeleryRequest
 
 from .options import EXTENSION_OPTIONS, PayloadBinder, TaskExtensions, parse_extensions
 from .transport.channel import QoS
+
+if TYPE_CHECKING:
+    from .coordination.gate import Claimed
 
 logger = logging.getLogger("celery_plus")
 
@@ -47,7 +50,24 @@ def _exception_type(exc: BaseException) -> str:
 
 
 class Request(CeleryRequest):
-    """Celery's request, noting failure details on the delivery before it is settled."""
+    """Celery's request, noting failure details on the delivery before it is settled.
+
+    In coordinated mode (a non-plus broker) the delivery's claim in the coordination store is
+    settled first whenever the request acks or rejects its message.
+    """
+
+    #: The coordination store's claim of this delivery (set by ``coordination/gate.py``).
+    plus_claim: Claimed | None = None
+
+    def acknowledge(self) -> None:
+        if self.plus_claim is not None and not self.acknowledged:
+            self.plus_claim.end("ack")
+        super().acknowledge()
+
+    def reject(self, requeue: bool = False) -> None:
+        if self.plus_claim is not None and not self.acknowledged:
+            self.plus_claim.end("requeue" if requeue else "reject")
+        super().reject(requeue)
 
     def on_failure(self, exc_info: Any, send_failed_event: bool = True,
                    return_ok: bool = False) -> Any:
@@ -75,15 +95,15 @@ class Request(CeleryRequest):
         self._note(reason, exc, traceback or "")
 
     def _note(self, reason: str, exc: BaseException, traceback: str) -> None:
+        detail = {"reason": reason, "exc_type": _exception_type(exc), "exc_message": str(exc),
+                  "traceback": traceback}
+        if self.plus_claim is not None:
+            self.plus_claim.failure = detail
+            return
         message = self.message
         qos = getattr(getattr(message, "channel", None), "qos", None)
         if isinstance(qos, QoS):
-            qos.mark_failure(message.delivery_tag, {
-                "reason": reason,
-                "exc_type": _exception_type(exc),
-                "exc_message": str(exc),
-                "traceback": traceback,
-            })
+            qos.mark_failure(message.delivery_tag, detail)
 
 
 class Task(celery.Task):

@@ -1,5 +1,8 @@
 """Worker bootsteps celery-plus adds: start-up validation and a report of the durable setup.
 
+On a non-plus broker with ``plus_coordination_url`` the consumer also gets the coordination
+gate (``coordination/gate.py``): claims in the coordination store before a delivery runs.
+
 Leases, heartbeats and maintenance belong to the ``plus`` transport's consuming connection
 (see ``transport/keeper.py``), so they work the same under ``celery-plus worker`` and
 ``celery worker``; this step checks the configuration before the worker consumes anything.
@@ -25,6 +28,10 @@ class DurableSetup(bootsteps.StartStopStep):
         app = worker.app
         plus_config = getattr(app, "plus_config", None)
         self.config = plus_config() if plus_config else None
+        if self.config is not None:
+            from .coordination import check_worker
+
+            check_worker(app)  # a coordination URL on a plus+ broker, unenforced options
 
     def start(self, worker: Any) -> None:
         if self.config is not None:
@@ -37,4 +44,7 @@ class DurableSetup(bootsteps.StartStopStep):
 
 
 def install_bootsteps(app: Any) -> None:
+    from .coordination.gate import Gate
+
     app.steps["worker"].add(DurableSetup)
+    app.steps["consumer"].add(Gate)  # coordinated mode only (a non-plus broker)

@@ -107,9 +107,18 @@ def _url_and_config(app: Any) -> tuple[str, settings.PlusConfig]:
 
 
 def connect(app: Any) -> Admin:
-    """An :class:`Admin` on ``app``'s store (a Celery app, or a ``plus+...`` broker URL)."""
+    """An :class:`Admin` on ``app``'s store (a Celery app, or a ``plus+...`` broker URL).
+
+    For an app on a non-plus broker, its coordination store (``plus_coordination_url``).
+    """
     from ..transport import make_backend
 
+    if not isinstance(app, str) and hasattr(app, "plus_config"):
+        from ..coordination.admin import coordinated_admin_store
+
+        coordinated = coordinated_admin_store(app)
+        if coordinated is not None:
+            return Admin(coordinated)
     url, config = _url_and_config(app)
     backend = make_backend(url, config)
     try:

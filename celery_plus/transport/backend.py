@@ -74,6 +74,27 @@ class ClaimResult:
     next_due: float | None = None
 
 
+#: Outcomes of :meth:`Backend.claim_job`.
+CLAIM_JOB_OUTCOMES = ("claimed", "blocked", "held", "finished", "missing")
+
+
+@dataclass(frozen=True)
+class JobClaim:
+    """What :meth:`Backend.claim_job` did with one job id.
+
+    ``claimed``: the job is now running under this claim (``token``, ``deliveries``);
+    ``blocked``: its concurrency group is full (nothing changed); ``held``: another claim is
+    running it (``lease_left_ms`` until that lease expires); ``finished``: it is completed,
+    failed, canceled or discarded (``state`` says which); ``missing``: there is no record.
+    """
+
+    outcome: str
+    state: str = ""
+    token: int = 0
+    deliveries: int = 0
+    lease_left_ms: int = 0
+
+
 @dataclass(frozen=True)
 class Recovered:
     job_id: str
@@ -99,6 +120,18 @@ class Backend(Protocol):
         max_jobs: int,
         settles: Sequence[Settle] = (),
     ) -> ClaimResult: ...
+
+    def claim_job(self, job_id: str, worker_id: str) -> JobClaim:
+        """Claim one waiting job by id, as ``claim`` would claim it (one atomic step).
+
+        For a job whose message another broker delivered (the coordination store): an
+        enqueued, scheduled (due or not) or blocked job becomes running with a new lease
+        token and a counted delivery, its concurrency slot taken in the same step and its
+        hold treated as by ``claim`` (pending window released, running window refreshed). A
+        full group changes nothing (``blocked``); a running, finished or unknown job is
+        reported, not changed. The claim is settled, renewed and recovered like any other.
+        """
+        ...
 
     def settle(self, settles: Sequence[Settle]) -> list[tuple[str, str]]: ...
 

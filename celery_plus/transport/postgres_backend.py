@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from kombu.exceptions import ConnectionError as KombuConnectionError
 
 from . import pg_migrations, pg_pool
-from .backend import Claim, ClaimResult, NewJob, PublishOutcome, Recovered, Settle
+from .backend import Claim, ClaimResult, JobClaim, NewJob, PublishOutcome, Recovered, Settle
 
 logger = logging.getLogger("celery_plus.transport.postgres")
 
@@ -280,6 +280,13 @@ class PostgresBackend:
             elif kind == "n":
                 result.next_due = int(token) / 1000.0
         return result
+
+    def claim_job(self, job_id: str, worker_id: str) -> JobClaim:
+        """Claim one waiting job by id (``claim_job()``, migration 0003)."""
+        outcome, state, token, deliveries, left = self._one(
+            "SELECT * FROM claim_job(%s, %s, %s::bigint, %s::bigint)",
+            [job_id, worker_id, self.lease_ms, self.backstop_ms])
+        return JobClaim(str(outcome), str(state), int(token), int(deliveries), int(left))
 
     def settle(self, settles: Sequence[Settle]) -> list[tuple[str, str]]:
         """End claims, fenced by (id, token); returns the dead-lettered (id, reason) pairs."""

@@ -15,10 +15,10 @@ from typing import Any
 
 import redis
 
-from .backend import Claim, ClaimResult, NewJob, PublishOutcome, Recovered, Settle
+from .backend import Claim, ClaimResult, JobClaim, NewJob, PublishOutcome, Recovered, Settle
 from .redis_scripts import ScriptLibrary, pack
 
-_SCRIPTS = ("publish", "claim", "settle", "heartbeat", "recover", "maintain", "purge")
+_SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recover", "maintain", "purge")
 TRANSIENT_TTL_S = 300
 
 
@@ -152,6 +152,12 @@ class RedisBackend:
             )
         result.blocked = [_text(b) for b in blocked]
         return result
+
+    def claim_job(self, job_id: str, worker_id: str) -> JobClaim:
+        """Claim one waiting job by id (``lua/claim_job.lua``)."""
+        outcome, state, token, deliveries, left = self.scripts.run(
+            "claim_job", [self.prefix, job_id, worker_id, self.lease_ms, self.backstop_ms])
+        return JobClaim(_text(outcome), _text(state), int(token), int(deliveries), int(left))
 
     def settle(self, settles: Sequence[Settle]) -> list[tuple[str, str]]:
         if not settles:

@@ -36,7 +36,7 @@ from urllib.parse import unquote
 
 from celery.exceptions import ImproperlyConfigured
 
-from .backend import Claim, ClaimResult, NewJob, PublishOutcome, Recovered, Settle
+from .backend import Claim, ClaimResult, JobClaim, NewJob, PublishOutcome, Recovered, Settle
 
 logger = logging.getLogger("celery_plus.transport.sqlite")
 
@@ -540,21 +540,56 @@ class SQLiteBackend:
                             continue
                         tx.run("INSERT OR IGNORE INTO slots (conc_group, job_id) VALUES (?, ?)",
                                group, job_id)
-                    if lock:
-                        if window == "pending":
-                            tx.drop_hold(lock, job_id)
-                        elif window == "running":
-                            tx.refresh_hold(lock, job_id)
-                    delivery = int(deliveries) + 1
-                    token = tx.scalar(
-                        "UPDATE jobs SET state = 'running', worker = ?, started_ms = ?, "
-                        "deliveries = ?, token = COALESCE(token, 0) + 1, lease_expires_ms = ? "
-                        "WHERE id = ? RETURNING token",
-                        worker_id, tx.now, delivery, tx.now + self.lease_ms, job_id)
-                    result.claims.append(Claim(job_id, int(token), bytes(msg), delivery, queue))
+                    token, delivery = self._begin_claim(tx, job_id, lock, window, deliveries,
+                                                        worker_id)
+                    result.claims.append(Claim(job_id, token, bytes(msg), delivery, queue))
                     taken += 1
         first_due = tx.scalar("SELECT MIN(due_ms) FROM jobs WHERE state = 'scheduled'")
         result.next_due = None if first_due is None else max(first_due - tx.now, 0) / 1000.0
+
+    def _begin_claim(self, tx: _Tx, job_id: str, lock: str | None, window: str | None,
+                     deliveries: int, worker_id: str) -> tuple[int, int]:
+        """A waiting job (its slot taken) becomes running: holds as ``claim``, token+1,
+        deliveries+1, a lease. Returns (token, deliveries)."""
+        if lock:
+            if window == "pending":
+                tx.drop_hold(lock, job_id)
+            elif window == "running":
+                tx.refresh_hold(lock, job_id)
+        delivery = int(deliveries) + 1
+        token = tx.scalar(
+            "UPDATE jobs SET state = 'running', worker = ?, started_ms = ?, "
+            "deliveries = ?, token = COALESCE(token, 0) + 1, lease_expires_ms = ? "
+            "WHERE id = ? RETURNING token",
+            worker_id, tx.now, delivery, tx.now + self.lease_ms, job_id)
+        return int(token), delivery
+
+    def claim_job(self, job_id: str, worker_id: str) -> JobClaim:
+        """Claim one waiting job by id, in one transaction (``lua/claim_job.lua``)."""
+
+        def body(tx: _Tx) -> JobClaim:
+            row = tx.one("SELECT state, conc_group, conc_limit, unique_lock, unique_window, "
+                         "deliveries, lease_expires_ms FROM jobs WHERE id = ?", job_id)
+            if row is None:
+                return JobClaim("missing")
+            state, group, limit, lock, window, deliveries, lease = row
+            if state == "running":
+                left = max(int(lease if lease is not None else tx.now) - tx.now, 0)
+                return JobClaim("held", state, deliveries=int(deliveries), lease_left_ms=left)
+            if state not in ("enqueued", "scheduled", "blocked"):
+                return JobClaim("finished", state)
+            if group:
+                used = tx.scalar("SELECT COUNT(*) FROM slots WHERE conc_group = ?", group)
+                if used >= limit:
+                    tx.stat("blocked")
+                    return JobClaim("blocked", state)
+                tx.run("INSERT OR IGNORE INTO slots (conc_group, job_id) VALUES (?, ?)",
+                       group, job_id)
+            token, delivery = self._begin_claim(tx, job_id, lock, window, deliveries,
+                                                worker_id)
+            return JobClaim("claimed", "running", token, delivery)
+
+        return self._write(body)
 
     def settle(self, settles: Sequence[Settle]) -> list[tuple[str, str]]:
         """End claims, fenced by (id, token); returns the dead-lettered (id, reason) pairs."""

@@ -37,18 +37,7 @@ for qi = 7, #ARGV do
           end
         end
         if free then
-          if f[4] and f[4] ~= '' then
-            local lk = P .. ':u:' .. f[4]
-            if f[5] == 'pending' then
-              if redis.call('GET', lk) == id then redis.call('DEL', lk) end
-            elseif f[5] == 'running' and redis.call('GET', lk) == id then
-              redis.call('PEXPIRE', lk, backstop)
-            end
-          end
-          local tok = redis.call('HINCRBY', jk, 'tok', 1)
-          local dl = tonumber(f[7] or '0') + 1
-          redis.call('HSET', jk, 'st', 'running', 'wk', worker, 'start', NOW, 'dl', dl)
-          redis.call('ZADD', P .. ':lease', NOW + lease_ms, id)
+          local tok, dl = begin_claim(id, f[4], f[5], f[7], worker, lease_ms, backstop)
           out[#out + 1] = id
           out[#out + 1] = tok
           out[#out + 1] = f[6]

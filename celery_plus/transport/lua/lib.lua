@@ -78,6 +78,26 @@ local function free_slot(group, id)
   end
 end
 
+-- Make a waiting job running under a new claim (slot already taken by the caller): the
+-- pending window's hold is released, the running window's refreshed; token+1, deliveries+1,
+-- lease = now + lease_ms. Returns token, deliveries.
+local function begin_claim(id, lock, window, deliveries, worker, lease_ms, backstop)
+  local jk = jkey(id)
+  if lock and lock ~= '' then
+    local lk = P .. ':u:' .. lock
+    if window == 'pending' then
+      if redis.call('GET', lk) == id then redis.call('DEL', lk) end
+    elseif window == 'running' and redis.call('GET', lk) == id then
+      redis.call('PEXPIRE', lk, backstop)
+    end
+  end
+  local tok = redis.call('HINCRBY', jk, 'tok', 1)
+  local dl = tonumber(deliveries or '0') + 1
+  redis.call('HSET', jk, 'st', 'running', 'wk', worker, 'start', NOW, 'dl', dl)
+  redis.call('ZADD', P .. ':lease', NOW + lease_ms, id)
+  return tok, dl
+end
+
 -- Release a non-TTL unique hold, but only if `id` holds it.
 local function release_hold(lock, window, id)
   if lock and lock ~= '' and window ~= 'ttl' then
