@@ -41,8 +41,9 @@ local function jkey(id) return P .. ':job:' .. id end
 
 local function wake(queue)
   local k = P .. ':wake:' .. queue
-  redis.call('RPUSH', k, '1')
-  redis.call('LTRIM', k, 0, WAKE_CAP)
+  if redis.call('RPUSH', k, '1') > WAKE_CAP + 1 then
+    redis.call('LTRIM', k, 0, WAKE_CAP)
+  end
 end
 
 local function enqueue(id, queue, score)
