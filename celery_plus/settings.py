@@ -45,6 +45,20 @@ def _admin_token(value: Any) -> bool:
                              and value.isprintable() and not any(c.isspace() for c in value))
 
 
+def _queue_names(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
+        return False
+    return all(isinstance(name, str) and name and not name.endswith(".pidbox")
+               and not name.startswith("celeryev") for name in value)
+
+
+def _redis_url(value: Any) -> bool:
+    return value is None or (isinstance(value, str)
+                             and value.partition("://")[0] in ("redis", "rediss"))
+
+
 def _pg_schema(value: Any) -> bool:
     return (isinstance(value, str) and re.fullmatch(r"[a-z_][a-z0-9_]{0,47}", value) is not None
             and not value.startswith("pg_"))
@@ -146,6 +160,24 @@ SETTINGS: tuple[Setting, ...] = (
         "Secret the web dashboard requires for retry/discard/cancel (HTTP Basic auth password "
         "or 'Authorization: Bearer <token>'); without it the dashboard is read-only.",
     ),
+    Setting(
+        "plus_durable_queues",
+        None,
+        _queue_names,
+        "None or a list of task queue names (remote-control and event queues are never "
+        "durable)",
+        "Mixed deployment: only these queues are durable; every other task queue stays in "
+        "kombu's Redis layout, served by plain Celery workers (None: every queue durable).",
+    ),
+    Setting(
+        "plus_legacy_url",
+        None,
+        _redis_url,
+        "None or a redis:// or rediss:// URL",
+        "Mixed deployment: the Redis server holding the queues not in plus_durable_queues "
+        "(default: the plus+redis:// server itself; required on plus+sqlite:// and "
+        "plus+postgresql://).",
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -169,6 +201,9 @@ class PlusConfig:
     key_prefix: str
     pg_schema: str = "celery_plus"
     admin_token: str | None = None
+    #: Mixed deployment: the durable queues (None: every task queue is durable).
+    durable_queues: frozenset[str] | None = None
+    legacy_url: str | None = None
 
 
 def resolve(values: Mapping[str, Any]) -> PlusConfig:
@@ -199,6 +234,13 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
             f"plus_visibility_timeout={vt!r} (a third of it is a good value), "
             "or leases expire between renewals."
         )
+    durable = merged["plus_durable_queues"]
+    if merged["plus_legacy_url"] is not None and durable is None:
+        raise ImproperlyConfigured(
+            "Setting plus_legacy_url is set but plus_durable_queues is None (every queue is "
+            "durable, so no queue uses it). List the durable queues in plus_durable_queues "
+            "(e.g. []) or remove plus_legacy_url."
+        )
     return PlusConfig(
         visibility_timeout=vt,
         heartbeat_interval=heartbeat,
@@ -213,4 +255,6 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         key_prefix=str(merged["plus_key_prefix"]),
         pg_schema=str(merged["plus_pg_schema"]),
         admin_token=merged["plus_admin_token"],
+        durable_queues=None if durable is None else frozenset(durable),
+        legacy_url=merged["plus_legacy_url"],
     )
