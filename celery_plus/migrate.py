@@ -159,6 +159,11 @@ class Source:
                 items.append(self.item(_json_bytes(message), tag))
         return items, left
 
+    def unacked_count(self) -> int:
+        """How many entries of kombu's unacked hash belong to this queue."""
+        readable, unreadable = self.unacked_items(0)
+        return len(readable) + unreadable
+
     def _unacked_entry(self, entry: bytes | str, bindings: dict[str, set[str]],
                        ) -> tuple[dict[str, Any] | None, bool]:
         """(envelope, belongs to this queue) of an unacked entry ([envelope, exchange, rk])."""
@@ -299,6 +304,8 @@ def migrate(source: Source, backend: Backend, options: MigrateOptions,
                 tally.from_unacked += tally.done - before
             if not taken:  # a pass that found nothing: the queue is empty
                 break
+        if not options.include_unacked:
+            tally.unacked_left = source.unacked_count()
         report("done", tally)
         return tally
     finally:
@@ -326,8 +333,7 @@ def plan(source: Source, backend: Backend, options: MigrateOptions,
         tally.from_unacked = len(unacked)
         items += unacked
     else:
-        readable, unreadable = source.unacked_items(0)
-        tally.unacked_left = len(readable) + unreadable
+        tally.unacked_left = source.unacked_count()
     tally.planned = len(items)
     jobs = [item.job for item in items if item.job is not None]
     present = existing_ids(backend, [job.id for job in jobs])
