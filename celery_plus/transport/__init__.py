@@ -32,8 +32,8 @@ logger = logging.getLogger("celery_plus.transport")
 
 SCHEMES = ("redis", "rediss", "sqlite", "postgresql")
 
-#: Longest idle wait while legacy queues are consumed: kombu's lists have no wake-ups, so a
-#: celery-plus worker polls them (plain Celery workers keep their blocking pops).
+#: Longest idle wait while kombu lists are consumed (legacy queues, plain workers' replies):
+#: they have no wake-ups, so they are polled (plain Celery workers keep their blocking pops).
 LEGACY_POLL_S = 0.1
 
 
@@ -174,7 +174,7 @@ class Transport(virtual.Transport):
                     durable += channel.durable_queues
                 elif channel.durable_queues:
                     busy = True
-                legacy = legacy or bool(channel.legacy_queues and channel._consumers)
+                legacy = legacy or channel.polls_kombu()
             if busy:
                 wait = min(wait, 0.05)  # capacity frees as other threads ack
             if legacy:

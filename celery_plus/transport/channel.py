@@ -299,6 +299,11 @@ class Channel(virtual.Channel):
         durable = self._durable
         return durable is not None and queue not in durable and not is_transient(queue)
 
+    def bridges(self, queue: str) -> bool:
+        """True for a reply queue of remote control in a mixed deployment: plain Celery
+        workers answer into kombu's layout, celery-plus workers into the store."""
+        return self._durable is not None and queue.endswith(".pidbox") and ".reply." in queue
+
     @property
     def legacy(self) -> LegacyChannel:
         """The kombu Redis channel of this channel's legacy queues (opened on first use)."""
@@ -342,10 +347,17 @@ class Channel(virtual.Channel):
         body = dumps(message)
         for binding in self.backend.bindings(exchange):
             self.backend.push_transient(binding.split(BINDING_SEP)[-1], body)
+        if self._durable is not None:  # mixed deployment: plain Celery workers listen there
+            self.legacy.put_fanout(exchange, message, routing_key)
+
+    def _new_queue(self, queue: str, **kwargs: Any) -> None:
+        if self.bridges(queue):
+            self.legacy.declare(queue, **kwargs)
 
     def _queue_bind(self, exchange: str, routing_key: str, pattern: str, queue: str) -> None:
         self.backend.bind(exchange, BINDING_SEP.join((routing_key or "", pattern or "", queue)))
-        if self.is_legacy(queue):  # kombu routes restores (and plain clients) by its table
+        if self.is_legacy(queue) or self.bridges(queue):
+            # kombu routes by its own table: restores, plain clients, plain workers' replies
             self.legacy.bind(exchange, routing_key, pattern, queue)
 
     def get_table(self, exchange: str) -> list[Any]:
@@ -361,7 +373,7 @@ class Channel(virtual.Channel):
             routing_key, pattern = [*args[1:3], "", ""][:2]
             self.backend.unbind(
                 exchange, BINDING_SEP.join((routing_key or "", pattern or "", queue)))
-            if self.is_legacy(queue):
+            if self.is_legacy(queue) or self.bridges(queue):
                 self.legacy.delete(queue, exchange, routing_key, pattern)
         if is_transient(queue):
             self._purge(queue)
@@ -440,6 +452,11 @@ class Channel(virtual.Channel):
             return []
         return [q for q in self._active_queues if self.is_legacy(q)]
 
+    def polls_kombu(self) -> bool:
+        """True while this channel consumes kombu lists, which have no wake-ups."""
+        return self._durable is not None and bool(self._consumers) and any(
+            self.is_legacy(q) or self.bridges(q) for q in self._active_queues)
+
     @property
     def transient_queues(self) -> list[str]:
         return [q for q in self._active_queues if is_transient(q)]
@@ -457,6 +474,8 @@ class Channel(virtual.Channel):
             return 0
         for queue in self.transient_queues:
             raw = self.backend.pop_transient(queue)
+            if raw is None and self.bridges(queue):
+                raw = self.legacy.pop(queue)  # a plain Celery worker's reply
             if raw is not None:
                 self.connection._deliver(json.loads(raw), queue)
                 delivered += 1

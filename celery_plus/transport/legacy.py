@@ -106,6 +106,14 @@ class LegacyChannel:
     def purge(self, queue: str) -> int:
         return int(self.channel._purge(queue))
 
+    def declare(self, queue: str, **kwargs: Any) -> None:
+        """Let kombu know the queue's arguments (an ``x-expires`` makes its binding expire)."""
+        self.channel._new_queue(queue, **kwargs)
+
+    def put_fanout(self, exchange: str, message: dict[str, Any], routing_key: str) -> None:
+        """Broadcast the way kombu does (PUBLISH): plain Celery workers hear it too."""
+        self.channel._put_fanout(exchange, message, routing_key)
+
     def bind(self, exchange: str, routing_key: str, pattern: str, queue: str) -> None:
         """Record the binding in kombu's table too, so kombu routes restores and publishes."""
         self.channel._queue_bind(exchange, routing_key, pattern, queue)

@@ -87,8 +87,10 @@ def test_plain_and_plus_workers_share_one_redis_each_job_once_on_its_worker(
     assert {where[t].split("-")[0] for t in legacy} == {"w0"}, "legacy jobs: plain worker"
     assert {where[t].split("-")[0] for t in durable} == {"w1"}, "durable jobs: plus worker"
     assert not any(view.job(t) for t in legacy[::50]), "legacy jobs never enter the store"
-    # Remote control keeps working on both sides.
-    assert wait_until(lambda: pinged(plus, f"w1-{prefix}"), message="plus worker answers")
+    # Remote control: the swapped app's broadcasts reach both kinds of worker; the plain
+    # app's reach the plain worker, as before.
+    assert wait_until(lambda: pinged(plus, f"w1-{prefix}") and pinged(plus, f"w0-{prefix}"),
+                      message="both workers answer the celery-plus app")
     assert wait_until(lambda: pinged(plain, f"w0-{prefix}"), message="plain worker answers")
 
 
