@@ -126,3 +126,21 @@ def test_a_sql_store_without_a_legacy_url_fails_naming_the_settings(
     with pytest.raises(ImproperlyConfigured, match=r"plus_durable_queues.*plus_legacy_url"):
         app.connection_for_write().transport  # noqa: B018  (creating it is the check)
     app.close()
+
+
+def test_held_legacy_messages_go_back_to_their_list_when_the_consumer_closes(
+        mixed: Celery, prefix: str) -> None:
+    for n in range(3):
+        mixed.tasks["mix.t"].apply_async((n,), queue="l")
+    unacked = KombuLayout(global_keyprefix=f"{prefix}:k:").unacked
+    client = redis.Redis.from_url(REDIS_URL)
+    got: list[Any] = []
+    with mixed.connection_for_read() as conn, conn.Consumer(
+            kombu.Queue("l", routing_key="l"), prefetch_count=3,
+            callbacks=[lambda body, message: got.append(message)]):
+        while len(got) < 3:
+            conn.drain_events(timeout=5)
+        assert kombu_lists(prefix, "l")[0] == 0 and client.hlen(unacked) == 3
+    # A warm shutdown: the unacked deliveries are restored, as kombu's consumers do.
+    assert kombu_lists(prefix, "l")[0] == 3 and client.hlen(unacked) == 0
+    client.close()
