@@ -88,7 +88,7 @@ def _line(queue: str, tally: Tally) -> str:
               help="Redis URL of the legacy queues (default: plus_legacy_url, else the "
                    "plus+redis:// server).")
 @click.option("--global-keyprefix", default=None,
-              help="kombu's global_keyprefix (default: broker_transport_options').")
+              help="kombu's global_keyprefix (default: the one in broker_transport_options).")
 @click.pass_context
 def migrate_queue(ctx: click.Context, name: str, dry_run: bool, include_unacked: bool,
                   unacked_older_than: float | None, batch_size: int, rate: float | None,
