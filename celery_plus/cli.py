@@ -61,7 +61,7 @@ def info(ctx: click.Context) -> None:
         raise click.UsageError("this app is not a celery_plus.Celery app")
     config = get_config()
     click.echo(json.dumps({"broker_url": app.connection_for_read().as_uri(),
-                           **config.__dict__}, indent=2))
+                           **config.__dict__}, indent=2, default=sorted))
 
 
 @plus.command(name="demo")
@@ -81,6 +81,16 @@ def _add_db_commands() -> None:
 
 
 _add_db_commands()
+
+
+def _add_migrate_command() -> None:
+    """``migrate-queue``: move a legacy kombu Redis queue into the durable store."""
+    from .migrate_cli import migrate_queue
+
+    plus.add_command(migrate_queue)
+
+
+_add_migrate_command()
 
 
 def _add_admin_commands() -> None:

@@ -4,8 +4,9 @@ Celery publishes a task as ``Producer.publish`` → entity declaration → ``Con
 → ``basic_publish`` → exchange routing → ``_put``. For a direct publish to a durable
 ``plus`` queue none of the middle steps does anything useful (the store needs no declared
 entities and routing is the queue name), so :class:`Producer` goes straight to the channel.
-Anything else — other exchanges, transient queues, other transports, or a connection error
-(which then gets kombu's retry policy) — takes kombu's normal path.
+Anything else — other exchanges, transient or legacy queues (``plus_durable_queues``), other
+transports, or a connection error (which then gets kombu's retry policy) — takes kombu's
+normal path.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import kombu
 
-from .transport.channel import Channel, is_transient
+from .transport.channel import Channel
 
 
 class Producer(kombu.Producer):
@@ -28,7 +29,7 @@ class Producer(kombu.Producer):
                 confirm_timeout: float | None = None, **properties: Any) -> Any:
         channel = self.channel
         if (exchange == "" and routing_key and isinstance(channel, Channel)
-                and not is_transient(routing_key)):
+                and channel.is_durable(routing_key)):
             headers = {} if headers is None else headers
             _, properties["delivery_mode"] = self._delivery_details(
                 self.exchange, delivery_mode)

@@ -53,6 +53,18 @@ def _coordination_url(value: Any) -> bool:
     return value is None or (isinstance(value, str)
                              and value.partition("://")[0] in COORDINATION_SCHEMES
                              and "://" in value)
+def _queue_names(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
+        return False
+    return all(isinstance(name, str) and name and not name.endswith(".pidbox")
+               and not name.startswith("celeryev") for name in value)
+
+
+def _redis_url(value: Any) -> bool:
+    return value is None or (isinstance(value, str)
+                             and value.partition("://")[0] in ("redis", "rediss"))
 
 
 def _pg_schema(value: Any) -> bool:
@@ -172,6 +184,24 @@ SETTINGS: tuple[Setting, ...] = (
         "Secret the web dashboard requires for retry/discard/cancel (HTTP Basic auth password "
         "or 'Authorization: Bearer <token>'); without it the dashboard is read-only.",
     ),
+    Setting(
+        "plus_durable_queues",
+        None,
+        _queue_names,
+        "None or a list of task queue names (remote-control and event queues are never "
+        "durable)",
+        "Mixed deployment: only these queues are durable; every other task queue stays in "
+        "kombu's Redis layout, served by plain Celery workers (None: every queue durable).",
+    ),
+    Setting(
+        "plus_legacy_url",
+        None,
+        _redis_url,
+        "None or a redis:// or rediss:// URL",
+        "Mixed deployment: the Redis server holding the queues not in plus_durable_queues "
+        "(default: the plus+redis:// server itself; required on plus+sqlite:// and "
+        "plus+postgresql://).",
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -197,6 +227,9 @@ class PlusConfig:
     admin_token: str | None = None
     coordination_url: str | None = None
     coordination_retry_delay: float = 0.5
+    #: Mixed deployment: the durable queues (None: every task queue is durable).
+    durable_queues: frozenset[str] | None = None
+    legacy_url: str | None = None
 
 
 def resolve(values: Mapping[str, Any]) -> PlusConfig:
@@ -227,6 +260,13 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
             f"plus_visibility_timeout={vt!r} (a third of it is a good value), "
             "or leases expire between renewals."
         )
+    durable = merged["plus_durable_queues"]
+    if merged["plus_legacy_url"] is not None and durable is None:
+        raise ImproperlyConfigured(
+            "Setting plus_legacy_url is set but plus_durable_queues is None (every queue is "
+            "durable, so no queue uses it). List the durable queues in plus_durable_queues "
+            "(e.g. []) or remove plus_legacy_url."
+        )
     return PlusConfig(
         visibility_timeout=vt,
         heartbeat_interval=heartbeat,
@@ -243,4 +283,6 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         admin_token=merged["plus_admin_token"],
         coordination_url=merged["plus_coordination_url"],
         coordination_retry_delay=float(merged["plus_coordination_retry_delay"]),
+        durable_queues=None if durable is None else frozenset(durable),
+        legacy_url=merged["plus_legacy_url"],
     )

@@ -2,7 +2,8 @@
 
 kombu splits ``plus+<url>`` into the transport alias ``plus`` and ``<url>``; this transport
 picks the backend from ``<url>``'s scheme. Durable semantics live in the backend; this module
-only wires kombu's virtual transport to it.
+only wires kombu's virtual transport to it (and, in a mixed deployment, to the legacy
+queues' kombu Redis connection: ``legacy.py``).
 """
 
 from __future__ import annotations
@@ -25,10 +26,15 @@ from .backend import Backend
 from .channel import Channel, is_transient
 from .channel import Channel as PlusChannel
 from .keeper import LeaseKeeper
+from .legacy import LegacyQueues
 
 logger = logging.getLogger("celery_plus.transport")
 
 SCHEMES = ("redis", "rediss", "sqlite", "postgresql")
+
+#: Longest idle wait while kombu lists are consumed (legacy queues, plain workers' replies):
+#: they have no wake-ups, so they are polled (plain Celery workers keep their blocking pops).
+LEGACY_POLL_S = 0.1
 
 
 def make_backend(url: str, config: settings.PlusConfig) -> Backend:
@@ -59,6 +65,26 @@ def make_backend(url: str, config: settings.PlusConfig) -> Backend:
         f"broker_url 'plus+{maybe_sanitize_url(url)}': unsupported store {scheme!r}. "
         f"Use one of: {', '.join('plus+' + s + '://' for s in SCHEMES)}."
     )
+
+
+def make_legacy(url: str, config: settings.PlusConfig,
+                transport_options: dict[str, Any]) -> LegacyQueues | None:
+    """The legacy queues' connection of a mixed deployment (None without
+    ``plus_durable_queues``)."""
+    if config.durable_queues is None:
+        return None
+    legacy_url = config.legacy_url
+    if legacy_url is None:
+        if url.partition("://")[0] not in ("redis", "rediss"):
+            raise ImproperlyConfigured(
+                f"Setting plus_durable_queues={sorted(config.durable_queues)!r} on broker_url "
+                f"'plus+{maybe_sanitize_url(url)}': the queues it does not list stay in "
+                "kombu's Redis layout, and this store is not Redis. Set plus_legacy_url to "
+                "the plain Celery broker (e.g. 'redis://localhost:6379/0'), or remove "
+                "plus_durable_queues to make every queue durable."
+            )
+        legacy_url = url
+    return LegacyQueues(legacy_url, config.durable_queues, transport_options)
 
 
 def _worker_stopping() -> bool:
@@ -101,6 +127,7 @@ class Transport(virtual.Transport):
             url = f"redis://{url}"
         self.url = url
         self.backend = make_backend(url, self.config)
+        self.legacy = make_legacy(url, self.config, options)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._keeper: LeaseKeeper | None = None
         self._next_due_at: float | None = None
@@ -140,15 +167,18 @@ class Transport(virtual.Transport):
                 raise TimeoutError()
             durable: list[str] = []
             transient: list[str] = []
-            busy = False
+            busy = legacy = False
             for channel in self._live_channels():
                 transient += channel.transient_queues
                 if channel.wants_jobs():
                     durable += channel.durable_queues
                 elif channel.durable_queues:
                     busy = True
+                legacy = legacy or channel.polls_kombu()
             if busy:
                 wait = min(wait, 0.05)  # capacity frees as other threads ack
+            if legacy:
+                wait = min(wait, LEGACY_POLL_S)
             if not durable and not transient:
                 time.sleep(wait)
                 continue
@@ -172,6 +202,8 @@ class Transport(virtual.Transport):
         try:
             super().close_connection(connection)
         finally:
+            if self.legacy is not None:
+                self.legacy.close()
             self.backend.close()
 
 
@@ -182,4 +214,4 @@ def register() -> None:
 
 register()
 
-__all__ = ["Channel", "Transport", "is_transient", "make_backend", "register"]
+__all__ = ["Channel", "Transport", "is_transient", "make_backend", "make_legacy", "register"]

@@ -3,7 +3,9 @@
 Task queues are durable: a published message becomes a job in the backend; consumers claim
 jobs in batches under a lease and settle them (ack / reject / requeue) in batches, fenced by
 the lease token carried in the delivery tag. Remote-control, reply and event queues are
-transient lists (they need no durability, as with any Celery broker).
+transient lists (they need no durability, as with any Celery broker). In a mixed deployment
+(``plus_durable_queues``), the task queues not listed are *legacy* queues, handed to an
+embedded kombu Redis channel (``legacy.py``) with kombu's own semantics.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kombu.utils.json import dumps
 
 from .. import signals
 from .backend import Backend, Claim, NewJob, PublishOutcome, Settle
+from .legacy import LegacyChannel, dead_letter_raw, parse_envelope
 
 if TYPE_CHECKING:
     from . import Transport
@@ -150,6 +153,8 @@ class QoS(virtual.QoS):
         self._lock = threading.Lock()
         self._pending: deque[Settle] = deque()
         self._failures: dict[str, dict[str, Any]] = {}
+        #: Deliveries from legacy queues: settled through kombu's QoS, not the store.
+        self._legacy: set[str] = set()
 
     def can_consume(self) -> bool:
         pcount = self.prefetch_count
@@ -162,6 +167,14 @@ class QoS(virtual.QoS):
         return max(pcount - len(self._delivered), 0)
 
     def append(self, message: Any, delivery_tag: str) -> None:
+        channel = self.channel
+        if delivery_tag in channel._legacy_popped:
+            channel._legacy_popped.discard(delivery_tag)
+            channel.legacy.append(message, delivery_tag)  # kombu's unacked hash
+            with self._lock:
+                self._legacy.add(delivery_tag)
+                self._delivered[delivery_tag] = message
+            return
         with self._lock:
             self._delivered[delivery_tag] = message
 
@@ -180,6 +193,11 @@ class QoS(virtual.QoS):
         with self._lock:
             self._delivered.pop(delivery_tag, None)
             detail = self._failures.pop(delivery_tag, None)
+            legacy = delivery_tag in self._legacy
+            self._legacy.discard(delivery_tag)
+        if legacy:
+            self.channel.legacy.settle(delivery_tag, action)
+            return
         parsed = parse_delivery_tag(delivery_tag)
         if parsed is None:
             return
@@ -206,6 +224,9 @@ class QoS(virtual.QoS):
         with self._lock:
             tags = list(self._delivered)
             self._delivered.clear()
+            legacy, self._legacy = self._legacy, set()
+        for tag in legacy:
+            self.channel.legacy.settle(tag, "requeue")  # back to its kombu list
         for tag in tags:
             parsed = parse_delivery_tag(tag)
             if parsed is not None:
@@ -260,11 +281,46 @@ class Channel(virtual.Channel):
         super().__init__(connection, **kwargs)
         self.backend: Backend = connection.backend
         self._queue_order: list[str] = []
+        #: plus_durable_queues (None: every task queue is durable, no legacy queue).
+        self._durable: frozenset[str] | None = connection.config.durable_queues
+        self._legacy_channel: LegacyChannel | None = None
+        #: Tags of legacy messages being delivered, until QoS.append takes them.
+        self._legacy_popped: set[str] = set()
+        self._legacy_order: list[str] = []
+
+    # -- durable or legacy ------------------------------------------------------------
+    def is_durable(self, queue: str) -> bool:
+        """True for a queue stored in the durable store (the lean producer's check)."""
+        durable = self._durable
+        return not is_transient(queue) and (durable is None or queue in durable)
+
+    def is_legacy(self, queue: str) -> bool:
+        """True for a task queue left in kombu's Redis layout (``plus_durable_queues``)."""
+        durable = self._durable
+        return durable is not None and queue not in durable and not is_transient(queue)
+
+    def bridges(self, queue: str) -> bool:
+        """True for a reply queue of remote control in a mixed deployment: plain Celery
+        workers answer into kombu's layout, celery-plus workers into the store."""
+        return self._durable is not None and queue.endswith(".pidbox") and ".reply." in queue
+
+    @property
+    def legacy(self) -> LegacyChannel:
+        """The kombu Redis channel of this channel's legacy queues (opened on first use)."""
+        if self._legacy_channel is None:
+            queues = self.connection.legacy
+            if queues is None:  # pragma: no cover - is_legacy() is False without it
+                raise RuntimeError("no legacy queues: plus_durable_queues is not set")
+            self._legacy_channel = queues.channel()
+        return self._legacy_channel
 
     # -- publishing -------------------------------------------------------------------
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
         if is_transient(queue):
             self.backend.push_transient(queue, dumps(message))
+            return
+        if self._durable is not None and queue not in self._durable:
+            self.legacy.put(queue, message)
             return
         job = job_from_message(queue, message, self.connection.config.max_deliveries)
         transaction = current_transaction.get()
@@ -291,9 +347,18 @@ class Channel(virtual.Channel):
         body = dumps(message)
         for binding in self.backend.bindings(exchange):
             self.backend.push_transient(binding.split(BINDING_SEP)[-1], body)
+        if self._durable is not None:  # mixed deployment: plain Celery workers listen there
+            self.legacy.put_fanout(exchange, message, routing_key)
+
+    def _new_queue(self, queue: str, **kwargs: Any) -> None:
+        if self.bridges(queue):
+            self.legacy.declare(queue, **kwargs)
 
     def _queue_bind(self, exchange: str, routing_key: str, pattern: str, queue: str) -> None:
         self.backend.bind(exchange, BINDING_SEP.join((routing_key or "", pattern or "", queue)))
+        if self.is_legacy(queue) or self.bridges(queue):
+            # kombu routes by its own table: restores, plain clients, plain workers' replies
+            self.legacy.bind(exchange, routing_key, pattern, queue)
 
     def get_table(self, exchange: str) -> list[Any]:
         table = super().get_table(exchange) if exchange in self.state.exchanges else []
@@ -308,17 +373,23 @@ class Channel(virtual.Channel):
             routing_key, pattern = [*args[1:3], "", ""][:2]
             self.backend.unbind(
                 exchange, BINDING_SEP.join((routing_key or "", pattern or "", queue)))
+            if self.is_legacy(queue) or self.bridges(queue):
+                self.legacy.delete(queue, exchange, routing_key, pattern)
         if is_transient(queue):
             self._purge(queue)
 
     def _purge(self, queue: str) -> int:
         if is_transient(queue):
             return int(self.backend.purge_transient(queue))
+        if self.is_legacy(queue):
+            return self.legacy.purge(queue)
         return self.backend.purge(queue)
 
     def _size(self, queue: str) -> int:
         if is_transient(queue):
             return int(self.backend.transient_size(queue))
+        if self.is_legacy(queue):
+            return self.legacy.size(queue)
         return self.backend.size(queue)
 
     def _has_queue(self, queue: str, **kwargs: Any) -> bool:
@@ -330,19 +401,23 @@ class Channel(virtual.Channel):
         super().basic_consume(queue, no_ack, callback, consumer_tag, **kwargs)
 
         def _callback(raw: dict[str, Any]) -> Any:
-            return self._on_raw(raw, no_ack, callback)
+            return self._on_raw(raw, no_ack, callback, queue)
 
         self.connection._callbacks[queue] = _callback
-        if not is_transient(queue):
+        if self.is_durable(queue):
             self.connection.start_keeper()
         return consumer_tag
 
-    def _on_raw(self, raw: dict[str, Any], no_ack: bool, callback: Callable[[Any], Any]) -> Any:
+    def _on_raw(self, raw: dict[str, Any], no_ack: bool, callback: Callable[[Any], Any],
+                queue: str = "") -> Any:
         tag = (raw.get("properties") or {}).get("delivery_tag")
         try:
             message = self.Message(raw, channel=self)
         except Exception as exc:
-            self._dead_letter_now(tag, failure_detail(MALFORMED, exc))
+            if tag in self._legacy_popped:
+                self._dead_letter_legacy(queue, dumps(raw), exc)
+            else:
+                self._dead_letter_now(tag, failure_detail(MALFORMED, exc))
             return None
         if not no_ack:
             self.qos.append(message, message.delivery_tag)
@@ -360,9 +435,27 @@ class Channel(virtual.Channel):
             self.qos._pending.append(Settle(parsed[0], parsed[1], "fail", detail))
             logger.error("celery-plus: dead-lettered job %s: %s", parsed[0], detail)
 
+    def _dead_letter_legacy(self, queue: str, raw: bytes | str, exc: BaseException) -> None:
+        """A legacy message that is no kombu message: kept, with its bytes, as a dead letter."""
+        job_id = dead_letter_raw(self.backend, queue, raw, MALFORMED, str(exc),
+                                 self.connection.worker_id)
+        logger.error("celery-plus: dead-lettered a malformed message of legacy queue %s as "
+                     "job %s: %s", queue, job_id, exc)
+
     @property
     def durable_queues(self) -> list[str]:
-        return [q for q in self._active_queues if not is_transient(q)]
+        return [q for q in self._active_queues if self.is_durable(q)]
+
+    @property
+    def legacy_queues(self) -> list[str]:
+        if self._durable is None:
+            return []
+        return [q for q in self._active_queues if self.is_legacy(q)]
+
+    def polls_kombu(self) -> bool:
+        """True while this channel consumes kombu lists, which have no wake-ups."""
+        return self._durable is not None and bool(self._consumers) and any(
+            self.is_legacy(q) or self.bridges(q) for q in self._active_queues)
 
     @property
     def transient_queues(self) -> list[str]:
@@ -371,6 +464,9 @@ class Channel(virtual.Channel):
     def wants_jobs(self) -> bool:
         return bool(self._consumers) and bool(self.durable_queues) and self.qos.can_consume()
 
+    def wants_legacy(self) -> bool:
+        return bool(self._consumers) and bool(self.legacy_queues) and self.qos.can_consume()
+
     def drain_ready(self) -> int:
         """Deliver what is ready now: transient messages, then a batch of claimed jobs."""
         delivered = 0
@@ -378,24 +474,61 @@ class Channel(virtual.Channel):
             return 0
         for queue in self.transient_queues:
             raw = self.backend.pop_transient(queue)
+            if raw is None and self.bridges(queue):
+                raw = self.legacy.pop(queue)  # a plain Celery worker's reply
             if raw is not None:
                 self.connection._deliver(json.loads(raw), queue)
                 delivered += 1
+        if self.wants_legacy():
+            delivered += self._deliver_legacy()
         if self.wants_jobs():
             delivered += self._claim_and_deliver()
         else:
             self.flush_settles()
         return delivered
 
+    def _deliver_legacy(self) -> int:
+        """Pop and deliver one message from each legacy queue, while capacity lasts."""
+        legacy = self.legacy
+        legacy.restore_visible()
+        delivered = 0
+        for queue in self._rotate(self.legacy_queues, self._legacy_order):
+            if not self.qos.can_consume():
+                break
+            raw = legacy.pop(queue)
+            if raw is not None:
+                self._deliver_legacy_raw(queue, raw)
+                delivered += 1
+        return delivered
+
+    def _deliver_legacy_raw(self, queue: str, raw: bytes) -> None:
+        try:
+            message = parse_envelope(raw)
+        except ValueError as exc:
+            self._dead_letter_legacy(queue, raw, exc)
+            return
+        props = message["properties"]
+        tag = props.get("delivery_tag") or str(uuid.uuid4())
+        props["delivery_tag"] = tag
+        self._legacy_popped.add(tag)
+        try:
+            self.connection._deliver(message, queue)
+        finally:
+            self._legacy_popped.discard(tag)  # not taken by QoS.append: a no-ack consumer
+
+    @staticmethod
+    def _rotate(queues: list[str], order: list[str]) -> list[str]:
+        """``queues`` starting one further than last time (fair across queues)."""
+        if len(queues) < 2:
+            return queues
+        current = [q for q in order if q in queues]
+        current += [q for q in queues if q not in current]
+        current.append(current.pop(0))
+        order[:] = current
+        return current
+
     def _rotated_queues(self) -> list[str]:
-        queues = self.durable_queues
-        if len(queues) > 1:
-            order = [q for q in self._queue_order if q in queues]
-            order += [q for q in queues if q not in order]
-            order.append(order.pop(0))
-            self._queue_order = order
-            return order
-        return queues
+        return self._rotate(self.durable_queues, self._queue_order)
 
     def _claim_and_deliver(self) -> int:
         batch = self.qos.can_consume_max_estimate() or 10
@@ -441,6 +574,8 @@ class Channel(virtual.Channel):
             if raw is None:
                 raise Empty()
             return json.loads(raw)
+        if self.is_legacy(queue):
+            return self._get_legacy(queue)
         result = self.backend.claim([queue], self.connection.worker_id, 1,
                                     self.qos.take_settles())
         if not result.claims:
@@ -450,6 +585,28 @@ class Channel(virtual.Channel):
         raw["properties"]["delivery_tag"] = delivery_tag(claim.job_id, claim.token)
         return raw
 
+    def _get_legacy(self, queue: str) -> dict[str, Any]:
+        from queue import Empty
+
+        raw = self.legacy.pop(queue)
+        if raw is None:
+            raise Empty()
+        try:
+            message = parse_envelope(raw)
+        except ValueError as exc:
+            self._dead_letter_legacy(queue, raw, exc)
+            raise Empty() from exc
+        props = message["properties"]
+        props["delivery_tag"] = props.get("delivery_tag") or str(uuid.uuid4())
+        self._legacy_popped.add(props["delivery_tag"])
+        return message
+
+    def basic_get(self, queue: str, no_ack: bool = False, **kwargs: Any) -> Any:
+        try:
+            return super().basic_get(queue, no_ack, **kwargs)
+        finally:
+            self._legacy_popped.clear()  # a no-ack get of a legacy message leaves its tag
+
     def close(self) -> None:
         if not self.closed and self._qos is not None:
             try:
@@ -457,3 +614,6 @@ class Channel(virtual.Channel):
             except Exception as exc:
                 logger.warning("celery-plus: could not flush settles on close: %r", exc)
         super().close()
+        if self._legacy_channel is not None:
+            self._legacy_channel.close()
+            self._legacy_channel = None

@@ -164,10 +164,10 @@ def start_worker(prefix: str, tmp_path: Path, broker_url: str) -> Iterator[Calla
 
     def start(*args: str, pool: str = "solo", concurrency: int = 1,
               env: dict[str, str] | None = None, ready: bool = True,
-              cli: str = "celery-plus") -> Worker:
+              cli: str = "celery-plus", app: str = "tests.e2e.proj") -> Worker:
         log = tmp_path / f"worker-{len(workers)}.log"
         program = CELERY_PLUS if cli == "celery-plus" else PLAIN_CELERY
-        cmd = [*program, "-A", "tests.e2e.proj", "worker", f"--pool={pool}",
+        cmd = [*program, "-A", app, "worker", f"--pool={pool}",
                f"--concurrency={concurrency}", "--loglevel=INFO", "--without-gossip",
                "--without-mingle", f"--hostname=w{len(workers)}-{prefix}@%h", *args]
         full_env = {**os.environ, "PLUS_TEST_PREFIX": prefix, **(env or {})}
