@@ -230,9 +230,9 @@ def test_the_lock_of_a_dead_process_on_this_host_is_taken_over(legacy, backend):
     assert run(source, backend).moved == 1
 
 
+@pytest.mark.parametrize("backend_kind", ["redis"])  # the Lua mover runs on Redis stores only
 def test_the_move_script_takes_nothing_when_the_tail_changed(legacy, backend):
-    if not isinstance(backend, RedisBackend):
-        pytest.skip("the Lua mover runs on a Redis store only")
+    assert isinstance(backend, RedisBackend)
     app, source = legacy
     (task_id,) = send(app, 1)
     key = source.layout.priority_lists(Q)[0]
