@@ -41,8 +41,10 @@ PLAIN_CELERY = [sys.executable, "-m", "celery"]
 
 #: The durable stores every end-to-end scenario runs on.
 BROKERS = ("redis", "sqlite", "postgres")
-#: Modules that set up their broker (and result backend) themselves: not parametrized.
-OWN_BROKER = frozenset({"test_sqlite_chord", "test_demo"})
+#: Modules not run once per store: they choose their broker themselves, or (mixed
+#: deployment, migrate-queue) run on Redis only, the default store of ``broker_url``/``view``.
+OWN_BROKER = frozenset({"test_sqlite_chord", "test_demo", "test_coordination",
+                        "test_mixed_deployment", "test_migrate_queue"})
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -19,7 +19,6 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -93,34 +92,15 @@ def view(app: Any) -> Iterator[Backend]:
 
 
 @pytest.fixture
-def start(prefix: str, tmp_path: Path, setup: Setup) -> Iterator[Callable[..., Worker]]:
+def start(setup: Setup, start_worker: Callable[..., Worker]) -> Callable[..., Worker]:
     """Start a real ``celery-plus worker -A tests.e2e.coordination_proj`` (threads pool)."""
-    workers: list[Worker] = []
 
     def run(concurrency: int = 4, env: dict[str, str] | None = None,
             ready: bool = True) -> Worker:
-        log = tmp_path / f"worker-{len(workers)}.log"
-        cmd = [*CELERY_PLUS, "-A", APP, "worker", "--pool=threads",
-               f"--concurrency={concurrency}", "--loglevel=INFO", "--without-gossip",
-               "--without-mingle", f"--hostname=c{len(workers)}-{prefix}@%h"]
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                    env={**os.environ, "PLUS_TEST_PREFIX": prefix,
-                                         **(env or {})},
-                                    start_new_session=True)
-        worker = Worker(proc, log)
-        workers.append(worker)
-        if ready:
-            wait_until(lambda: " ready." in worker.log() or proc.poll() is not None,
-                       timeout=30, message="worker ready")
-            assert proc.poll() is None, worker.log()
-        return worker
+        return start_worker(pool="threads", concurrency=concurrency, env=env, ready=ready,
+                            app=APP)
 
-    yield run
-    for worker in workers:
-        worker.terminate()
-    for worker in workers:
-        worker.stop()
+    return run
 
 
 def _state(view: Backend, task_id: str) -> str | None:

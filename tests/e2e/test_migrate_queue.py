@@ -9,13 +9,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
 
-import pytest
 import redis
 
 from celery_plus.transport.legacy_layout import KombuLayout
-from celery_plus.transport.redis_backend import RedisBackend
 from tests.support import wait_until
 
 from . import mixed_plain
@@ -24,20 +21,6 @@ from .mixed_tasks import DURABLE, REDIS_URL, keyprefix, runs
 
 TOTAL = 10_000
 PLUS_APP = "tests.e2e.mixed_plus"
-
-
-@pytest.fixture
-def broker_url() -> str:
-    """Redis only: not parametrized by store (the staged protocol of the other stores is
-    covered by tests/conformance/test_migrate_queue.py)."""
-    return f"plus+{REDIS_URL}"
-
-
-@pytest.fixture
-def view(prefix: str) -> Iterator[RedisBackend]:
-    backend = RedisBackend(REDIS_URL, prefix=prefix)
-    yield backend
-    backend.close()
 
 
 def migrate_cmd(prefix: str, *args: str) -> subprocess.Popen[str]:

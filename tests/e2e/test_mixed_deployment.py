@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import redis
 
-from celery_plus.transport.redis_backend import RedisBackend
 from tests.support import wait_until
 
 from . import mixed_plain, mixed_plus
@@ -21,19 +20,6 @@ from .mixed_tasks import DURABLE, LEGACY, REDIS_URL, hosts, keyprefix, order, ru
 
 PLAIN_APP = "tests.e2e.mixed_plain"
 PLUS_APP = "tests.e2e.mixed_plus"
-
-
-@pytest.fixture
-def broker_url() -> str:
-    """Redis only (a mixed deployment shares one Redis): not parametrized by store."""
-    return f"plus+{REDIS_URL}"
-
-
-@pytest.fixture
-def view(prefix: str) -> Iterator[RedisBackend]:
-    backend = RedisBackend(REDIS_URL, prefix=prefix)
-    yield backend
-    backend.close()
 
 
 @pytest.fixture
