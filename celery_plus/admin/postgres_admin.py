@@ -150,6 +150,9 @@ class PostgresAdmin:
         if scope.older_than_ms is not None:
             where.append("COALESCE(finished_ms, 0) <= now_ms() - %s::bigint")
             params.append(scope.older_than_ms)
+        if scope.ids is not None:
+            where.append("id = ANY (%s::text[])")
+            params.append(list(scope.ids))
         sql = (f"SELECT id FROM jobs WHERE {' AND '.join(where)} "
                'ORDER BY finished_ms, id COLLATE "C"')
         return [row[0] for row in self._all(sql, *params)]
@@ -176,6 +179,14 @@ class PostgresAdmin:
                 _PURGE, state, ids[i:i + BATCH], scope.task, scope.queue,
                 scope.older_than_ms)]
         return result
+
+    def finished_since(self, since_ms: int) -> tuple[int, int]:
+        # The states spelled literally, so that the partial index jobs_finished serves both.
+        [(completed, failed)] = self._all(
+            "SELECT (SELECT count(*) FROM jobs WHERE state = 'completed' AND finished_ms >= %s),"
+            " (SELECT count(*) FROM jobs WHERE state = 'failed' AND finished_ms >= %s)",
+            since_ms, since_ms)
+        return int(completed), int(failed)
 
     # -- status -------------------------------------------------------------------------
     def status(self) -> Status:

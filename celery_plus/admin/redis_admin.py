@@ -234,7 +234,16 @@ class RedisAdmin:
     def _in_scope(self, state: str, scope: Scope) -> list[str]:
         """Ids of ``state`` (a finished state) in ``scope``, oldest first (a plain read)."""
         key = self.key(FINISHED_INDEX[state])
-        if scope.older_than_ms is None:
+        if scope.ids is not None:
+            # The chosen ids that are in the state's index now (the scripts re-check).
+            pipe = self.client.pipeline(transaction=False)
+            for job_id in scope.ids:
+                pipe.zscore(key, job_id)
+            ids = [job_id for job_id, score in zip(scope.ids, pipe.execute(), strict=True)
+                   if score is not None]
+            if scope.task is None and scope.queue is None:
+                return ids
+        elif scope.older_than_ms is None:
             ids = self._zall(key)
         else:
             cutoff = self.now_ms() - scope.older_than_ms
@@ -273,6 +282,13 @@ class RedisAdmin:
                 args=[self.prefix, state, *self._scope_args(scope), *chunk])
             result.changed += [_text(i) for i in reply]
         return result
+
+    def finished_since(self, since_ms: int) -> tuple[int, int]:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zcount(self.key("done"), since_ms, "+inf")
+        pipe.zcount(self.key("dead"), since_ms, "+inf")
+        completed, failed = pipe.execute()
+        return int(completed), int(failed)
 
     # -- status -------------------------------------------------------------------------
     def _queue_heads(self, queue: str) -> list[str]:

@@ -21,9 +21,11 @@ checks them on every backend):
 * ``cancel``: enqueued | scheduled | blocked -> canceled: out of its queue, schedule or blocked
   set, its non-TTL unique hold released if it holds it, ``fin`` = now; pruned like completed.
   Running jobs are not canceled (use Celery's ``revoke``).
-* Bulk ``retry_many`` / ``purge`` take a :class:`Scope` (task name, queue, age); an empty scope
-  needs ``all=True`` (:class:`UnscopedOperation` otherwise). Each job is re-checked against the
-  scope inside the atomic step that changes it.
+* Bulk ``retry_many`` / ``purge`` take a :class:`Scope` (task name, queue, age, or a list of
+  task ids); an empty scope needs ``all=True`` (:class:`UnscopedOperation` otherwise). Each job
+  is re-checked against the scope (and its state) inside the atomic step that changes it.
+* ``finished_since(since_ms)``: how many completed and failed records finished at or after
+  ``since_ms`` (the overview's throughput), counted from the finish times the records keep.
 * Listings are newest first: by finish time (completed, failed, canceled, discarded), start
   time (running) or enqueue time (enqueued, scheduled, blocked); ties by task id, descending.
 """
@@ -44,7 +46,7 @@ STATES = ("enqueued", "scheduled", "blocked", "running", "completed", "failed", 
 WAITING = ("enqueued", "scheduled", "blocked")
 #: Finished states whose records ``purge`` deletes.
 PURGEABLE = ("failed", "completed", "canceled", "discarded")
-#: Largest page ``jobs`` returns.
+#: Largest page ``jobs`` returns (and most task ids a bulk operation takes by id).
 MAX_PER_PAGE = 1000
 
 
@@ -109,15 +111,25 @@ class Query:
 @dataclass(frozen=True)
 class Scope:
     """What a bulk operation acts on: jobs of ``task``, of ``queue``, finished at least
-    ``older_than_ms`` ago. Empty = every job of the state (needs ``all=True``)."""
+    ``older_than_ms`` ago, and (``ids``) only these task ids, e.g. the rows an operator
+    selected. Empty = every job of the state (needs ``all=True``)."""
 
     task: str | None = None
     queue: str | None = None
     older_than_ms: int | None = None
+    ids: tuple[str, ...] | None = None
 
     @property
     def empty(self) -> bool:
-        return self.task is None and self.queue is None and self.older_than_ms is None
+        return (self.task is None and self.queue is None and self.older_than_ms is None
+                and self.ids is None)
+
+    def matches(self, now_ms: int, name: str, queue: str, finished_ms: int | None) -> bool:
+        """Whether a record (task name, queue, finish time) is in the scope (ids aside)."""
+        return ((self.task is None or name == self.task)
+                and (self.queue is None or queue == self.queue)
+                and (self.older_than_ms is None
+                     or (finished_ms or 0) <= now_ms - self.older_than_ms))
 
 
 @dataclass(frozen=True)
@@ -300,6 +312,30 @@ class OpResult:
         return f"{self.job_id}: {self.state}, not {wanted}; nothing to {self.action}"
 
 
+@dataclass(frozen=True)
+class Throughput:
+    """Jobs finished in the last ``window_s`` seconds, from the records' finish times.
+
+    Records pruned by retention, and dead letters retried or discarded since, are not
+    counted (see docs/admin.md)."""
+
+    window_s: int
+    completed: int
+    failed: int
+
+    @property
+    def completed_per_min(self) -> float:
+        return self.completed * 60 / self.window_s
+
+    @property
+    def failed_per_min(self) -> float:
+        return self.failed * 60 / self.window_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "completed_per_min": self.completed_per_min,
+                "failed_per_min": self.failed_per_min}
+
+
 @dataclass
 class BulkResult:
     """What a bulk operation did."""
@@ -355,6 +391,10 @@ class AdminStore(Protocol):
 
     def status(self) -> Status: ...
 
+    def finished_since(self, since_ms: int) -> tuple[int, int]:
+        """(completed, failed) records whose finish time is at or after ``since_ms``."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -368,6 +408,9 @@ def check_state(state: str, allowed: tuple[str, ...] = STATES) -> str:
 def check_scope(action: str, scope: Scope, all: bool) -> None:
     if scope.empty and not all:
         raise UnscopedOperation(action)
+    if scope.ids is not None and len(scope.ids) > MAX_PER_PAGE:
+        raise ValueError(f"{action} takes at most {MAX_PER_PAGE} task ids at once "
+                         f"(got {len(scope.ids)}): use a task/queue/age scope instead")
 
 
 def time_field(state: str) -> str:

@@ -472,6 +472,67 @@ def test_purge_deletes_finished_records_in_scope(backend: Backend, admin: Admin)
         admin.purge("running", all=True)
 
 
+def test_bulk_operations_scoped_by_task_ids_act_on_those_jobs_only(
+        backend: Backend, admin: Admin) -> None:
+    for job_id in ("a", "b", "c"):
+        dead(backend, job_id)
+    dead(backend, "other", task="proj.other")
+    job(backend, "waiting")
+    result = admin.retry_many(ids=["a", "b", "a", "waiting", "nope"])
+    assert (result.matched, sorted(result.changed)) == (2, ["a", "b"])
+    assert [record(backend, i)["st"] for i in "abc"] == ["enqueued", "enqueued", "failed"]
+    assert admin.retry_many(ids=["a"]).changed == []  # already retried
+    # ids and the other filters together: both must hold
+    assert admin.purge("failed", ids=["c", "other"], task="proj.other").changed == ["other"]
+    assert admin.purge("failed", ids=["c", "waiting"]).changed == ["c"]
+    assert backend.job("c") is None and record(backend, "waiting")["st"] == "enqueued"
+    with pytest.raises(ValueError, match="at most 1000 task ids"):
+        admin.purge("failed", ids=[f"x{i}" for i in range(1001)])
+    assert admin.purge("failed", ids=[]).changed == []  # an empty selection: no-op
+
+
+def test_discard_many_and_cancel_many_act_on_each_job(backend: Backend, admin: Admin) -> None:
+    dead(backend, "d1")
+    dead(backend, "d2")
+    job(backend, "w1")
+    discarded = admin.discard_many(["d1", "d2", "w1", "nope"])
+    assert (discarded.matched, discarded.changed) == (3, ["d1", "d2"])
+    canceled = admin.cancel_many(["w1", "d1"])
+    assert (canceled.matched, canceled.changed) == (2, ["w1"])
+    assert record(backend, "w1")["st"] == "canceled"
+
+
+# -- throughput ------------------------------------------------------------------------
+def complete(backend: Backend, job_id: str) -> None:
+    job(backend, job_id)
+    [got] = claim(backend, max_jobs=1).claims
+    backend.settle([Settle(job_id, got.token, "ack")])
+
+
+def test_finished_since_counts_completed_and_failed_records_by_finish_time(
+        backend: Backend, admin: Admin) -> None:
+    complete(backend, "c1")
+    dead(backend, "f1")
+    mark = later(backend)
+    complete(backend, "c2")
+    complete(backend, "c3")
+    dead(backend, "f2")
+    job(backend, "waiting")
+    assert admin.store.finished_since(0) == (3, 2)
+    assert admin.store.finished_since(mark) == (2, 1)
+    assert admin.store.finished_since(backend.now_ms() + 60_000) == (0, 0)
+    [five, hour] = admin.throughput()
+    assert (five.window_s, five.completed, five.failed) == (300, 3, 2)
+    assert (hour.window_s, hour.completed, hour.failed) == (3600, 3, 2)
+    assert five.completed_per_min == pytest.approx(0.6) and hour.failed_per_min == (
+        pytest.approx(2 / 60))
+    # A retried dead letter is no longer a failure on record.
+    admin.retry("f1")
+    assert admin.store.finished_since(0) == (3, 1)
+    with pytest.raises(ValueError, match="positive"):
+        admin.throughput([0])
+
+
 # -- maintenance ----------------------------------------------------------------------
 def test_maintenance_prunes_canceled_and_discarded_records_like_completed_ones(
         make_backend: Callable[..., Backend], admin: Admin) -> None:
