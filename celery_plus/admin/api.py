@@ -32,6 +32,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .. import settings
@@ -184,20 +185,34 @@ class Admin:
 
     def jobs(self, state: str = "failed", *, task: str | None = None,
              queue: str | None = None, since: Moment = None, until: Moment = None,
-             text: str | None = None, page: int = 1, per_page: int = 50) -> Page:
+             text: str | None = None, text_limit: int | None = None, page: int = 1,
+             per_page: int = 50) -> Page:
         """One page of the jobs in ``state``, newest first, filtered by task name, queue,
-        time of the state (``since``/``until``) and ``text`` in the args or the error."""
+        time of the state (``since``/``until``) and ``text`` in the args or the error.
+
+        A text search decodes every candidate's message; ``text_limit`` makes it search the
+        newest that many candidates only (``Page.searched`` says when that cut it short)."""
         check_state(state)
         if page < 1:
             raise ValueError(f"page must be >= 1 (got {page})")
         if not 1 <= per_page <= MAX_PER_PAGE:
             raise ValueError(f"per_page must be between 1 and {MAX_PER_PAGE} (got {per_page})")
+        if text_limit is not None and text_limit < 1:
+            raise ValueError(f"text_limit must be >= 1 (got {text_limit})")
         relative = any(isinstance(v, dt.timedelta) for v in (since, until))
         now = self.store.now_ms() if relative else 0
         query = Query(task=task or None, queue=queue or None, since_ms=_moment_ms(since, now),
-                      until_ms=_moment_ms(until, now), text=text or None)
+                      until_ms=_moment_ms(until, now), text=text or None,
+                      text_limit=text_limit if text else None)
         items, total = self.store.jobs(state, query, (page - 1) * per_page, per_page)
-        return Page(items=items, total=total, page=page, per_page=per_page, state=state)
+        searched = None
+        if query.text_limit is not None:
+            # Did the limit cut the search short? Count the candidates (a cheap count).
+            candidates = self.store.jobs(state, replace(query, text=None, text_limit=None),
+                                         0, 1)[1]
+            searched = query.text_limit if candidates > query.text_limit else None
+        return Page(items=items, total=total, page=page, per_page=per_page, state=state,
+                    searched=searched)
 
     def show(self, task_id: str) -> JobDetail:
         """Everything about one job; raises :class:`JobNotFound`."""

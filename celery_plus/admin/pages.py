@@ -38,8 +38,10 @@ form{display:inline} .bulk{margin:.5em 0} .bulk button{margin-right:.5em}
 SCOPE_FIELDS = ("task", "queue", "older_than")
 #: Rows of a listing page unless ``per_page`` says otherwise.
 DEFAULT_PER_PAGE = 50
-#: Filters a listing takes from its query string.
-FILTER_FIELDS = ("task", "queue", "text", "older_than")
+#: Filters a listing takes from its query string (``search=all``: no TEXT_LIMIT).
+FILTER_FIELDS = ("task", "queue", "text", "older_than", "search")
+#: Records a text search of the dashboard looks at, newest first (each one is decoded).
+TEXT_LIMIT = 1000
 #: Bulk actions on the selected rows of a listing, per state.
 SELECTED_ACTIONS: dict[str, tuple[str, ...]] = {
     "failed": ("retry", "discard", "purge"),
@@ -166,7 +168,7 @@ def listing(urls: Urls, page: Page, filters: Mapping[str, str], msg: str,
     state = page.state
     inputs = "".join(
         f'<input name="{e(n)}" placeholder="{e(n.replace("_", " "))}" '
-        f'value="{e(filters.get(n, ""))}"> ' for n in FILTER_FIELDS)
+        f'value="{e(filters.get(n, ""))}"> ' for n in FILTER_FIELDS if n != "search")
     out = (f"{_message(msg)}<form method=\"get\" action=\"{e(urls.jobs(state))}\">{inputs}"
            "<button>filter</button></form>")
     links = []
@@ -177,6 +179,11 @@ def listing(urls: Urls, page: Page, filters: Mapping[str, str], msg: str,
             links.append(f'<a href="{e(href)}">{e(label)}</a>')
     out += (f"<p>{e(page.total)} jobs, page {e(page.page)} of {e(max(page.pages, 1))} "
             f"{' '.join(links)}</p>")
+    if page.searched is not None:
+        everything = urls.jobs(state, **{**filters, "search": "all"})
+        out += (f'<p class="warn" id="searched">text searched in the newest {e(page.searched)} '
+                f"{e(state)} jobs of the other filters only: narrow it with task, queue or "
+                f'older than, or <a href="{e(everything)}">search them all</a> (slower)</p>')
     selectable = token is not None and bool(SELECTED_ACTIONS.get(state)) and bool(page.items)
     headers = ["task id", "task", "queue", "at (UTC)", "deliveries", "error / args"]
     rows = []

@@ -30,11 +30,10 @@ from .store import (
     check_scope,
     check_state,
     detail_from_record,
-    newest_first,
     op_result,
     status_from_rows,
     summary_from_record,
-    text_matches,
+    text_page,
     time_field,
 )
 
@@ -91,10 +90,10 @@ class SQLiteAdmin:
         columns = ", ".join(["id", *(FIELDS[f] for f in fields)])
         select = f"SELECT {columns} FROM jobs WHERE {condition} ORDER BY {column} DESC, id DESC"
         if query.text:
+            if query.text_limit is not None:
+                select += f" LIMIT {int(query.text_limit)}"
             rows = [(row[0], _record(fields, row[1:])) for row in self._all(select, *params)]
-            found = [summary_from_record(i, r) for i, r in rows if text_matches(query.text, r)]
-            ordered = newest_first(found)
-            return ordered[offset:offset + limit], len(ordered)
+            return text_page(rows, query, offset, limit)
         total = self._all(f"SELECT COUNT(*) FROM jobs WHERE {condition}", *params)[0][0]
         # Deferred join: sort only (time, id) of the matches, then read the page's wide rows
         # (the messages) — sorting the wide rows made a page of 100k dead letters take seconds.

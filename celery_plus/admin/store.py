@@ -28,6 +28,8 @@ checks them on every backend):
   ``since_ms`` (the overview's throughput), counted from the finish times the records keep.
 * Listings are newest first: by finish time (completed, failed, canceled, discarded), start
   time (running) or enqueue time (enqueued, scheduled, blocked); ties by task id, descending.
+  A ``text`` search decodes each candidate's message (:func:`text_page`): with
+  ``Query.text_limit`` it looks at the newest that many candidates only.
 """
 
 from __future__ import annotations
@@ -102,6 +104,9 @@ class Query:
     since_ms: int | None = None
     until_ms: int | None = None
     text: str | None = None
+    #: Search ``text`` in the newest this many records (of those the other filters keep)
+    #: only; None: in all of them.
+    text_limit: int | None = None
 
     def matches_time(self, at_ms: int) -> bool:
         return ((self.since_ms is None or at_ms >= self.since_ms)
@@ -205,6 +210,9 @@ class Page:
     page: int
     per_page: int
     state: str
+    #: A text search limited by ``text_limit`` that stopped short: the number of records it
+    #: searched (the newest of those the other filters keep); None: it searched them all.
+    searched: int | None = None
 
     @property
     def pages(self) -> int:
@@ -212,7 +220,7 @@ class Page:
 
     def to_dict(self) -> dict[str, Any]:
         return {"state": self.state, "total": self.total, "page": self.page,
-                "per_page": self.per_page, "pages": self.pages,
+                "per_page": self.per_page, "pages": self.pages, "searched": self.searched,
                 "items": [item.to_dict() for item in self.items]}
 
 
@@ -513,6 +521,22 @@ def text_matches(needle: str, record: Mapping[str, Any]) -> bool:
         return low in _text(record.get("msg")).lower()
     haystack = json.dumps([decoded.args, decoded.kwargs], default=str, ensure_ascii=False)
     return low in haystack.lower() or low in args_repr(decoded).lower()
+
+
+def text_page(candidates: Iterable[tuple[str, Mapping[str, Any]]], query: Query, offset: int,
+              limit: int) -> tuple[list[JobSummary], int]:
+    """A page of a text search over ``candidates`` (id, record), newest first: each record
+    is decoded once, and only the page's rows become summaries. Stops after
+    ``query.text_limit`` candidates (the store passes the newest ones first)."""
+    assert query.text is not None
+    matched = []
+    for n, (job_id, rec) in enumerate(candidates):
+        if query.text_limit is not None and n >= query.text_limit:
+            break
+        if text_matches(query.text, rec):
+            matched.append((job_id, rec))
+    return ([summary_from_record(i, r) for i, r in matched[offset:offset + limit]],
+            len(matched))
 
 
 def summary_from_record(job_id: str, rec: Mapping[str, Any]) -> JobSummary:

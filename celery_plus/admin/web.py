@@ -9,7 +9,9 @@ prefix there for servers that do not).
 Pages (HTML from :mod:`celery_plus.admin.pages`; every value escaped):
   ``/``                     counts per state, throughput, per-queue status, concurrency groups
   ``/jobs/<state>``         a listing, newest first (``?task=&queue=&text=&older_than=&page=``)
-                            with bulk actions on the selected rows or on the whole filter
+                            with bulk actions on the selected rows or on the whole filter; a
+                            text search looks at the newest 1,000 matches of the other filters
+                            (``&search=all``: at every one)
   ``/job/<task id>``        the job: message, history, traceback; buttons for the operations
   ``/failed``               short for ``/jobs/failed``
 JSON (same data as the CLI's ``--json``): ``/api/status``, ``/api/throughput``,
@@ -191,9 +193,12 @@ class Dashboard:
 
     def _page(self, state: str, query: dict[str, str]) -> Page:
         older = _older_than(query)
+        # A text search decodes each record it looks at: the newest TEXT_LIMIT only, unless
+        # the operator asks for all (``search=all``; the page says which it did).
+        limit = None if query.get("search") == "all" else pages.TEXT_LIMIT
         return self.admin().jobs(state, task=query.get("task") or None,
                                  queue=query.get("queue") or None,
-                                 text=query.get("text") or None,
+                                 text=query.get("text") or None, text_limit=limit,
                                  until=None if older is None else dt.timedelta(seconds=older),
                                  page=int(query.get("page") or 1),
                                  per_page=int(query.get("per_page") or pages.DEFAULT_PER_PAGE))

@@ -453,3 +453,17 @@ def test_mounted_under_a_prefix_over_http(store: Store, web: Dashboard) -> None:
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+def test_a_text_search_says_when_it_looked_at_the_newest_jobs_only(
+        store: Store, web: Dashboard, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("celery_plus.admin.pages.TEXT_LIMIT", 2)
+    for job_id in ("a", "b", "c"):
+        store.dead(job_id)
+    page = call(web, "/jobs/failed", query="text=SMTP")[2]
+    assert "2 jobs, page 1 of 1" in page and 'id="searched"' in page
+    [everything] = [link for link in links(page) if "search=all" in link]
+    path, _, query = everything.partition("?")
+    page = call(web, path, query=query)[2]
+    assert "3 jobs, page 1 of 1" in page and 'id="searched"' not in page
+    assert 'id="searched"' not in call(web, "/jobs/failed")[2]
