@@ -88,8 +88,11 @@ class SQLiteAdmin:
         condition = " AND ".join(where)
         fields = (*_LIST_FIELDS, "tb") if query.text else _LIST_FIELDS
         columns = ", ".join(["id", *(FIELDS[f] for f in fields)])
-        select = f"SELECT {columns} FROM jobs WHERE {condition} ORDER BY {column} DESC, id DESC"
         if query.text:
+            # Ordered by the bare time column (see below), so the index yields the newest
+            # first and a text_limit reads only that many rows.
+            select = (f"SELECT {columns} FROM jobs WHERE {condition} "
+                      f"ORDER BY {FIELDS[time_field(state)]} DESC, id DESC")
             if query.text_limit is not None:
                 select += f" LIMIT {int(query.text_limit)}"
             rows = [(row[0], _record(fields, row[1:])) for row in self._all(select, *params)]
