@@ -6,7 +6,7 @@ it, for filtered listings and per-queue counts (admin-owned keys, I = done|dead|
 discarded):
   P:ax:I:q:{queue}   ZSET    ids of P:I whose record's queue is {queue} (score: finish ms)
   P:ax:I:t:{task}    ZSET    ids of P:I whose record's task name is {task}
-  P:ax:I:qs          SET     queues having a P:ax:I:q:* set      P:ax:I:ts  SET  same for tasks
+  P:ax:I:qs          SET     queues having a P:ax:I:q:* set (index_counts.lua)
   P:ax:I:hw          STRING  highest P:I score indexed so far
 Members are only ever added here; index_page.lua / index_counts.lua drop those that left P:I
 (retried, discarded, purged, pruned) before they count, so counts are exact. New members of
@@ -29,7 +29,6 @@ for i = 1, #rows, 2 do
   end
   if f[2] and f[2] ~= '' then
     redis.call('ZADD', ax .. ':t:' .. f[2], score, id)
-    redis.call('SADD', ax .. ':ts', f[2])
   end
   if score == high then at_high = at_high + 1 else high, at_high = score, 1 end
 end
