@@ -94,7 +94,8 @@ _add_migrate_command()
 
 
 def _add_admin_commands() -> None:
-    """``dlq``, ``jobs``, ``cancel``, ``status``, ``dashboard``: the admin (admin/cli.py)."""
+    """``dlq``, ``jobs``, ``cancel``, ``status``, ``admin`` (alias ``dashboard``): the admin
+    (admin/cli.py)."""
     from .admin.cli import COMMANDS
 
     for command in COMMANDS:

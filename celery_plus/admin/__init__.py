@@ -23,6 +23,7 @@ from .api import (
     retry_many,
     show,
     status,
+    throughput,
 )
 from .store import (
     STATES,
@@ -39,6 +40,7 @@ from .store import (
     QueueStatus,
     RetryConflict,
     Status,
+    Throughput,
     UnscopedOperation,
     UnsupportedStore,
 )
@@ -46,7 +48,7 @@ from .store import (
 __all__ = [
     "STATES", "Admin", "AdminError", "AdminStore", "BulkResult", "Counts", "GroupStatus",
     "JobDetail", "JobNotFound", "JobSummary", "OpResult", "Page", "QueueStatus",
-    "RetryConflict", "Status", "UnscopedOperation", "UnsupportedStore", "admin_store_for",
-    "cancel", "connect", "counts", "discard", "jobs", "purge", "register_admin", "retry",
-    "retry_many", "show", "status",
+    "RetryConflict", "Status", "Throughput", "UnscopedOperation", "UnsupportedStore",
+    "admin_store_for", "cancel", "connect", "counts", "discard", "jobs", "purge",
+    "register_admin", "retry", "retry_many", "show", "status", "throughput",
 ]

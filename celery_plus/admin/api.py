@@ -11,8 +11,10 @@
     admin.discard(app, task_id)                     # failed -> discarded
     admin.cancel(app, task_id)                      # enqueued | scheduled | blocked -> canceled
     admin.retry_many(app, task="proj.send", older_than=3600)
+    admin.retry_many(app, ids=[id1, id2])           # chosen dead letters
     admin.purge(app, state="failed", queue="mail", all=False)
     admin.status(app)                               # per-queue depth, groups, oldest waiting
+    admin.throughput(app)                           # completed / failed in the last 5 and 60 min
 
 Each function opens the app's store (its ``broker_url``, resolved by the transport's
 ``make_backend`` with the app's ``plus_*`` settings), does one operation and closes it;
@@ -20,13 +22,17 @@ Each function opens the app's store (its ``broker_url``, resolved by the transpo
 also be a broker URL (``"plus+redis://..."``; default settings).
 
 Semantics (atomicity, idempotency, the retry conflict, what discard keeps) are the
-:class:`~celery_plus.admin.store.AdminStore` rules; see ``docs/admin.md``.
+:class:`~celery_plus.admin.store.AdminStore` rules; see ``docs/admin.md``. A cancel also marks
+the task ``REVOKED`` in the app's result backend (when it has one), so
+``AsyncResult(task_id).state`` says what happened, as it does after Celery's ``revoke``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .. import settings
@@ -44,9 +50,12 @@ from .store import (
     Query,
     Scope,
     Status,
+    Throughput,
     UnsupportedStore,
     check_state,
 )
+
+logger = logging.getLogger(__name__)
 
 Factory = Callable[[Backend, bool], AdminStore]
 #: Backend class -> admin factory, for backends outside this package (e.g. PostgreSQL).
@@ -54,6 +63,10 @@ _FACTORIES: dict[type, Factory] = {}
 
 Moment = dt.datetime | dt.timedelta | float | int | None
 Age = dt.timedelta | float | int | None
+#: The overview's throughput windows: the last 5 and 60 minutes.
+WINDOWS = (300, 3600)
+#: Why an admin cancel revoked a task (the result backend's ``TaskRevokedError``).
+CANCEL_REASON = "canceled by the celery-plus admin"
 
 
 def register_admin(backend_cls: type, factory: Factory) -> None:
@@ -118,11 +131,12 @@ def connect(app: Any) -> Admin:
 
         coordinated = coordinated_admin_store(app)
         if coordinated is not None:
-            return Admin(coordinated)
+            return Admin(coordinated, app=app)
     url, config = _url_and_config(app)
     backend = make_backend(url, config)
     try:
-        return Admin(admin_store_for(backend, owns_backend=True))
+        return Admin(admin_store_for(backend, owns_backend=True),
+                     app=None if isinstance(app, str) else app)
     except BaseException:
         backend.close()
         raise
@@ -149,16 +163,21 @@ def _moment_ms(value: Moment, now_ms: int) -> int | None:
     return round(float(value) * 1000)
 
 
-def _scope(task: str | None, queue: str | None, older_than: Age) -> Scope:
+def _scope(task: str | None, queue: str | None, older_than: Age,
+           ids: Iterable[str] | None = None) -> Scope:
     return Scope(task=task or None, queue=queue or None,
-                 older_than_ms=None if older_than is None else _ms(older_than))
+                 older_than_ms=None if older_than is None else _ms(older_than),
+                 ids=None if ids is None else tuple(dict.fromkeys(ids)))
 
 
 class Admin:
-    """The admin operations on one open store (see the module docstring)."""
+    """The admin operations on one open store (see the module docstring).
 
-    def __init__(self, store: AdminStore) -> None:
+    ``app`` (optional) is the Celery app whose result backend a cancel marks ``REVOKED``."""
+
+    def __init__(self, store: AdminStore, app: Any = None) -> None:
         self.store = store
+        self.app = app
 
     def __enter__(self) -> Admin:
         return self
@@ -175,20 +194,34 @@ class Admin:
 
     def jobs(self, state: str = "failed", *, task: str | None = None,
              queue: str | None = None, since: Moment = None, until: Moment = None,
-             text: str | None = None, page: int = 1, per_page: int = 50) -> Page:
+             text: str | None = None, text_limit: int | None = None, page: int = 1,
+             per_page: int = 50) -> Page:
         """One page of the jobs in ``state``, newest first, filtered by task name, queue,
-        time of the state (``since``/``until``) and ``text`` in the args or the error."""
+        time of the state (``since``/``until``) and ``text`` in the args or the error.
+
+        A text search decodes every candidate's message; ``text_limit`` makes it search the
+        newest that many candidates only (``Page.searched`` says when that cut it short)."""
         check_state(state)
         if page < 1:
             raise ValueError(f"page must be >= 1 (got {page})")
         if not 1 <= per_page <= MAX_PER_PAGE:
             raise ValueError(f"per_page must be between 1 and {MAX_PER_PAGE} (got {per_page})")
+        if text_limit is not None and text_limit < 1:
+            raise ValueError(f"text_limit must be >= 1 (got {text_limit})")
         relative = any(isinstance(v, dt.timedelta) for v in (since, until))
         now = self.store.now_ms() if relative else 0
         query = Query(task=task or None, queue=queue or None, since_ms=_moment_ms(since, now),
-                      until_ms=_moment_ms(until, now), text=text or None)
+                      until_ms=_moment_ms(until, now), text=text or None,
+                      text_limit=text_limit if text else None)
         items, total = self.store.jobs(state, query, (page - 1) * per_page, per_page)
-        return Page(items=items, total=total, page=page, per_page=per_page, state=state)
+        searched = None
+        if query.text_limit is not None:
+            # Did the limit cut the search short? Count the candidates (a cheap count).
+            candidates = self.store.jobs(state, replace(query, text=None, text_limit=None),
+                                         0, 1)[1]
+            searched = query.text_limit if candidates > query.text_limit else None
+        return Page(items=items, total=total, page=page, per_page=per_page, state=state,
+                    searched=searched)
 
     def show(self, task_id: str) -> JobDetail:
         """Everything about one job; raises :class:`JobNotFound`."""
@@ -206,25 +239,80 @@ class Admin:
         return self.store.discard(task_id)
 
     def cancel(self, task_id: str) -> OpResult:
-        """Cancel a job that waits (enqueued, scheduled or blocked)."""
-        return self.store.cancel(task_id)
+        """Cancel a job that waits (enqueued, scheduled or blocked); mark it ``REVOKED`` in
+        the app's result backend."""
+        result = self.store.cancel(task_id)
+        if result.changed:
+            self._mark_revoked(task_id)
+        return result
+
+    def _mark_revoked(self, task_id: str) -> None:
+        """Record the cancel in the result backend, as Celery's ``revoke`` would. The job is
+        canceled in the store already: a result backend that fails is logged, not raised."""
+        if self.app is None:
+            return
+        from celery.backends.base import DisabledBackend
+
+        try:
+            backend = self.app.backend
+            if isinstance(backend, DisabledBackend):
+                return
+            backend.mark_as_revoked(task_id, reason=CANCEL_REASON)
+        except Exception:
+            logger.exception("job %s was canceled, but its result backend could not be "
+                             "marked REVOKED", task_id)
+
+    def discard_many(self, ids: Sequence[str]) -> BulkResult:
+        """Discard each of these dead letters (each one atomic; not found: skipped)."""
+        return self._each("discard", ids, self.discard)
+
+    def cancel_many(self, ids: Sequence[str]) -> BulkResult:
+        """Cancel each of these waiting jobs (each one atomic and marked ``REVOKED``)."""
+        return self._each("cancel", ids, self.cancel)
+
+    @staticmethod
+    def _each(action: str, ids: Sequence[str], operation: Callable[[str], OpResult]
+              ) -> BulkResult:
+        result = BulkResult(action)
+        for job_id in dict.fromkeys(ids):
+            try:
+                done = operation(job_id)
+            except JobNotFound:
+                continue
+            result.matched += 1
+            if done.changed:
+                result.changed.append(job_id)
+        return result
 
     def retry_many(self, *, task: str | None = None, queue: str | None = None,
-                   older_than: Age = None, all: bool = False) -> BulkResult:
+                   older_than: Age = None, ids: Iterable[str] | None = None,
+                   all: bool = False) -> BulkResult:
         """Retry the dead letters of ``task`` / ``queue`` / dead for at least ``older_than``
-        (seconds or timedelta); every dead letter only with ``all=True``."""
-        return self.store.retry_many(_scope(task, queue, older_than), all=all)
+        (seconds or timedelta) / among ``ids``; every dead letter only with ``all=True``."""
+        return self.store.retry_many(_scope(task, queue, older_than, ids), all=all)
 
     def purge(self, state: str = "failed", *, task: str | None = None,
-              queue: str | None = None, older_than: Age = None, all: bool = False
-              ) -> BulkResult:
+              queue: str | None = None, older_than: Age = None,
+              ids: Iterable[str] | None = None, all: bool = False) -> BulkResult:
         """Delete the finished records of ``state`` (failed, completed, canceled, discarded)
-        in scope; every one of them only with ``all=True``."""
-        return self.store.purge(state, _scope(task, queue, older_than), all=all)
+        in scope (``ids``: only these); every one of them only with ``all=True``."""
+        return self.store.purge(state, _scope(task, queue, older_than, ids), all=all)
 
     def status(self) -> Status:
         """Per-queue depth by state, concurrency groups, dead letters, oldest waiting job."""
         return self.store.status()
+
+    def throughput(self, windows: Sequence[int] = WINDOWS) -> list[Throughput]:
+        """Completed and failed jobs of the last ``windows`` seconds (default 5 and 60
+        minutes), from the finish times of the records the store keeps."""
+        now = self.store.now_ms()
+        out = []
+        for window in windows:
+            if window <= 0:
+                raise ValueError(f"a throughput window must be positive (got {window})")
+            completed, failed = self.store.finished_since(now - window * 1000)
+            out.append(Throughput(int(window), completed, failed))
+        return out
 
 
 # -- one call, one store ------------------------------------------------------------------
@@ -259,15 +347,17 @@ def cancel(app: Any, task_id: str) -> OpResult:
 
 
 def retry_many(app: Any, *, task: str | None = None, queue: str | None = None,
-               older_than: Age = None, all: bool = False) -> BulkResult:
+               older_than: Age = None, ids: Iterable[str] | None = None,
+               all: bool = False) -> BulkResult:
     with connect(app) as a:
-        return a.retry_many(task=task, queue=queue, older_than=older_than, all=all)
+        return a.retry_many(task=task, queue=queue, older_than=older_than, ids=ids, all=all)
 
 
 def purge(app: Any, state: str = "failed", *, task: str | None = None,
-          queue: str | None = None, older_than: Age = None, all: bool = False) -> BulkResult:
+          queue: str | None = None, older_than: Age = None,
+          ids: Iterable[str] | None = None, all: bool = False) -> BulkResult:
     with connect(app) as a:
-        return a.purge(state, task=task, queue=queue, older_than=older_than, all=all)
+        return a.purge(state, task=task, queue=queue, older_than=older_than, ids=ids, all=all)
 
 
 def status(app: Any) -> Status:
@@ -275,5 +365,11 @@ def status(app: Any) -> Status:
         return a.status()
 
 
+def throughput(app: Any, windows: Sequence[int] = WINDOWS) -> list[Throughput]:
+    with connect(app) as a:
+        return a.throughput(windows)
+
+
 __all__ = ["STATES", "Admin", "admin_store_for", "cancel", "connect", "counts", "discard",
-           "jobs", "purge", "register_admin", "retry", "retry_many", "show", "status"]
+           "jobs", "purge", "register_admin", "retry", "retry_many", "show", "status",
+           "throughput"]

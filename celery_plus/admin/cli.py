@@ -1,5 +1,5 @@
 """The admin on the command line: ``celery-plus dlq ...``, ``jobs``, ``cancel``, ``status``
-(and ``dashboard``, the web page of ``admin/web.py``).
+(and ``admin``, the web dashboard of ``admin/web.py``; ``dashboard`` is its old name).
 
 Registered on the ``plus`` group (``celery_plus/cli.py``), so they run as
 ``celery-plus dlq ls -A proj`` and ``celery -A proj plus dlq ls``. They use the Python API
@@ -14,6 +14,7 @@ Registered on the ``plus`` group (``celery_plus/cli.py``), so they run as
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 import re
@@ -285,7 +286,8 @@ def _per_id(ctx: click.Context, ids: Sequence[str], operation: Callable[[str], O
 
 
 def _bulk_text(result: BulkResult, what: str) -> str:
-    verb = {"retry": "retried", "purge": "purged"}[result.action]
+    verb = {"retry": "retried", "purge": "purged", "discard": "discarded",
+            "cancel": "canceled"}[result.action]
     text = f"{verb} {len(result.changed)} of {result.matched} {what}"
     for job_id, holder in result.conflicts:
         text += f"\nconflict: {job_id} not retried, its unique key is held by {holder}"
@@ -483,14 +485,15 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(status_text(st))
 
 
-@click.command(cls=CeleryCommand, name="dashboard")
+@click.command(cls=CeleryCommand, name="admin")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8055, show_default=True)
 @click.pass_context
-def dashboard(ctx: click.Context, host: str, port: int) -> None:  # pragma: no cover
-    """Serve the admin's web page. Pages are readable without credentials (keep it on
-    localhost or behind an authenticating proxy); retry, discard and cancel need the app's
-    plus_admin_token (HTTP Basic password or Bearer token), and without it it is read-only."""
+def admin(ctx: click.Context, host: str, port: int) -> None:  # pragma: no cover
+    """Serve the admin's web dashboard (on 127.0.0.1 unless --host says otherwise). Pages are
+    readable without credentials (keep it on localhost or behind an authenticating proxy);
+    retry, discard, cancel and the bulk actions need the app's plus_admin_token (HTTP Basic
+    password or Bearer token), and without it it is read-only."""
     from .web import serve
 
     with _admin(ctx):
@@ -498,5 +501,11 @@ def dashboard(ctx: click.Context, host: str, port: int) -> None:  # pragma: no c
     serve(ctx.obj.app, host, port)
 
 
+#: ``celery-plus dashboard``: the name ``admin`` had before; kept, hidden from the help.
+dashboard = copy.copy(admin)
+dashboard.name = "dashboard"
+dashboard.hidden = True
+dashboard.help = "Alias of 'celery-plus admin'."
+
 #: The commands the ``plus`` group registers.
-COMMANDS: tuple[click.Command, ...] = (dlq, jobs, cancel, status, dashboard)
+COMMANDS: tuple[click.Command, ...] = (dlq, jobs, cancel, status, admin, dashboard)

@@ -21,6 +21,7 @@ from ..transport.postgres_backend import FIELDS, PostgresBackend
 from .api import register_admin
 from .store import (
     PURGEABLE,
+    STATES,
     BulkResult,
     Counts,
     JobDetail,
@@ -33,11 +34,10 @@ from .store import (
     check_scope,
     check_state,
     detail_from_record,
-    newest_first,
     op_result,
     status_from_rows,
     summary_from_record,
-    text_matches,
+    text_page,
     time_field,
 )
 
@@ -77,16 +77,24 @@ class PostgresAdmin:
 
     # -- reads --------------------------------------------------------------------------
     def counts(self) -> Counts:
-        rows = self._all("SELECT state, count(*) FROM jobs GROUP BY state")
-        known = set(Counts.__dataclass_fields__)
-        return Counts(**{state: int(n) for state, n in rows if state in known})
+        # One count per state, the state spelled literally: each is served by that state's
+        # partial index (0001_initial.sql) instead of a scan of the whole table.
+        sql = " UNION ALL ".join(
+            f"SELECT '{state}', count(*) FROM jobs WHERE state = '{state}'" for state in STATES)
+        return Counts(**{state: int(n) for state, n in self._all(sql)})
 
     def jobs(self, state: str, query: Query, offset: int, limit: int
              ) -> tuple[list[JobSummary], int]:
         check_state(state)
-        column = f"COALESCE({FIELDS[time_field(state)]}, 0)"
-        where: list[str] = ["state = %s"]
-        params: list[Any] = [state]
+        finished = state in PURGEABLE
+        # Finished records always have a finish time: the bare column lets the partial index
+        # jobs_finished (state, finished_ms, id) order them; other states may lack theirs.
+        column = (FIELDS[time_field(state)] if finished
+                  else f"COALESCE({FIELDS[time_field(state)]}, 0)")
+        # The state spelled literally (it is one of STATES) so that the planner may use the
+        # partial indexes, whose predicates name the states.
+        where: list[str] = [f"state = '{state}'"]
+        params: list[Any] = []
         for value, clause in ((query.task, "name = %s"), (query.queue, "queue = %s"),
                               (query.since_ms, f"{column} >= %s"),
                               (query.until_ms, f"{column} <= %s")):
@@ -96,15 +104,21 @@ class PostgresAdmin:
         condition = " AND ".join(where)
         fields = (*_LIST_FIELDS, "tb") if query.text else _LIST_FIELDS
         columns = ", ".join(["id", *(FIELDS[f] for f in fields)])
-        select = (f"SELECT {columns} FROM jobs WHERE {condition} "
-                  f'ORDER BY {column} DESC, id COLLATE "C" DESC')
+        order = f'{column} DESC, id COLLATE "C" DESC'
         if query.text:
+            select = f"SELECT {columns} FROM jobs WHERE {condition} ORDER BY {order}"
+            if query.text_limit is not None:
+                select += f" LIMIT {int(query.text_limit)}"
             rows = [(row[0], _record(fields, row[1:])) for row in self._all(select, *params)]
-            found = [summary_from_record(i, r) for i, r in rows if text_matches(query.text, r)]
-            ordered = newest_first(found)
-            return ordered[offset:offset + limit], len(ordered)
+            return text_page(rows, query, offset, limit)
         total = self._all(f"SELECT count(*) FROM jobs WHERE {condition}", *params)[0][0]
-        rows = self._all(f"{select} LIMIT %s OFFSET %s", *params, limit, offset)
+        # Deferred join: order and page the ids only (an index scan), then read the page's
+        # wide rows (the messages), as sqlite_admin.py does.
+        page = (f"SELECT id, {column} AS at FROM jobs WHERE {condition} ORDER BY {order} "
+                "LIMIT %s OFFSET %s")
+        rows = self._all(f"SELECT {', '.join('j.' + c.strip() for c in columns.split(','))} "
+                         f"FROM ({page}) p JOIN jobs j ON j.id = p.id "
+                         f'ORDER BY p.at DESC, p.id COLLATE "C" DESC', *params, limit, offset)
         return ([summary_from_record(row[0], _record(fields, row[1:])) for row in rows],
                 int(total))
 
@@ -150,6 +164,9 @@ class PostgresAdmin:
         if scope.older_than_ms is not None:
             where.append("COALESCE(finished_ms, 0) <= now_ms() - %s::bigint")
             params.append(scope.older_than_ms)
+        if scope.ids is not None:
+            where.append("id = ANY (%s::text[])")
+            params.append(list(scope.ids))
         sql = (f"SELECT id FROM jobs WHERE {' AND '.join(where)} "
                'ORDER BY finished_ms, id COLLATE "C"')
         return [row[0] for row in self._all(sql, *params)]
@@ -177,16 +194,26 @@ class PostgresAdmin:
                 scope.older_than_ms)]
         return result
 
+    def finished_since(self, since_ms: int) -> tuple[int, int]:
+        # The states spelled literally, so that the partial index jobs_finished serves both.
+        [(completed, failed)] = self._all(
+            "SELECT (SELECT count(*) FROM jobs WHERE state = 'completed' AND finished_ms >= %s),"
+            " (SELECT count(*) FROM jobs WHERE state = 'failed' AND finished_ms >= %s)",
+            since_ms, since_ms)
+        return int(completed), int(failed)
+
     # -- status -------------------------------------------------------------------------
     def status(self) -> Status:
+        # Per state, spelled literally (see counts): the partial indexes find the rows.
+        depth = " UNION ALL ".join(
+            f"SELECT queue, state, count(*) FROM jobs WHERE state = '{state}' GROUP BY queue, "
+            "state" for state in ("enqueued", "scheduled", "blocked", "running", "failed"))
+        oldest = " UNION ALL ".join(
+            f"SELECT queue, greatest(enqueued_ms, due_ms) AS since FROM jobs "
+            f"WHERE state = '{state}'" for state in ("enqueued", "blocked"))
         return status_from_rows(
-            self.now_ms(), self.counts(),
-            self._all(
-                "SELECT queue, state, count(*) FROM jobs WHERE state IN ('enqueued', "
-                "'scheduled', 'blocked', 'running', 'failed') GROUP BY queue, state"),
-            self._all(
-                "SELECT queue, min(greatest(enqueued_ms, due_ms)) FROM jobs "
-                "WHERE state IN ('enqueued', 'blocked') GROUP BY queue"),
+            self.now_ms(), self.counts(), self._all(depth),
+            self._all(f"SELECT queue, min(since) FROM ({oldest}) w GROUP BY queue"),
             self._all(
                 "SELECT conc_group, count(*), max(conc_limit) FROM jobs WHERE state = 'blocked' "
                 "AND conc_group IS NOT NULL AND conc_group <> '' GROUP BY conc_group"),

@@ -7,13 +7,17 @@ on a batch of job ids and re-checks each job's state (and the bulk scope) itself
 Python side may pick candidates with plain reads: whatever changed meanwhile is a no-op.
 
 Reads scan the state's index (``P:dead``, ``P:done``, ``P:lease``, ``P:q:{queue}`` ...) and fetch
-record fields with pipelined ``HMGET``: an operator's command, linear in the jobs of the state
-(finished-state listings without task/queue/text filters are paged inside Redis).
+record fields with pipelined ``HMGET``. Finished-state listings are paged inside Redis: without
+filters from the state's own index; by task and/or queue from the admin's listing index
+(``admin/lua/index_*.lua``: sets per queue and per task, synced from the state's index by finish
+score and cut down to its current members before each count), which also gives ``status`` its
+per-queue dead-letter counts. Text searches and the other states' listings read every record
+of the state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from importlib import resources
 from typing import Any
 
@@ -34,14 +38,13 @@ from .store import (
     check_scope,
     check_state,
     detail_from_record,
-    newest_first,
     op_result,
     summary_from_record,
-    text_matches,
+    text_page,
     time_field,
 )
 
-_SCRIPTS = ("retry", "discard", "cancel", "delete")
+_SCRIPTS = ("retry", "discard", "cancel", "delete", "index_sync", "index_page", "index_counts")
 #: Finished states and their index (a sorted set scored by finish ms).
 FINISHED_INDEX = {"completed": "done", "failed": "dead", "canceled": "canceled",
                   "discarded": "discarded"}
@@ -51,6 +54,10 @@ BATCH = 500
 #: Jobs looked at from the head of each priority band of a queue for "oldest waiting".
 HEAD = 50
 BAND = 1 << 40
+#: Index members a listing-index sync reads per script call (bounds the time Redis is busy).
+SYNC_BATCH = 5000
+#: A sync re-reads members finished this long below the highest one indexed (a clock step).
+SYNC_MARGIN_MS = 1000
 
 _SOURCES: dict[str, str] | None = None
 
@@ -60,7 +67,10 @@ def _sources() -> dict[str, str]:
     if _SOURCES is None:
         lib = (resources.files("celery_plus.transport") / "lua" / "lib.lua").read_text()
         own = resources.files("celery_plus.admin") / "lua"
-        _SOURCES = {name: lib + "\n" + (own / f"{name}.lua").read_text() for name in _SCRIPTS}
+        index_lib = (own / "index_lib.lua").read_text()
+        _SOURCES = {name: "\n".join([lib, index_lib if name.startswith("index_") else "",
+                                     (own / f"{name}.lua").read_text()])
+                    for name in _SCRIPTS}
     return _SOURCES
 
 
@@ -125,12 +135,7 @@ class RedisAdmin:
         return sorted(self._members(self.key("blkgroups")))
 
     def _candidates(self, state: str, query: Query) -> list[str]:
-        """Ids the index of ``state`` lists (filters not applied, except the finish time)."""
-        if state in FINISHED_INDEX:
-            low = "-inf" if query.since_ms is None else query.since_ms
-            high = "+inf" if query.until_ms is None else query.until_ms
-            return [_text(m) for m in self.client.zrangebyscore(
-                self.key(FINISHED_INDEX[state]), low, high)]
+        """Ids the index of ``state`` (not a finished state) lists; filters not applied."""
         if state == "running":
             return self._zall(self.key("lease"))
         if state == "scheduled":
@@ -159,8 +164,13 @@ class RedisAdmin:
     def jobs(self, state: str, query: Query, offset: int, limit: int
              ) -> tuple[list[JobSummary], int]:
         check_state(state)
-        if state in FINISHED_INDEX and not (query.task or query.queue or query.text):
+        if state in FINISHED_INDEX:
+            if query.text:
+                return text_page(self._finished_records(state, query), query, offset, limit)
+            if query.task or query.queue:
+                return self._indexed_page(state, query, offset, limit)
             return self._finished_page(state, query, offset, limit)
+        # The other states: every record of the state is read, filtered and sorted here.
         fields = (*SUMMARY_FIELDS, "msg", "tb") if query.text else SUMMARY_FIELDS
         ids = self._candidates(state, query)
         rows: list[tuple[str, dict[str, str]]] = []
@@ -173,12 +183,35 @@ class RedisAdmin:
                 continue
             if not query.matches_time(int(rec.get(tfield) or 0)):
                 continue
-            if query.text and not text_matches(query.text, rec):
-                continue
             rows.append((job_id, rec))
-        ordered = newest_first([summary_from_record(i, r) for i, r in rows])
-        page = ordered[offset:offset + limit]
-        return self._with_args(page), len(ordered)
+        rows.sort(key=lambda row: (int(row[1].get(tfield) or 0), row[0]), reverse=True)
+        if query.text:
+            return text_page(rows, query, offset, limit)
+        page = [summary_from_record(i, r) for i, r in rows[offset:offset + limit]]
+        return self._with_args(page), len(rows)
+
+    def _finished_records(self, state: str, query: Query
+                          ) -> Iterator[tuple[str, dict[str, str]]]:
+        """Records of a finished state in the query's task/queue/time filters, newest first,
+        read 1000 at a time (a text search stops reading at its ``text_limit``)."""
+        low = "-inf" if query.since_ms is None else query.since_ms
+        high = "+inf" if query.until_ms is None else query.until_ms
+        count = -1 if query.text_limit is None else query.text_limit
+        if query.task or query.queue:
+            self._sync_index(state)
+            _, raw = self._scripts["index_page"](
+                args=[self.prefix, FINISHED_INDEX[state], query.queue or "", query.task or "",
+                      low, high, 0, count])
+        else:
+            raw = self.client.zrevrangebyscore(self.key(FINISHED_INDEX[state]), high, low,
+                                               start=0, num=count)
+        ids = [_text(i) for i in raw]
+        for chunk in _chunks(ids, 1000):
+            for job_id, rec in zip(chunk, self._records(chunk, (*SUMMARY_FIELDS, "msg", "tb")),
+                                   strict=True):
+                if rec.get("st") == state and (not query.queue or rec.get("q") == query.queue) \
+                        and (not query.task or rec.get("name") == query.task):
+                    yield job_id, rec
 
     def _finished_page(self, state: str, query: Query, offset: int, limit: int
                        ) -> tuple[list[JobSummary], int]:
@@ -192,6 +225,58 @@ class RedisAdmin:
         rows = [summary_from_record(i, r) for i, r in
                 zip(ids, self._records(ids, (*SUMMARY_FIELDS, "msg")), strict=True) if r]
         return rows, total
+
+    # -- the admin's listing index (admin/lua/index_*.lua) ----------------------------------
+    def _sync_index(self, state: str) -> None:
+        """Index the members of ``state``'s index finished since the last sync."""
+        index = FINISHED_INDEX[state]
+        hw = self.client.get(self.key("ax", index, "hw"))
+        low: str | int = "-inf" if hw is None else int(hw) - SYNC_MARGIN_MS
+        skip = 0
+        while True:
+            read, high, at_high = self._scripts["index_sync"](
+                args=[self.prefix, index, low, skip, SYNC_BATCH])
+            if int(read) < SYNC_BATCH:
+                return
+            # The next batch starts at the highest score read, past the members read there.
+            high = int(_text(high))
+            skip = skip + int(read) if high == low else int(at_high)
+            low = high
+
+    def _indexed_page(self, state: str, query: Query, offset: int, limit: int
+                      ) -> tuple[list[JobSummary], int]:
+        """A page of a finished state filtered by task and/or queue, from the listing index."""
+        self._sync_index(state)
+        index = FINISHED_INDEX[state]
+        low = "-inf" if query.since_ms is None else query.since_ms
+        high = "+inf" if query.until_ms is None else query.until_ms
+        for _ in range(3):
+            total, raw_ids = self._scripts["index_page"](
+                args=[self.prefix, index, query.queue or "", query.task or "", low, high,
+                      offset, limit])
+            ids = [_text(i) for i in raw_ids]
+            records = self._records(ids, (*SUMMARY_FIELDS, "msg"))
+            stale = [(i, r) for i, r in zip(ids, records, strict=True)
+                     if r.get("st") != state or (query.queue and r.get("q") != query.queue)
+                     or (query.task and r.get("name") != query.task)]
+            if not stale:
+                break
+            # A record that changed queue or task since it was indexed: out of these sets.
+            pipe = self.client.pipeline(transaction=False)
+            for job_id, _rec in stale:
+                if query.queue:
+                    pipe.zrem(self.key("ax", index, "q", query.queue), job_id)
+                if query.task:
+                    pipe.zrem(self.key("ax", index, "t", query.task), job_id)
+            pipe.execute()
+        rows = [summary_from_record(i, r) for i, r in zip(ids, records, strict=True) if r]
+        return rows, int(total)
+
+    def _finished_per_queue(self, state: str) -> dict[str, int]:
+        """Records of a finished state per queue, from the listing index."""
+        self._sync_index(state)
+        reply = self._scripts["index_counts"](args=[self.prefix, FINISHED_INDEX[state]])
+        return {_text(reply[i]): int(reply[i + 1]) for i in range(0, len(reply), 2)}
 
     def _with_args(self, page: list[JobSummary]) -> list[JobSummary]:
         """The page's rows with their args preview (the message is read for them only)."""
@@ -234,7 +319,16 @@ class RedisAdmin:
     def _in_scope(self, state: str, scope: Scope) -> list[str]:
         """Ids of ``state`` (a finished state) in ``scope``, oldest first (a plain read)."""
         key = self.key(FINISHED_INDEX[state])
-        if scope.older_than_ms is None:
+        if scope.ids is not None:
+            # The chosen ids that are in the state's index now (the scripts re-check).
+            pipe = self.client.pipeline(transaction=False)
+            for job_id in scope.ids:
+                pipe.zscore(key, job_id)
+            ids = [job_id for job_id, score in zip(scope.ids, pipe.execute(), strict=True)
+                   if score is not None]
+            if scope.task is None and scope.queue is None:
+                return ids
+        elif scope.older_than_ms is None:
             ids = self._zall(key)
         else:
             cutoff = self.now_ms() - scope.older_than_ms
@@ -274,6 +368,13 @@ class RedisAdmin:
             result.changed += [_text(i) for i in reply]
         return result
 
+    def finished_since(self, since_ms: int) -> tuple[int, int]:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zcount(self.key("done"), since_ms, "+inf")
+        pipe.zcount(self.key("dead"), since_ms, "+inf")
+        completed, failed = pipe.execute()
+        return int(completed), int(failed)
+
     # -- status -------------------------------------------------------------------------
     def _queue_heads(self, queue: str) -> list[str]:
         """The first :data:`HEAD` ids of each priority band of ``queue``: where its
@@ -310,13 +411,12 @@ class RedisAdmin:
                     if rec.get("st") == "enqueued":
                         note_waiting(rec)
         groups: dict[str, dict[str, int]] = {}
-        for state, ids in (("scheduled", self._zall(self.key("sched"))),
-                           ("running", self._zall(self.key("lease"))),
-                           ("failed", self._zall(self.key("dead")))):
-            for rec in self._records(ids, ("st", "q")):
-                if rec.get("st") == state:
-                    bucket = per.setdefault(rec["q"], {})
-                    bucket[state] = bucket.get(state, 0) + 1
+        for queue, failed in self._finished_per_queue("failed").items():
+            per.setdefault(queue, {})["failed"] = failed
+        for rec in self._records(self._zall(self.key("sched")), ("st", "q")):
+            if rec.get("st") == "scheduled":
+                bucket = per.setdefault(rec["q"], {})
+                bucket["scheduled"] = bucket.get("scheduled", 0) + 1
         for group in self._blocked_groups():
             ids = self._zall(self.key("blk", group))
             for rec in self._records(ids, ("st", "q", "enq", "due", "cl")):
@@ -327,16 +427,24 @@ class RedisAdmin:
                     g = groups.setdefault(group, {"blocked": 0, "limit": 0})
                     g["blocked"] += 1
                     g["limit"] = max(g["limit"], int(rec.get("cl") or 0))
-        start = len(self.key("slot")) + 1
-        for key in self.client.scan_iter(self.key("slot", "*"), count=1000):
-            group = _text(key)[start:]
-            holders = [_text(m) for m in self.client.smembers(key)]
-            running = [r for r in self._records(holders, ("st", "cl"))
-                       if r.get("st") == "running"]
-            if running:
-                g = groups.setdefault(group, {"blocked": 0, "limit": 0})
-                g["running"] = len(running)
-                g["limit"] = max(g["limit"], *(int(r.get("cl") or 0) for r in running))
+        # Slots in use: running jobs of a group that hold one of its slots (read from the
+        # running jobs, not by scanning the keyspace for P:slot:* sets).
+        running_ids = self._zall(self.key("lease"))
+        running = [(i, r) for i, r in zip(
+            running_ids, self._records(running_ids, ("st", "q", "cg", "cl")), strict=True)
+            if r.get("st") == "running"]
+        pipe = self.client.pipeline(transaction=False)
+        for job_id, rec in running:
+            bucket = per.setdefault(rec["q"], {})
+            bucket["running"] = bucket.get("running", 0) + 1
+            if rec.get("cg"):
+                pipe.sismember(self.key("slot", rec["cg"]), job_id)
+        holds = iter(pipe.execute())
+        for _job_id, rec in running:
+            if rec.get("cg") and next(holds):
+                g = groups.setdefault(rec["cg"], {"blocked": 0, "limit": 0})
+                g["running"] = g.get("running", 0) + 1
+                g["limit"] = max(g["limit"], int(rec.get("cl") or 0))
         queues = [QueueStatus(queue=q, oldest_waiting_ms=oldest.get(q), **per[q])
                   for q in sorted(per)]
         group_rows = [GroupStatus(group=g, running=v.get("running", 0), limit=v["limit"],

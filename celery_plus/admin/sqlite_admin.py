@@ -30,11 +30,10 @@ from .store import (
     check_scope,
     check_state,
     detail_from_record,
-    newest_first,
     op_result,
     status_from_rows,
     summary_from_record,
-    text_matches,
+    text_page,
     time_field,
 )
 
@@ -89,12 +88,15 @@ class SQLiteAdmin:
         condition = " AND ".join(where)
         fields = (*_LIST_FIELDS, "tb") if query.text else _LIST_FIELDS
         columns = ", ".join(["id", *(FIELDS[f] for f in fields)])
-        select = f"SELECT {columns} FROM jobs WHERE {condition} ORDER BY {column} DESC, id DESC"
         if query.text:
+            # Ordered by the bare time column (see below), so the index yields the newest
+            # first and a text_limit reads only that many rows.
+            select = (f"SELECT {columns} FROM jobs WHERE {condition} "
+                      f"ORDER BY {FIELDS[time_field(state)]} DESC, id DESC")
+            if query.text_limit is not None:
+                select += f" LIMIT {int(query.text_limit)}"
             rows = [(row[0], _record(fields, row[1:])) for row in self._all(select, *params)]
-            found = [summary_from_record(i, r) for i, r in rows if text_matches(query.text, r)]
-            ordered = newest_first(found)
-            return ordered[offset:offset + limit], len(ordered)
+            return text_page(rows, query, offset, limit)
         total = self._all(f"SELECT COUNT(*) FROM jobs WHERE {condition}", *params)[0][0]
         # Deferred join: sort only (time, id) of the matches, then read the page's wide rows
         # (the messages) — sorting the wide rows made a page of 100k dead letters take seconds.
@@ -131,7 +133,7 @@ class SQLiteAdmin:
         state, name, queue, finished, lock, window, ttl, score = row
         if state != "failed":
             return "noop", state
-        if not self._in(scope, tx.now, name, queue, finished):
+        if not scope.matches(tx.now, name, queue, finished):
             return "skipped", state
         if lock:
             holder = tx.live_holder(lock)
@@ -177,13 +179,6 @@ class SQLiteAdmin:
                tx.now, job_id)
         return "canceled", state
 
-    @staticmethod
-    def _in(scope: Scope, now: int, name: str, queue: str, finished: int | None) -> bool:
-        return ((scope.task is None or name == scope.task)
-                and (scope.queue is None or queue == scope.queue)
-                and (scope.older_than_ms is None
-                     or (finished or 0) <= now - scope.older_than_ms))
-
     def retry(self, job_id: str) -> OpResult:
         outcome, extra = self.backend._write(lambda tx: self._retry(tx, job_id, Scope()))
         if outcome == "conflict":
@@ -212,6 +207,9 @@ class SQLiteAdmin:
         if scope.older_than_ms is not None:
             where.append("COALESCE(finished_ms, 0) <= ?")
             params.append(self.now_ms() - scope.older_than_ms)
+        if scope.ids is not None:
+            where.append(f"id IN ({', '.join('?' * len(scope.ids))})")
+            params.extend(scope.ids)
         sql = (f"SELECT id FROM jobs WHERE {' AND '.join(where)} "
                "ORDER BY finished_ms, id")
         return [row[0] for row in self._all(sql, *params)]
@@ -241,7 +239,7 @@ class SQLiteAdmin:
             for job_id in chunk:
                 row = tx.one("SELECT state, name, queue, finished_ms FROM jobs WHERE id = ?",
                              job_id)
-                if row is not None and row[0] == state and self._in(scope, tx.now, *row[1:]):
+                if row is not None and row[0] == state and scope.matches(tx.now, *row[1:]):
                     tx.run("DELETE FROM jobs WHERE id = ?", job_id)
                     deleted.append(job_id)
             return deleted
@@ -250,6 +248,12 @@ class SQLiteAdmin:
             chunk = ids[i:i + BATCH]
             result.changed += self.backend._write(partial(delete, chunk=chunk))
         return result
+
+    def finished_since(self, since_ms: int) -> tuple[int, int]:
+        # Two range counts on the (state, finished_ms, id) index.
+        sql = "SELECT COUNT(*) FROM jobs WHERE state = ? AND finished_ms >= ?"
+        return (int(self._all(sql, "completed", since_ms)[0][0]),
+                int(self._all(sql, "failed", since_ms)[0][0]))
 
     # -- status -------------------------------------------------------------------------
     def status(self) -> Status:

@@ -21,11 +21,15 @@ checks them on every backend):
 * ``cancel``: enqueued | scheduled | blocked -> canceled: out of its queue, schedule or blocked
   set, its non-TTL unique hold released if it holds it, ``fin`` = now; pruned like completed.
   Running jobs are not canceled (use Celery's ``revoke``).
-* Bulk ``retry_many`` / ``purge`` take a :class:`Scope` (task name, queue, age); an empty scope
-  needs ``all=True`` (:class:`UnscopedOperation` otherwise). Each job is re-checked against the
-  scope inside the atomic step that changes it.
+* Bulk ``retry_many`` / ``purge`` take a :class:`Scope` (task name, queue, age, or a list of
+  task ids); an empty scope needs ``all=True`` (:class:`UnscopedOperation` otherwise). Each job
+  is re-checked against the scope (and its state) inside the atomic step that changes it.
+* ``finished_since(since_ms)``: how many completed and failed records finished at or after
+  ``since_ms`` (the overview's throughput), counted from the finish times the records keep.
 * Listings are newest first: by finish time (completed, failed, canceled, discarded), start
   time (running) or enqueue time (enqueued, scheduled, blocked); ties by task id, descending.
+  A ``text`` search decodes each candidate's message (:func:`text_page`): with
+  ``Query.text_limit`` it looks at the newest that many candidates only.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ STATES = ("enqueued", "scheduled", "blocked", "running", "completed", "failed", 
 WAITING = ("enqueued", "scheduled", "blocked")
 #: Finished states whose records ``purge`` deletes.
 PURGEABLE = ("failed", "completed", "canceled", "discarded")
-#: Largest page ``jobs`` returns.
+#: Largest page ``jobs`` returns (and most task ids a bulk operation takes by id).
 MAX_PER_PAGE = 1000
 
 
@@ -100,6 +104,9 @@ class Query:
     since_ms: int | None = None
     until_ms: int | None = None
     text: str | None = None
+    #: Search ``text`` in the newest this many records (of those the other filters keep)
+    #: only; None: in all of them.
+    text_limit: int | None = None
 
     def matches_time(self, at_ms: int) -> bool:
         return ((self.since_ms is None or at_ms >= self.since_ms)
@@ -109,15 +116,25 @@ class Query:
 @dataclass(frozen=True)
 class Scope:
     """What a bulk operation acts on: jobs of ``task``, of ``queue``, finished at least
-    ``older_than_ms`` ago. Empty = every job of the state (needs ``all=True``)."""
+    ``older_than_ms`` ago, and (``ids``) only these task ids, e.g. the rows an operator
+    selected. Empty = every job of the state (needs ``all=True``)."""
 
     task: str | None = None
     queue: str | None = None
     older_than_ms: int | None = None
+    ids: tuple[str, ...] | None = None
 
     @property
     def empty(self) -> bool:
-        return self.task is None and self.queue is None and self.older_than_ms is None
+        return (self.task is None and self.queue is None and self.older_than_ms is None
+                and self.ids is None)
+
+    def matches(self, now_ms: int, name: str, queue: str, finished_ms: int | None) -> bool:
+        """Whether a record (task name, queue, finish time) is in the scope (ids aside)."""
+        return ((self.task is None or name == self.task)
+                and (self.queue is None or queue == self.queue)
+                and (self.older_than_ms is None
+                     or (finished_ms or 0) <= now_ms - self.older_than_ms))
 
 
 @dataclass(frozen=True)
@@ -193,6 +210,9 @@ class Page:
     page: int
     per_page: int
     state: str
+    #: A text search limited by ``text_limit`` that stopped short: the number of records it
+    #: searched (the newest of those the other filters keep); None: it searched them all.
+    searched: int | None = None
 
     @property
     def pages(self) -> int:
@@ -200,7 +220,7 @@ class Page:
 
     def to_dict(self) -> dict[str, Any]:
         return {"state": self.state, "total": self.total, "page": self.page,
-                "per_page": self.per_page, "pages": self.pages,
+                "per_page": self.per_page, "pages": self.pages, "searched": self.searched,
                 "items": [item.to_dict() for item in self.items]}
 
 
@@ -300,6 +320,30 @@ class OpResult:
         return f"{self.job_id}: {self.state}, not {wanted}; nothing to {self.action}"
 
 
+@dataclass(frozen=True)
+class Throughput:
+    """Jobs finished in the last ``window_s`` seconds, from the records' finish times.
+
+    Records pruned by retention, and dead letters retried or discarded since, are not
+    counted (see docs/admin.md)."""
+
+    window_s: int
+    completed: int
+    failed: int
+
+    @property
+    def completed_per_min(self) -> float:
+        return self.completed * 60 / self.window_s
+
+    @property
+    def failed_per_min(self) -> float:
+        return self.failed * 60 / self.window_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "completed_per_min": self.completed_per_min,
+                "failed_per_min": self.failed_per_min}
+
+
 @dataclass
 class BulkResult:
     """What a bulk operation did."""
@@ -355,6 +399,10 @@ class AdminStore(Protocol):
 
     def status(self) -> Status: ...
 
+    def finished_since(self, since_ms: int) -> tuple[int, int]:
+        """(completed, failed) records whose finish time is at or after ``since_ms``."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -368,6 +416,9 @@ def check_state(state: str, allowed: tuple[str, ...] = STATES) -> str:
 def check_scope(action: str, scope: Scope, all: bool) -> None:
     if scope.empty and not all:
         raise UnscopedOperation(action)
+    if scope.ids is not None and len(scope.ids) > MAX_PER_PAGE:
+        raise ValueError(f"{action} takes at most {MAX_PER_PAGE} task ids at once "
+                         f"(got {len(scope.ids)}): use a task/queue/age scope instead")
 
 
 def time_field(state: str) -> str:
@@ -470,6 +521,22 @@ def text_matches(needle: str, record: Mapping[str, Any]) -> bool:
         return low in _text(record.get("msg")).lower()
     haystack = json.dumps([decoded.args, decoded.kwargs], default=str, ensure_ascii=False)
     return low in haystack.lower() or low in args_repr(decoded).lower()
+
+
+def text_page(candidates: Iterable[tuple[str, Mapping[str, Any]]], query: Query, offset: int,
+              limit: int) -> tuple[list[JobSummary], int]:
+    """A page of a text search over ``candidates`` (id, record), newest first: each record
+    is decoded once, and only the page's rows become summaries. Stops after
+    ``query.text_limit`` candidates (the store passes the newest ones first)."""
+    assert query.text is not None
+    matched = []
+    for n, (job_id, rec) in enumerate(candidates):
+        if query.text_limit is not None and n >= query.text_limit:
+            break
+        if text_matches(query.text, rec):
+            matched.append((job_id, rec))
+    return ([summary_from_record(i, r) for i, r in matched[offset:offset + limit]],
+            len(matched))
 
 
 def summary_from_record(job_id: str, rec: Mapping[str, Any]) -> JobSummary:

@@ -82,6 +82,9 @@ class CoordinatedAdminStore:
     def status(self) -> Status:
         return self.store.status()
 
+    def finished_since(self, since_ms: int) -> tuple[int, int]:
+        return self.store.finished_since(since_ms)
+
     def close(self) -> None:
         self.store.close()
 

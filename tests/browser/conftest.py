@@ -1,23 +1,24 @@
-"""Browser-test harness: Debian's headless Chromium against a real dashboard server.
+"""Browser-test harness: Debian's headless Chromium, driven by Selenium, against a real
+dashboard server on a real store with real ``celery-plus worker`` processes.
 
-``chromium`` runs ``/usr/bin/chromium --headless`` (``--dump-dom`` for what the browser
-made of a page, ``--screenshot`` for a PNG) with a throw-away profile and every background
-service off; ``dashboard`` serves :mod:`celery_plus.admin.web` with ``wsgiref`` on a free
-port of 127.0.0.1 in a thread, over a SQLite store in the test's tmp dir with
-``plus_admin_token`` set. No extra Python dependency: actions are plain HTTP POSTs of the
-form Chromium rendered (its action URL and hidden token), the results are read back through
-Chromium's DOM.
+``browser`` is a fresh Chromium per test (``/usr/bin/chromium`` through Debian's
+``/usr/bin/chromedriver``, the same version by construction; ``.ci/run`` installs both), so
+a test clicks links, ticks checkboxes and presses buttons as a person does, and no
+credentials carry over from one test to the next. ``dashboard`` serves
+:mod:`celery_plus.admin.web` with ``wsgiref`` on a free port of 127.0.0.1 in a thread, for the
+end-to-end harness's app (``tests/e2e/conftest.py``: a Redis key prefix of its own, Celery's
+Redis result backend) with ``plus_admin_token`` set; ``start_worker`` starts real workers on
+that store. ``Site.operator_url`` carries the operator's credentials: Chromium answers the
+dashboard's HTTP Basic challenge with them, exactly as after a person typed them into the
+browser's prompt.
 """
 
 from __future__ import annotations
 
 import shutil
-import subprocess
-import tempfile
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from html.parser import HTMLParser
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -25,103 +26,113 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import pytest
 
 from celery_plus import Celery
-from celery_plus.admin import connect
 from celery_plus.admin.web import Dashboard, make_app
 from celery_plus.transport.backend import Backend
+from tests.e2e.conftest import (  # noqa: F401  (fixtures of the end-to-end harness)
+    broker_kind,
+    broker_url,
+    client,
+    prefix,
+    start_worker,
+    view,
+)
+from tests.support import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
 ADMIN_TOKEN = "browser-test-admin-token-0123456789"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars", "--window-size=1280,800"]
+FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--hide-scrollbars", "--window-size=1280,900"]
 
 
-@dataclass
-class Element:
-    tag: str
-    attrs: dict[str, str]
-    text: str = ""
+class Browser:
+    """One headless Chromium (a Selenium WebDriver session) and the test's artifacts dir."""
 
-
-@dataclass
-class Dom:
-    """A parsed ``--dump-dom``: every element (with its text) and the page's text."""
-
-    html: str
-    elements: list[Element] = field(default_factory=list)
-    text: str = ""
-
-    def all(self, tag: str, **attrs: str) -> list[Element]:
-        return [e for e in self.elements if e.tag == tag
-                and all(e.attrs.get(k) == v for k, v in attrs.items())]
-
-
-class _Parser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.elements: list[Element] = []
-        self.open: list[Element] = []
-        self.chunks: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        element = Element(tag, {k: v or "" for k, v in attrs})
-        self.elements.append(element)
-        if tag not in ("input", "meta", "br", "img", "link"):
-            self.open.append(element)
-
-    def handle_endtag(self, tag: str) -> None:
-        while self.open:
-            if self.open.pop().tag == tag:
-                break
-
-    def handle_data(self, data: str) -> None:
-        self.chunks.append(data)
-        for element in self.open:
-            element.text += data
-
-
-def parse(html: str) -> Dom:
-    parser = _Parser()
-    parser.feed(html)
-    return Dom(html, parser.elements, "".join(parser.chunks))
-
-
-class Chromium:
-    """Headless Chromium, one process per page (a fresh profile in a tmp dir each time)."""
-
-    def __init__(self, artifacts: Path) -> None:
+    def __init__(self, driver: Any, artifacts: Path) -> None:
+        self.driver = driver
         self.artifacts = artifacts
 
-    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-            return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
-                                  capture_output=True, text=True, timeout=90, check=True)
+    def open(self, url: str) -> None:
+        self.driver.get(url)
 
-    def dom(self, url: str) -> Dom:
-        """The DOM Chromium built from ``url`` (after parsing, and scripts if any ran)."""
-        return parse(self._run("--dump-dom", url).stdout)
+    def find(self, css: str) -> Any:
+        from selenium.webdriver.common.by import By
 
-    def screenshot(self, url: str, name: str) -> Path:
+        return self.driver.find_element(By.CSS_SELECTOR, css)
+
+    def find_all(self, css: str) -> list[Any]:
+        from selenium.webdriver.common.by import By
+
+        return list(self.driver.find_elements(By.CSS_SELECTOR, css))
+
+    def click(self, css: str) -> None:
+        """Click the element and wait for the page it leads to (a new document)."""
+        old = self.find("html")
+        self.find(css).click()
+        wait_until(lambda: self._replaced(old), timeout=30, message=f"{css} loads a page")
+
+    @staticmethod
+    def _replaced(element: Any) -> bool:
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        try:
+            element.tag_name  # noqa: B018  (raises once the old document is gone)
+        except StaleElementReferenceException:
+            return True
+        return False
+
+    def text(self) -> str:
+        return str(self.find("body").text)
+
+    def job_links(self) -> list[str]:
+        """Task ids the listing on screen links to, top to bottom."""
+        return [a.text for a in self.find_all("table a[href*='/job/']")]
+
+    def fact(self, name: str) -> str:
+        """A row of the job page's facts table (``state``, ``task`` ...)."""
+        from selenium.webdriver.common.by import By
+
+        return str(self.driver.find_element(
+            By.XPATH, f"//td[text()='{name}']/following-sibling::td").text)
+
+    def screenshot(self, name: str) -> Path:
         path = self.artifacts / name
-        self._run(f"--screenshot={path}", url)
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"no PNG from {url}"
+        assert self.driver.save_screenshot(str(path)), f"no screenshot {name}"
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{name} is not a PNG"
         return path
 
 
 @pytest.fixture
-def chromium(tmp_path: Path) -> Chromium:
-    if shutil.which(CHROMIUM) is None:
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium (see .ci/run)")
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if shutil.which(p) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} missing: apt-get install -y chromium "
+                    "chromium-driver (.ci/run does)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in [*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
-    return Chromium(artifacts)
+    try:
+        yield Browser(driver, artifacts)
+    finally:
+        driver.quit()
 
 
 @dataclass
 class Site:
-    """A served dashboard: its base URL, the app and a backend on the same store."""
+    """A served dashboard: its URL (and with the operator's credentials), the app, a backend
+    on the same store."""
 
     url: str
+    operator_url: str
     app: Celery
     backend: Backend
     web: Dashboard
@@ -132,24 +143,33 @@ class _Quiet(WSGIRequestHandler):
         pass
 
 
+class _Server(WSGIServer):
+    # Chromium opens several connections at once; serve each in its own thread.
+    def process_request(self, request: Any, client_address: Any) -> None:
+        threading.Thread(target=self._serve_one, args=(request, client_address),
+                         daemon=True).start()
+
+    def _serve_one(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+
 @pytest.fixture
-def dashboard(tmp_path: Path) -> Iterator[Site]:
-    app = Celery("browser", broker=f"plus+sqlite:///{tmp_path / 'store.db'}",
-                 set_as_current=False)
-    app.conf.plus_admin_token = ADMIN_TOKEN
-    admin = connect(app)
-    web = make_app(app)
-    server: WSGIServer = make_server("127.0.0.1", 0, web, handler_class=_Quiet)
+def dashboard(client: Celery, view: Backend) -> Iterator[Site]:  # noqa: F811
+    client.conf.plus_admin_token = ADMIN_TOKEN
+    web = make_app(client)
+    server = make_server("127.0.0.1", 0, web, server_class=_Server, handler_class=_Quiet)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                               daemon=True)
     thread.start()
+    port = server.server_port
     try:
-        yield Site(f"http://127.0.0.1:{server.server_port}", app,
-                   admin.store.backend, web)  # type: ignore[attr-defined]
+        yield Site(f"http://127.0.0.1:{port}",
+                   f"http://operator:{ADMIN_TOKEN}@127.0.0.1:{port}", client, view, web)
     finally:
         server.shutdown()
         server.server_close()
         thread.join(10)
         web.close()
-        admin.close()
-        app.close()

@@ -185,6 +185,72 @@ def test_a_listing_filters_by_time_range(backend: Backend, admin: Admin) -> None
     assert listed(admin, "enqueued") == ["e-new", "e-old"]
 
 
+def test_filtered_listings_and_queue_counts_stay_exact_as_jobs_come_and_go(
+        backend: Backend, admin: Admin, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Redis: the listing index reads 2 members per call, so every sync takes several.
+    monkeypatch.setattr("celery_plus.admin.redis_admin.SYNC_BATCH", 2)
+    for i in range(4):
+        dead(backend, f"m{i}", task="proj.mail", queue="mail")
+    dead(backend, "b0", task="proj.bill")
+    dead(backend, "x1", task="proj.bill", queue="mail")  # ids grow with time: ties agree
+
+    def totals() -> tuple[int, int, int, int]:
+        # one row a page: the counts must be right for jobs off the page too
+        return (admin.jobs("failed", queue="mail", per_page=1).total,
+                admin.jobs("failed", task="proj.mail", per_page=1).total,
+                admin.jobs("failed", task="proj.bill", queue="mail", per_page=1).total,
+                {q.queue: q.failed for q in admin.status().queues}.get("mail", 0))
+
+    assert totals() == (5, 4, 1, 5)
+    assert listed(admin, "failed", queue="mail") == ["x1", "m3", "m2", "m1", "m0"]
+    page = admin.jobs("failed", queue="mail", page=2, per_page=2)
+    assert [r.id for r in page.items] == ["m2", "m1"] and page.total == 5
+    admin.retry("m3")
+    admin.discard("m2")
+    assert admin.purge("failed", ids=["x1"]).changed == ["x1"]
+    assert totals() == (2, 2, 0, 2)
+    assert listed(admin, "discarded", queue="mail") == ["m2"]
+    # the retried job fails again: listed again, newest
+    got = claim(backend, max_jobs=1, queues=["mail"]).claims
+    assert [c.job_id for c in got] == ["m3"]
+    backend.settle([Settle("m3", got[0].token, "fail", {"reason": "task failed"})])
+    assert listed(admin, "failed", queue="mail") == ["m3", "m1", "m0"]
+    dead(backend, "m4", task="proj.mail", queue="mail")
+    dead(backend, "b2", task="proj.bill", queue=Q)
+    assert totals() == (4, 4, 0, 4)
+    assert listed(admin, "failed", task="proj.mail", queue="mail") == ["m4", "m3", "m1", "m0"]
+    mark = later(backend)
+    dead(backend, "m5", task="proj.mail", queue="mail")
+    assert listed(admin, "failed", queue="mail", since=mark / 1000) == ["m5"]
+    assert listed(admin, "failed", task="proj.mail", until=mark / 1000) == [
+        "m4", "m3", "m1", "m0"]
+    assert admin.purge("failed", all=True).matched == 7
+    assert totals() == (0, 0, 0, 0)
+
+
+def test_a_text_search_can_be_limited_to_the_newest_candidates(
+        backend: Backend, admin: Admin) -> None:
+    for i in range(5):
+        dead(backend, f"d{i}", queue="mail" if i % 2 else Q, error=f"boom {i}")
+    full = admin.jobs("failed", text="boom")
+    assert (full.total, full.searched) == (5, None)
+    cut = admin.jobs("failed", text="boom", text_limit=3)
+    assert ([r.id for r in cut.items], cut.total, cut.searched) == (["d4", "d3", "d2"], 3, 3)
+    assert cut.to_dict()["searched"] == 3
+    assert admin.jobs("failed", text="boom 0", text_limit=3).total == 0  # d0 not searched
+    assert admin.jobs("failed", text="boom 0", text_limit=5).searched is None
+    by_queue = admin.jobs("failed", queue="mail", text="boom", text_limit=1)
+    assert ([r.id for r in by_queue.items], by_queue.searched) == (["d3"], 1)
+    page = admin.jobs("failed", text="boom", text_limit=4, page=2, per_page=3)
+    assert [r.id for r in page.items] == ["d1"] and page.total == 4
+    job(backend, "w1", args=["needle"])
+    job(backend, "w2", args=["needle"])
+    waiting = admin.jobs("enqueued", text="needle", text_limit=1)
+    assert (waiting.total, waiting.searched) == (1, 1)
+    with pytest.raises(ValueError, match="text_limit"):
+        admin.jobs("failed", text="boom", text_limit=0)
+
+
 def test_every_state_can_be_listed(backend: Backend, admin: Admin) -> None:
     job(backend, "run", concurrency_group="g", concurrency_limit=1)
     assert ids(claim(backend)) == ["run"]
@@ -470,6 +536,67 @@ def test_purge_deletes_finished_records_in_scope(backend: Backend, admin: Admin)
         "failed": 1, "canceled": 0, "discarded": 0}
     with pytest.raises(ValueError, match="unknown state"):
         admin.purge("running", all=True)
+
+
+def test_bulk_operations_scoped_by_task_ids_act_on_those_jobs_only(
+        backend: Backend, admin: Admin) -> None:
+    for job_id in ("a", "b", "c"):
+        dead(backend, job_id)
+    dead(backend, "other", task="proj.other")
+    job(backend, "waiting")
+    result = admin.retry_many(ids=["a", "b", "a", "waiting", "nope"])
+    assert (result.matched, sorted(result.changed)) == (2, ["a", "b"])
+    assert [record(backend, i)["st"] for i in "abc"] == ["enqueued", "enqueued", "failed"]
+    assert admin.retry_many(ids=["a"]).changed == []  # already retried
+    # ids and the other filters together: both must hold
+    assert admin.purge("failed", ids=["c", "other"], task="proj.other").changed == ["other"]
+    assert admin.purge("failed", ids=["c", "waiting"]).changed == ["c"]
+    assert backend.job("c") is None and record(backend, "waiting")["st"] == "enqueued"
+    with pytest.raises(ValueError, match="at most 1000 task ids"):
+        admin.purge("failed", ids=[f"x{i}" for i in range(1001)])
+    assert admin.purge("failed", ids=[]).changed == []  # an empty selection: no-op
+
+
+def test_discard_many_and_cancel_many_act_on_each_job(backend: Backend, admin: Admin) -> None:
+    dead(backend, "d1")
+    dead(backend, "d2")
+    job(backend, "w1")
+    discarded = admin.discard_many(["d1", "d2", "w1", "nope"])
+    assert (discarded.matched, discarded.changed) == (3, ["d1", "d2"])
+    canceled = admin.cancel_many(["w1", "d1"])
+    assert (canceled.matched, canceled.changed) == (2, ["w1"])
+    assert record(backend, "w1")["st"] == "canceled"
+
+
+# -- throughput ------------------------------------------------------------------------
+def complete(backend: Backend, job_id: str) -> None:
+    job(backend, job_id)
+    [got] = claim(backend, max_jobs=1).claims
+    backend.settle([Settle(job_id, got.token, "ack")])
+
+
+def test_finished_since_counts_completed_and_failed_records_by_finish_time(
+        backend: Backend, admin: Admin) -> None:
+    complete(backend, "c1")
+    dead(backend, "f1")
+    mark = later(backend)
+    complete(backend, "c2")
+    complete(backend, "c3")
+    dead(backend, "f2")
+    job(backend, "waiting")
+    assert admin.store.finished_since(0) == (3, 2)
+    assert admin.store.finished_since(mark) == (2, 1)
+    assert admin.store.finished_since(backend.now_ms() + 60_000) == (0, 0)
+    [five, hour] = admin.throughput()
+    assert (five.window_s, five.completed, five.failed) == (300, 3, 2)
+    assert (hour.window_s, hour.completed, hour.failed) == (3600, 3, 2)
+    assert five.completed_per_min == pytest.approx(0.6) and hour.failed_per_min == (
+        pytest.approx(2 / 60))
+    # A retried dead letter is no longer a failure on record.
+    admin.retry("f1")
+    assert admin.store.finished_since(0) == (3, 1)
+    with pytest.raises(ValueError, match="positive"):
+        admin.throughput([0])
 
 
 # -- maintenance ----------------------------------------------------------------------

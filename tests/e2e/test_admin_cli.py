@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
+import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -150,3 +153,30 @@ def test_a_retry_conflict_and_a_confirmed_purge(
                      program=PLAIN_CELERY)
     assert via_celery.returncode == 0, via_celery.stderr
     assert json.loads(via_celery.stdout)["canceled"] == 1
+
+
+def test_celery_plus_admin_serves_the_dashboard_on_localhost(prefix: str,
+                                                             tmp_path: Path) -> None:
+    """``celery-plus admin`` (and its old name ``dashboard``) as a process, on Redis."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = tmp_path / "admin.log"
+    env = {**os.environ, "PLUS_TEST_PREFIX": prefix}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([*CELERY_PLUS, "admin", "-A", "tests.e2e.proj", "--port",
+                                 str(port)], cwd=ROOT, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: "celery-plus admin on" in log.read_text() or proc.poll() is not None,
+                   timeout=30, message="the dashboard listens")
+        first = log.read_text().splitlines()[0]
+        assert first == (f"celery-plus admin on http://127.0.0.1:{port}/ (read-only; "
+                         "Ctrl+C to stop)"), log.read_text()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/jobs/failed", timeout=30) as page:
+            assert page.status == 200 and "0 jobs, page 1 of 1" in page.read().decode()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    alias = cli(prefix, "dashboard", "--help")
+    assert alias.returncode == 0 and "--port" in alias.stdout

@@ -302,6 +302,17 @@ def test_an_app_without_a_durable_store_is_a_usage_error() -> None:
     assert result.exit_code == 2 and "celery-plus durable stores" in result.output
 
 
+def test_the_web_dashboard_is_celery_plus_admin_on_localhost() -> None:
+    admin_cmd, alias = plus.commands["admin"], plus.commands["dashboard"]
+    host = next(p for p in admin_cmd.params if p.name == "host")
+    assert host.default == "127.0.0.1"
+    assert alias.hidden and alias.callback is admin_cmd.callback
+    assert [p.name for p in alias.params] == [p.name for p in admin_cmd.params]
+    listing = CliRunner().invoke(plus, ["--help"]).output
+    assert "  admin " in listing and "  dashboard " not in listing
+    assert "127.0.0.1" in CliRunner().invoke(plus, ["admin", "--help"]).output
+
+
 # -- helpers ---------------------------------------------------------------------------
 @pytest.mark.parametrize(("text", "seconds"), [
     ("90", 90), ("90s", 90), ("15m", 900), ("2h", 7200), ("1d", 86400), ("1h30m", 5400),

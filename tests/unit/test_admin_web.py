@@ -1,27 +1,34 @@
 """The admin's web dashboard (``celery_plus/admin/web.py``), called as a WSGI application.
 
-Issue 5, item 6 (optional): a minimal web page over the admin API: status, listings, a job's
-detail, retry / discard / cancel buttons guarded by a form token, JSON endpoints; every value
-HTML-escaped. Runs on a SQLite store in the test's tmp_path.
+Issue 5 (web part): an overview with counts and throughput, listings with filters, paging and
+bulk actions (selected rows or the whole filter; destructive ones confirmed first), a job's
+detail, retry / discard / cancel buttons guarded by the admin token and a form token, JSON
+endpoints, /metrics; every value HTML-escaped; every link, form and redirect under the mount
+point (``SCRIPT_NAME``). Runs on a SQLite store in the test's tmp_path.
 """
 
 from __future__ import annotations
 
 import base64
+import html
 import io
 import json
+import re
+import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 from wsgiref.util import setup_testing_defaults
 
 import pytest
 
 from celery_plus import Celery
 from celery_plus.admin import connect
-from celery_plus.admin.web import Dashboard, make_app
-from celery_plus.transport.backend import NewJob
+from celery_plus.admin.web import Dashboard, Mount, make_app
+from celery_plus.transport.backend import NewJob, Settle
 from tests.unit.test_admin_cli import Store
 
 
@@ -46,11 +53,14 @@ def web(store: Store) -> Iterator[Dashboard]:
     dashboard.close()
 
 
-def call(web: Dashboard, path: str, method: str = "GET", form: dict[str, str] | None = None,
+Form = dict[str, str] | list[tuple[str, str]]
+
+
+def call(web: Any, path: str, method: str = "GET", form: Form | None = None,
          query: str = "", headers: dict[str, str] | None = None
          ) -> tuple[str, dict[str, str], str]:
     environ: dict[str, Any] = {"PATH_INFO": path, "REQUEST_METHOD": method,
-                               "QUERY_STRING": query,
+                               "QUERY_STRING": query, "SCRIPT_NAME": "",
                                **(BEARER if headers is None and method == "POST"
                                   else headers or {})}
     body = urlencode(form or {}).encode()
@@ -72,7 +82,7 @@ def test_the_status_page_shows_counts_queues_and_groups(store: Store, web: Dashb
     store.backend.claim(["celery"], "w", 1)
     status, headers, page = call(web, "/")
     assert status == "200 OK" and headers["Content-Type"].startswith("text/html")
-    assert "dead letters: <a href='/jobs/failed'>1</a>" in page
+    assert 'dead letters: <a href="/jobs/failed">1</a>' in page
     assert "<td>mail</td>" in page and "Concurrency groups" in page
     api_status, _, raw = call(web, "/api/status")
     assert api_status == "200 OK" and json.loads(raw)["dead_letters"] == 1
@@ -219,3 +229,241 @@ def test_a_bad_admin_token_setting_stops_the_dashboard(store: Store, tmp_path: P
             "403 Forbidden")
     finally:
         url_only.close()
+
+
+def finish(store: Store, job_id: str) -> None:
+    """Publish a job, claim it and acknowledge it: a completed record."""
+    store.job(job_id)
+    [got] = store.backend.claim(["celery"], "w1", 1).claims
+    store.backend.settle([Settle(job_id, got.token, "ack")])
+
+
+def test_the_overview_shows_throughput(store: Store, web: Dashboard) -> None:
+    finish(store, "c1")
+    finish(store, "c2")
+    store.dead("f1")
+    page = call(web, "/")[2]
+    rows = re.findall(r"<tr><td>(\d+[hm]\d+[ms])</td><td>(\d+)</td><td>([\d.]+)</td>"
+                      r"<td>(\d+)</td><td>([\d.]+)</td></tr>", page)
+    assert rows == [("5m00s", "2", "0.4", "1", "0.2"), ("1h00m", "2", "0.0", "1", "0.0")]
+    data = json.loads(call(web, "/api/throughput")[2])
+    assert [(t["window_s"], t["completed"], t["failed"]) for t in data] == [
+        (300, 2, 1), (3600, 2, 1)]
+    assert data[0]["completed_per_min"] == 0.4
+
+
+def bulk(web: Dashboard, state: str, do: str, ids: tuple[str, ...] = (), **fields: str
+         ) -> tuple[str, dict[str, str], str]:
+    form = [("token", web.token), ("do", do), *(("id", i) for i in ids), *fields.items()]
+    return call(web, f"/jobs/{state}/bulk", "POST", form)
+
+
+def msg_of(location: str) -> str:
+    return parse_qs(urlsplit(location).query)["msg"][0]
+
+
+def test_a_listing_offers_bulk_actions_on_selected_rows_and_the_filter(
+        store: Store, web: Dashboard) -> None:
+    store.dead("a")
+    page = call(web, "/jobs/failed", query="task=proj.mail")[2]
+    assert '<form method="post" action="/jobs/failed/bulk" id="bulk">' in page
+    assert '<input type="checkbox" name="id" value="a" aria-label="select a">' in page
+    for button in ("retry:selected", "discard:selected", "purge:selected", "retry:scope",
+                   "purge:scope"):
+        assert f'value="{button}"' in page
+    assert "whole filter (task proj.mail)" in page
+    assert '<input type="hidden" name="task" value="proj.mail">' in page
+    text_filtered = call(web, "/jobs/failed", query="text=SMTP")[2]
+    assert 'value="retry:selected"' in text_filtered and ":scope" not in text_filtered
+    assert 'value="cancel:selected"' not in page
+    store.job("w")
+    assert 'value="cancel:selected"' in call(web, "/jobs/enqueued")[2]
+    assert 'type="checkbox"' not in call(web, "/jobs/running")[2]
+    read_only = make_app(store.app)
+    try:
+        page = call(read_only, "/jobs/failed")[2]
+        assert 'type="checkbox"' not in page and "read-only" in page
+    finally:
+        read_only.close()
+
+
+def test_bulk_retry_of_the_selected_dead_letters(store: Store, web: Dashboard) -> None:
+    for job_id in ("a", "b", "c"):
+        store.dead(job_id)
+    status, headers, _ = bulk(web, "failed", "retry:selected", ("a", "b", "a"), task="proj.mail")
+    assert status == "303 See Other"
+    assert headers["Location"].startswith("/jobs/failed?task=proj.mail&msg=")
+    assert msg_of(headers["Location"]) == "retried 2 of 2 selected failed jobs"
+    assert [store.state(i) for i in "abc"] == ["enqueued", "enqueued", "failed"]
+    page = call(web, "/jobs/failed", query=urlsplit(headers["Location"]).query)[2]
+    assert '<p class="msg" id="msg">retried 2 of 2 selected failed jobs</p>' in page
+    _, headers, _ = bulk(web, "failed", "retry:selected", ("a", "c"))
+    assert msg_of(headers["Location"]) == "retried 1 of 1 selected failed jobs"
+    _, headers, _ = bulk(web, "failed", "retry:selected")
+    assert msg_of(headers["Location"]) == "no job selected"
+
+
+def test_destructive_bulk_actions_are_confirmed_first(store: Store, web: Dashboard) -> None:
+    for job_id in ("a", "b", "c"):
+        store.dead(job_id)
+    status, _, page = bulk(web, "failed", "purge:selected", ("a", "b"))
+    assert status == "200 OK" and "Delete for good the 2 selected failed jobs?" in page
+    assert '<input type="hidden" name="confirm" value="1">' in page
+    assert '<a href="/jobs/failed" id="back">' in page
+    assert [store.state(i) for i in "abc"] == ["failed"] * 3  # nothing done yet
+    status, headers, _ = bulk(web, "failed", "purge:selected", ("a", "b"), confirm="1")
+    assert status == "303 See Other"
+    assert msg_of(headers["Location"]) == "purged 2 of 2 selected failed jobs"
+    assert [store.state(i) for i in "abc"] == [None, None, "failed"]
+    status, _, page = bulk(web, "failed", "discard:selected", ("c",))
+    assert status == "200 OK" and "Discard the 1 selected failed job?" in page
+    bulk(web, "failed", "discard:selected", ("c",), confirm="1")
+    assert store.state("c") == "discarded"
+    store.job("w1")
+    store.job("w2")
+    status, _, page = bulk(web, "enqueued", "cancel:selected", ("w1",))
+    assert status == "200 OK" and store.state("w1") == "enqueued"
+    _, headers, _ = bulk(web, "enqueued", "cancel:selected", ("w1",), confirm="1")
+    assert msg_of(headers["Location"]) == "canceled 1 of 1 selected enqueued jobs"
+    assert (store.state("w1"), store.state("w2")) == ("canceled", "enqueued")
+
+
+def test_bulk_actions_on_the_whole_filter(store: Store, web: Dashboard) -> None:
+    store.dead("m1", task="proj.mail")
+    store.dead("m2", task="proj.mail", queue="slow")
+    store.dead("b1", task="proj.bill")
+    status, _, page = bulk(web, "failed", "retry:scope", task="proj.mail")
+    assert status == "200 OK"
+    assert "Retry all 2 failed jobs of this filter (task proj.mail)?" in page
+    assert store.state("m1") == "failed"
+    _, headers, _ = bulk(web, "failed", "retry:scope", task="proj.mail", confirm="1")
+    assert headers["Location"].startswith("/jobs/failed?task=proj.mail&msg=")
+    assert msg_of(headers["Location"]) == "retried 2 of 2 matching failed jobs"
+    assert [store.state(i) for i in ("m1", "m2", "b1")] == ["enqueued", "enqueued", "failed"]
+    # the age filter: nothing finished an hour ago; everything finished 0 s ago
+    _, _, page = bulk(web, "failed", "purge:scope", older_than="1h")
+    assert "all 0 failed jobs of this filter (finished more than 1h ago)" in page
+    _, headers, _ = bulk(web, "failed", "purge:scope", older_than="1h", confirm="1")
+    assert msg_of(headers["Location"]) == "purged 0 of 0 matching failed jobs"
+    assert store.state("b1") == "failed"
+    _, _, page = bulk(web, "failed", "purge:scope")
+    assert "all 1 failed job of this filter (every one, no filter)" in page
+    bulk(web, "failed", "purge:scope", confirm="1")
+    assert store.state("b1") is None
+    assert 'older_than' in call(web, "/jobs/failed", query="older_than=1h")[2]
+    assert call(web, "/jobs/failed", query="older_than=soon")[0] == "400 Bad Request"
+
+
+def test_bulk_actions_follow_the_rules_of_single_actions(store: Store, web: Dashboard) -> None:
+    store.dead("a", unique_lock="K", unique_window="running")
+    store.dead("b")
+    store.job("holder", unique_lock="K", unique_window="running")
+    form = [("token", web.token), ("do", "retry:selected"), ("id", "a")]
+    for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer wrong-token-of-some-length"}):
+        assert call(web, "/jobs/failed/bulk", "POST", form, headers=headers)[0] == (
+            "401 Unauthorized")
+    assert call(web, "/jobs/failed/bulk", "POST", form[1:])[0] == "403 Forbidden"
+    assert store.state("a") == "failed"
+    assert bulk(web, "failed", "cancel:selected", ("a",))[0] == "400 Bad Request"
+    assert bulk(web, "running", "purge:scope")[0] == "400 Bad Request"
+    assert bulk(web, "nonsense", "purge:scope")[0] == "404 Not Found"
+    assert bulk(web, "failed", "purge:scope", text="SMTP")[0] == "400 Bad Request"
+    _, headers, _ = bulk(web, "failed", "retry:selected", ("a", "b"))
+    assert msg_of(headers["Location"]) == (
+        "retried 1 of 2 selected failed jobs; not retried: a (key held by holder)")
+    assert (store.state("a"), store.state("b")) == ("failed", "enqueued")
+
+
+# -- mounted under a path prefix ------------------------------------------------------------
+LINK = re.compile(r'(?:href|action)="([^"]*)"')
+
+
+def links(page: str) -> list[str]:
+    return [html.unescape(link) for link in LINK.findall(page)]
+
+
+def test_mounted_under_a_prefix_every_link_form_and_redirect_stays_under_it(
+        store: Store, web: Dashboard) -> None:
+    store.dead("d1")
+    store.dead("d2")
+    store.job("w1")
+    site = Mount(web, "/ops/celery")
+    pages = {path: call(site, path, query=query)
+             for path, query in (("/ops/celery", ""), ("/ops/celery/", ""),
+                                 ("/ops/celery/jobs/failed", "task=proj.mail&per_page=1"),
+                                 ("/ops/celery/job/d1", ""), ("/ops/celery/failed", ""))}
+    confirm = call(site, "/ops/celery/jobs/failed/bulk", "POST",
+                   [("token", web.token), ("do", "purge:selected"), ("id", "d1")])
+    assert confirm[0] == "200 OK"
+    seen = set()
+    for path, (status, _, page) in [*pages.items(), ("confirm", confirm)]:
+        assert status == "200 OK", path
+        for link in links(page):
+            assert link.startswith("/ops/celery/"), (path, link)
+            seen.add(link)
+    assert {"/ops/celery/", "/ops/celery/jobs/failed", "/ops/celery/job/d1",
+            "/ops/celery/job/d1/retry", "/ops/celery/jobs/failed/bulk",
+            "/ops/celery/jobs/failed?task=proj.mail&per_page=1&page=2"} <= seen
+    for link in seen:
+        if not link.endswith(("/retry", "/discard", "/cancel", "/bulk")):
+            path, _, query = link.partition("?")
+            assert call(site, path, query=query)[0] == "200 OK", link
+    status, headers, _ = call(site, "/ops/celery/job/d1/retry", "POST", {"token": web.token})
+    assert status == "303 See Other" and headers["Location"].startswith("/ops/celery/job/d1?")
+    status, headers, _ = call(site, "/ops/celery/jobs/failed/bulk", "POST",
+                              [("token", web.token), ("do", "retry:selected"), ("id", "d2")])
+    assert headers["Location"].startswith("/ops/celery/jobs/failed?msg=")
+    assert call(site, "/elsewhere")[0] == "404 Not Found"
+    assert call(site, "/ops/celeryx")[0] == "404 Not Found"
+    with pytest.raises(ValueError, match="mount prefix"):
+        Mount(web, "ops/")
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_mounted_under_a_prefix_over_http(store: Store, web: Dashboard) -> None:
+    """The same through a real HTTP server (wsgiref) and client that follows redirects."""
+    store.dead("d1")
+
+    def site(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ["PATH_INFO"] == "/":
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"the host site"]
+        return Mount(web, "/ops/celery")(environ, start_response)
+
+    server = make_server("127.0.0.1", 0, site, handler_class=_Quiet)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        with urllib.request.urlopen(f"{base}/", timeout=30) as response:
+            assert response.read() == b"the host site"
+        request = urllib.request.Request(f"{base}/ops/celery/job/d1/retry", method="POST",
+                                         data=urlencode({"token": web.token}).encode(),
+                                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        with urllib.request.urlopen(request, timeout=30) as response:  # follows the 303
+            assert urlsplit(response.url).path == "/ops/celery/job/d1"
+            page = response.read().decode()
+        assert "retry: failed -&gt; enqueued" in page
+        assert all(link.startswith("/ops/celery/") for link in links(page))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def test_a_text_search_says_when_it_looked_at_the_newest_jobs_only(
+        store: Store, web: Dashboard, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("celery_plus.admin.pages.TEXT_LIMIT", 2)
+    for job_id in ("a", "b", "c"):
+        store.dead(job_id)
+    page = call(web, "/jobs/failed", query="text=SMTP")[2]
+    assert "2 jobs, page 1 of 1" in page and 'id="searched"' in page
+    [everything] = [link for link in links(page) if "search=all" in link]
+    path, _, query = everything.partition("?")
+    page = call(web, path, query=query)[2]
+    assert "3 jobs, page 1 of 1" in page and 'id="searched"' not in page
+    assert 'id="searched"' not in call(web, "/jobs/failed")[2]
