@@ -74,12 +74,17 @@ class Browser:
 
     @staticmethod
     def _replaced(element: Any) -> bool:
-        from selenium.common.exceptions import StaleElementReferenceException
+        from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 
         try:
             element.tag_name  # noqa: B018  (raises once the old document is gone)
         except StaleElementReferenceException:
             return True
+        except WebDriverException as exc:
+            # Caught mid-navigation, chromedriver may say so in its own words.
+            if "does not belong to the document" in str(exc):
+                return True
+            raise
         return False
 
     def text(self) -> str:
