@@ -39,6 +39,10 @@ DURABLE_DEFAULTS: dict[str, Any] = {
     "task_acks_on_failure": True,
     "task_acks_on_timeout": True,
     "broker_connection_retry_on_startup": True,
+    # The plus transport is synchronous, so Celery's worker runs ETA/countdown/retry tasks
+    # from its threaded timer, which sleeps up to this long between checks (the event loop
+    # plain Redis uses has no such delay). Such tasks arrive already due: keep it short.
+    "worker_timer_precision": 0.1,
     **settings.DEFAULTS,
 }
 

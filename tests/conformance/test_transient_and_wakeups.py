@@ -4,7 +4,8 @@ control; §1.6 no polling).
 Rules: a transient queue (remote control, replies, events) is FIFO, can be purged, and its
 messages expire 300 s after its last push; bindings are a set per exchange; ``wait`` returns
 ready work at once, is woken by a publish on one of its queues or a transient message from
-another thread, and otherwise lasts its timeout — work for other queues does not end it.
+another thread, ends no later than a job scheduled on its queues meanwhile is due, and
+otherwise lasts its timeout — work for other queues does not end it.
 """
 
 from __future__ import annotations
@@ -87,6 +88,18 @@ def test_wait_is_woken_by_a_publish_on_its_queue(make_backend: Callable[..., Bac
     result, took = _wait_while(waiter, lambda: publish(other, "a"), [Q], [], timeout=20)
     assert result == ("wake", Q, None)
     assert took < 10, "the wait lasted its timeout"
+
+
+def test_wait_ends_by_the_time_a_job_scheduled_during_it_is_due(
+        make_backend: Callable[..., Backend]) -> None:
+    # An idle consumer must learn of a countdown/retry job in time to run it when due (Redis
+    # wakes the wait at once, so the consumer's next claim reads the due time; the SQL stores
+    # end the wait when the job is due), not at its next poll.
+    waiter, other = make_backend(), make_backend()
+    result, took = _wait_while(
+        waiter, lambda: publish(other, "soon", eta_ms=other.now_ms() + 300), [Q], [], timeout=4)
+    assert result == ("wake", Q, None), "the wait lasted its timeout"
+    assert took < 3
 
 
 def test_wait_is_woken_by_a_transient_message_from_another_thread(

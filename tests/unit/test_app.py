@@ -46,6 +46,15 @@ def test_app_is_a_celery_subclass_with_durable_defaults() -> None:
     assert app.conf.plus_max_deliveries == 5
 
 
+def test_the_worker_timer_checks_often_and_user_config_still_wins() -> None:
+    # Jobs with an ETA reach the worker already due; Celery's threaded timer (used with the
+    # synchronous plus transport) would otherwise hold them up to 1 s (its default precision).
+    assert make_app().conf.worker_timer_precision == 0.1
+    app = make_app()
+    app.config_from_object({"worker_timer_precision": 0.5})
+    assert app.conf.worker_timer_precision == 0.5
+
+
 def test_tasks_use_the_celery_plus_base_and_keep_their_options() -> None:
     app = make_app()
 

@@ -68,6 +68,8 @@ local bonus = continued and 10 or 0
 redis.call('SADD', P .. ':queues', queue)
 if state == 'scheduled' then
   redis.call('ZADD', P .. ':sched', eta, id)
+  -- Wake a waiting consumer: its next claim learns the due time and it sleeps until then.
+  wake(queue)
   return 2 + bonus
 end
 redis.call('ZADD', P .. ':q:' .. queue, score, id)

@@ -1,0 +1,98 @@
+"""What every scenario gets (:class:`Context`), the registry, and polling helpers."""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from proj.effects import effects
+from proj.settings import PREFIX
+
+Outcome = dict[str, Any]
+
+#: A delayed task (countdown, eta, retry) is on time if it starts within this many seconds
+#: after it is due. Plain Celery on Redis starts it within a few milliseconds.
+ON_TIME = 0.5
+
+
+def on_time(delays: list[float], due: float) -> bool:
+    """True if every measured ``delay`` is at least ``due`` and at most ``due + ON_TIME``."""
+    return all(due - 0.02 <= d <= due + ON_TIME for d in delays)
+
+
+@dataclass(frozen=True)
+class Context:
+    """The deployment a scenario runs against."""
+
+    app: Any
+    #: Node name of the deployment's one worker (``name@host``).
+    worker: str
+    #: The command line of this deployment's CLI (``celery`` or ``celery-plus``).
+    cli: tuple[str, ...]
+    timeout: float = 30.0
+
+    def inspect(self, timeout: float = 5.0) -> Any:
+        return self.app.control.inspect(destination=[self.worker], timeout=timeout)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    run: Callable[[Context], Outcome]
+    doc: str
+
+
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def scenario(fn: Callable[[Context], Outcome]) -> Callable[[Context], Outcome]:
+    """Register ``fn`` as the scenario named after it (its docstring says what it shows)."""
+    SCENARIOS[fn.__name__] = Scenario(fn.__name__, fn, (fn.__doc__ or "").strip().split("\n")[0])
+    return fn
+
+
+def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 30.0,
+             interval: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy; raise after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def wait_for_effects(kind: str, n: int = 1, timeout: float = 30.0,
+                     **match: Any) -> list[dict[str, Any]]:
+    """Wait until at least ``n`` effects of ``kind`` matching ``match`` were recorded."""
+    return wait_for(lambda: (found := effects(kind, **match)) and len(found) >= n and found,
+                    f"{n} {kind!r} effect(s) {match}", timeout)
+
+
+def local(name: Any) -> Any:
+    """A queue/routing name without the deployment prefix (``<prefix>.urgent`` -> ``urgent``)."""
+    if isinstance(name, str):
+        return name.replace(f"{PREFIX}.", "").replace(PREFIX, "<prefix>")
+    return name
+
+
+def error_of(result: Any) -> Outcome:
+    """A failed result's exception, as type name and message."""
+    exc = result.result
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+#: Every signal proj.signals records.
+ALL_SIGNALS = ("before_task_publish", "after_task_publish", "task_received", "task_prerun",
+               "task_retry", "task_success", "task_failure", "task_postrun", "task_revoked")
+#: Signals sent by the process executing a task (their order is Celery's).
+EXECUTION_SIGNALS = ("task_prerun", "task_retry", "task_success", "task_failure",
+                     "task_postrun")
+
+
+def signal_trail(task_id: str, only: tuple[str, ...] = ()) -> list[str]:
+    """The signals recorded for one task id (optionally only those in ``only``), in order."""
+    return [e["signal"] for e in effects("signal", id=task_id)
+            if not only or e["signal"] in only]
