@@ -28,11 +28,12 @@ PLUS_CONFIGS = [name for name in CONFIGS if name != REFERENCE.name]
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory: pytest.TempPathFactory) -> Run:
     servers = Servers(redis=REDIS_URL.rsplit("/", 1)[0], postgres=PG_URL)
-    result = run(list(CONFIGS), [], servers, jobs=len(CONFIGS))
+    logs = tmp_path_factory.mktemp("compat-logs")
+    result = run(list(CONFIGS), [], servers, jobs=len(CONFIGS), logs=logs)
     report = Path(os.environ.get("COMPAT_REPORT")
                   or tmp_path_factory.mktemp("compat") / "compat-report.md")
     write(result, report)
-    print(f"\n{text(result)}\nreport: {report}")
+    print(f"\n{text(result)}\nreport: {report}\nworker and beat logs: {logs}")
     return result
 
 

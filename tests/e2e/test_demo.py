@@ -115,13 +115,20 @@ def test_demo_shows_every_extension_and_cleans_up(tmp_path: Path) -> None:
     assert not (tmp_path / ".celery-plus").exists()  # the caller's directory is untouched
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_demo_stops_its_workers_and_removes_its_files(
         tmp_path: Path, sig: signal.Signals) -> None:
     log = tmp_path / "demo.log"
     with open(log, "w") as sink:
+        # A shell's background job inherits SIGINT ignored, and Python keeps it ignored:
+        # give the demo the disposition a terminal's foreground process has.
         proc = subprocess.Popen(DEMO, cwd=ROOT, env=demo_env(), stdout=sink,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_default_sigint)
     try:
         wait_until(lambda: "worker A started" in log.read_text() or proc.poll() is not None,
                    timeout=40, message="worker A started")
