@@ -36,6 +36,7 @@ from celery.worker.state import task_ready
 from kombu.utils.url import maybe_sanitize_url
 
 from .. import signals
+from ..helper_threads import signals_blocked
 from ..options import message_extensions
 from ..transport.backend import JobClaim
 from ..transport.channel import job_from_message
@@ -261,7 +262,8 @@ class Gate(bootsteps.StartStopStep):
         logger.info("celery-plus: extensions enforced through the coordination store %s",
                     maybe_sanitize_url(self.coordinator.url))
         self.keeper = CoordinationKeeper(self.coordinator)
-        self.keeper.start()
+        with signals_blocked():  # signals are the main thread's (helper_threads)
+            self.keeper.start()
 
     def stop(self, c: Any) -> None:
         if self.keeper is not None:

@@ -21,6 +21,7 @@ import threading
 import weakref
 from typing import Any
 
+from ..helper_threads import signals_blocked
 from . import pg_migrations
 
 #: Largest number of connections of one process's pool for one store.
@@ -92,10 +93,13 @@ class Engine:
         # A direct connection first: a wrong URL fails here with the server's own message.
         with contextlib.closing(pg_migrations.connect(url)) as conn:
             pg_migrations.migrate(conn, schema)
-        self.pool = ConnectionPool(
-            url, min_size=1, max_size=POOL_MAX, timeout=POOL_TIMEOUT, num_workers=1,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
-            configure=self._configure, open=True, name=f"celery-plus:{schema}")
+        # The pool's threads (a worker and a scheduler) are started with every signal
+        # blocked: signals sent to this process must reach its main thread (helper_threads).
+        with signals_blocked():
+            self.pool = ConnectionPool(
+                url, min_size=1, max_size=POOL_MAX, timeout=POOL_TIMEOUT, num_workers=1,
+                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+                configure=self._configure, open=True, name=f"celery-plus:{schema}")
 
     def _configure(self, conn: Any) -> None:
         conn.execute(f"SET search_path TO {pg_migrations.quoted(self.schema)}")

@@ -79,6 +79,14 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         record(prefix, "end", n=n)
         return n
 
+    @app.task(name="proj.publish_then_sleep")
+    def publish_then_sleep(n: int, seconds: float) -> int:
+        """Publishes first (the pool process opens its own broker connection), then sleeps."""
+        mark.delay(-n - 1)
+        record(prefix, "sleeping", n=n)
+        time.sleep(seconds)
+        return n
+
     @app.task(name="proj.unique_running", unique=True)
     def unique_running(key: str, seconds: float) -> str:
         record(prefix, "start", key=key)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -407,3 +408,24 @@ def test_db_migrate_and_status_commands(tmp_path: Path) -> None:
     finally:
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _blocked_signals(native_id: int) -> int:
+    status = Path(f"/proc/self/task/{native_id}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines()
+                    if line.startswith("SigBlk:")), 16)
+
+
+def test_the_pool_threads_leave_every_signal_to_the_main_thread(pg: PostgresBackend) -> None:
+    """psycopg_pool's threads block all signals, so a SIGTERM sent to a prefork pool process
+    interrupts its main thread (celery_plus/helper_threads.py) and the caller's mask is back."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    pg.now_ms()  # any call: the process's pool exists and its threads run
+    threads = [t for t in threading.enumerate()
+               if t.name.startswith(f"celery-plus:{pg.schema}") and t.native_id is not None]
+    assert len(threads) >= 2, [t.name for t in threading.enumerate()]  # worker + scheduler
+    for thread in threads:
+        mask = _blocked_signals(thread.native_id)  # type: ignore[arg-type]
+        assert mask & (1 << (signal.SIGTERM - 1)) and mask & (1 << (signal.SIGINT - 1)), \
+            (thread.name, hex(mask))
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
