@@ -12,13 +12,15 @@ pipe's lock held by a dead process and wedge every other pool process (found by 
 compatibility suite).
 
 Threads started inside :func:`signals_blocked` inherit a mask that blocks every signal, so
-signals always go to the main thread.
+signals always go to the main thread; celery-plus's own threads (:class:`HelperThread`)
+start that way.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 from collections.abc import Iterator
 
 
@@ -34,3 +36,11 @@ def signals_blocked() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+class HelperThread(threading.Thread):
+    """A thread that starts with every signal blocked (they are the main thread's)."""
+
+    def start(self) -> None:
+        with signals_blocked():
+            super().start()

@@ -19,7 +19,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -180,14 +179,3 @@ class Deployment:
             with psycopg.connect(self.servers.postgres, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{self.prefix}" CASCADE')
         shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def deployed(config: Config, servers: Servers, beat: bool = True) -> Iterator[Deployment]:
-    """A started deployment, removed on exit."""
-    deployment = Deployment(config, servers)
-    try:
-        deployment.start(beat=beat)
-        yield deployment
-    finally:
-        deployment.close()

@@ -36,7 +36,7 @@ from celery.worker.state import task_ready
 from kombu.utils.url import maybe_sanitize_url
 
 from .. import signals
-from ..helper_threads import signals_blocked
+from ..helper_threads import HelperThread
 from ..options import message_extensions
 from ..transport.backend import JobClaim
 from ..transport.channel import job_from_message
@@ -169,7 +169,7 @@ def _uses_extensions(request: Any) -> bool:
     return getattr(request.task, "plus_extensions", None) is not None
 
 
-class CoordinationKeeper(threading.Thread):
+class CoordinationKeeper(HelperThread):
     """Renews this process's leases; runs the store's maintenance and lease recovery."""
 
     def __init__(self, coordinator: Coordinator) -> None:
@@ -262,8 +262,7 @@ class Gate(bootsteps.StartStopStep):
         logger.info("celery-plus: extensions enforced through the coordination store %s",
                     maybe_sanitize_url(self.coordinator.url))
         self.keeper = CoordinationKeeper(self.coordinator)
-        with signals_blocked():  # signals are the main thread's (helper_threads)
-            self.keeper.start()
+        self.keeper.start()
 
     def stop(self, c: Any) -> None:
         if self.keeper is not None:

@@ -22,7 +22,6 @@ from kombu.transport import TRANSPORT_ALIASES, virtual
 from kombu.utils.url import maybe_sanitize_url
 
 from .. import settings, signals
-from ..helper_threads import signals_blocked
 from .backend import Backend
 from .channel import Channel, is_transient
 from .channel import Channel as PlusChannel
@@ -142,8 +141,7 @@ class Transport(virtual.Transport):
     def start_keeper(self) -> None:
         if self._keeper is None:
             self._keeper = LeaseKeeper(self)
-            with signals_blocked():  # signals are the main thread's (helper_threads)
-                self._keeper.start()
+            self._keeper.start()
 
     def note_next_due(self, seconds: float | None) -> None:
         """Remember when the next scheduled job is due, to wake for it on time."""

@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import signals
+from ..helper_threads import HelperThread
 
 if TYPE_CHECKING:
     from . import Transport
@@ -23,7 +24,7 @@ logger = logging.getLogger("celery_plus.keeper")
 TICK_S = 0.1
 
 
-class LeaseKeeper(threading.Thread):
+class LeaseKeeper(HelperThread):
     def __init__(self, transport: Transport) -> None:
         super().__init__(name="celery-plus-lease-keeper", daemon=True)
         self.transport = transport
