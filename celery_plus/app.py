@@ -233,6 +233,11 @@ class Celery(celery.Celery):
         if outcome is None or outcome.accepted:
             result.deduplicated = False
             return result
+        if outcome.fenced:
+            # The id names a running job this publish may not change (not its current
+            # continuation): nothing was stored; the result is that job's.
+            result.deduplicated = True
+            return result
         return self._duplicate(name, result, outcome.holder_id or "", header, ext)
 
     @contextmanager
@@ -260,6 +265,9 @@ class Celery(celery.Celery):
             result, name, header, ext = watched
             if outcome.accepted:
                 result.deduplicated = False
+                continue
+            if outcome.fenced:
+                result.deduplicated = True
                 continue
             try:
                 holder = self._duplicate(name, result, outcome.holder_id or "", header, ext)

@@ -10,6 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .details import clean_detail, encode_detail
+
+__all__ = ["clean_detail", "encode_detail"]
+
 #: Settle actions: ack = completed; fail/reject = dead letter; requeue = back to enqueued
 #: (dead letter once deliveries reach the limit); release = back to enqueued, uncounted.
 SETTLE_ACTIONS = ("ack", "fail", "reject", "requeue", "release")
@@ -31,17 +35,28 @@ class NewJob:
     concurrency_group: str = ""
     concurrency_limit: int = 0
     max_deliveries: int = 0
+    #: The lease token of the running delivery this message continues (retry,
+    #: ``Task.replace``); 0 for an ordinary publish. A continuation applies only while that
+    #: claim is current; a publish of a running job's id without its current token changes
+    #: nothing (``PublishOutcome.fenced``).
+    lease_token: int = 0
 
 
 @dataclass(frozen=True)
 class PublishOutcome:
-    """What a publish did: stored (``accepted``) or coalesced into ``holder_id``."""
+    """What a publish did: stored (``accepted``) or coalesced into ``holder_id``.
+
+    ``fenced``: nothing was stored because the message named a job it may not change: a
+    running job without its current lease token, or a continuation whose claim is no longer
+    current (``holder_id`` is then the job's own id and ``state`` its state).
+    """
 
     accepted: bool
     job_id: str
     holder_id: str | None = None
     state: str = ""
     continued: bool = False
+    fenced: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,7 +72,10 @@ class Claim:
 
 @dataclass(frozen=True)
 class Settle:
-    """End of a claim. Applied only while the claim's token is still current."""
+    """End of a claim. Applied only while the claim's token is still current.
+
+    Backends store ``detail`` through :func:`clean_detail` (any text, any size, any type).
+    """
 
     job_id: str
     token: int
