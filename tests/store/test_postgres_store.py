@@ -475,8 +475,8 @@ def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
                 got = {c.job_id: c.token for c in claim(store).claims}
                 assert got["old"] > 77 and got["new"] > 77 and got["old"] != got["new"]
                 old_publish = conn.execute(
-                    f'SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = '
-                    f"p.pronamespace WHERE n.nspname = %s AND p.proname = 'publish'",
+                    'SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = '
+                    "p.pronamespace WHERE n.nspname = %s AND p.proname = 'publish'",
                     [schema]).fetchone()
                 assert old_publish == (2,)
             finally:
