@@ -260,7 +260,7 @@ def test_skip_locked_claimers_never_hand_one_job_to_two(pg: PostgresBackend) -> 
     claimed = [job_id for result in results for job_id in result]
     assert len(claimed) == 2000 and len(set(claimed)) == 2000
     assert sum(1 for result in results if result) >= 2, "the claimers did not run together"
-    assert query(pg, "SELECT count(*) FROM jobs WHERE state <> 'completed' OR token <> 1") \
+    assert query(pg, "SELECT count(*) FROM jobs WHERE state <> 'completed' OR deliveries <> 1") \
         == [(0,)], "a job was claimed twice or left unsettled"
 
 
