@@ -182,7 +182,7 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         return key
 
     # -- fenced continuations, odd failures, holds (test_fences.py) -------------------------
-    @app.task(name="proj.one_at_a_time", bind=True, concurrency=1, max_retries=3)
+    @app.task(name="proj.x_one_at_a_time", bind=True, concurrency=1, max_retries=3)
     def one_at_a_time(self: Any, n: str, first_seconds: float, seconds: float) -> str:
         """Runs alone in its group. Job "A"'s first execution sleeps ``first_seconds`` and
         then retries (late, if its worker was frozen meanwhile); any other runs ``seconds``."""
@@ -205,7 +205,7 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         record(prefix, "fail_with", message=message)
         raise ValueError(f"cannot open {text}")
 
-    @app.task(name="proj.key_changer", bind=True, unique_by=["key"])
+    @app.task(name="proj.x_key_changer", bind=True, unique_by=["key"])
     def key_changer(self: Any, key: str, how: str) -> str:
         """Continues itself under another unique key: Task.replace or retry(args=...)."""
         record(prefix, "key_changer", key=key, how=how)
@@ -215,7 +215,7 @@ def make_app(prefix: str, **settings: Any) -> Celery:
             raise self.replace(key_target.s(key + "-2"))
         raise self.retry(args=(key + "-2", how), countdown=0.1)
 
-    @app.task(name="proj.key_target", unique_by=["key"])
+    @app.task(name="proj.x_key_target", unique_by=["key"])
     def key_target(key: str) -> str:
         record(prefix, "key_target", key=key)
         return key

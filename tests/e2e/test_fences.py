@@ -65,7 +65,7 @@ def _runs(prefix: str, n: str) -> list[tuple[float, float]]:
 def test_a_late_retry_from_a_worker_whose_lease_was_recovered_changes_nothing(
         client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
         pool: str) -> None:
-    task = client.tasks["proj.one_at_a_time"]
+    task = client.tasks["proj.x_one_at_a_time"]
     a = task.delay("A", 6.0, 6.0)
     frozen = start_worker(pool=pool, env=VT)
     wait_until(lambda: events(prefix, "start"), timeout=30, message="A's first execution")
@@ -82,7 +82,7 @@ def test_a_late_retry_from_a_worker_whose_lease_was_recovered_changes_nothing(
     # The frozen execution wakes up and retries while the live claim still runs.
     wait_until(lambda: events(prefix, "retrying"), timeout=30, message="the late retry")
     assert (view.job(a.id) or {}).get("st") == "running", "the late retry ended the live claim"
-    assert view.slot_holders("proj.one_at_a_time:") == {a.id}
+    assert view.slot_holders("proj.x_one_at_a_time:") == {a.id}
     wait_until(lambda: (view.job(b.id) or {}).get("st") == "completed", timeout=60,
                message="B completed")
     wait_until(lambda: (view.job(a.id) or {}).get("st") == "completed", timeout=30,
@@ -93,7 +93,7 @@ def test_a_late_retry_from_a_worker_whose_lease_was_recovered_changes_nothing(
     assert [e["execution"] for e in starts] == [1, 2], "A was scheduled a third time"
     # concurrency=1: B started only once A's live execution had ended.
     assert b_runs[0][0] >= a_runs[0][1], (a_runs, b_runs)
-    assert view.holds() == {} and view.slot_holders("proj.one_at_a_time:") == set()
+    assert view.holds() == {} and view.slot_holders("proj.x_one_at_a_time:") == set()
     assert frozen.proc.poll() is None, frozen.log()
 
 
@@ -128,12 +128,12 @@ def test_a_job_continued_under_another_key_leaves_no_key_held(
         client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
         how: str) -> None:
     start_worker(pool="prefork", concurrency=2)
-    result = client.tasks["proj.key_changer"].delay("k", how)
+    result = client.tasks["proj.x_key_changer"].delay("k", how)
     wait_until(lambda: (view.job(result.id) or {}).get("st") == "completed", timeout=40,
                message="the continued job completed")
     assert view.holds() == {}
     # The first key is free again: a new job of it is accepted and runs.
-    again = client.tasks["proj.key_changer"].delay("k", how)
+    again = client.tasks["proj.x_key_changer"].delay("k", how)
     assert again.deduplicated is False
     wait_until(lambda: (view.job(again.id) or {}).get("st") == "completed", timeout=40,
                message="the second job completed")
