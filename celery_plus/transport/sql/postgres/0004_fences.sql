@@ -16,17 +16,25 @@
 --                 for processes of earlier versions during a rolling upgrade.
 -- * settle()      details decoded with safe_jsonb(): a detail that is not JSON is a note,
 --                 never an error that aborts the batch.
--- * claim(), claim_job()   tokens from next_token().
+-- * jobs_token    a trigger: whenever claim() or claim_job() give a job a new token (its
+--                 previous token + 1, as in 0001/0003), the token is taken from `tokens` instead.
 -- * renew_holds() called by maintenance: holds lapsing within half a backstop whose job still
 --                 waits or runs get another backstop.
 
 CREATE SEQUENCE tokens;
 SELECT setval('tokens', COALESCE((SELECT max(token) FROM jobs), 0) + 1, false);
 
-CREATE FUNCTION next_token() RETURNS bigint
-LANGUAGE sql VOLATILE AS $$
-    SELECT nextval('tokens')
+CREATE FUNCTION next_token() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    NEW.token := nextval('tokens');
+    RETURN NEW;
+END
 $$;
+
+-- Fires only on the updates that issue a token (a claim), never on the others of a job.
+CREATE TRIGGER jobs_token BEFORE UPDATE OF token ON jobs
+FOR EACH ROW WHEN (NEW.token IS DISTINCT FROM OLD.token) EXECUTE FUNCTION next_token();
 
 CREATE FUNCTION store_key(p_key text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
@@ -270,173 +278,5 @@ BEGIN
             RETURN NEXT;
         END IF;
     END LOOP;
-END
-$$;
-
-
--- == claim (claim.lua): as in 0001, tokens from next_token() ================================
-CREATE OR REPLACE FUNCTION claim(p_queues text[], p_worker text, p_max integer, p_scan_limit integer,
-                      p_lease_ms bigint, p_backstop bigint, p_ids text[], p_tokens bigint[],
-                      p_actions text[], p_details text[])
-RETURNS TABLE (o_kind text, o_id text, o_token bigint, o_msg bytea, o_deliveries integer,
-               o_queue text)
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-DECLARE
-    v_now bigint;
-    v_taken integer := 0;
-    v_scanned integer := 0;
-    v_got integer;
-    v_queue text;
-    v_held text[] := '{}';
-    v_skipped text[] := '{}';
-    v_locking boolean := COALESCE(cardinality(p_ids), 0) = 0;
-    v_used bigint;
-    v_due bigint;
-    r record;
-BEGIN
-    IF NOT v_locking THEN
-        FOR o_id, o_queue IN SELECT s.o_id, s.o_reason
-                             FROM settle(p_ids, p_tokens, p_actions, p_details, p_backstop) s
-        LOOP
-            o_kind := 'd';
-            RETURN NEXT;
-        END LOOP;
-        o_id := NULL;
-        o_queue := NULL;
-    END IF;
-    v_now := now_ms();
-    PERFORM promote_due(v_now, 100);
-    FOREACH v_queue IN ARRAY p_queues LOOP
-        WHILE v_taken < p_max AND v_scanned < p_scan_limit LOOP
-            v_got := 0;
-            FOR r IN
-                SELECT j.id, j.conc_group, j.conc_limit, j.unique_lock, j.unique_window
-                FROM jobs j
-                WHERE j.state = 'enqueued' AND j.queue = v_queue AND j.id <> ALL (v_skipped)
-                ORDER BY j.score LIMIT p_max - v_taken
-                FOR UPDATE SKIP LOCKED
-            LOOP
-                v_got := v_got + 1;
-                v_scanned := v_scanned + 1;
-                IF r.conc_group IS NOT NULL AND r.conc_group <> '' THEN
-                    IF NOT (r.conc_group = ANY (v_held)) THEN
-                        IF v_locking AND cardinality(v_held) = 0 THEN
-                            PERFORM group_lock(r.conc_group);
-                        ELSIF NOT group_try_lock(r.conc_group) THEN
-                            v_skipped := v_skipped || r.id;
-                            CONTINUE;
-                        END IF;
-                        v_held := v_held || r.conc_group;
-                    END IF;
-                    SELECT count(*) INTO v_used FROM slots s WHERE s.conc_group = r.conc_group;
-                    IF v_used >= r.conc_limit THEN
-                        -- Parked: keeps its score, so it keeps its place in line.
-                        UPDATE jobs SET state = 'blocked' WHERE id = r.id;
-                        PERFORM stat('blocked');
-                        o_kind := 'b';
-                        o_id := r.id;
-                        o_token := NULL;
-                        o_msg := NULL;
-                        o_deliveries := NULL;
-                        o_queue := v_queue;
-                        RETURN NEXT;
-                        CONTINUE;
-                    END IF;
-                    INSERT INTO slots (conc_group, job_id) VALUES (r.conc_group, r.id)
-                    ON CONFLICT DO NOTHING;
-                END IF;
-                IF r.unique_lock IS NOT NULL AND r.unique_lock <> '' THEN
-                    IF r.unique_window = 'pending' THEN
-                        PERFORM drop_hold(r.unique_lock, r.id, v_now);
-                    ELSIF r.unique_window = 'running' THEN
-                        PERFORM refresh_hold(r.unique_lock, r.id, v_now, p_backstop);
-                    END IF;
-                END IF;
-                UPDATE jobs SET state = 'running', worker = p_worker, started_ms = v_now,
-                                deliveries = jobs.deliveries + 1,
-                                token = next_token(),
-                                lease_expires_ms = v_now + p_lease_ms
-                WHERE id = r.id
-                RETURNING jobs.token, jobs.msg, jobs.deliveries
-                INTO o_token, o_msg, o_deliveries;
-                o_kind := 'c';
-                o_id := r.id;
-                o_queue := v_queue;
-                RETURN NEXT;
-                v_taken := v_taken + 1;
-            END LOOP;
-            EXIT WHEN v_got = 0;
-        END LOOP;
-    END LOOP;
-    SELECT min(j.due_ms) INTO v_due FROM jobs j WHERE j.state = 'scheduled';
-    IF v_due IS NOT NULL THEN
-        o_kind := 'n';
-        o_id := NULL;
-        o_token := greatest(v_due - v_now, 0);
-        o_msg := NULL;
-        o_deliveries := NULL;
-        o_queue := NULL;
-        RETURN NEXT;
-    END IF;
-END
-$$;
-
--- == claim_job (claim_job.lua): as in 0003, tokens from next_token() ========================
-CREATE OR REPLACE FUNCTION claim_job(p_id text, p_worker text, p_lease_ms bigint, p_backstop bigint,
-                          OUT o_outcome text, OUT o_state text, OUT o_token bigint,
-                          OUT o_deliveries integer, OUT o_lease_left bigint)
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-DECLARE
-    v_now bigint := now_ms();
-    v_used bigint;
-    r record;
-BEGIN
-    o_token := 0;
-    o_deliveries := 0;
-    o_lease_left := 0;
-    SELECT j.state, j.conc_group, j.conc_limit, j.unique_lock, j.unique_window, j.deliveries,
-           j.lease_expires_ms
-    INTO r FROM jobs j WHERE j.id = p_id FOR UPDATE;
-    IF NOT FOUND THEN
-        o_outcome := 'missing';
-        o_state := '';
-        RETURN;
-    END IF;
-    o_state := r.state;
-    IF r.state = 'running' THEN
-        o_outcome := 'held';
-        o_deliveries := r.deliveries;
-        o_lease_left := greatest(COALESCE(r.lease_expires_ms, v_now) - v_now, 0);
-        RETURN;
-    END IF;
-    IF r.state NOT IN ('enqueued', 'scheduled', 'blocked') THEN
-        o_outcome := 'finished';
-        RETURN;
-    END IF;
-    IF r.conc_group IS NOT NULL AND r.conc_group <> '' THEN
-        PERFORM group_lock(r.conc_group);
-        SELECT count(*) INTO v_used FROM slots s WHERE s.conc_group = r.conc_group;
-        IF v_used >= r.conc_limit THEN
-            PERFORM stat('blocked');
-            o_outcome := 'blocked';
-            RETURN;
-        END IF;
-        INSERT INTO slots (conc_group, job_id) VALUES (r.conc_group, p_id)
-        ON CONFLICT DO NOTHING;
-    END IF;
-    IF r.unique_lock IS NOT NULL AND r.unique_lock <> '' THEN
-        IF r.unique_window = 'pending' THEN
-            PERFORM drop_hold(r.unique_lock, p_id, v_now);
-        ELSIF r.unique_window = 'running' THEN
-            PERFORM refresh_hold(r.unique_lock, p_id, v_now, p_backstop);
-        END IF;
-    END IF;
-    UPDATE jobs SET state = 'running', worker = p_worker, started_ms = v_now,
-                    deliveries = jobs.deliveries + 1, token = next_token(),
-                    lease_expires_ms = v_now + p_lease_ms
-    WHERE id = p_id
-    RETURNING jobs.token, jobs.deliveries INTO o_token, o_deliveries;
-    o_outcome := 'claimed';
-    o_state := 'running';
 END
 $$;
