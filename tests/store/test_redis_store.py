@@ -155,3 +155,18 @@ def test_tokens_come_from_one_counter_above_every_older_token(
     publish(store, "new")
     got = {c.job_id: c.token for c in claim(store).claims}
     assert got["old"] == 42 and got["new"] > 42 and int(raw.get(f"{P}:tok")) >= got["new"]
+
+
+def test_the_hold_renewal_index_keeps_only_holds_that_may_need_renewing(
+        make_redis: Callable[..., RedisBackend], raw: redis.Redis) -> None:
+    """P:hexp has an entry per non-TTL hold set; a released hold leaves it at once."""
+    store = make_redis()
+    P = store.prefix
+    publish(store, "a", unique_lock="A", unique_window="running")
+    publish(store, "p", unique_lock="P", unique_window="pending")
+    publish(store, "t", unique_lock="T", unique_window="ttl", unique_ttl_ms=60_000)
+    assert set(raw.zrange(f"{P}:hexp", 0, -1)) == {"A", "P"}
+    got = {c.job_id: c.token for c in claim(store).claims}
+    assert set(raw.zrange(f"{P}:hexp", 0, -1)) == {"A"}  # the pending hold left at the claim
+    store.settle([Settle("a", got["a"], "ack")])
+    assert raw.zcard(f"{P}:hexp") == 0 and raw.exists(f"{P}:u:T")

@@ -23,7 +23,8 @@ Key schema (P = key prefix, default "plus"; single-node Redis: keys are built he
   P:lease            ZSET    running job ids by lease deadline ms
   P:u:{lock}         STRING  unique hold: holder task id (PX = ttl, or due time + backstop)
   P:hexp             ZSET    non-TTL holds (lock) by the deadline last given: maintenance renews
-                             those whose job still waits or runs (renew_holds)
+                             those whose job still waits or runs (renew_holds); a released hold
+                             leaves it, a lapsed one when maintenance reaches its deadline
   P:tok              STRING  store-wide lease token counter (a pruned id published again never
                              gets a token an old delivery could still carry)
   P:done             ZSET    completed job ids by finish ms
@@ -90,6 +91,12 @@ local function set_hold(lock, id, ms)
   redis.call('ZADD', P .. ':hexp', NOW + ms, lock)
 end
 
+-- Delete hold `lock` (the caller checked who holds it) and its renewal entry.
+local function drop_hold(lock)
+  redis.call('DEL', P .. ':u:' .. lock)
+  redis.call('ZREM', P .. ':hexp', lock)
+end
+
 -- Extend hold `lock` to now + `ms`, but only if `id` holds it.
 local function refresh_hold(lock, id, ms)
   local lk = P .. ':u:' .. lock
@@ -120,7 +127,7 @@ local function begin_claim(id, lock, window, deliveries, worker, lease_ms, backs
   if lock and lock ~= '' then
     local lk = P .. ':u:' .. lock
     if window == 'pending' then
-      if redis.call('GET', lk) == id then redis.call('DEL', lk) end
+      if redis.call('GET', lk) == id then drop_hold(lock) end
     elseif window == 'running' then
       refresh_hold(lock, id, backstop)
     end
@@ -137,7 +144,7 @@ local function release_hold(lock, window, id)
   if lock and lock ~= '' and window ~= 'ttl' then
     local lk = P .. ':u:' .. lock
     if redis.call('GET', lk) == id then
-      redis.call('DEL', lk)
+      drop_hold(lock)
     end
   end
 end
