@@ -87,7 +87,8 @@ class RedisBackend:
         checkout, retry wrapper, instrumentation). Anything unusual — no connection yet in
         this process, a server that lost the scripts, a connection error — takes the
         client's normal path with its retry policy. Publishing twice after a lost reply is
-        harmless: a publish of a waiting job's id replaces its message.
+        harmless: a publish of a waiting job's id replaces its message, and one of a running
+        job's id (or a continuation already applied) changes nothing.
         """
         with self._publish_lock:
             conn = self._publish_conn

@@ -170,3 +170,21 @@ def test_a_unique_job_keeps_its_key_past_the_backstop_while_it_waits_and_runs(
         assert len(events(prefix, "start")) == 1
     finally:
         client.close()
+
+
+def test_a_publish_of_a_running_tasks_id_from_outside_changes_nothing(
+        client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend) -> None:
+    """``apply_async(task_id=<running id>)`` is fenced: the caller gets that job's result
+    (``.deduplicated``), the running job keeps its claim and runs once, nothing is queued."""
+    start_worker(pool="prefork", concurrency=2)
+    task = client.tasks["proj.sleep_mark"]
+    running = task.delay(1, 2.0)
+    wait_until(lambda: events(prefix, "start"), timeout=30, message="the job started")
+    before = view.job(running.id) or {}
+    again = task.apply_async((2, 0.1), task_id=running.id)
+    assert again.id == running.id and again.deduplicated is True
+    after = view.job(running.id) or {}
+    assert (after["st"], after["tok"], after["msg"]) == ("running", before["tok"], before["msg"])
+    assert running.get(timeout=30) == 1
+    assert [e["n"] for e in events(prefix, "start")] == [1]
+    assert view.ids_in_state("enqueued") == [] and view.ids_in_state("scheduled") == []
