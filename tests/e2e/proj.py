@@ -220,7 +220,21 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         record(prefix, "key_target", key=key)
         return key
 
+    @app.task(name="proj.x_two_fields", unique_by=["a", "b"])
+    def x_two_fields(a: Any, b: Any) -> int:
+        record(prefix, "fields", size=len(json_dumps([a, b])))
+        return 2
+
+    @app.task(name="proj.x_three_fields", unique_by=["a", "b", "c"], unique_window="pending")
+    def x_three_fields(a: Any, b: Any, c: Any = None) -> int:
+        record(prefix, "fields", size=len(json_dumps([a, b, c])))
+        return 3
+
     return app
+
+
+def json_dumps(value: Any) -> str:
+    return json.dumps(value)
 
 
 app = make_app(os.environ.get("PLUS_TEST_PREFIX", "plus-e2e"))

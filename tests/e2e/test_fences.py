@@ -188,3 +188,25 @@ def test_a_publish_of_a_running_tasks_id_from_outside_changes_nothing(
     assert running.get(timeout=30) == 1
     assert [e["n"] for e in events(prefix, "start")] == [1]
     assert view.ids_in_state("enqueued") == [] and view.ids_in_state("scheduled") == []
+
+
+ODD_VALUES = ["a\x1fb", "\x06\x16", "x:y", "{tag}", "} {", "caf\udce9", "", "é" * 10]
+
+
+def test_multi_field_unique_keys_of_any_text_publish_run_and_deduplicate(
+        client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend) -> None:
+    """``unique_by`` with two and three fields, values holding every separator the scripts
+    use, lone surrogates and a megabyte: each job is one key, published, deduplicated, run."""
+    two, three = client.tasks["proj.x_two_fields"], client.tasks["proj.x_three_fields"]
+    calls = [(two, (v, i)) for i, v in enumerate(ODD_VALUES)]
+    calls += [(three, (v, [v], {"k": v})) for v in ODD_VALUES]
+    calls += [(two, ("m" * 1_000_000, 1)), (three, ("m" * 1_000_000, 1, 2))]
+    first = [task.apply_async(args) for task, args in calls]
+    assert all(r.deduplicated is False for r in first)
+    dups = [task.apply_async(args) for task, args in calls]
+    assert [d.id for d in dups] == [r.id for r in first] and all(d.deduplicated for d in dups)
+    start_worker(pool="prefork", concurrency=2)
+    returns = {two.name: 2, three.name: 3}
+    assert [r.get(timeout=60) for r in first] == [returns[task.name] for task, _ in calls]
+    assert len(events(prefix, "fields")) == len(calls)
+    wait_until(lambda: view.holds() == {}, timeout=20, message="every key released")
