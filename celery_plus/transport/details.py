@@ -37,8 +37,8 @@ def clean_text(value: Any, limit: int = TEXT_MAX) -> str:
 def clean_detail(detail: dict[str, Any] | None) -> dict[str, Any] | None:
     """A copy of ``detail`` whose keys and values are clean text (see :func:`clean_text`).
 
-    ``None``, ``False`` and absent stay as they are (the stores read them as absent); numbers
-    and other objects become their text.
+    ``None`` and ``False`` are left out (the stores read them as absent), ``True`` is
+    ``"true"`` (as JSON spells it), numbers and other objects become their text.
     """
     if not detail:
         return None
@@ -46,7 +46,7 @@ def clean_detail(detail: dict[str, Any] | None) -> dict[str, Any] | None:
     for key, value in detail.items():
         if value is None or value is False:
             continue
-        out[clean_text(key, 256)] = value if value is True else clean_text(value)
+        out[clean_text(key, 256)] = "true" if value is True else clean_text(value)
     return out
 
 
