@@ -48,7 +48,8 @@ class PublishOutcome:
 
     ``fenced``: nothing was stored because the message named a job it may not change: a
     running job without its current lease token, or a continuation whose claim is no longer
-    current (``holder_id`` is then the job's own id and ``state`` its state).
+    current (``holder_id`` is then the job's own id and ``state`` its state). A job that its
+    own delivery already finished (an early ack) is published anew, as any finished job.
     """
 
     accepted: bool

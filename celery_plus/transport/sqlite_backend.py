@@ -52,6 +52,8 @@ HISTORY_MAX = 50
 PROMOTE_BATCH = 100
 MAINTAIN_BATCH = 500
 UNBLOCK_GROUPS = 50
+#: States of a job that has ended (a publish of its id starts it anew).
+FINISHED = ("completed", "failed", "canceled", "discarded")
 #: Unix socket addresses are limited to ~108 bytes; longer paths go through /proc/self/fd.
 SOCKET_PATH_MAX = 100
 
@@ -474,7 +476,9 @@ class SQLiteBackend:
         prev, token, old_lock, old_window = row if row is not None else (None, None, None, None)
         continues = int(job.lease_token or 0)
         continued = prev == "running" and continues > 0 and token == continues
-        if (prev == "running" or continues > 0) and not continued:
+        # A job its own delivery already finished (an early ack) is published anew.
+        own_finished = continues > 0 and token == continues and prev in FINISHED
+        if (prev == "running" or continues > 0) and not continued and not own_finished:
             # A running job without its current lease token, or a continuation whose claim
             # ended: fenced, nothing changes.
             return PublishOutcome(False, job.id, holder_id=job.id, state=prev or "",

@@ -91,14 +91,17 @@ def test_a_continuation_sent_again_after_a_lost_reply_is_a_no_op(
     assert backend.slot_holders("g") == {"a"} and backend.size(Q) == 0
 
 
-@pytest.mark.parametrize("end", ["ack", "fail", "requeue", "release", "recovered"])
+@pytest.mark.parametrize("end", ["requeue", "release", "recovered", "taken over"])
 def test_a_continuation_of_an_ended_claim_changes_nothing(
         make_backend: Callable[..., Backend], end: str) -> None:
     backend = make_backend(lease_ms=150)
     publish(backend, "a", "original", unique_lock="K", unique_window="running", **GROUP)
     got = claim(backend).claims[0]
-    if end == "recovered":
+    if end in ("recovered", "taken over"):
         wait_until(backend.recover, timeout=10, message="recovery")
+        if end == "taken over":
+            new = claim(backend, worker="w2").claims[0]
+            backend.settle([Settle("a", new.token, "ack")])
     else:
         backend.settle([Settle("a", got.token, end, {"reason": "x"})])
     before = record(backend, "a")
@@ -109,6 +112,21 @@ def test_a_continuation_of_an_ended_claim_changes_nothing(
     assert record(backend, "a") == before
     assert backend.holds() == holds
     assert backend.slot_holders("g") == set()
+
+
+@pytest.mark.parametrize("end", ["ack", "fail"])
+def test_a_publish_from_a_delivery_that_finished_its_own_job_starts_it_anew(
+        backend: Backend, end: str) -> None:
+    """An early-acked task (``acks_late=False``) retries after its ack finished the job."""
+    publish(backend, "a", "original", unique_lock="K", unique_window="running")
+    got = claim(backend).claims[0]
+    backend.settle([Settle("a", got.token, end, {"reason": "x"})])
+    out = publish(backend, "a", "retry", lease_token=got.token, unique_lock="K",
+                  unique_window="running")
+    assert out.accepted and not out.continued and not out.fenced
+    assert record(backend, "a")["st"] == "enqueued" and backend.holder("K") == "a"
+    again = claim(backend).claims
+    assert [(c.job_id, c.message) for c in again] == [("a", b"retry")]
 
 
 def test_a_lease_token_never_repeats_for_an_id(make_backend: Callable[..., Backend]) -> None:

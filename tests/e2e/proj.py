@@ -220,6 +220,14 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         record(prefix, "key_target", key=key)
         return key
 
+    @app.task(name="proj.x_early_retry", bind=True, acks_late=False, max_retries=3)
+    def x_early_retry(self: Any, n: int) -> int:
+        """Acked before it runs (early ack), then retries once: its retry starts it anew."""
+        record(prefix, "early", n=n, retries=self.request.retries)
+        if self.request.retries == 0:
+            raise self.retry(countdown=0.1)
+        return n
+
     @app.task(name="proj.x_two_fields", unique_by=["a", "b"])
     def x_two_fields(a: Any, b: Any) -> int:
         record(prefix, "fields", size=len(json_dumps([a, b])))

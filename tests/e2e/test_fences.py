@@ -210,3 +210,18 @@ def test_multi_field_unique_keys_of_any_text_publish_run_and_deduplicate(
     assert [r.get(timeout=60) for r in first] == [returns[task.name] for task, _ in calls]
     assert len(events(prefix, "fields")) == len(calls)
     wait_until(lambda: view.holds() == {}, timeout=20, message="every key released")
+
+
+@pytest.mark.parametrize("pool", ["prefork", "solo"])
+def test_an_early_acked_task_still_retries(
+        client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
+        pool: str) -> None:
+    """``acks_late=False``: the delivery's ack finished the job before the task retried, so
+    its retry (carrying that delivery's token) is published anew, not fenced."""
+    start_worker(pool=pool, concurrency=2)
+    results = [client.tasks["proj.x_early_retry"].delay(n) for n in range(3)]
+    assert [r.get(timeout=40) for r in results] == [0, 1, 2]
+    attempts = sorted((e["n"], e["retries"]) for e in events(prefix, "early"))
+    assert attempts == [(n, r) for n in range(3) for r in (0, 1)]
+    wait_until(lambda: all((view.job(r.id) or {}).get("st") == "completed" for r in results),
+               timeout=20, message="every job completed")

@@ -7,7 +7,8 @@ ARGV: 1 prefix, 2 id, 3 queue, 4 msg, 5 the numbers, separated by spaces: priori
 Returns 1 (enqueued), 2 (scheduled), +10 when the publish continued a running job, the
 holder's id (a string) when the key is held by another job, or {'fenced', state} when the
 message may not change the job: its id is running and it does not carry that claim's lease
-token, or it continues a claim that is no longer current.
+token, or it continues a claim that is no longer current (a job its own delivery finished,
+by an early ack, is published anew).
 A continuation (retry / Task.replace: the running delivery's lease token) settles the running
 claim (slot freed, lease dropped) and the new message takes the job's place. A message with
 another unique key than the job's releases the old key once the new one is decided. ]]
@@ -18,9 +19,14 @@ local pri, eta, ttl, limit, mdl, backstop, continues = n[1], n[2], n[3], n[4], n
 local name, lock, window, group = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 local jk = jkey(id)
 local prev = redis.call('HMGET', jk, 'st', 'q', 'cg', 'tok', 'uk', 'uw')
-local continued = prev[1] == 'running' and continues > 0 and tonumber(prev[4]) == continues
-if (prev[1] == 'running' or continues > 0) and not continued then
-  return {'fenced', prev[1] or ''}
+local st, tok = prev[1], tonumber(prev[4] or '0')
+local continued = st == 'running' and continues > 0 and tok == continues
+-- A job its own delivery already finished (an early ack) is published anew, as any
+-- finished job: the token is that claim's, and no other claim came since.
+local own_finished = continues > 0 and tok == continues and (st == 'completed' or
+  st == 'failed' or st == 'canceled' or st == 'discarded')
+if (st == 'running' or continues > 0) and not continued and not own_finished then
+  return {'fenced', st or ''}
 end
 local old_lock, old_window = prev[5] or '', prev[6] or ''
 

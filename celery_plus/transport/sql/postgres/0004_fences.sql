@@ -112,7 +112,11 @@ BEGIN
         FROM jobs j WHERE j.id = p_id FOR UPDATE;
         o_continued := COALESCE(v_prev = 'running' AND p_continues > 0
                                 AND v_token = p_continues, false);
-        IF (COALESCE(v_prev = 'running', false) OR p_continues > 0) AND NOT o_continued THEN
+        -- A job its own delivery already finished (an early ack) is published anew.
+        IF (COALESCE(v_prev = 'running', false) OR p_continues > 0) AND NOT o_continued
+           AND NOT COALESCE(p_continues > 0 AND v_token = p_continues
+                            AND v_prev IN ('completed', 'failed', 'canceled', 'discarded'),
+                            false) THEN
             o_holder := p_id;
             o_state := COALESCE(v_prev, '');
             o_fenced := true;
