@@ -123,7 +123,17 @@ class Recovered:
 class Backend(Protocol):
     """Atomic store operations behind the ``plus`` transport."""
 
-    def publish(self, job: NewJob) -> PublishOutcome: ...
+    def publish(self, job: NewJob) -> PublishOutcome:
+        """Store one message as a job, deciding uniqueness atomically.
+
+        The id of a waiting job: its message is replaced; of a finished job: it starts anew;
+        of a running job: a continuation (claim ended, new message scheduled) only when
+        ``job.lease_token`` is that claim's token, else ``fenced`` (nothing changes), as is
+        a continuation of a claim that ended (unless that claim finished the job itself).
+        A non-TTL hold is taken until the due time plus the backstop; a key other than the
+        job's previous one releases the previous one.
+        """
+        ...
 
     def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
         """Publish several jobs in one round trip; outcomes in the same order.
