@@ -8,6 +8,7 @@ back as the holder's ``AsyncResult`` with ``.deduplicated`` set (or ``DuplicateT
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -30,6 +31,8 @@ from .exceptions import DuplicateTask
 from .options import EXTENSION_OPTIONS, message_extensions, parse_extensions
 from .producer import Producer
 from .transport.channel import PublishBatch, current_batch, last_publish
+
+logger = logging.getLogger("celery_plus")
 
 #: Durable defaults: late acks, requeue on worker loss, failures dead-lettered (the failed
 #: delivery is acked with its failure details, which the transport turns into a dead letter).
@@ -233,6 +236,14 @@ class Celery(celery.Celery):
         if outcome is None or outcome.accepted:
             result.deduplicated = False
             return result
+        if outcome.fenced:
+            # The id names a running job this publish may not change (not its current
+            # continuation): nothing was stored; the result is that job's.
+            logger.info("celery-plus: publish of %s[%s] changed nothing: the job is %s and "
+                        "this is not its current claim's continuation", name, result.id,
+                        outcome.state or "gone")
+            result.deduplicated = True
+            return result
         return self._duplicate(name, result, outcome.holder_id or "", header, ext)
 
     @contextmanager
@@ -260,6 +271,9 @@ class Celery(celery.Celery):
             result, name, header, ext = watched
             if outcome.accepted:
                 result.deduplicated = False
+                continue
+            if outcome.fenced:
+                result.deduplicated = True
                 continue
             try:
                 holder = self._duplicate(name, result, outcome.holder_id or "", header, ext)

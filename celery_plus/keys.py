@@ -12,6 +12,7 @@ import datetime
 import decimal
 import json
 import math
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 
@@ -25,9 +26,20 @@ _MASK_64 = (1 << 64) - 1
 UNIT_SEPARATOR = "\x1f"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _json_string(text: str) -> str:
-    """Quote and escape ``text`` exactly like serde_json (raw non-ASCII, lowercase ``\\u00xx``)."""
-    return json.dumps(text, ensure_ascii=False)
+    """Quote and escape ``text`` exactly like serde_json (raw non-ASCII, lowercase ``\\u00xx``).
+
+    Lone surrogates (a Rust string cannot hold them; a Python one can, e.g. a file name from
+    ``os.listdir``) are written as ``\\udXXX`` escapes, so a key is always valid UTF-8 that
+    every store accepts.
+    """
+    quoted = json.dumps(text, ensure_ascii=False)
+    if quoted.isascii():
+        return quoted
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
 
 
 def _format_float(value: float) -> str:

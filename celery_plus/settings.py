@@ -141,7 +141,9 @@ SETTINGS: tuple[Setting, ...] = (
         86400.0,
         _positive,
         "seconds > 0",
-        "Expiry backstop of pending/running unique holds (a lost record never locks a key).",
+        "How long a pending/running unique hold outlives its job's need of it: taken until "
+        "the due time plus this, renewed while the job waits or runs (a lost record never "
+        "locks a key for longer).",
     ),
     Setting(
         "plus_key_prefix",

@@ -9,10 +9,12 @@ errors; :func:`coordinator_for` gives the app's :class:`Coordinator` in coordina
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
 import threading
+import time
 import uuid
 import weakref
 from typing import Any
@@ -26,6 +28,12 @@ from ..transport.backend import Backend, JobClaim, NewJob, PublishOutcome, Settl
 logger = logging.getLogger("celery_plus.coordination")
 
 DURABLE, COORDINATED, PLAIN = "durable", "coordinated", "plain"
+
+#: Settle actions after which the broker forgets the delivery (acked, or dead): a record the
+#: delivery's claim no longer covers must be finished by the store too, or nothing ever will.
+FINAL_ACTIONS = ("ack", "fail", "reject")
+#: A claim not renewed for this share of the lease may have been recovered by now.
+SUSPECT_SHARE = 0.8
 
 _CREATE_LOCK = threading.Lock()
 
@@ -104,6 +112,8 @@ def _reset_after_fork(ref: weakref.ref[Coordinator]) -> None:
     if coordinator is not None:
         coordinator._lock = threading.Lock()
         coordinator._held = {}
+        coordinator._renewed = {}
+        coordinator._unsettled = []
 
 
 class Coordinator:
@@ -122,6 +132,11 @@ class Coordinator:
         self._backend: Backend | None = None
         self._lock = threading.Lock()
         self._held: dict[str, int] = {}
+        #: When each held claim was last known current (claimed, or renewed by a heartbeat).
+        self._renewed: dict[str, float] = {}
+        #: Settles a store error kept from landing, retried by the keeper until they do.
+        self._unsettled: list[tuple[str, int, str, dict[str, Any] | None, str | None]] = []
+        self._lease_s = self.config.visibility_timeout
         # A pool child forked while the keeper thread held the lock must not inherit it
         # locked; the parent's claims are not the child's to renew.
         ref = weakref.ref(self)
@@ -135,7 +150,11 @@ class Coordinator:
                 if self._backend is None:
                     from ..transport import make_backend
 
-                    self._backend = make_backend(self.url, self.config)
+                    backend = make_backend(self.url, self.config)
+                    # Its waiting records wait for another broker's message, which may be
+                    # gone for good: their holds lapse at the backstop, not renewed forever.
+                    backend.renews_waiting_holds = False  # type: ignore[attr-defined]
+                    self._backend = backend
                 backend = self._backend
         return backend
 
@@ -168,30 +187,113 @@ class Coordinator:
     # -- claims ------------------------------------------------------------------------
     def claim(self, job_id: str) -> JobClaim:
         """Claim the job by id; a claimed job's lease is renewed from now on."""
+        asked = time.monotonic()
         got = self.backend.claim_job(job_id, self.worker_id)
         if got.outcome == "claimed":
             with self._lock:
                 self._held[job_id] = got.token
+                self._renewed[job_id] = asked
         return got
 
     def settle(self, job_id: str, token: int, action: str,
                detail: dict[str, Any] | None = None, task_name: str | None = None) -> None:
-        """End a claim (``ack``, ``fail``, ``reject``, ``requeue``), fenced by its token."""
+        """End a claim (``ack``, ``fail``, ``reject``, ``requeue``), fenced by its token.
+
+        A settle the store cannot take now is kept and retried by the keeper
+        (:meth:`retry_unsettled`); the exception is raised for the caller to log. A claim
+        that may have been lost (not renewed for most of a lease) is checked afterwards: see
+        :meth:`finish_orphan`.
+        """
         with self._lock:
+            suspect = self._held.get(job_id) != token or (
+                time.monotonic() - self._renewed.get(job_id, 0.0)
+                >= self._lease_s * SUSPECT_SHARE)
             if self._held.get(job_id) == token:
                 del self._held[job_id]
-        self.report_dead_letters(self.backend.settle([Settle(job_id, token, action, detail)]),
-                                 task_name)
+            self._renewed.pop(job_id, None)
+        try:
+            dead = self.backend.settle([Settle(job_id, token, action, detail)])
+        except Exception:
+            with self._lock:
+                self._unsettled.append((job_id, token, action, detail, task_name))
+            raise
+        self.report_dead_letters(dead, task_name)
+        if suspect:
+            self.finish_orphan(job_id, token, action, detail, task_name)
+
+    def _orphaned(self, job_id: str, token: int) -> bool:
+        """True if claim ``token`` of the job was recovered and nothing claimed it since.
+
+        Recovery leaves the token as it was and records a ``lease expired`` attempt; a
+        continuation (retry, replace: its message is on the broker) records ``retried``.
+        """
+        record = self.backend.job(job_id)
+        if not record or record.get("st") not in ("enqueued", "blocked"):
+            return False
+        if record.get("tok") != str(token):
+            return False
+        try:
+            history = json.loads(record.get("hist") or "[]")
+        except ValueError:
+            return False
+        return bool(history) and history[-1].get("outcome") == "lease expired"
+
+    def finish_orphan(self, job_id: str, token: int, action: str,
+                      detail: dict[str, Any] | None, task_name: str | None) -> bool:
+        """Finish the record of a delivery whose claim was recovered while it still ran.
+
+        The broker forgets the delivery once it is acked (or dead), and the recovery put its
+        record back to waiting: no message would ever claim it again, and it would hold its
+        key. If nothing claimed it since, it is claimed now and settled as the delivery
+        ended. A record another delivery runs, a continuation's, or a finished one is left
+        alone. False while its group is full (the keeper tries again).
+        """
+        if action not in FINAL_ACTIONS or not self._orphaned(job_id, token):
+            return True  # nothing to finish (a requeued delivery comes back from the broker)
+        got = self.backend.claim_job(job_id, self.worker_id)
+        if got.outcome == "blocked":
+            return False
+        if got.outcome == "claimed":
+            logger.warning("celery-plus: job %s had lost its claim in the coordination store "
+                           "while its delivery ran; its record is settled (%s) now",
+                           job_id, action)
+            self.report_dead_letters(
+                self.backend.settle([Settle(job_id, got.token, action, detail)]), task_name)
+        return True
+
+    def retry_unsettled(self) -> None:
+        """Send again the settles a store error kept back (the keeper calls this)."""
+        with self._lock:
+            pending, self._unsettled = self._unsettled, []
+        for job_id, token, action, detail, task_name in pending:
+            try:
+                self.report_dead_letters(
+                    self.backend.settle([Settle(job_id, token, action, detail)]), task_name)
+                done = self.finish_orphan(job_id, token, action, detail, task_name)
+            except Exception as exc:
+                logger.warning("celery-plus: settle of job %s still failing: %r", job_id, exc)
+                done = False
+            if not done:
+                with self._lock:
+                    self._unsettled.append((job_id, token, action, detail, task_name))
 
     def held(self) -> list[tuple[str, int]]:
         with self._lock:
             return list(self._held.items())
+
+    def renewed(self, held: list[tuple[str, int]], at: float) -> None:
+        """Note that the claims of ``held`` were current at ``at`` (a heartbeat renewed them)."""
+        with self._lock:
+            for job_id, token in held:
+                if self._held.get(job_id) == token:
+                    self._renewed[job_id] = at
 
     def forget(self, job_ids: list[str]) -> None:
         """Stop renewing claims this process lost."""
         with self._lock:
             for job_id in job_ids:
                 self._held.pop(job_id, None)
+                self._renewed.pop(job_id, None)
 
     def report_dead_letters(self, dead: list[tuple[str, str]],
                             task_name: str | None = None) -> None:

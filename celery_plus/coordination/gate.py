@@ -40,6 +40,7 @@ from ..helper_threads import HelperThread
 from ..options import message_extensions
 from ..transport.backend import JobClaim
 from ..transport.channel import job_from_message
+from ..transport.continuation import LEASE_HEADER
 from . import envelope
 from .coordinator import Coordinator, coordinator_for
 
@@ -105,6 +106,8 @@ class Admission:
             return False
         if got.outcome == "claimed":
             request.plus_claim = Claimed(self.coordinator, request.id, got.token, request.name)
+            # The task's own process needs the token for a continuation (retry, replace).
+            request._request_dict[LEASE_HEADER] = got.token
             return True
         if got.outcome == "blocked":
             signals.task_concurrency_blocked.send(sender=request.name, task_id=request.id)
@@ -189,6 +192,7 @@ class CoordinationKeeper(HelperThread):
                 if now >= next_heartbeat:
                     next_heartbeat = now + config.heartbeat_interval
                     self.heartbeat()
+                    self.coordinator.retry_unsettled()
                 if now >= next_maintenance:
                     next_maintenance = now + config.maintenance_interval
                     self.maintain()
@@ -199,8 +203,10 @@ class CoordinationKeeper(HelperThread):
         held = self.coordinator.held()
         if not held:
             return
+        asked = time.monotonic()
         lost = self.coordinator.backend.heartbeat(held)
         self.coordinator.forget(lost)
+        self.coordinator.renewed([(i, t) for i, t in held if i not in lost], asked)
         for job_id in lost:
             logger.warning("celery-plus: lease of job %s was lost (taken over)", job_id)
             signals.task_lease_lost.send(sender=None, task_id=job_id)

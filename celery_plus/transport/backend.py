@@ -10,6 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .details import clean_detail, encode_detail
+
+__all__ = ["clean_detail", "encode_detail"]
+
 #: Settle actions: ack = completed; fail/reject = dead letter; requeue = back to enqueued
 #: (dead letter once deliveries reach the limit); release = back to enqueued, uncounted.
 SETTLE_ACTIONS = ("ack", "fail", "reject", "requeue", "release")
@@ -31,17 +35,29 @@ class NewJob:
     concurrency_group: str = ""
     concurrency_limit: int = 0
     max_deliveries: int = 0
+    #: The lease token of the running delivery this message continues (retry,
+    #: ``Task.replace``); 0 for an ordinary publish. A continuation applies only while that
+    #: claim is current; a publish of a running job's id without its current token changes
+    #: nothing (``PublishOutcome.fenced``).
+    lease_token: int = 0
 
 
 @dataclass(frozen=True)
 class PublishOutcome:
-    """What a publish did: stored (``accepted``) or coalesced into ``holder_id``."""
+    """What a publish did: stored (``accepted``) or coalesced into ``holder_id``.
+
+    ``fenced``: nothing was stored because the message named a job it may not change: a
+    running job without its current lease token, or a continuation whose claim is no longer
+    current (``holder_id`` is then the job's own id and ``state`` its state). A job that its
+    own delivery already finished (an early ack) is published anew, as any finished job.
+    """
 
     accepted: bool
     job_id: str
     holder_id: str | None = None
     state: str = ""
     continued: bool = False
+    fenced: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,7 +73,10 @@ class Claim:
 
 @dataclass(frozen=True)
 class Settle:
-    """End of a claim. Applied only while the claim's token is still current."""
+    """End of a claim. Applied only while the claim's token is still current.
+
+    Backends store ``detail`` through :func:`clean_detail` (any text, any size, any type).
+    """
 
     job_id: str
     token: int
@@ -104,7 +123,17 @@ class Recovered:
 class Backend(Protocol):
     """Atomic store operations behind the ``plus`` transport."""
 
-    def publish(self, job: NewJob) -> PublishOutcome: ...
+    def publish(self, job: NewJob) -> PublishOutcome:
+        """Store one message as a job, deciding uniqueness atomically.
+
+        The id of a waiting job: its message is replaced; of a finished job: it starts anew;
+        of a running job: a continuation (claim ended, new message scheduled) only when
+        ``job.lease_token`` is that claim's token, else ``fenced`` (nothing changes), as is
+        a continuation of a claim that ended (unless that claim finished the job itself).
+        A non-TTL hold is taken until the due time plus the backstop; a key other than the
+        job's previous one releases the previous one.
+        """
+        ...
 
     def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
         """Publish several jobs in one round trip; outcomes in the same order.

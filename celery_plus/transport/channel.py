@@ -25,6 +25,7 @@ from kombu.utils.json import dumps
 
 from .. import signals
 from .backend import Backend, Claim, NewJob, PublishOutcome, Settle
+from .continuation import add_lease_header, continued_token
 from .legacy import LegacyChannel, dead_letter_raw, parse_envelope
 
 if TYPE_CHECKING:
@@ -117,8 +118,9 @@ def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int) -
         priority = min(max(int(props.get("priority") or 0), 0), 255)
     except (TypeError, ValueError):
         priority = 0
+    job_id = str(headers.get("id") or props.get("correlation_id") or uuid.uuid4())
     return NewJob(
-        id=str(headers.get("id") or props.get("correlation_id") or uuid.uuid4()),
+        id=job_id,
         queue=queue,
         message=dumps(message),
         name=str(headers.get("task") or ""),
@@ -130,6 +132,7 @@ def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int) -
         concurrency_group=group[0],
         concurrency_limit=int(group[1] or 0),
         max_deliveries=int(ext.get("md") or max_deliveries),
+        lease_token=continued_token(job_id),
     )
 
 
@@ -559,6 +562,7 @@ class Channel(virtual.Channel):
             info.setdefault("routing_key", claim.queue)
             info.setdefault("exchange", "")
         raw["redelivered"] = claim.deliveries > 1
+        add_lease_header(raw, claim.token)
         self.connection._deliver(raw, claim.queue)
 
     def flush_settles(self) -> None:
@@ -583,6 +587,7 @@ class Channel(virtual.Channel):
         claim = result.claims[0]
         raw = json.loads(claim.message)
         raw["properties"]["delivery_tag"] = delivery_tag(claim.job_id, claim.token)
+        add_lease_header(raw, claim.token)
         return raw
 
     def _get_legacy(self, queue: str) -> dict[str, Any]:

@@ -22,7 +22,6 @@ matching Lua script.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -35,6 +34,7 @@ from kombu.exceptions import ConnectionError as KombuConnectionError
 
 from . import pg_migrations, pg_pool
 from .backend import Claim, ClaimResult, JobClaim, NewJob, PublishOutcome, Recovered, Settle
+from .details import encode_detail
 
 logger = logging.getLogger("celery_plus.transport.postgres")
 
@@ -60,7 +60,7 @@ FIELDS: dict[str, str] = {
 }
 
 _PUBLISH_ARGS = ("%s, %s, %s, %s, %s::integer, %s::bigint, %s, %s, %s::bigint, %s, "
-                 "%s::integer, %s::integer, %s::bigint")
+                 "%s::integer, %s::integer, %s::bigint, %s::bigint")
 _CLAIM = ("SELECT * FROM claim(%s::text[], %s, %s::integer, %s::integer, %s::bigint, "
           "%s::bigint, %s::text[], %s::bigint[], %s::text[], %s::text[])")
 _SETTLE = "SELECT * FROM settle(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint)"
@@ -147,6 +147,8 @@ class PostgresBackend:
         self.scan_limit = scan_limit
         self.retention = retention
         self.maintenance_interval_ms = maintenance_interval_ms
+        #: Maintenance renews the holds of waiting jobs (False for a coordination store).
+        self.renews_waiting_holds = True
         self._reset_process_state()
         pg_pool.on_fork(self)
         _retrying(self._pool)  # fail at start-up (and migrate), not at the first publish
@@ -202,11 +204,14 @@ class PostgresBackend:
     def _publish_params(self, job: NewJob) -> list[Any]:
         return [job.id, job.queue, _as_bytes(job.message), job.name, job.priority, job.eta_ms,
                 job.unique_lock, job.unique_window, job.unique_ttl_ms, job.concurrency_group,
-                job.concurrency_limit, job.max_deliveries, self.backstop_ms]
+                job.concurrency_limit, job.max_deliveries, self.backstop_ms, job.lease_token]
 
     @staticmethod
     def _outcome(job: NewJob, row: Sequence[Any]) -> PublishOutcome:
-        holder, state, continued = row
+        holder, state, continued, fenced = row
+        if fenced:
+            return PublishOutcome(False, job.id, holder_id=job.id, state=str(state),
+                                  fenced=True)
         if holder is not None:
             return PublishOutcome(False, job.id, holder_id=str(holder))
         return PublishOutcome(True, job.id, state=str(state), continued=bool(continued))
@@ -255,7 +260,7 @@ class PostgresBackend:
     def _settle_arrays(settles: Sequence[Settle]) -> list[list[Any]]:
         return [[s.job_id for s in settles], [int(s.token) for s in settles],
                 [s.action for s in settles],
-                [json.dumps(s.detail) if s.detail else None for s in settles]]
+                [encode_detail(s.detail) for s in settles]]
 
     def claim(
         self,
@@ -332,9 +337,11 @@ class PostgresBackend:
                         logger.info("celery-plus: %s is the maintenance leader of schema %s",
                                     worker_id, self.schema)
                 return conn.execute(
-                    "SELECT * FROM maintain(%s, %s::bigint, %s::integer, %s::bigint, "
-                    "%s::bigint, %s::bigint, %s::bigint)",
-                    [self.is_leader, self.maintenance_interval_ms, MAINTAIN_BATCH, comp_ret,
+                    "SELECT m.*, CASE WHEN m.o_ran THEN renew_holds(%s::integer, %s::bigint, "
+                    "%s) END FROM maintain(%s, %s::bigint, %s::integer, %s::bigint, "
+                    "%s::bigint, %s::bigint, %s::bigint) m",
+                    [MAINTAIN_BATCH, self.backstop_ms, self.renews_waiting_holds,
+                     self.is_leader, self.maintenance_interval_ms, MAINTAIN_BATCH, comp_ret,
                      comp_max, dead_ret, dead_max]).fetchone()
 
             try:
@@ -529,11 +536,11 @@ class PostgresBackend:
 
     def holder(self, lock: str) -> str | None:
         """The task id holding unique ``lock`` (None when free or expired)."""
-        return self._value("SELECT live_holder(%s, now_ms())", [lock])
+        return self._value("SELECT live_holder(store_key(%s), now_ms())", [lock])
 
     def hold_deadline(self, lock: str) -> int | None:
         """When unique ``lock`` lapses (ms since the epoch; None when free or expired)."""
-        value = self._value("SELECT expires_ms FROM holds WHERE lock = %s "
+        value = self._value("SELECT expires_ms FROM holds WHERE lock = store_key(%s) "
                             "AND expires_ms >= now_ms()", [lock])
         return None if value is None else int(value)
 
@@ -545,7 +552,7 @@ class PostgresBackend:
     def slot_holders(self, group: str) -> set[str]:
         """Job ids holding a slot of concurrency ``group``."""
         return {row[0] for row in self._rows(
-            "SELECT job_id FROM slots WHERE conc_group = %s", [group])}
+            "SELECT job_id FROM slots WHERE conc_group = store_key(%s)", [group])}
 
     def blocked_groups(self) -> set[str]:
         """Concurrency groups having blocked jobs."""

@@ -6,7 +6,6 @@ in the same round trip as the settles that piled up since the last claim.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Sequence
@@ -16,6 +15,7 @@ from typing import Any
 import redis
 
 from .backend import Claim, ClaimResult, JobClaim, NewJob, PublishOutcome, Recovered, Settle
+from .details import encode_detail
 from .redis_scripts import ScriptLibrary, pack
 
 _SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recover", "maintain", "purge")
@@ -63,6 +63,9 @@ class RedisBackend:
         self.scan_limit = scan_limit
         self.retention = retention
         self.maintenance_interval_ms = maintenance_interval_ms
+        #: Maintenance renews the holds of waiting jobs (False for a coordination store,
+        #: whose waiting records wait for another broker: see docs/coordination.md).
+        self.renews_waiting_holds = True
         self.client = redis.Redis.from_url(url, health_check_interval=30)
         self.scripts = ScriptLibrary(self.client, *_sources())
         self._publish_lock = threading.Lock()
@@ -84,7 +87,8 @@ class RedisBackend:
         checkout, retry wrapper, instrumentation). Anything unusual — no connection yet in
         this process, a server that lost the scripts, a connection error — takes the
         client's normal path with its retry policy. Publishing twice after a lost reply is
-        harmless: a publish of a waiting job's id replaces its message.
+        harmless: a publish of a waiting job's id replaces its message, and one of a running
+        job's id (or a continuation already applied) changes nothing.
         """
         with self._publish_lock:
             conn = self._publish_conn
@@ -106,15 +110,19 @@ class RedisBackend:
         return [self._outcome(job, reply) for job, reply in zip(jobs, replies, strict=True)]
 
     def _publish_args(self, job: NewJob) -> list[Any]:
-        meta = "\x1f".join((
-            str(job.priority), str(job.eta_ms), job.name, job.unique_lock, job.unique_window,
-            str(job.unique_ttl_ms), job.concurrency_group, str(job.concurrency_limit),
-            str(job.max_deliveries), str(self.backstop_ms),
-        ))
-        return [self.prefix, job.id, job.queue, job.message, meta]
+        # Numbers travel together (fewer arguments keep the client's cost down); every text
+        # field is an argument of its own, so a key or name may hold any character.
+        numbers = (f"{int(job.priority)} {int(job.eta_ms)} {int(job.unique_ttl_ms)} "
+                   f"{int(job.concurrency_limit)} {int(job.max_deliveries)} "
+                   f"{int(self.backstop_ms)} {int(job.lease_token)}")
+        return [self.prefix, job.id, job.queue, job.message, numbers, job.name,
+                job.unique_lock, job.unique_window, job.concurrency_group]
 
     @staticmethod
     def _outcome(job: NewJob, reply: Any) -> PublishOutcome:
+        if isinstance(reply, list):  # {'fenced', state}
+            return PublishOutcome(False, job.id, holder_id=job.id, state=_text(reply[1]),
+                                  fenced=True)
         if not isinstance(reply, int):
             return PublishOutcome(False, job.id, holder_id=_text(reply))
         state = "scheduled" if reply % 10 == 2 else "enqueued"
@@ -167,7 +175,7 @@ class RedisBackend:
     def _settle_args(self, settles: Sequence[Settle]) -> list[Any]:
         args: list[Any] = [self.prefix, self.backstop_ms]
         for s in settles:
-            args += [s.job_id, s.token, s.action, json.dumps(s.detail) if s.detail else ""]
+            args += [s.job_id, s.token, s.action, encode_detail(s.detail) or ""]
         return args
 
     @staticmethod
@@ -193,7 +201,8 @@ class RedisBackend:
                                px=self.maintenance_interval_ms):
             return False
         comp_ret, comp_max, dead_ret, dead_max = self.retention
-        self.scripts.run("maintain", [self.prefix, 500, comp_ret, comp_max, dead_ret, dead_max])
+        self.scripts.run("maintain", [self.prefix, 500, comp_ret, comp_max, dead_ret, dead_max,
+                                      self.backstop_ms, int(self.renews_waiting_holds)])
         return True
 
     def wait(

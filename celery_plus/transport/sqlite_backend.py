@@ -37,6 +37,7 @@ from urllib.parse import unquote
 from celery.exceptions import ImproperlyConfigured
 
 from .backend import Claim, ClaimResult, JobClaim, NewJob, PublishOutcome, Recovered, Settle
+from .details import clean_detail
 
 logger = logging.getLogger("celery_plus.transport.sqlite")
 
@@ -51,6 +52,8 @@ HISTORY_MAX = 50
 PROMOTE_BATCH = 100
 MAINTAIN_BATCH = 500
 UNBLOCK_GROUPS = 50
+#: States of a job that has ended (a publish of its id starts it anew).
+FINISHED = ("completed", "failed", "canceled", "discarded")
 #: Unix socket addresses are limited to ~108 bytes; longer paths go through /proc/self/fd.
 SOCKET_PATH_MAX = 100
 
@@ -191,6 +194,29 @@ class _Tx:
         self.run("UPDATE holds SET expires_ms = ? WHERE lock = ? AND holder = ? "
                  "AND expires_ms >= ?", self.now + self.backstop, lock, holder, self.now)
 
+    def renew_holds(self, limit: int, waiting: bool) -> int:
+        """renew_holds of lib.lua: holds lapsing within half a backstop whose job still
+        needs them (running, or ``waiting`` and enqueued / blocked / scheduled) get another
+        backstop. Bounded."""
+        states = "'running', 'enqueued', 'blocked', 'scheduled'" if waiting else "'running'"
+        return self.run(
+            "UPDATE holds SET expires_ms = ? WHERE lock IN (SELECT h.lock FROM holds h "
+            "JOIN jobs j ON j.id = h.holder AND j.unique_lock = h.lock "
+            "WHERE h.expires_ms >= ? AND h.expires_ms < ? "
+            "AND j.unique_window IN ('pending', 'running') "
+            f"AND j.state IN ({states}) "
+            "AND (j.state <> 'running' OR j.unique_window = 'running') LIMIT ?)",
+            self.now + self.backstop, self.now, self.now + self.backstop // 2, limit)
+
+    def next_token(self, job_id: str) -> int:
+        """next_token of lib.lua: from the store-wide counter, above the job's last token."""
+        token = self.incr("token")
+        old = self.scalar("SELECT token FROM jobs WHERE id = ?", job_id) or 0
+        if token <= old:
+            token = int(old) + 1
+            self.run("UPDATE meta SET value = ? WHERE key = 'token'", token)
+        return token
+
     def drop_hold(self, lock: str, holder: str) -> None:
         self.run("DELETE FROM holds WHERE lock = ? AND holder = ? AND expires_ms >= ?",
                  lock, holder, self.now)
@@ -330,6 +356,8 @@ class SQLiteBackend:
         self.scan_limit = scan_limit
         self.retention = retention
         self.maintenance_interval_ms = maintenance_interval_ms
+        #: Maintenance renews the holds of waiting jobs (False for a coordination store).
+        self.renews_waiting_holds = True
         self._group_cursor = ""
         self._reset_process_state()
         with self._lock:
@@ -443,8 +471,18 @@ class SQLiteBackend:
         return self._write(lambda tx: [self._publish(tx, job) for job in jobs])
 
     def _publish(self, tx: _Tx, job: NewJob) -> PublishOutcome:
-        prev = tx.scalar("SELECT state FROM jobs WHERE id = ?", job.id)
-        continued = prev == "running"
+        row = tx.one("SELECT state, token, unique_lock, unique_window FROM jobs WHERE id = ?",
+                     job.id)
+        prev, token, old_lock, old_window = row if row is not None else (None, None, None, None)
+        continues = int(job.lease_token or 0)
+        continued = prev == "running" and continues > 0 and token == continues
+        # A job its own delivery already finished (an early ack) is published anew.
+        own_finished = continues > 0 and token == continues and prev in FINISHED
+        if (prev == "running" or continues > 0) and not continued and not own_finished:
+            # A running job without its current lease token, or a continuation whose claim
+            # ended: fenced, nothing changes.
+            return PublishOutcome(False, job.id, holder_id=job.id, state=prev or "",
+                                  fenced=True)
         if continued:
             # Retry / Task.replace: settle the running claim; the new message takes its place.
             tx.end_claim(job.id)
@@ -454,6 +492,7 @@ class SQLiteBackend:
             holder = tx.live_holder(lock)
             if holder is not None and holder != job.id:
                 if continued:
+                    tx.release_hold(old_lock, old_window, job.id)
                     tx.coalesce(job.id)
                 tx.stat("deduplicated")
                 return PublishOutcome(False, job.id, holder_id=holder)
@@ -461,7 +500,11 @@ class SQLiteBackend:
                 if holder is None:
                     tx.set_hold(lock, job.id, job.unique_ttl_ms)
             else:
-                tx.set_hold(lock, job.id, self.backstop_ms)
+                tx.set_hold(lock, job.id, max(job.eta_ms - tx.now, 0) + self.backstop_ms)
+        if old_lock and old_lock != lock:
+            # A message with another key (Task.replace, retry with other arguments): the
+            # job's old key is free once the new one is decided.
+            tx.release_hold(old_lock, old_window, job.id)
         score = job.priority * PRIORITY_FACTOR + tx.incr("seq")
         state = "scheduled" if job.eta_ms > tx.now else "enqueued"
         extension: tuple[Any, ...] = (lock, window, job.unique_ttl_ms, job.concurrency_group,
@@ -557,12 +600,11 @@ class SQLiteBackend:
             elif window == "running":
                 tx.refresh_hold(lock, job_id)
         delivery = int(deliveries) + 1
-        token = tx.scalar(
-            "UPDATE jobs SET state = 'running', worker = ?, started_ms = ?, "
-            "deliveries = ?, token = COALESCE(token, 0) + 1, lease_expires_ms = ? "
-            "WHERE id = ? RETURNING token",
-            worker_id, tx.now, delivery, tx.now + self.lease_ms, job_id)
-        return int(token), delivery
+        token = tx.next_token(job_id)
+        tx.run("UPDATE jobs SET state = 'running', worker = ?, started_ms = ?, "
+               "deliveries = ?, token = ?, lease_expires_ms = ? WHERE id = ?",
+               worker_id, tx.now, delivery, token, tx.now + self.lease_ms, job_id)
+        return token, delivery
 
     def claim_job(self, job_id: str, worker_id: str) -> JobClaim:
         """Claim one waiting job by id, in one transaction (``lua/claim_job.lua``)."""
@@ -606,8 +648,8 @@ class SQLiteBackend:
             if row is None:
                 continue  # stale: the claim ended or was taken over
             lock, window, deliveries, limit = row
+            detail = clean_detail(s.detail)
             tx.end_claim(s.job_id)
-            detail = dict(s.detail) if s.detail else None
             if s.action == "ack":
                 tx.release_hold(lock, window, s.job_id)
                 tx.run("UPDATE jobs SET state = 'completed', finished_ms = ? WHERE id = ?",
@@ -697,6 +739,7 @@ class SQLiteBackend:
     def _maintain(self, tx: _Tx) -> tuple[int, int, int]:
         """maintain.lua: promote, unblock, prune. Returns (promoted, unblocked, pruned)."""
         promoted = tx.promote_due(MAINTAIN_BATCH)
+        tx.renew_holds(MAINTAIN_BATCH, self.renews_waiting_holds)
         unblocked = 0
         for group in self._blocked_groups(tx):
             # Slot entries whose job is no longer running are stale.

@@ -79,7 +79,7 @@ def test_every_exit_of_a_claim_frees_its_slot(make_backend: Callable[..., Backen
         "release": lambda i, t: backend.settle([Settle(i, t, "release")]),
         "recovery": lambda i, t: wait_until(backend.recover, timeout=10, message="recovery"),
         "continuation": lambda i, t: publish(backend, i, concurrency_group="g-continuation",
-                                             concurrency_limit=1),
+                                             concurrency_limit=1, lease_token=t),
     }
     for name, leave in exits.items():
         group = f"g-{name}"

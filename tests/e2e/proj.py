@@ -52,6 +52,7 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         plus_key_prefix=prefix,
         plus_pg_schema=pg_schema(prefix),
         plus_visibility_timeout=float(os.environ.get("PLUS_TEST_VT", "5")),
+        plus_unique_backstop=float(os.environ.get("PLUS_TEST_BACKSTOP", "86400")),
         plus_maintenance_interval=0.25,
         plus_poll_interval=0.5,
         task_default_queue="celery",
@@ -180,7 +181,68 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         record(prefix, "fixed", key=key)
         return key
 
+    # -- fenced continuations, odd failures, holds (test_fences.py) -------------------------
+    @app.task(name="proj.x_one_at_a_time", bind=True, concurrency=1, max_retries=3)
+    def one_at_a_time(self: Any, n: str, first_seconds: float, seconds: float) -> str:
+        """Runs alone in its group. Job "A"'s first execution sleeps ``first_seconds`` and
+        then retries (late, if its worker was frozen meanwhile); any other runs ``seconds``."""
+        execution = counter.incr(f"{prefix}:executions:{n}")
+        record(prefix, "start", n=n, execution=execution, retries=self.request.retries)
+        if n == "A" and execution == 1:
+            time.sleep(first_seconds)
+            record(prefix, "retrying", n=n, execution=execution)
+            raise self.retry(countdown=0.2)
+        time.sleep(seconds)
+        record(prefix, "end", n=n, execution=execution)
+        return n
+
+    @app.task(name="proj.fail_with")
+    def fail_with(message: str) -> None:
+        """Fails with ``message`` (a JSON-safe spelling: "<sur>" is a lone surrogate, "<nul>"
+        a NUL, "<huge>" a megabyte)."""
+        text = (message.replace("<sur>", "\udce9").replace("<nul>", "\x00")
+                .replace("<huge>", "x" * 1_000_000))
+        record(prefix, "fail_with", message=message)
+        raise ValueError(f"cannot open {text}")
+
+    @app.task(name="proj.x_key_changer", bind=True, unique_by=["key"])
+    def key_changer(self: Any, key: str, how: str) -> str:
+        """Continues itself under another unique key: Task.replace or retry(args=...)."""
+        record(prefix, "key_changer", key=key, how=how)
+        if key.endswith("-2"):
+            return key
+        if how == "replace":
+            raise self.replace(key_target.s(key + "-2"))
+        raise self.retry(args=(key + "-2", how), countdown=0.1)
+
+    @app.task(name="proj.x_key_target", unique_by=["key"])
+    def key_target(key: str) -> str:
+        record(prefix, "key_target", key=key)
+        return key
+
+    @app.task(name="proj.x_early_retry", bind=True, acks_late=False, max_retries=3)
+    def x_early_retry(self: Any, n: int) -> int:
+        """Acked before it runs (early ack), then retries once: its retry starts it anew."""
+        record(prefix, "early", n=n, retries=self.request.retries)
+        if self.request.retries == 0:
+            raise self.retry(countdown=0.1)
+        return n
+
+    @app.task(name="proj.x_two_fields", unique_by=["a", "b"])
+    def x_two_fields(a: Any, b: Any) -> int:
+        record(prefix, "fields", size=len(json_dumps([a, b])))
+        return 2
+
+    @app.task(name="proj.x_three_fields", unique_by=["a", "b", "c"], unique_window="pending")
+    def x_three_fields(a: Any, b: Any, c: Any = None) -> int:
+        record(prefix, "fields", size=len(json_dumps([a, b, c])))
+        return 3
+
     return app
+
+
+def json_dumps(value: Any) -> str:
+    return json.dumps(value)
 
 
 app = make_app(os.environ.get("PLUS_TEST_PREFIX", "plus-e2e"))

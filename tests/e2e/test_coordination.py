@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -311,6 +312,34 @@ def test_a_killed_worker_frees_its_slots_when_its_leases_expire(
     assert all(_state(view, r.id) == "completed" for r in [*first, third, held])
     assert view.holds() == {}
     assert view.stats().get("recovered", 0) >= 3
+
+
+@pytest.mark.parametrize("setup", STORES, indirect=True, ids=STORE_IDS)
+def test_a_worker_frozen_past_its_lease_leaves_no_ghost_record(
+        app: Any, view: Backend, start: Callable[..., Worker], prefix: str) -> None:
+    """Issue #11 defect 8: the broker delivered the job to a worker that then stalled past its
+    lease; another worker's maintenance recovered the record. When the stalled delivery ends
+    (and is acked on the broker) its record is finished, its key released: a new job of the
+    same key runs. Before, the record stayed ``enqueued`` holding the key for the backstop."""
+    unique = app.tasks["proj.unique_running"]
+    frozen = start(concurrency=1)
+    job = unique.delay("ghost", 4.0)
+    wait_until(lambda: _starts(prefix, "ghost"), timeout=20, message="the job started")
+    os.killpg(frozen.proc.pid, signal.SIGSTOP)
+    try:
+        start(concurrency=1)  # its keeper recovers the frozen worker's lease
+        wait_until(lambda: _state(view, job.id) == "enqueued", timeout=30,
+                   message="the frozen worker's lease recovered")
+    finally:
+        os.killpg(frozen.proc.pid, signal.SIGCONT)
+    wait_until(lambda: _state(view, job.id) == "completed", timeout=30,
+               message="the record finished as its delivery ended")
+    assert job.get(timeout=20) == "ghost"
+    assert view.holds() == {} and view.ids_in_state("enqueued") == []
+    again = unique.delay("ghost", 4.0)
+    assert again.deduplicated is False and again.id != job.id
+    assert again.get(timeout=40) == "ghost"
+    assert len(_starts(prefix, "ghost")) == 2
 
 
 def test_a_worker_without_a_coordination_store_refuses_unenforced_options(

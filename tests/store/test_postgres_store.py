@@ -260,7 +260,7 @@ def test_skip_locked_claimers_never_hand_one_job_to_two(pg: PostgresBackend) -> 
     claimed = [job_id for result in results for job_id in result]
     assert len(claimed) == 2000 and len(set(claimed)) == 2000
     assert sum(1 for result in results if result) >= 2, "the claimers did not run together"
-    assert query(pg, "SELECT count(*) FROM jobs WHERE state <> 'completed' OR token <> 1") \
+    assert query(pg, "SELECT count(*) FROM jobs WHERE state <> 'completed' OR deliveries <> 1") \
         == [(0,)], "a job was claimed twice or left unsettled"
 
 
@@ -429,3 +429,57 @@ def test_the_pool_threads_leave_every_signal_to_the_main_thread(pg: PostgresBack
         assert mask & (1 << (signal.SIGTERM - 1)) and mask & (1 << (signal.SIGINT - 1)), \
             (thread.name, hex(mask))
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+
+
+def test_settle_decodes_a_detail_that_is_not_json_as_a_note(pg: PostgresBackend) -> None:
+    """settle() reads details with safe_jsonb(): text no ``::jsonb`` cast accepts (or JSON
+    that is not an object, or a NUL escape jsonb rejects) cannot abort the batch."""
+    for job_id in "abcd":
+        publish(pg, job_id)
+    tok = {c.job_id: c.token for c in claim(pg).claims}
+    rows = query(pg, "SELECT * FROM settle(%s::text[], %s::bigint[], %s::text[], %s::text[], "
+                 "%s::bigint)", list("abcd"), [tok[i] for i in "abcd"],
+                 ["fail", "fail", "fail", "ack"],
+                 ["{not json", '"a string"', '{"exc_message": "nul \\u0000 escape"}', None],
+                 pg.backstop_ms)
+    assert sorted(rows) == [("a", "task failed"), ("b", "task failed"), ("c", "task failed")]
+    assert record(pg, "a")["emsg"] == "failure details could not be decoded"
+    assert record(pg, "c")["emsg"] == "failure details could not be decoded"
+    assert record(pg, "d")["st"] == "completed"
+
+
+def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
+        tmp_path: Path) -> None:
+    """Migration 0004 on a store of an earlier version: the token sequence starts above the
+    tokens already issued, and the 13-argument publish() of 0001 stays for old processes."""
+    schema = f"up{os.getpid()}_{int(time.monotonic_ns() % 10**9)}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        try:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+            with conn.transaction():
+                conn.execute(f'SET LOCAL search_path TO "{schema}"')
+                for migration in pg_migrations.migrations()[:3]:
+                    conn.execute(migration.sql)
+                conn.execute("SELECT * FROM publish('old', 'jobs', 'm', '', 0, 0, '', '', 0, "
+                             "'', 0, 0, 1000)")
+                conn.execute("UPDATE jobs SET token = 77 WHERE id = 'old'")
+                conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
+                             "name text NOT NULL, applied_at timestamptz NOT NULL "
+                             "DEFAULT clock_timestamp())")
+                conn.execute("INSERT INTO schema_migrations (version, name) "
+                             "VALUES (1, 'initial'), (2, 'admin'), (3, 'claim_job')")
+            assert [m.version for m in pg_migrations.migrate(conn, schema)] == [4]
+            store = PostgresBackend(PG_URL, schema=schema)
+            try:
+                publish(store, "new")
+                got = {c.job_id: c.token for c in claim(store).claims}
+                assert got["old"] > 77 and got["new"] > 77 and got["old"] != got["new"]
+                old_publish = conn.execute(
+                    'SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = '
+                    "p.pronamespace WHERE n.nspname = %s AND p.proname = 'publish'",
+                    [schema]).fetchone()
+                assert old_publish == (2,)
+            finally:
+                store.close()
+        finally:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -108,3 +108,65 @@ def test_purge_leaves_no_index_entry_of_the_purged_jobs(
     assert store.purge("other") == 2
     assert raw.exists(store.key("blk", "g")) == 0 and raw.smembers(store.key("blkgroups")) == set()
     assert raw.smembers(store.key("slot", "g")) == {"run"}
+
+
+def test_settle_lua_decodes_a_detail_before_it_ends_the_claim(
+        make_redis: Callable[..., RedisBackend], raw: redis.Redis) -> None:
+    """A detail another client sends that is not a JSON object (or holds non-text values)
+    is kept as a note: the batch lands and no claim is left running without a lease."""
+    store = make_redis()
+    P = store.prefix
+    for job_id in "abcd":
+        publish(store, job_id)
+    tok = {c.job_id: c.token for c in claim(store).claims}
+    reply = store.scripts.run("settle", [
+        P, store.backstop_ms,
+        "a", tok["a"], "fail", "{not json",
+        "b", tok["b"], "fail", '"just a string"',
+        "c", tok["c"], "fail", '{"exc_type": {"x": [1]}, "exc_message": 5, "tb": null}',
+        "d", tok["d"], "ack", ""])
+    assert reply[0] == 4
+    assert raw.hget(f"{P}:job:a", "emsg") == "failure details could not be decoded"
+    assert raw.hget(f"{P}:job:b", "st") == "failed"
+    assert raw.hmget(f"{P}:job:c", "etype", "emsg") == ['{"x":[1]}', "5"]
+    assert raw.hget(f"{P}:job:d", "st") == "completed"
+    assert raw.zcard(f"{P}:lease") == 0
+
+
+def test_publish_lua_takes_every_text_field_as_its_own_argument(
+        make_redis: Callable[..., RedisBackend], raw: redis.Redis) -> None:
+    """The numbers travel together; text (name, key, window, group) may hold any separator."""
+    store = make_redis()
+    lock, group, name = "t:a=1\x1fb=2\x1fc= 3", "g\x1f{x}:y", "task\x1fname"
+    publish(store, "a", name=name, unique_lock=lock, unique_window="running",
+            concurrency_group=group, concurrency_limit=2)
+    assert raw.hmget(f"{store.prefix}:job:a", "name", "uk", "cg", "cl") == [name, lock, group, "2"]
+    assert raw.get(f"{store.prefix}:u:{lock}") == "a"
+    assert raw.zscore(f"{store.prefix}:hexp", lock) is not None
+
+
+def test_tokens_come_from_one_counter_above_every_older_token(
+        make_redis: Callable[..., RedisBackend], raw: redis.Redis) -> None:
+    """A record written before the counter existed (per-job tokens) still gets a higher one."""
+    store = make_redis()
+    P = store.prefix
+    publish(store, "old")
+    raw.hset(f"{P}:job:old", "tok", 41)
+    publish(store, "new")
+    got = {c.job_id: c.token for c in claim(store).claims}
+    assert got["old"] == 42 and got["new"] > 42 and int(raw.get(f"{P}:tok")) >= got["new"]
+
+
+def test_the_hold_renewal_index_keeps_only_holds_that_may_need_renewing(
+        make_redis: Callable[..., RedisBackend], raw: redis.Redis) -> None:
+    """P:hexp has an entry per non-TTL hold set; a released hold leaves it at once."""
+    store = make_redis()
+    P = store.prefix
+    publish(store, "a", unique_lock="A", unique_window="running")
+    publish(store, "p", unique_lock="P", unique_window="pending")
+    publish(store, "t", unique_lock="T", unique_window="ttl", unique_ttl_ms=60_000)
+    assert set(raw.zrange(f"{P}:hexp", 0, -1)) == {"A", "P"}
+    got = {c.job_id: c.token for c in claim(store).claims}
+    assert set(raw.zrange(f"{P}:hexp", 0, -1)) == {"A"}  # the pending hold left at the claim
+    store.settle([Settle("a", got["a"], "ack")])
+    assert raw.zcard(f"{P}:hexp") == 0 and raw.exists(f"{P}:u:T")

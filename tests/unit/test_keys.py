@@ -354,3 +354,12 @@ def test_unique_key_field_name_is_not_escaped() -> None:
 )
 def test_concurrency_scope(payload: object, key: str | None, expected: str | None) -> None:
     assert concurrency_scope(payload, key) == expected
+
+
+def test_a_lone_surrogate_in_an_argument_is_an_escape_in_the_key() -> None:
+    """Keys are always valid UTF-8 (every store accepts them), and distinct per value."""
+    key = unique_key({"name": "caf\udce9.txt", "n": 1}, ["name", "n"])
+    assert key == 'name="caf\\udce9.txt"\x1fn=1'
+    key.encode("utf-8")
+    assert canonical_json(["\ud800", "\udfff"]) == '["\\ud800","\\udfff"]'
+    assert unique_key({"a": "\udce9"}, ["a"]) != unique_key({"a": "\\udce9"}, ["a"])

@@ -33,7 +33,7 @@ local function retry(id)
       local ttl = tonumber(f[7] or '0')
       if not holder and ttl > 0 then redis.call('SET', lk, id, 'PX', ttl) end
     else
-      redis.call('SET', lk, id, 'PX', backstop)
+      set_hold(lock, id, backstop)
     end
   end
   push_history(jk, {delivery = tonumber(f[9] or '0'), worker = '', started_ms = NOW,

@@ -8,7 +8,8 @@ Key schema (P = key prefix, default "plus"; single-node Redis: keys are built he
                        q      queue            name  task name
                        st     enqueued|scheduled|blocked|running|completed|failed|canceled|discarded
                        score  ordering score in its queue: priority * 2^40 + seq (lower first)
-                       tok    lease token, +1 per claim (fences heartbeats and settles)
+                       tok    lease token of the last claim (fences heartbeats, settles and
+                              continuations); from P:tok, so never repeated for an id
                        dl     deliveries of the current message    mdl  delivery limit (0 = none)
                        uk uw ut  unique lock key, window (pending|running|ttl), ttl ms
                        cg cl  concurrency group, slot limit
@@ -20,7 +21,12 @@ Key schema (P = key prefix, default "plus"; single-node Redis: keys are built he
   P:blkgroups        SET     groups having blocked jobs
   P:slot:{group}     SET     job ids holding a slot of the group
   P:lease            ZSET    running job ids by lease deadline ms
-  P:u:{lock}         STRING  unique hold: holder task id (PX = ttl, or the backstop)
+  P:u:{lock}         STRING  unique hold: holder task id (PX = ttl, or due time + backstop)
+  P:hexp             ZSET    non-TTL holds (lock) by the deadline last given: maintenance renews
+                             those whose job still waits or runs (renew_holds); a released hold
+                             leaves it, a lapsed one when maintenance reaches its deadline
+  P:tok              STRING  store-wide lease token counter (a pruned id published again never
+                             gets a token an old delivery could still carry)
   P:done             ZSET    completed job ids by finish ms
   P:dead             ZSET    failed (dead-lettered) job ids by finish ms
   P:canceled         ZSET    canceled job ids by cancel ms (admin cancel)
@@ -79,6 +85,40 @@ local function free_slot(group, id)
   end
 end
 
+-- Take unique hold `lock` for `id` for `ms`, tracked for renewal (pending/running windows).
+local function set_hold(lock, id, ms)
+  redis.call('SET', P .. ':u:' .. lock, id, 'PX', ms)
+  redis.call('ZADD', P .. ':hexp', NOW + ms, lock)
+end
+
+-- Delete hold `lock` (the caller checked who holds it) and its renewal entry.
+local function drop_hold(lock)
+  redis.call('DEL', P .. ':u:' .. lock)
+  redis.call('ZREM', P .. ':hexp', lock)
+end
+
+-- Extend hold `lock` to now + `ms`, but only if `id` holds it.
+local function refresh_hold(lock, id, ms)
+  local lk = P .. ':u:' .. lock
+  if redis.call('GET', lk) == id then
+    redis.call('PEXPIRE', lk, ms)
+    redis.call('ZADD', P .. ':hexp', NOW + ms, lock)
+  end
+end
+
+-- The next lease token of job key `jk`: from the store-wide counter, and above the job's
+-- last token (a record older than the counter).
+local function next_token(jk)
+  local tok = redis.call('INCR', P .. ':tok')
+  local old = tonumber(redis.call('HGET', jk, 'tok') or '0')
+  if tok <= old then
+    tok = old + 1
+    redis.call('SET', P .. ':tok', tok)
+  end
+  redis.call('HSET', jk, 'tok', tok)
+  return tok
+end
+
 -- Make a waiting job running under a new claim (slot already taken by the caller): the
 -- pending window's hold is released, the running window's refreshed; token+1, deliveries+1,
 -- lease = now + lease_ms. Returns token, deliveries.
@@ -87,12 +127,12 @@ local function begin_claim(id, lock, window, deliveries, worker, lease_ms, backs
   if lock and lock ~= '' then
     local lk = P .. ':u:' .. lock
     if window == 'pending' then
-      if redis.call('GET', lk) == id then redis.call('DEL', lk) end
-    elseif window == 'running' and redis.call('GET', lk) == id then
-      redis.call('PEXPIRE', lk, backstop)
+      if redis.call('GET', lk) == id then drop_hold(lock) end
+    elseif window == 'running' then
+      refresh_hold(lock, id, backstop)
     end
   end
-  local tok = redis.call('HINCRBY', jk, 'tok', 1)
+  local tok = next_token(jk)
   local dl = tonumber(deliveries or '0') + 1
   redis.call('HSET', jk, 'st', 'running', 'wk', worker, 'start', NOW, 'dl', dl)
   redis.call('ZADD', P .. ':lease', NOW + lease_ms, id)
@@ -104,9 +144,33 @@ local function release_hold(lock, window, id)
   if lock and lock ~= '' and window ~= 'ttl' then
     local lk = P .. ':u:' .. lock
     if redis.call('GET', lk) == id then
-      redis.call('DEL', lk)
+      drop_hold(lock)
     end
   end
+end
+
+-- Failure details as stored: text values only (numbers and tables as text, null and false
+-- left out). `raw` that is not a JSON object is kept as a note, never an error.
+local function decode_detail(raw)
+  if raw == nil or raw == '' then return nil end
+  local ok, decoded = pcall(cjson.decode, raw)
+  if not ok or type(decoded) ~= 'table' then
+    return {exc_message = 'failure details could not be decoded'}
+  end
+  local out = {}
+  for k, v in pairs(decoded) do
+    if type(k) == 'string' then
+      local kind = type(v)
+      if kind == 'string' then out[k] = v
+      elseif kind == 'number' then out[k] = tostring(v)
+      elseif kind == 'boolean' then if v then out[k] = 'true' end
+      elseif kind == 'table' then
+        local encoded, text = pcall(cjson.encode, v)
+        if encoded then out[k] = text end
+      end
+    end
+  end
+  return out
 end
 
 local function push_history(jk, entry)
@@ -166,9 +230,9 @@ local function requeue(id, backstop)
         coalesce(id)
         return 'coalesced'
       end
-      redis.call('SET', lk, id, 'PX', backstop)
-    elseif f[2] == 'running' and redis.call('GET', lk) == id then
-      redis.call('PEXPIRE', lk, backstop)
+      set_hold(f[1], id, backstop)
+    elseif f[2] == 'running' then
+      refresh_hold(f[1], id, backstop)
     end
   end
   enqueue(id, f[3], f[4])
@@ -179,6 +243,37 @@ end
 local function end_claim(id)
   redis.call('ZREM', P .. ':lease', id)
   free_slot(redis.call('HGET', jkey(id), 'cg'), id)
+end
+
+-- Renew the non-TTL holds lapsing within half a backstop whose job still needs them: a
+-- running job of the running window, and (`waiting`) a job that waits (enqueued, blocked,
+-- scheduled). A hold no job needs any more is left to lapse at its deadline. Bounded.
+local function renew_holds(batch, backstop, waiting)
+  local due = redis.call('ZRANGEBYSCORE', P .. ':hexp', '-inf', NOW + math.floor(backstop / 2),
+                         'LIMIT', 0, batch)
+  local renewed = 0
+  for _, lock in ipairs(due) do
+    local lk = P .. ':u:' .. lock
+    local holder = redis.call('GET', lk)
+    local keep = false
+    if holder then
+      local f = redis.call('HMGET', jkey(holder), 'st', 'uk', 'uw')
+      if f[2] == lock and f[3] == 'running' and f[1] == 'running' then
+        keep = true
+      elseif f[2] == lock and (f[3] == 'running' or f[3] == 'pending') and waiting and
+          (f[1] == 'enqueued' or f[1] == 'blocked' or f[1] == 'scheduled') then
+        keep = true
+      end
+    end
+    if keep then
+      redis.call('PEXPIRE', lk, backstop)
+      redis.call('ZADD', P .. ':hexp', NOW + backstop, lock)
+      renewed = renewed + 1
+    else
+      redis.call('ZREM', P .. ':hexp', lock)
+    end
+  end
+  return renewed
 end
 
 -- Move due scheduled jobs to their queues (bounded).

@@ -1,21 +1,34 @@
 --[[ publish: store one task message as a job, deciding uniqueness atomically.
-ARGV: 1 prefix, 2 id, 3 queue, 4 msg, 5 the other fields joined by U+001F (few arguments
-      keep the client's cost down): priority, eta ms (0 = now), task name, unique lock
-      ('' = none), window, ttl ms, concurrency group ('' = none), slot limit,
-      delivery limit (0 = none), hold backstop ms
-Returns 1 (enqueued), 2 (scheduled), +10 when the publish continued a running job,
-or the holder's id (a string) when the key is held by another job.
-A message whose id is running is a continuation (retry / Task.replace): the running claim
-is settled (slot freed, lease dropped) and the new message takes the job's place. ]]
+ARGV: 1 prefix, 2 id, 3 queue, 4 msg, 5 the numbers, separated by spaces: priority, eta ms
+      (0 = now), unique ttl ms, slot limit, delivery limit (0 = none), hold backstop ms, lease
+      token continued (0 = none); 6 task name, 7 unique lock ('' = none), 8 window,
+      9 concurrency group ('' = none). Text fields are separate arguments: a key or a name
+      may contain any character.
+Returns 1 (enqueued), 2 (scheduled), +10 when the publish continued a running job, the
+holder's id (a string) when the key is held by another job, or {'fenced', state} when the
+message may not change the job: its id is running and it does not carry that claim's lease
+token, or it continues a claim that is no longer current (a job its own delivery finished,
+by an early ack, is published anew).
+A continuation (retry / Task.replace: the running delivery's lease token) settles the running
+claim (slot freed, lease dropped) and the new message takes the job's place. A message with
+another unique key than the job's releases the old key once the new one is decided. ]]
 local id, queue, msg = ARGV[2], ARGV[3], ARGV[4]
-local f = {}
-for field in string.gmatch(ARGV[5] .. '\31', '([^\31]*)\31') do f[#f + 1] = field end
-local pri, eta, name = tonumber(f[1]), tonumber(f[2]), f[3]
-local lock, window, ttl = f[4], f[5], tonumber(f[6])
-local group, limit, mdl, backstop = f[7], f[8], f[9], tonumber(f[10])
+local n = {}
+for field in string.gmatch(ARGV[5], '%S+') do n[#n + 1] = tonumber(field) end
+local pri, eta, ttl, limit, mdl, backstop, continues = n[1], n[2], n[3], n[4], n[5], n[6], n[7]
+local name, lock, window, group = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 local jk = jkey(id)
-local prev = redis.call('HMGET', jk, 'st', 'q', 'cg')
-local continued = prev[1] == 'running'
+local prev = redis.call('HMGET', jk, 'st', 'q', 'cg', 'tok', 'uk', 'uw')
+local st, tok = prev[1], tonumber(prev[4] or '0')
+local continued = st == 'running' and continues > 0 and tok == continues
+-- A job its own delivery already finished (an early ack) is published anew, as any
+-- finished job: the token is that claim's, and no other claim came since.
+local own_finished = continues > 0 and tok == continues and (st == 'completed' or
+  st == 'failed' or st == 'canceled' or st == 'discarded')
+if (st == 'running' or continues > 0) and not continued and not own_finished then
+  return {'fenced', st or ''}
+end
+local old_lock, old_window = prev[5] or '', prev[6] or ''
 
 if continued then
   end_claim(id)
@@ -26,15 +39,21 @@ if lock ~= '' then
   local lk = P .. ':u:' .. lock
   local holder = redis.call('GET', lk)
   if holder and holder ~= id then
-    if continued then coalesce(id) end
+    if continued then
+      release_hold(old_lock, old_window, id)
+      coalesce(id)
+    end
     redis.call('HINCRBY', P .. ':stats', 'deduplicated', 1)
     return holder
   end
   if window == 'ttl' then
     if not holder then redis.call('SET', lk, id, 'PX', ttl) end
   else
-    redis.call('SET', lk, id, 'PX', backstop)
+    set_hold(lock, id, math.max(eta - NOW, 0) + backstop)
   end
+end
+if old_lock ~= '' and old_lock ~= lock then
+  release_hold(old_lock, old_window, id)
 end
 
 if prev[1] and not continued then

@@ -1,5 +1,6 @@
 --[[ settle: end claims, fenced by (id, token). Stale settles change nothing.
-ARGV: 1 prefix, 2 hold backstop ms, 3.. groups of 4: id, token, action, detail JSON ('' = none)
+ARGV: 1 prefix, 2 hold backstop ms, 3.. groups of 4: id, token, action, detail JSON ('' = none;
+      text values; anything else is kept as text or a note, never an error)
 actions: ack (completed), fail / reject (dead letter), requeue (back to enqueued, or dead letter
 once deliveries reach the limit), release (back to enqueued, delivery not counted).
 Returns {applied count, {dead-lettered id, reason, ...}}. ]]
@@ -11,9 +12,10 @@ for i = 3, #ARGV, 4 do
   local f = redis.call('HMGET', jk, 'st', 'tok', 'uk', 'uw', 'dl', 'mdl')
   if f[1] == 'running' and f[2] == tok then
     applied = applied + 1
+    -- Decoded before anything is written: a bad detail is a note, never an error that
+    -- would leave this claim half-ended or fail the batch.
+    local detail = decode_detail(raw)
     end_claim(id)
-    local detail = nil
-    if raw ~= '' then detail = cjson.decode(raw) end
     if action == 'ack' then
       release_hold(f[3], f[4], id)
       redis.call('HSET', jk, 'st', 'completed', 'fin', NOW)

@@ -11,7 +11,8 @@
 --   msg [msg]       kombu envelope (JSON bytes), delivered exactly as stored
 --   state [st]      enqueued|scheduled|blocked|running|completed|failed|canceled|discarded
 --   score [score]   order in its queue: priority * 2^40 + seq (lower first); blocked jobs keep it
---   token [tok]     lease token, +1 per claim (fences heartbeats and settles); NULL until claimed
+--   token [tok]     lease token of the last claim (fences heartbeats, settles, continuations);
+--                   from meta 'token', so never repeated for an id; NULL until claimed
 --   deliveries [dl] deliveries of the current message   max_deliveries [mdl]  limit (0 = none)
 --   unique_lock [uk] unique_window [uw] unique_ttl_ms [ut]   unique key, pending|running|ttl, ttl
 --   conc_group [cg] conc_limit [cl]   concurrency group ('' = none), slot limit
@@ -35,7 +36,7 @@
 -- bindings    fanout / topic bindings (Redis P:bind:{exchange})
 --   exchange, binding    the binding string (routing key, pattern, queue)
 -- meta        counters and flags
---   key, value      'seq' (FIFO tie-break), 'stats:<name>' (deduplicated, recovered,
+--   key, value      'seq' (FIFO tie-break), 'token' (store-wide lease token counter), 'stats:<name>' (deduplicated, recovered,
 --                   dead_lettered, blocked), 'maint' (ms until which maintenance is taken)
 
 CREATE TABLE IF NOT EXISTS jobs (
@@ -112,3 +113,7 @@ CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 ) WITHOUT ROWID;
+
+-- The lease token counter starts above every token already issued (a store of an earlier
+-- version counted tokens per job).
+INSERT OR IGNORE INTO meta (key, value) SELECT 'token', COALESCE(MAX(token), 0) FROM jobs;

@@ -1,0 +1,155 @@
+"""Conformance: fenced continuations and lease tokens (DESIGN §1.4, §3.2; issue #11 defects 1, 10).
+
+Rules: a continuation (retry / ``Task.replace``: a publish of a running job's id) applies only
+when it carries the running claim's current lease token; a publish of a running id without
+it, a continuation of a claim that was taken over, ended or recovered, and the same
+continuation sent again (a client retrying after a lost reply) change nothing — no second
+live delivery, no freed slot, no new schedule. A lease token never repeats for an id, even
+after its record was pruned or purged and the id published again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from celery_plus.transport.backend import Backend, Settle
+
+from .support import Q, claim, ids, maintain, publish, record, wait_until
+
+GROUP = {"concurrency_group": "g", "concurrency_limit": 1}
+
+
+def _taken_over(make_backend: Callable[..., Backend]) -> tuple[Backend, int, int]:
+    """Job ``a`` (group g, limit 1) claimed by w1, recovered, and now running on w2."""
+    backend = make_backend(lease_ms=150)
+    publish(backend, "a", "attempt-1", **GROUP)
+    old = claim(backend, worker="w1").claims[0]
+    wait_until(backend.recover, timeout=10, message="recovery of w1's lease")
+    new = claim(backend, worker="w2").claims[0]
+    assert new.job_id == "a" and new.token != old.token
+    return backend, old.token, new.token
+
+
+def test_a_late_continuation_of_a_claim_taken_over_changes_nothing(
+        make_backend: Callable[..., Backend]) -> None:
+    backend, old, new = _taken_over(make_backend)
+    before = record(backend, "a")
+    deadline = backend.lease_deadline("a")
+    eta = backend.now_ms() + 60_000
+    out = publish(backend, "a", "late-retry", eta_ms=eta, lease_token=old, **GROUP)
+    assert (out.accepted, out.fenced, out.holder_id, out.state) == (False, True, "a", "running")
+    assert record(backend, "a") == before, "the new worker's claim was changed"
+    assert backend.lease_deadline("a") == deadline
+    assert backend.slot_holders("g") == {"a"}, "the live claim's slot was freed"
+    assert backend.ids_in_state("scheduled") == [], "the job was scheduled again"
+    # A second job of the group still cannot start beside the live claim.
+    publish(backend, "b", **GROUP)
+    assert ids(claim(backend, worker="w3")) == []
+    # The live claim's own continuation still applies.
+    out = publish(backend, "a", "retry", eta_ms=eta, lease_token=new, **GROUP)
+    assert out.accepted and out.continued and out.state == "scheduled"
+    assert backend.slot_holders("g") == set()
+
+
+def test_a_publish_of_a_running_id_without_its_token_changes_nothing(backend: Backend) -> None:
+    publish(backend, "a", "original", **GROUP)
+    got = claim(backend).claims[0]
+    before = record(backend, "a")
+    for token in (0, got.token + 1000):
+        out = publish(backend, "a", "outsider", lease_token=token, **GROUP)
+        assert out.fenced and not out.accepted and out.holder_id == "a", token
+        assert record(backend, "a") == before, token
+        assert backend.slot_holders("g") == {"a"}, token
+    assert backend.size(Q) == 0 and backend.ids_in_state("scheduled") == []
+    assert backend.settle([Settle("a", got.token, "ack")]) == []
+    assert record(backend, "a")["st"] == "completed"
+    assert record(backend, "a")["msg"] == "original"
+
+
+@pytest.mark.parametrize("delay_ms", [0, 60_000], ids=["immediate", "countdown"])
+def test_a_continuation_sent_again_after_a_lost_reply_is_a_no_op(
+        backend: Backend, delay_ms: int) -> None:
+    publish(backend, "a", **GROUP)
+    got = claim(backend).claims[0]
+    eta = backend.now_ms() + delay_ms if delay_ms else 0
+    first = publish(backend, "a", "retry", eta_ms=eta, lease_token=got.token, **GROUP)
+    assert first.accepted and first.continued
+    after_first = record(backend, "a")
+    again = publish(backend, "a", "retry", eta_ms=eta, lease_token=got.token, **GROUP)
+    assert again.fenced and not again.accepted
+    assert record(backend, "a") == after_first
+    if delay_ms:
+        assert backend.ids_in_state("scheduled") == ["a"] and backend.size(Q) == 0
+        return
+    # One delivery of the retry; the resend, even once it runs, changes nothing.
+    assert ids(claim(backend, worker="w2")) == ["a"]
+    running = record(backend, "a")
+    third = publish(backend, "a", "retry", lease_token=got.token, **GROUP)
+    assert third.fenced and record(backend, "a") == running
+    assert backend.slot_holders("g") == {"a"} and backend.size(Q) == 0
+
+
+@pytest.mark.parametrize("end", ["requeue", "release", "recovered", "taken over"])
+def test_a_continuation_of_an_ended_claim_changes_nothing(
+        make_backend: Callable[..., Backend], end: str) -> None:
+    backend = make_backend(lease_ms=150)
+    publish(backend, "a", "original", unique_lock="K", unique_window="running", **GROUP)
+    got = claim(backend).claims[0]
+    if end in ("recovered", "taken over"):
+        wait_until(backend.recover, timeout=10, message="recovery")
+        if end == "taken over":
+            new = claim(backend, worker="w2").claims[0]
+            backend.settle([Settle("a", new.token, "ack")])
+    else:
+        backend.settle([Settle("a", got.token, end, {"reason": "x"})])
+    before = record(backend, "a")
+    holds = backend.holds()
+    out = publish(backend, "a", "late", lease_token=got.token, unique_lock="K",
+                  unique_window="running", **GROUP)
+    assert out.fenced and not out.accepted and out.state == before["st"]
+    assert record(backend, "a") == before
+    assert backend.holds() == holds
+    assert backend.slot_holders("g") == set()
+
+
+@pytest.mark.parametrize("end", ["ack", "fail"])
+def test_a_publish_from_a_delivery_that_finished_its_own_job_starts_it_anew(
+        backend: Backend, end: str) -> None:
+    """An early-acked task (``acks_late=False``) retries after its ack finished the job."""
+    publish(backend, "a", "original", unique_lock="K", unique_window="running")
+    got = claim(backend).claims[0]
+    backend.settle([Settle("a", got.token, end, {"reason": "x"})])
+    out = publish(backend, "a", "retry", lease_token=got.token, unique_lock="K",
+                  unique_window="running")
+    assert out.accepted and not out.continued and not out.fenced
+    assert record(backend, "a")["st"] == "enqueued" and backend.holder("K") == "a"
+    again = claim(backend).claims
+    assert [(c.job_id, c.message) for c in again] == [("a", b"retry")]
+
+
+def test_a_lease_token_never_repeats_for_an_id(make_backend: Callable[..., Backend]) -> None:
+    backend = make_backend(retention=(0, 100_000, 0, 100_000))
+    seen: list[int] = []
+    # Pruned: completed, then removed by maintenance, then published again.
+    publish(backend, "a")
+    seen.append(claim(backend).claims[0].token)
+    backend.settle([Settle("a", seen[-1], "ack")])
+    wait_until(lambda: (maintain(backend), backend.job("a") is None)[1], timeout=10,
+               message="the completed record pruned")
+    publish(backend, "a")
+    seen.append(claim(backend).claims[0].token)
+    # Purged: back in its queue with its token, deleted by purge, then published again.
+    backend.settle([Settle("a", seen[-1], "release")])
+    assert backend.purge(Q) == 1 and backend.job("a") is None
+    publish(backend, "a")
+    seen.append(claim(backend).claims[0].token)
+    assert len(set(seen)) == 3 and seen == sorted(seen), seen
+    # The earlier deliveries' late acks change nothing.
+    for token in seen[:-1]:
+        backend.settle([Settle("a", token, "ack")])
+        assert record(backend, "a")["st"] == "running"
+    # Tokens of different jobs differ too: one counter for the store.
+    publish(backend, "b")
+    assert claim(backend).claims[0].token > seen[-1]
