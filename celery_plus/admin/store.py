@@ -677,16 +677,18 @@ def _preview(rec: Mapping[str, Any]) -> str:
     return f"(a message of {size:,} bytes: open the job to see its arguments)"
 
 
-def summary_from_record(job_id: str, rec: Mapping[str, Any]) -> JobSummary:
+def summary_from_record(job_id: str, rec: Mapping[str, Any], bounded: bool = True
+                        ) -> JobSummary:
     """A listing row from a record with the Redis hash's field names (``msglen``: the size
-    of a message the store did not send)."""
+    of a message the store did not send); ``bounded``: texts cut to LIST_TEXT."""
     state = _text(rec.get("st"))
+    cut = _bounded if bounded else _text
     return JobSummary(
-        id=job_id, state=state, name=_bounded(rec.get("name")),
-        queue=_bounded(rec.get("q")), at_ms=_int(rec.get(time_field(state))),
+        id=job_id, state=state, name=cut(rec.get("name")),
+        queue=cut(rec.get("q")), at_ms=_int(rec.get(time_field(state))),
         enqueued_ms=_int(rec.get("enq")), due_ms=_int(rec.get("due")),
-        deliveries=_int(rec.get("dl")), reason=_bounded(rec.get("reason")),
-        exc_type=_bounded(rec.get("etype")), exc_message=_bounded(rec.get("emsg")),
+        deliveries=_int(rec.get("dl")), reason=cut(rec.get("reason")),
+        exc_type=cut(rec.get("etype")), exc_message=cut(rec.get("emsg")),
         args_repr=_preview(rec))
 
 
@@ -698,7 +700,7 @@ def detail_from_record(job_id: str, rec: Mapping[str, Any], holder: str | None) 
     except ValueError:
         history = []
     start, fin = rec.get("start"), rec.get("fin")
-    summary = summary_from_record(job_id, rec)
+    summary = summary_from_record(job_id, rec, bounded=False)
     return JobDetail(
         summary=summary, args=decoded.args, kwargs=decoded.kwargs, headers=decoded.headers,
         properties=decoded.properties, decode_error=decoded.error,

@@ -298,6 +298,7 @@ class Dashboard:
               url_of: Callable[[int], str] | None = None) -> tuple[str, list[tuple[str, str]],
                                                                     str]:
         live = pages.live(url_of, refresh or 0) if url_of is not None else None
+        self._form_token(r)  # an operator's browser gets its session on any page
         page = layout(r.urls, title, body, self.admin().counts(), live)
         return "200 OK", [("Content-Type", "text/html; charset=utf-8")], page
 
