@@ -26,8 +26,7 @@ import tracemalloc
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 import psycopg
 import pytest
@@ -147,6 +146,7 @@ def test_the_form_token_is_the_same_in_every_process_and_after_a_restart(
 
 def test_the_session_cookie_is_strict_http_only_and_scoped_to_the_mount(web: Dashboard) -> None:
     status, headers, _ = call(web, "/", headers=OPERATOR)
+    assert status == "200 OK"
     cookie = headers["Set-Cookie"]
     assert re.fullmatch(r"plus_admin_session=[A-Za-z0-9_-]{43}; Path=/; HttpOnly; "
                         r"SameSite=Strict", cookie), cookie
