@@ -14,7 +14,6 @@ import io
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
