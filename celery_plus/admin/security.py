@@ -148,8 +148,8 @@ class Access:
         if site is not None and site not in ("same-origin", "none"):
             return f"refused a {site} request: actions are taken from the dashboard's own pages"
         origin = environ.get("HTTP_ORIGIN")
-        if origin is None:
-            return None
+        if origin is None or (origin == "null" and site == "same-origin"):
+            return None  # (a browser's own form under a no-referrer policy says null)
         netloc = urlsplit(origin).netloc if origin != "null" else ""
         own = host_of(str(environ.get("HTTP_HOST") or environ.get("SERVER_NAME") or ""))
         theirs = host_of(netloc) if netloc else ""

@@ -96,3 +96,12 @@ def serve(target: Any, host: str = "127.0.0.1", port: int = 8055, **options: Any
 
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def stop(server: Any) -> None:
+    """Stop a server that :meth:`run` serves in another thread: its task threads, every
+    open connection and the listening socket (``run`` then returns)."""
+    server.task_dispatcher.shutdown()
+    for channel in list(server._map.values()):
+        channel.close()
+    server.dashboard.close()
