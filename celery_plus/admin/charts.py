@@ -70,7 +70,8 @@ def activity_svg(activity: Activity) -> str:
     for n in range(ticks + 1):
         index = round(n * len(buckets) / ticks)
         x = LEFT + index * slot
-        parts.append(f'<text x="{x:.1f}" y="{HEIGHT - 6}" text-anchor="middle" fill="#555">'
+        anchor = "start" if n == 0 else "end" if n == ticks else "middle"
+        parts.append(f'<text x="{x:.1f}" y="{HEIGHT - 6}" text-anchor="{anchor}" fill="#555">'
                      f"{_clock(activity.since_ms + index * bucket_ms, with_date)}</text>")
     parts.append("</svg>")
     return "".join(parts)
