@@ -33,6 +33,7 @@ from ..settings import BY_NAME as _SETTINGS
 from . import api
 from .params import MAX_PAGE, parse_duration, parse_moment
 from .store import (
+    BATCH,
     PURGEABLE,
     STATES,
     AdminError,
@@ -121,9 +122,6 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                      for row in cells)
 
-
-#: Jobs a bulk operation changes per store step (each store's batch size).
-BATCH = 500
 
 _TIME_LABEL = {"completed": "FINISHED", "failed": "FAILED", "canceled": "CANCELED",
                "discarded": "DISCARDED", "running": "STARTED"}

@@ -35,6 +35,7 @@ from .store import (
     Scope,
     Status,
     WorkerLeases,
+    batches,
     bulk_result,
     check_scope,
     check_state,
@@ -62,8 +63,6 @@ _SUMMARY_COLUMNS = ", ".join(["j.id", *(sql for _, sql in _SUMMARY)])
 #: What a text search reads of each record (whole: it searches all of them).
 _SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
                   "emsg", "msg", "tb")
-#: Jobs changed per transaction by the bulk operations.
-BATCH = 500
 
 _RETRY = ("SELECT * FROM admin_retry(%s::text[], %s::text, %s::text, %s::bigint, "
           "%s::bigint)")
@@ -211,8 +210,8 @@ class PostgresAdmin:
         check_scope("retry", scope, all)
         ids = self._in_scope("failed", scope)
         result = bulk_result("retry", len(ids), result)
-        for i in range(0, len(ids), BATCH):
-            for job_id, outcome, extra in self._retry(ids[i:i + BATCH], scope):
+        for chunk in batches(ids):
+            for job_id, outcome, extra in self._retry(chunk, scope):
                 if outcome == "enqueued":
                     result.changed.append(job_id)
                 elif outcome == "conflict":
@@ -225,9 +224,9 @@ class PostgresAdmin:
         check_scope("purge", scope, all)
         ids = self._in_scope(state, scope)
         result = bulk_result("purge", len(ids), result)
-        for i in range(0, len(ids), BATCH):
+        for chunk in batches(ids):
             result.changed += [str(row[0]) for row in self._all(
-                _PURGE, state, ids[i:i + BATCH], scope.task, scope.queue,
+                _PURGE, state, list(chunk), scope.task, scope.queue,
                 scope.older_than_ms)]
         return result
 

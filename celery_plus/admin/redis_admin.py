@@ -39,6 +39,7 @@ from .store import (
     Scope,
     Status,
     WorkerLeases,
+    batches,
     bulk_result,
     check_scope,
     check_state,
@@ -62,7 +63,6 @@ SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason"
 #: What ``summaries.lua`` returns per job.
 SUMMARY_REPLY = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
                  "emsg", "msg", "msglen")
-BATCH = 500
 #: Jobs looked at from the head of each priority band of a queue for "oldest waiting".
 HEAD = 50
 BAND = 1 << 40
@@ -92,7 +92,7 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def _chunks(items: Sequence[str], size: int = BATCH) -> Iterable[Sequence[str]]:
+def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
     for i in range(0, len(items), size):
         yield items[i:i + size]
 
@@ -381,7 +381,7 @@ class RedisAdmin:
         check_scope("retry", scope, all)
         ids = self._in_scope("failed", scope)
         result = bulk_result("retry", len(ids), result)
-        for chunk in _chunks(ids):
+        for chunk in batches(ids):
             for job_id, outcome, extra in self._run(
                     "retry", [self.backend.backstop_ms, *self._scope_args(scope), *chunk]):
                 if outcome == "enqueued":
@@ -396,7 +396,7 @@ class RedisAdmin:
         check_scope("purge", scope, all)
         ids = self._in_scope(state, scope)
         result = bulk_result("purge", len(ids), result)
-        for chunk in _chunks(ids):
+        for chunk in batches(ids):
             reply = self._scripts["delete"](
                 args=[self.prefix, state, *self._scope_args(scope), *chunk])
             result.changed += [_text(i) for i in reply]

@@ -31,6 +31,7 @@ from .store import (
     Scope,
     Status,
     WorkerLeases,
+    batches,
     bulk_result,
     check_scope,
     check_state,
@@ -58,7 +59,6 @@ _SUMMARY_COLUMNS = ", ".join(["id", *(sql for _, sql in _SUMMARY)])
 #: What a text search reads of each record (whole: it searches all of them).
 _SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
                   "emsg", "msg", "tb")
-BATCH = 500
 
 Outcome = tuple[str, str]
 
@@ -255,8 +255,7 @@ class SQLiteAdmin:
         check_scope("retry", scope, all)
         ids = self._in_scope("failed", scope)
         result = bulk_result("retry", len(ids), result)
-        for i in range(0, len(ids), BATCH):
-            chunk = ids[i:i + BATCH]
+        for chunk in batches(ids):
             outcomes = self.backend._write(partial(self._retry_chunk, chunk=chunk, scope=scope))
             for job_id, outcome, extra in outcomes:
                 if outcome == "enqueued":
@@ -282,8 +281,7 @@ class SQLiteAdmin:
                     deleted.append(job_id)
             return deleted
 
-        for i in range(0, len(ids), BATCH):
-            chunk = ids[i:i + BATCH]
+        for chunk in batches(ids):
             result.changed += self.backend._write(partial(delete, chunk=chunk))
         return result
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -64,6 +64,8 @@ MAX_PER_PAGE = 1000
 LIST_TEXT = 1000
 #: Messages larger than this are not read for a listing's arguments preview.
 PREVIEW_BYTES = 64 * 1024
+#: Jobs a bulk operation changes per atomic store step.
+BATCH = 500
 #: Records a text search reads from the store at a time (bounds its memory).
 SEARCH_CHUNK = 50
 
@@ -534,6 +536,12 @@ def time_field(state: str) -> str:
 
 def newest_first(rows: list[JobSummary]) -> list[JobSummary]:
     return sorted(rows, key=lambda r: (r.at_ms, r.id), reverse=True)
+
+
+def batches(ids: Sequence[str], size: int = BATCH) -> Iterator[Sequence[str]]:
+    """``ids`` in batches of ``size``: each batch of a bulk operation is one atomic step."""
+    for start in range(0, len(ids), size):
+        yield ids[start:start + size]
 
 
 def bulk_result(action: str, matched: int, result: BulkResult | None) -> BulkResult:
