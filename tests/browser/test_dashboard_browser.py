@@ -188,11 +188,14 @@ def test_an_unauthenticated_post_is_refused_and_changes_nothing(dashboard: Site,
 
 
 class EvilSite:
-    """An attacker's page on another origin (``localhost``, another port): it reads the
-    dashboard's form token with a plain GET (as it could before issue 14) — or is handed
-    one — and makes the visitor's browser post the discard form at once."""
+    """An attacker's page on another origin — ``localhost`` (another site) or 127.0.0.1 on
+    another port (the same site: another service on the operator's machine, whose pages
+    share the browser's cached credentials) — that reads the dashboard's form token with a
+    plain GET (as it could before issue 14), or is handed one, and makes the visitor's browser
+    post the discard form at once."""
 
-    def __init__(self, action: str, token_page: str, token: str | None = None) -> None:
+    def __init__(self, action: str, token_page: str, token: str | None = None,
+                 host: str = "localhost") -> None:
         import http.server
         import threading
 
@@ -221,7 +224,7 @@ class EvilSite:
                 pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://localhost:{self.server.server_port}/"
+        self.url = f"http://{host}:{self.server.server_port}/"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
@@ -233,25 +236,36 @@ def test_a_page_on_another_origin_cannot_make_the_operators_browser_act(
         dashboard: Site, browser: Browser) -> None:
     """Issue 14, defect 1: a logged-in operator's Chromium visits an attacker's page on
     another origin, which posts the dashboard's discard form: refused, nothing changes —
-    even when the attacker holds the operator's own form token."""
+    even when the attacker holds the operator's own form token.
+
+    The operator's credentials are ambient: Chromium sends them with every request, as it
+    does an authenticating proxy's session cookie (and as browsers replay cached Basic
+    credentials) — the condition under which the per-process token of the old dashboard let
+    the attacker's form through."""
     site = dashboard
     job_id = store_dead_letter(site, "proj.send_invoice", [8], "SMTP server unreachable")
-    browser.open(f"{site.operator_url}/job/{job_id}")  # logged in (Basic credentials cached)
+    browser.driver.execute_cdp_cmd("Network.enable", {})
+    browser.driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {
+        "headers": {"Authorization": basic(ADMIN_TOKEN)}})
+    browser.open(f"{site.url}/job/{job_id}")  # logged in
+    assert browser.fact("state") == "failed"
     own_token = browser.find("input[name='token']").get_attribute("value")
     action = f"{site.url}/job/{job_id}/discard"
-    for token in (None, own_token):
-        evil = EvilSite(action, f"{site.url}/job/{job_id}", token)
+    for token, host in ((None, "localhost"), (None, "127.0.0.1"), (own_token, "localhost"),
+                        (own_token, "127.0.0.1")):
+        evil = EvilSite(action, f"{site.url}/job/{job_id}", token, host)
         try:
             browser.open(evil.url)
-            wait_until(lambda: browser.driver.current_url == action, timeout=30,
+            wait_until(lambda: browser.driver.current_url.startswith(site.url), timeout=30,
                        message="the attacker's page posted the form")
+            assert state(site, job_id) == "failed", (token, host)
+            assert browser.driver.current_url == action
             assert "refused" in browser.text() or "form token" in browser.text()
-            assert state(site, job_id) == "failed"
         finally:
             evil.close()
     browser.screenshot("cross-site-refused.png")
     # the operator's own button still works
-    browser.open(f"{site.operator_url}/job/{job_id}")
+    browser.open(f"{site.url}/job/{job_id}")
     browser.click("button#discard")
     assert browser.find("#msg").text == "discard: failed -> discarded"
 

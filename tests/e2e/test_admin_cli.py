@@ -287,7 +287,7 @@ def test_a_browser_acts_through_a_multi_process_server(prefix: str, tmp_path: Pa
                    timeout=60, message="two gunicorn workers")
         page = urllib.request.urlopen(urllib.request.Request(
             f"{base}/jobs/failed", headers={"Authorization": auth}), timeout=30)
-        cookie = page.headers["Set-Cookie"].split(";", 1)[0]
+        cookie = (page.headers["Set-Cookie"] or "").split(";", 1)[0]
         [token] = re.findall(r'name="token" value="([^"]+)"', page.read().decode())[:1]
         def post(job_id: str) -> str:
             request = urllib.request.Request(

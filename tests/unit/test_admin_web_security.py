@@ -113,13 +113,33 @@ def test_a_post_from_another_origin_is_refused(store: Store, web: Dashboard) -> 
     assert status == "303 See Other" and store.state("d1") == "discarded"
 
 
+def test_a_token_read_without_credentials_cannot_be_replayed(store: Store,
+                                                              web: Dashboard) -> None:
+    """The old dashboard printed its form token on pages anyone could read: an attacker read
+    it with a plain GET and replayed it from another origin through a logged-in operator's
+    browser (which sends the operator's credentials)."""
+    store.dead("d1")
+    page = call(web, "/job/d1", headers={})[2]  # the attacker's plain GET
+    token = (re.findall(r'name="token" value="([^"]+)"', page) or [""])[0]
+    status, _, _ = call(web, "/job/d1/discard", "POST", {"token": token}, headers={
+        **OPERATOR, "HTTP_ORIGIN": "http://evil.example", "HTTP_SEC_FETCH_SITE": "cross-site"})
+    assert status == "403 Forbidden" and store.state("d1") == "failed"
+
+
 def test_the_form_token_is_the_same_in_every_process_and_after_a_restart(
         store: Store) -> None:
     for job_id in ("a", "b", "c"):
         store.dead(job_id)
     first, second = make_app(store.app), make_app(store.app)  # two processes
     try:
-        session = browser_session(first, "/job/a")
+        # the operator's browser loads a page from one process ...
+        status, headers, page = call(first, "/job/a", headers=OPERATOR)
+        cookie = headers.get("Set-Cookie", "").split(";")[0]
+        [token] = re.findall(r'name="token" value="([^"]+)"', page)[:1]
+        # ... and posts its form to the other one
+        assert call(second, "/job/a/discard", "POST", {"token": token},
+                    headers={**OPERATOR, "HTTP_COOKIE": cookie})[0] == "303 See Other"
+        session = (cookie, token)
         assert browser_post(second, "/job/a/discard", {}, session)[0] == "303 See Other"
         assert browser_post(first, "/job/b/discard", {}, session)[0] == "303 See Other"
     finally:
