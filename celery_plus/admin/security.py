@@ -86,6 +86,13 @@ def host_of(value: str) -> str:
     return value.rpartition(":")[0] if value.count(":") == 1 else value
 
 
+def _explicit_port(netloc: str) -> str | None:
+    """The port a ``Host`` header or URL netloc names (None: the scheme's default)."""
+    tail = netloc.rpartition("]")[2] if netloc.startswith("[") else netloc
+    head, colon, port = tail.rpartition(":")
+    return port if colon and port.isdigit() and (head or netloc.startswith("[")) else None
+
+
 def host_allowed(host: str, patterns: Iterable[str]) -> bool:
     """``host`` (no port) matches a pattern: ``*``, the name itself, or ``.example.com``
     (it and its subdomains)."""
@@ -151,9 +158,14 @@ class Access:
         if origin is None or (origin == "null" and site == "same-origin"):
             return None  # (a browser's own form under a no-referrer policy says null)
         netloc = urlsplit(origin).netloc if origin != "null" else ""
-        own = host_of(str(environ.get("HTTP_HOST") or environ.get("SERVER_NAME") or ""))
-        theirs = host_of(netloc) if netloc else ""
-        if not theirs or (theirs != own and not host_allowed(theirs, self._listed)):
+        raw_host = str(environ.get("HTTP_HOST") or environ.get("SERVER_NAME") or "")
+        own, theirs = host_of(raw_host), host_of(netloc) if netloc else ""
+        ports = (_explicit_port(raw_host), _explicit_port(netloc))
+        other_port = None not in ports and ports[0] != ports[1]
+        # Another host is the dashboard's own only if listed (a proxy that rewrites Host);
+        # the same host on another port is another origin (another service).
+        if not theirs or (other_port if theirs == own
+                          else not host_allowed(theirs, self._listed)):
             return (f"refused a request from origin {origin[:100]!r}: actions are taken from "
                     "the dashboard's own pages")
         return None

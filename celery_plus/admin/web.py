@@ -404,6 +404,9 @@ class Dashboard:
 
     def _login(self, r: Request) -> tuple[str, list[tuple[str, str]], str]:
         """Ask the browser for the operator's credentials, then back to the dashboard."""
+        if self.access.read_only:
+            raise HttpError("404 Not Found", "the dashboard is read-only (no plus_admin_token): "
+                                             "there is nothing to log in to")
         if r.who.role != OPERATOR:
             raise HttpError("401 Unauthorized", "log in with plus_admin_token as the "
                             "password (any user name)", _CHALLENGE)

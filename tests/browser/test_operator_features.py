@@ -120,7 +120,9 @@ def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
               "postgres": f"plus+{PG_URL}"}[kind]
     with pytest.MonkeyPatch.context() as env:
         env.setenv("PLUS_TEST_BROKER", broker)
-        app = proj.make_app(prefix, plus_admin_token=ADMIN_TOKEN)
+        # A small producer pool: every kombu connection to plus+postgresql:// is a pool of
+        # its own, and the shared PostgreSQL server has 100 connections for every test.
+        app = proj.make_app(prefix, plus_admin_token=ADMIN_TOKEN, broker_pool_limit=2)
     view = _view(kind, broker, prefix)
     served = Served(app)
     dep = Deployment(kind, prefix, broker, app, view, f"http://127.0.0.1:{served.port}",

@@ -409,3 +409,13 @@ def test_an_interrupted_purge_says_how_many_it_deleted(store: Store,
     retried = run(store, "dlq", "retry", "--all", "--yes", "--json")
     assert retried.exit_code == 130 and '"interrupted": true' in retried.output
     assert '"changed": 2' in retried.output
+
+
+def test_admin_without_waitress_names_the_extra(store: Store,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "waitress.server", None)  # not installed
+    done = run(store, "admin", "--port", "8099")
+    assert done.exit_code == 1
+    assert "pip install 'celery-plus[admin]'" in done.output

@@ -98,6 +98,7 @@ def test_a_post_from_another_origin_is_refused(store: Store, web: Dashboard) -> 
     session = browser_session(web, "/job/d1")
     for headers in ({"HTTP_ORIGIN": "http://evil.example:8055"},
                     {"HTTP_ORIGIN": "null"},
+                    {"HTTP_ORIGIN": "http://127.0.0.1:9999", "HTTP_HOST": "127.0.0.1:8055"},
                     {"HTTP_SEC_FETCH_SITE": "cross-site"},
                     {"HTTP_SEC_FETCH_SITE": "same-site"},
                     {"HTTP_ORIGIN": "http://127.0.0.1", "HTTP_SEC_FETCH_SITE": "cross-site"}):
@@ -108,7 +109,7 @@ def test_a_post_from_another_origin_is_refused(store: Store, web: Dashboard) -> 
             "HTTP_AUTHORIZATION": f"Bearer {ADMIN_TOKEN}", **headers})[0] == "403 Forbidden"
     assert store.state("d1") == "failed"
     status, _, _ = browser_post(web, "/job/d1/discard", {}, session,
-                                HTTP_ORIGIN="http://127.0.0.1",
+                                HTTP_ORIGIN="http://127.0.0.1:8055", HTTP_HOST="127.0.0.1:8055",
                                 HTTP_SEC_FETCH_SITE="same-origin")
     assert status == "303 See Other" and store.state("d1") == "discarded"
 
