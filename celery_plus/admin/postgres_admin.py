@@ -19,9 +19,8 @@ from typing import Any
 
 from ..transport.postgres_backend import FIELDS, PostgresBackend
 from .api import register_admin
+from .sql_rows import SEARCH_FIELDS, keyset_search, summary_columns
 from .store import (
-    LIST_TEXT,
-    PREVIEW_BYTES,
     PURGEABLE,
     SEARCH_CHUNK,
     STATES,
@@ -48,21 +47,7 @@ from .store import (
     time_field,
 )
 
-#: A listing row: record fields (Redis hash names) and the SQL that reads each (of ``j``),
-#: long texts cut and a large message left out (its size instead), as store.py's rules ask.
-_SUMMARY = (("st", "j.state"), ("name", f"substr(j.name, 1, {LIST_TEXT + 1})"),
-            ("q", f"substr(j.queue, 1, {LIST_TEXT + 1})"), ("enq", "j.enqueued_ms"),
-            ("due", "j.due_ms"), ("start", "j.started_ms"), ("fin", "j.finished_ms"),
-            ("dl", "j.deliveries"), ("reason", f"substr(j.reason, 1, {LIST_TEXT + 1})"),
-            ("etype", f"substr(j.exc_type, 1, {LIST_TEXT + 1})"),
-            ("emsg", f"substr(j.exc_message, 1, {LIST_TEXT + 1})"),
-            ("msg", f"CASE WHEN octet_length(j.msg) <= {PREVIEW_BYTES} THEN j.msg END"),
-            ("msglen", "octet_length(j.msg)"))
-_SUMMARY_NAMES = tuple(name for name, _ in _SUMMARY)
-_SUMMARY_COLUMNS = ", ".join(["j.id", *(sql for _, sql in _SUMMARY)])
-#: What a text search reads of each record (whole: it searches all of them).
-_SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
-                  "emsg", "msg", "tb")
+_SUMMARY_NAMES, _SUMMARY_COLUMNS = summary_columns("j.", "octet_length({})")
 
 _RETRY = ("SELECT * FROM admin_retry(%s::text[], %s::text, %s::text, %s::bigint, "
           "%s::bigint)")
@@ -137,24 +122,18 @@ class PostgresAdmin:
 
     def _search(self, condition: str, params: list[Any], column: str, direction: str,
                 text_limit: int | None) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Whole records of a text search in the listing's order, read SEARCH_CHUNK at a
-        time (keyset paging on (time, id)): memory of a chunk, however large the records."""
-        columns = ", ".join(["id", f"{column} AS at", *(FIELDS[f] for f in _SEARCH_FIELDS)])
-        order = f'{column} {direction}, id COLLATE "C" {direction}'
+        """Whole records of a text search (:func:`~.sql_rows.keyset_search`)."""
+        columns = ", ".join(["id", f"{column} AS at", *(FIELDS[f] for f in SEARCH_FIELDS)])
         after = "<" if direction == "DESC" else ">"
-        last: tuple[Any, Any] | None = None
-        seen = 0
-        while text_limit is None or seen < text_limit:
+
+        def fetch(last: tuple[Any, Any] | None) -> list[Any]:
             keyset = ("" if last is None else
                       f' AND ({column}, id COLLATE "C") {after} (%s::bigint, %s COLLATE "C")')
-            rows = self._all(f"SELECT {columns} FROM jobs WHERE {condition}{keyset} "
-                             f"ORDER BY {order} LIMIT {SEARCH_CHUNK}", *params, *(last or ()))
-            for row in rows:
-                seen += 1
-                yield row[0], _record(_SEARCH_FIELDS, row[2:])
-            if len(rows) < SEARCH_CHUNK:
-                return
-            last = (rows[-1][1], rows[-1][0])
+            return self._all(f"SELECT {columns} FROM jobs WHERE {condition}{keyset} ORDER BY "
+                             f'{column} {direction}, id COLLATE "C" {direction} '
+                             f"LIMIT {SEARCH_CHUNK}", *params, *(last or ()))
+
+        return keyset_search(fetch, text_limit, _record)
 
     def show(self, job_id: str) -> JobDetail | None:
         rec = self.backend.job(job_id)

@@ -15,9 +15,8 @@ from functools import partial
 from typing import Any
 
 from ..transport.sqlite_backend import FIELDS, PRIORITY_FACTOR, SQLiteBackend, _Tx
+from .sql_rows import SEARCH_FIELDS, keyset_search, summary_columns
 from .store import (
-    LIST_TEXT,
-    PREVIEW_BYTES,
     PURGEABLE,
     SEARCH_CHUNK,
     WAITING,
@@ -44,21 +43,7 @@ from .store import (
     time_field,
 )
 
-#: A listing row: record fields (Redis hash names) and the SQL that reads each, long texts
-#: cut and a large message left out (its size instead), as store.py's rules ask.
-_SUMMARY = (("st", "state"), ("name", f"substr(name, 1, {LIST_TEXT + 1})"),
-            ("q", f"substr(queue, 1, {LIST_TEXT + 1})"), ("enq", "enqueued_ms"), ("due", "due_ms"),
-            ("start", "started_ms"), ("fin", "finished_ms"), ("dl", "deliveries"),
-            ("reason", f"substr(reason, 1, {LIST_TEXT + 1})"),
-            ("etype", f"substr(exc_type, 1, {LIST_TEXT + 1})"),
-            ("emsg", f"substr(exc_message, 1, {LIST_TEXT + 1})"),
-            ("msg", f"CASE WHEN length(CAST(msg AS BLOB)) <= {PREVIEW_BYTES} THEN msg END"),
-            ("msglen", "length(CAST(msg AS BLOB))"))
-_SUMMARY_NAMES = tuple(name for name, _ in _SUMMARY)
-_SUMMARY_COLUMNS = ", ".join(["id", *(sql for _, sql in _SUMMARY)])
-#: What a text search reads of each record (whole: it searches all of them).
-_SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
-                  "emsg", "msg", "tb")
+_SUMMARY_NAMES, _SUMMARY_COLUMNS = summary_columns("", "length(CAST({} AS BLOB))")
 
 Outcome = tuple[str, str]
 
@@ -124,25 +109,18 @@ class SQLiteAdmin:
 
     def _search(self, condition: str, params: list[Any], time_column: str, direction: str,
                 text_limit: int | None) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Whole records of a text search in the listing's order, read SEARCH_CHUNK at a
-        time (keyset paging on (time, id)): memory of a chunk, however large the records."""
-        columns = ", ".join(["id", f"COALESCE({time_column}, 0)",
-                             *(FIELDS[f] for f in _SEARCH_FIELDS)])
-        order = f"COALESCE({time_column}, 0) {direction}, id {direction}"
+        """Whole records of a text search (:func:`~.sql_rows.keyset_search`)."""
+        at = f"COALESCE({time_column}, 0)"
+        columns = ", ".join(["id", at, *(FIELDS[f] for f in SEARCH_FIELDS)])
         after = "<" if direction == "DESC" else ">"
-        last: tuple[Any, Any] | None = None
-        seen = 0
-        while text_limit is None or seen < text_limit:
-            keyset = "" if last is None else f" AND (COALESCE({time_column}, 0), id) {after} (?, ?)"
-            rows = self._all(f"SELECT {columns} FROM jobs WHERE {condition}{keyset} "
-                             f"ORDER BY {order} LIMIT {SEARCH_CHUNK}",
+
+        def fetch(last: tuple[Any, Any] | None) -> list[Any]:
+            keyset = "" if last is None else f" AND ({at}, id) {after} (?, ?)"
+            return self._all(f"SELECT {columns} FROM jobs WHERE {condition}{keyset} ORDER BY "
+                             f"{at} {direction}, id {direction} LIMIT {SEARCH_CHUNK}",
                              *params, *(last or ()))
-            for row in rows:
-                seen += 1
-                yield row[0], _record(_SEARCH_FIELDS, row[2:])
-            if len(rows) < SEARCH_CHUNK:
-                return
-            last = (rows[-1][1], rows[-1][0])
+
+        return keyset_search(fetch, text_limit, _record)
 
     def show(self, job_id: str) -> JobDetail | None:
         rec = self.backend.job(job_id)

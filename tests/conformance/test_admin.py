@@ -820,3 +820,19 @@ def test_worker_leases_group_running_jobs_by_worker(backend: Backend, admin: Adm
     assert (a.host, a.pid, a.jobs) == ("host-a", 101, 2)
     assert a.lease_deadline_ms > backend.now_ms() and a.oldest_start_ms <= backend.now_ms()
     assert leases["host-b:202:bb22"].jobs == 1
+
+
+def test_a_text_search_pages_through_chunks_in_order(backend: Backend, admin: Admin) -> None:
+    """A text search reads its candidates in chunks (keyset paging on time and id): more
+    than a chunk of matches, ties on the finish time included, all found in order."""
+    from celery_plus.admin.store import SEARCH_CHUNK
+
+    count = SEARCH_CHUNK * 2 + 7
+    for n in range(count):
+        dead(backend, f"s{n:03}", error=f"needle {n}" if n % 3 else "haystack")
+    expected = [j for j in listed(admin, "failed") if int(j[1:]) % 3]
+    assert len(expected) == len([n for n in range(count) if n % 3])
+    assert listed(admin, "failed", text="needle") == expected
+    assert listed(admin, "failed", text="needle", order="oldest") == expected[::-1]
+    page = admin.jobs("failed", text="needle", page=3, per_page=20)
+    assert page.total == len(expected) and [r.id for r in page.items] == expected[40:60]

@@ -78,11 +78,23 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     yield Store(app, backend)
     admin.close()
     app.close()
-    if request.param == "redis":
+    drop_store(request.param, prefix)
+
+
+def drop_store(kind: str, prefix: str) -> None:
+    """Remove a test's Redis keys (``prefix``) or PostgreSQL schema (named ``prefix``)."""
+    if kind == "redis":
         client = redis.Redis.from_url(REDIS_URL)
         for key in client.scan_iter(f"{prefix}:*"):
             client.delete(key)
         client.close()
+    elif kind == "postgres":
+        import psycopg
+
+        from tests.conformance.stores import PG_URL
+
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{prefix}" CASCADE')
 
 
 def run(store: Store, *args: str, input: str | None = None) -> Result:

@@ -28,16 +28,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
-import psycopg
 import pytest
-import redis
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus import Celery, settings
 from celery_plus.admin import connect
 from celery_plus.admin.web import Dashboard, make_app
 from tests.conformance.stores import PG_URL
-from tests.unit.test_admin_cli import REDIS_URL, Store
+from tests.unit.test_admin_cli import REDIS_URL, Store, drop_store
 from tests.unit.test_admin_web import ADMIN_TOKEN, basic, browser_post, browser_session, call
 
 READ_TOKEN = "reader-token-0123456789abcdef"
@@ -57,14 +55,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     yield Store(app, admin.store.backend)  # type: ignore[attr-defined]
     admin.close()
     app.close()
-    if request.param == "redis":
-        client = redis.Redis.from_url(REDIS_URL)
-        for key in client.scan_iter(f"{prefix}:*"):
-            client.delete(key)
-        client.close()
-    elif request.param == "postgres":
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{prefix}" CASCADE')
+    drop_store(request.param, prefix)
 
 
 @pytest.fixture
