@@ -22,6 +22,8 @@ class Setting:
     check: Callable[[Any], bool]
     expects: str
     doc: str
+    #: A secret: an invalid value is never echoed in the error message.
+    secret: bool = False
 
 
 def _positive(value: Any) -> bool:
@@ -43,6 +45,16 @@ def _non_empty_str(value: Any) -> bool:
 def _admin_token(value: Any) -> bool:
     return value is None or (isinstance(value, str) and len(value) >= 16
                              and value.isprintable() and not any(c.isspace() for c in value))
+
+
+def _host_names(value: Any) -> bool:
+    """None, or a list of host names (``"*"``: any; ``".example.com"``: it and subdomains)."""
+    if value is None:
+        return True
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
+        return False
+    return all(isinstance(name, str) and re.fullmatch(r"\*|\.?[A-Za-z0-9_.:\[\]-]+", name)
+               is not None for name in value)
 
 
 #: URL schemes a coordination store may use (``plus_coordination_url``).
@@ -183,8 +195,38 @@ SETTINGS: tuple[Setting, ...] = (
         _admin_token,
         "None or a secret of at least 16 printable characters without spaces "
         "(e.g. secrets.token_urlsafe(32))",
-        "Secret the web dashboard requires for retry/discard/cancel (HTTP Basic auth password "
-        "or 'Authorization: Bearer <token>'); without it the dashboard is read-only.",
+        "Secret of the web dashboard's operators (HTTP Basic auth password or "
+        "'Authorization: Bearer <token>'): needed to read its pages and for retry, discard, "
+        "cancel and worker control; without it the dashboard is read-only and open.",
+        secret=True,
+    ),
+    Setting(
+        "plus_admin_read_token",
+        None,
+        _admin_token,
+        "None or a secret of at least 16 printable characters without spaces, other than "
+        "plus_admin_token",
+        "Read-only secret of the web dashboard (pages, JSON, /metrics; no actions), e.g. for "
+        "Prometheus or on-call viewers.",
+        secret=True,
+    ),
+    Setting(
+        "plus_admin_public_read",
+        False,
+        lambda value: isinstance(value, bool),
+        "True or False",
+        "Let the dashboard's pages be read without credentials even when a token is set "
+        "(the site it is mounted in, or a proxy, authenticates readers); actions still need "
+        "plus_admin_token.",
+    ),
+    Setting(
+        "plus_admin_allowed_hosts",
+        None,
+        _host_names,
+        "None or a list of host names ('*': any; '.example.com': it and its subdomains)",
+        "Host names the web dashboard answers to (the HTTP Host header), against DNS "
+        "rebinding (None: localhost, 127.0.0.1, ::1 and the address `celery-plus admin` "
+        "binds).",
     ),
     Setting(
         "plus_durable_queues",
@@ -227,6 +269,10 @@ class PlusConfig:
     key_prefix: str
     pg_schema: str = "celery_plus"
     admin_token: str | None = None
+    admin_read_token: str | None = None
+    admin_public_read: bool = False
+    #: Host names the dashboard answers to (None: the loopback names).
+    admin_allowed_hosts: tuple[str, ...] | None = None
     coordination_url: str | None = None
     coordination_retry_delay: float = 0.5
     #: Mixed deployment: the durable queues (None: every task queue is durable).
@@ -248,8 +294,11 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
     for setting in SETTINGS:
         value = merged[setting.name]
         if not setting.check(value):
+            shown = (f"<hidden: {type(value).__name__} of {len(value)} characters>"
+                     if setting.secret and isinstance(value, str)
+                     else f"<hidden: {type(value).__name__}>" if setting.secret else repr(value))
             raise ImproperlyConfigured(
-                f"Setting {setting.name}={value!r} is invalid: expected {setting.expects}. "
+                f"Setting {setting.name}={shown} is invalid: expected {setting.expects}. "
                 f"{setting.doc} Fix it in your Celery configuration "
                 f"(default: {setting.default!r})."
             )
@@ -262,6 +311,12 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
             f"plus_visibility_timeout={vt!r} (a third of it is a good value), "
             "or leases expire between renewals."
         )
+    if merged["plus_admin_read_token"] is not None and (
+            merged["plus_admin_read_token"] == merged["plus_admin_token"]):
+        raise ImproperlyConfigured(
+            "Setting plus_admin_read_token is the same secret as plus_admin_token: a reader "
+            "would be an operator. Give it a secret of its own (secrets.token_urlsafe(32)).")
+    hosts = merged["plus_admin_allowed_hosts"]
     durable = merged["plus_durable_queues"]
     if merged["plus_legacy_url"] is not None and durable is None:
         raise ImproperlyConfigured(
@@ -283,6 +338,9 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         key_prefix=str(merged["plus_key_prefix"]),
         pg_schema=str(merged["plus_pg_schema"]),
         admin_token=merged["plus_admin_token"],
+        admin_read_token=merged["plus_admin_read_token"],
+        admin_public_read=merged["plus_admin_public_read"],
+        admin_allowed_hosts=None if hosts is None else tuple(hosts),
         coordination_url=merged["plus_coordination_url"],
         coordination_retry_delay=float(merged["plus_coordination_retry_delay"]),
         durable_queues=None if durable is None else frozenset(durable),

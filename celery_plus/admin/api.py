@@ -30,16 +30,20 @@ the task ``REVOKED`` in the app's result backend (when it has one), so
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .. import settings
 from ..transport.backend import Backend
+from .params import MAX_DURATION_S, check_page, check_text
 from .store import (
     MAX_PER_PAGE,
     STATES,
+    Activity,
+    AdminError,
     AdminStore,
     BulkResult,
     Counts,
@@ -48,11 +52,14 @@ from .store import (
     OpResult,
     Page,
     Query,
+    QueueLatency,
     Scope,
     Status,
     Throughput,
     UnsupportedStore,
+    WorkerLeases,
     check_state,
+    latencies,
 )
 
 logger = logging.getLogger(__name__)
@@ -67,6 +74,44 @@ Age = dt.timedelta | float | int | None
 WINDOWS = (300, 3600)
 #: Why an admin cancel revoked a task (the result backend's ``TaskRevokedError``).
 CANCEL_REASON = "canceled by the celery-plus admin"
+#: Listing orders.
+ORDERS = ("newest", "oldest")
+#: Jobs per-queue latency looks at (the newest started).
+LATENCY_SAMPLES = 5000
+#: Characters of a task's result kept for display.
+RESULT_TEXT = 100_000
+#: Longest task id the admin looks up.
+MAX_ID = 4096
+
+
+def check_id(task_id: str) -> str:
+    """A task id as every store can look it up (no NUL, valid UTF-8, bounded)."""
+    return check_text("task id", task_id, MAX_ID) or ""
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """A task's entry in the app's result backend: its state (``SUCCESS``, ``FAILURE``,
+    ``REVOKED`` ...), its result as text, when it was stored; ``error`` if it could not be
+    read."""
+
+    state: str
+    result: str
+    date_done: str
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _result_text(value: Any) -> str:
+    if value is None:
+        return ""
+    try:
+        text = json.dumps(value, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text[:RESULT_TEXT]
 
 
 def register_admin(backend_cls: type, factory: Factory) -> None:
@@ -142,10 +187,14 @@ def connect(app: Any) -> Admin:
         raise
 
 
+#: Moments are clamped to this many ms either side of the epoch (every store's integers).
+_MOMENT_BOUND_MS = 2**53
+
+
 def _ms(value: dt.timedelta | float | int) -> int:
     seconds = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
-    if seconds < 0:
-        raise ValueError(f"an age must not be negative (got {value!r})")
+    if not 0 <= seconds <= MAX_DURATION_S:
+        raise ValueError(f"an age must be from 0 to 100 years in seconds (got {value!r})")
     return round(seconds * 1000)
 
 
@@ -159,12 +208,20 @@ def _moment_ms(value: Moment, now_ms: int) -> int | None:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.timezone.utc)
-        return round(value.timestamp() * 1000)
-    return round(float(value) * 1000)
+        ms = value.timestamp() * 1000
+    else:
+        ms = float(value) * 1000
+    if ms != ms:  # NaN
+        raise ValueError(f"not a time: {value!r}")
+    return round(max(-_MOMENT_BOUND_MS, min(_MOMENT_BOUND_MS, ms)))
 
 
 def _scope(task: str | None, queue: str | None, older_than: Age,
            ids: Iterable[str] | None = None) -> Scope:
+    check_text("task", task)
+    check_text("queue", queue)
+    if ids is not None:
+        ids = [check_id(i) for i in ids]
     return Scope(task=task or None, queue=queue or None,
                  older_than_ms=None if older_than is None else _ms(older_than),
                  ids=None if ids is None else tuple(dict.fromkeys(ids)))
@@ -195,24 +252,29 @@ class Admin:
     def jobs(self, state: str = "failed", *, task: str | None = None,
              queue: str | None = None, since: Moment = None, until: Moment = None,
              text: str | None = None, text_limit: int | None = None, page: int = 1,
-             per_page: int = 50) -> Page:
-        """One page of the jobs in ``state``, newest first, filtered by task name, queue,
-        time of the state (``since``/``until``) and ``text`` in the args or the error.
+             per_page: int = 50, order: str = "newest") -> Page:
+        """One page of the jobs in ``state``, newest first (``order="oldest"``: oldest
+        first), filtered by task name, queue, time of the state (``since``/``until``) and
+        ``text`` in the args or the error.
 
         A text search decodes every candidate's message; ``text_limit`` makes it search the
-        newest that many candidates only (``Page.searched`` says when that cut it short)."""
+        first that many candidates only (``Page.searched`` says when that cut it short)."""
         check_state(state)
-        if page < 1:
-            raise ValueError(f"page must be >= 1 (got {page})")
+        check_page(page)
         if not 1 <= per_page <= MAX_PER_PAGE:
             raise ValueError(f"per_page must be between 1 and {MAX_PER_PAGE} (got {per_page})")
         if text_limit is not None and text_limit < 1:
             raise ValueError(f"text_limit must be >= 1 (got {text_limit})")
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)} (got {order!r})")
+        for name, value in (("task", task), ("queue", queue), ("text", text)):
+            check_text(name, value)
         relative = any(isinstance(v, dt.timedelta) for v in (since, until))
         now = self.store.now_ms() if relative else 0
         query = Query(task=task or None, queue=queue or None, since_ms=_moment_ms(since, now),
                       until_ms=_moment_ms(until, now), text=text or None,
-                      text_limit=text_limit if text else None)
+                      text_limit=text_limit if text else None,
+                      oldest_first=order == "oldest")
         items, total = self.store.jobs(state, query, (page - 1) * per_page, per_page)
         searched = None
         if query.text_limit is not None:
@@ -225,23 +287,23 @@ class Admin:
 
     def show(self, task_id: str) -> JobDetail:
         """Everything about one job; raises :class:`JobNotFound`."""
-        detail = self.store.show(task_id)
+        detail = self.store.show(check_id(task_id))
         if detail is None:
             raise JobNotFound(task_id)
         return detail
 
     def retry(self, task_id: str) -> OpResult:
         """Retry a dead letter (same task id); raises JobNotFound or RetryConflict."""
-        return self.store.retry(task_id)
+        return self.store.retry(check_id(task_id))
 
     def discard(self, task_id: str) -> OpResult:
         """Discard a dead letter (kept as ``discarded`` until pruned)."""
-        return self.store.discard(task_id)
+        return self.store.discard(check_id(task_id))
 
     def cancel(self, task_id: str) -> OpResult:
         """Cancel a job that waits (enqueued, scheduled or blocked); mark it ``REVOKED`` in
         the app's result backend."""
-        result = self.store.cancel(task_id)
+        result = self.store.cancel(check_id(task_id))
         if result.changed:
             self._mark_revoked(task_id)
         return result
@@ -286,21 +348,91 @@ class Admin:
 
     def retry_many(self, *, task: str | None = None, queue: str | None = None,
                    older_than: Age = None, ids: Iterable[str] | None = None,
-                   all: bool = False) -> BulkResult:
+                   all: bool = False, result: BulkResult | None = None) -> BulkResult:
         """Retry the dead letters of ``task`` / ``queue`` / dead for at least ``older_than``
-        (seconds or timedelta) / among ``ids``; every dead letter only with ``all=True``."""
-        return self.store.retry_many(_scope(task, queue, older_than, ids), all=all)
+        (seconds or timedelta) / among ``ids``; every dead letter only with ``all=True``.
+
+        ``result`` (returned) is filled in batch by batch: if the call is interrupted
+        (Ctrl-C), it says how many were retried already."""
+        return self.store.retry_many(_scope(task, queue, older_than, ids), all=all,
+                                     result=result)
 
     def purge(self, state: str = "failed", *, task: str | None = None,
               queue: str | None = None, older_than: Age = None,
-              ids: Iterable[str] | None = None, all: bool = False) -> BulkResult:
+              ids: Iterable[str] | None = None, all: bool = False,
+              result: BulkResult | None = None) -> BulkResult:
         """Delete the finished records of ``state`` (failed, completed, canceled, discarded)
-        in scope (``ids``: only these); every one of them only with ``all=True``."""
-        return self.store.purge(state, _scope(task, queue, older_than, ids), all=all)
+        in scope (``ids``: only these); every one of them only with ``all=True``
+        (``result`` as for :meth:`retry_many`)."""
+        return self.store.purge(state, _scope(task, queue, older_than, ids), all=all,
+                                result=result)
 
     def status(self) -> Status:
         """Per-queue depth by state, concurrency groups, dead letters, oldest waiting job."""
         return self.store.status()
+
+    def activity(self, range_s: int = 3600, buckets: int = 60) -> Activity:
+        """Completed and failed jobs in ``buckets`` equal buckets over the last ``range_s``
+        seconds (the buckets end at the next whole bucket from now)."""
+        if range_s <= 0 or not 1 <= buckets <= 1000 or range_s % buckets:
+            raise ValueError(f"activity over {range_s} s in {buckets} buckets: a positive "
+                             "range divisible into 1 to 1000 buckets")
+        bucket_ms = range_s // buckets * 1000
+        now = self.store.now_ms()
+        end = (now // bucket_ms + 1) * bucket_ms
+        since = end - bucket_ms * buckets
+        return Activity(since, bucket_ms // 1000,
+                        self.store.finished_histogram(since, bucket_ms, buckets))
+
+    def latency(self, window_s: int = 3600, samples: int = LATENCY_SAMPLES
+                ) -> list[QueueLatency]:
+        """Per queue, how long jobs started in the last ``window_s`` waited to start (the
+        newest ``samples`` of them): median and 95th percentile."""
+        since = self.store.now_ms() - window_s * 1000
+        return latencies(self.store.wait_samples(since, samples))
+
+    def worker_leases(self) -> list[WorkerLeases]:
+        """Per worker id, the running jobs it holds and its newest lease deadline."""
+        return self.store.worker_leases()
+
+    @property
+    def lease_ms(self) -> int | None:
+        """The lease length of this store's claims as this app configures it."""
+        backend = getattr(self.store, "backend", None)
+        value = getattr(backend, "lease_ms", None)
+        return int(value) if value else None
+
+    def result(self, task_id: str) -> TaskResult | None:
+        """The task's state and result in the app's result backend (None: no backend)."""
+        if self.app is None:
+            return None
+        from celery.backends.base import DisabledBackend
+
+        backend = self.app.backend
+        if isinstance(backend, DisabledBackend):
+            return None
+        try:
+            meta = backend.get_task_meta(check_id(task_id))
+        except Exception as exc:
+            return TaskResult(state="", result="", date_done="",
+                              error=f"the result backend could not be read: {exc!r}")
+        done = meta.get("date_done")
+        return TaskResult(state=str(meta.get("status") or ""),
+                          result=_result_text(meta.get("result")),
+                          date_done="" if done is None else str(done), error="")
+
+    def terminate(self, task_id: str, signal: str = "SIGTERM") -> OpResult:
+        """Stop a running job: Celery's ``revoke(terminate=True)`` (the worker running it
+        kills the pool process running it; prefork and the other pools that can). A job that
+        is not running is left alone (``changed`` False)."""
+        if self.app is None:
+            raise AdminError("stopping a running job needs the Celery app (its remote "
+                             "control), not a broker URL")
+        detail = self.show(task_id)
+        if detail.state != "running":
+            return OpResult(task_id, "terminate", False, detail.state, detail.state)
+        self.app.control.revoke(task_id, terminate=True, signal=signal)
+        return OpResult(task_id, "terminate", True, "running", "running")
 
     def throughput(self, windows: Sequence[int] = WINDOWS) -> list[Throughput]:
         """Completed and failed jobs of the last ``windows`` seconds (default 5 and 60

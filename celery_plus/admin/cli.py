@@ -9,7 +9,12 @@ Registered on the ``plus`` group (``celery_plus/cli.py``), so they run as
 * Exit codes: 0 done (including an idempotent no-op, reported as such); 1 a job not found, a
   retry conflict, or a bulk action declined at the prompt; 2 usage (bad option, unscoped bulk
   action without ``--all``, an app whose broker is not a celery-plus store).
-* Bulk actions (``dlq retry`` / ``dlq purge`` by scope) ask for confirmation unless ``--yes``.
+* Bulk actions (``dlq retry`` / ``dlq purge`` by scope) ask for confirmation unless ``--yes``;
+  interrupted (Ctrl-C), they say how many jobs they changed already and exit 130.
+* Everything a job carries (task and queue names, arguments, errors) is shown with its
+  control and bidirectional characters spelled out (``\x1b``, ``\u202e``: :mod:`.text`), so
+  no job can clear the operator's screen, retitle the terminal or reorder a line; ``--json``
+  escapes them as JSON does.
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
-import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -25,8 +29,11 @@ from typing import Any
 import click
 from celery.bin.base import CeleryCommand
 
+from ..settings import BY_NAME as _SETTINGS
 from . import api
+from .params import MAX_PAGE, parse_duration, parse_moment
 from .store import (
+    BATCH,
     PURGEABLE,
     STATES,
     AdminError,
@@ -40,37 +47,7 @@ from .store import (
     Status,
     UnscopedOperation,
 )
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in ``"90"``, ``"90s"``, ``"15m"``, ``"2h"``, ``"1d"``, ``"1h30m"``."""
-    value = text.strip().lower()
-    pos, total = 0, 0.0
-    while pos < len(value):
-        match = _DURATION.match(value, pos)
-        if match is None or (not match.group(2) and match.end() != len(value)):
-            raise ValueError(f"{text!r} is not a duration (e.g. 90s, 15m, 2h, 1d, 1h30m)")
-        total += float(match.group(1)) * _UNITS[match.group(2) or "s"]
-        pos = match.end()
-    if not value:
-        raise ValueError("empty duration")
-    return total
-
-
-def parse_moment(text: str) -> dt.datetime | dt.timedelta:
-    """An ISO 8601 time (naive = UTC) or a duration meaning that long ago."""
-    try:
-        return dt.timedelta(seconds=parse_duration(text))
-    except ValueError:
-        pass
-    try:
-        return dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(
-            f"{text!r} is neither a time (2025-01-31T12:00) nor an age (15m, 2h, 1d)") from None
+from .text import one_line, visible
 
 
 class Duration(click.ParamType):
@@ -101,7 +78,13 @@ class Moment(click.ParamType):
 
 # -- output -------------------------------------------------------------------------------
 def _emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+    # ensure_ascii: every control or bidirectional character is a \uXXXX escape.
+    click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=True))
+
+
+def _echo(text: str, err: bool = False) -> None:
+    """Print text for a person: hidden characters spelled out (newlines kept)."""
+    click.echo(visible(text, keep="\n"), err=err)
 
 
 def when(ms: int | None) -> str:
@@ -127,13 +110,14 @@ def age(seconds: float | None) -> str:
 
 
 def clip(text: str, width: int) -> str:
-    text = " ".join(str(text).split())
+    """One line of at most ``width`` characters, hidden characters spelled out."""
+    text = one_line(text)
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Plain text columns, left-aligned, two spaces apart."""
-    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    """Plain text columns, left-aligned, two spaces apart (each cell on one line)."""
+    cells = [[str(h) for h in headers], *[[one_line(c) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                      for row in cells)
@@ -168,46 +152,50 @@ def page_text(page: Page) -> str:
 
 
 def detail_text(d: JobDetail) -> str:
-    s = d.summary
+    """A job for a person; every value one line with hidden characters spelled out (the
+    traceback keeps its lines)."""
+    s, v = d.summary, one_line
     lines = [
-        f"Task id:      {d.id}", f"Task:         {s.name or '-'}", f"State:        {d.state}",
-        f"Queue:        {s.queue}", f"Priority:     {d.priority}",
+        f"Task id:      {v(d.id)}", f"Task:         {v(s.name or '-')}",
+        f"State:        {d.state}", f"Queue:        {v(s.queue)}", f"Priority:     {d.priority}",
         f"Deliveries:   {s.deliveries}" + (f" of {d.max_deliveries}" if d.max_deliveries else ""),
         f"Enqueued:     {when(s.enqueued_ms)}",
     ]
     if s.due_ms:
         lines.append(f"Due:          {when(s.due_ms)}")
     if d.started_ms:
-        by = f" by {d.worker}" if d.worker else ""
+        by = f" by {v(d.worker)}" if d.worker else ""
         lines.append(f"Started:      {when(d.started_ms)}{by}")
     if d.finished_ms:
         lines.append(f"Finished:     {when(d.finished_ms)}")
     if s.reason:
-        lines.append(f"Reason:       {s.reason}")
+        lines.append(f"Reason:       {v(s.reason)}")
     if s.exc_type or s.exc_message:
-        lines.append(f"Last error:   {_error(s)}")
+        lines.append(f"Last error:   {v(_error(s))}")
     if d.unique_lock:
         held = d.unique_holder or "nobody"
-        lines.append(f"Unique key:   {d.unique_lock} ({d.unique_window} window; held by {held})")
+        lines.append(f"Unique key:   {v(d.unique_lock)} ({v(d.unique_window)} window; held by "
+                     f"{v(held)})")
     if d.concurrency_group:
-        lines.append(f"Concurrency:  {d.concurrency_group} (limit {d.concurrency_limit})")
+        lines.append(f"Concurrency:  {v(d.concurrency_group)} (limit {d.concurrency_limit})")
     if d.decode_error:
-        lines += ["", f"Message:      cannot be decoded: {d.decode_error}",
+        lines += ["", f"Message:      cannot be decoded: {v(d.decode_error)}",
                   f"Raw message:  {clip(d.raw_message, 500)}"]
     else:
         lines += ["", f"Args:         {json.dumps(d.args, default=str)}",
                   f"Kwargs:       {json.dumps(d.kwargs, default=str)}",
                   "Headers:      " + "\n              ".join(
-                      f"{k}: {json.dumps(v, default=str)}" for k, v in d.headers.items()
-                      if v not in (None, "", [], {}) and k not in ("id", "task"))]
+                      f"{v(k)}: {json.dumps(x, default=str)}" for k, x in d.headers.items()
+                      if x not in (None, "", [], {}) and k not in ("id", "task"))]
     if d.history:
         rows = [[h.get("delivery", ""), when(h.get("finished_ms")), h.get("outcome", ""),
                  h.get("worker") or "-",
-                 clip(": ".join(x for x in (h.get("exc_type"), h.get("exc_message")) if x), 60)]
+                 clip(": ".join(str(x) for x in (h.get("exc_type"), h.get("exc_message"))
+                                if x), 60)]
                 for h in d.history]
         lines += ["", "History:", table(["#", "AT", "OUTCOME", "WORKER", "ERROR"], rows)]
     if d.traceback:
-        lines += ["", "Traceback:", d.traceback.rstrip()]
+        lines += ["", "Traceback:", visible(d.traceback.rstrip(), keep="\n")]
     return "\n".join(lines)
 
 
@@ -268,17 +256,17 @@ def _per_id(ctx: click.Context, ids: Sequence[str], operation: Callable[[str], O
         except JobNotFound as exc:
             errors.append({"id": job_id, "error": "not found", "message": str(exc)})
             if not as_json:
-                click.echo(f"error: {exc}", err=True)
+                _echo(f"error: {exc}", err=True)
             continue
         except RetryConflict as exc:
             errors.append({"id": job_id, "error": "conflict", "holder": exc.holder_id,
                            "lock": exc.lock, "message": str(exc)})
             if not as_json:
-                click.echo(f"error: {exc}", err=True)
+                _echo(f"error: {exc}", err=True)
             continue
         results.append(result.to_dict())
         if not as_json:
-            click.echo(_op_text(result))
+            _echo(_op_text(result))
     if as_json:
         _emit_json({"results": results, "errors": errors})
     if errors:
@@ -292,6 +280,28 @@ def _bulk_text(result: BulkResult, what: str) -> str:
     for job_id, holder in result.conflicts:
         text += f"\nconflict: {job_id} not retried, its unique key is held by {holder}"
     return text
+
+
+def settings_hosts_ok(names: Sequence[str]) -> bool:
+    """Whether ``names`` are host names as ``plus_admin_allowed_hosts`` takes them."""
+    return bool(_SETTINGS["plus_admin_allowed_hosts"].check(list(names)))
+
+
+@contextmanager
+def _interruptible(ctx: click.Context, result: BulkResult, what: str, as_json: bool
+                   ) -> Iterator[None]:
+    """Run a bulk operation that fills ``result`` batch by batch; on Ctrl-C, say what it
+    did already and exit 130 (the usual code of a command ended by SIGINT)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        text = (f"interrupted: {_bulk_text(result, what)} before Ctrl-C (a batch of up to "
+                f"{BATCH} more may have been changed as well; run the command again to "
+                "finish)")
+        if as_json:
+            _emit_json({**result.to_dict(), "interrupted": True})
+        _echo(text, err=True)
+        ctx.exit(130)
 
 
 def _scope_words(task: str | None, queue: str | None, older_than: float | None,
@@ -318,7 +328,10 @@ def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
                       help="Only jobs at or after this time (ISO 8601, UTC) or age (15m, 2h)."),
         click.option("--until", type=Moment(), help="Only jobs at or before this time or age."),
         click.option("--text", help="Text in the arguments or the error (any case)."),
-        click.option("--page", type=click.IntRange(min=1), default=1, show_default=True),
+        click.option("--page", type=click.IntRange(1, MAX_PAGE), default=1,
+                     show_default=True),
+        click.option("--sort", "order", type=click.Choice(api.ORDERS), default="newest",
+                     show_default=True, help="Newest or oldest first."),
         click.option("--per-page", type=click.IntRange(1, 1000), default=50, show_default=True),
         click.option("--json", "as_json", is_flag=True, help="Print JSON."),
     ]):
@@ -346,7 +359,7 @@ def _list(ctx: click.Context, state: str, as_json: bool, **filters: Any) -> None
     if as_json:
         _emit_json(page.to_dict())
     else:
-        click.echo(page_text(page))
+        _echo(page_text(page))
 
 
 # -- commands ----------------------------------------------------------------------------
@@ -376,12 +389,12 @@ def dlq_show(ctx: click.Context, task_id: str, as_json: bool) -> None:
             if as_json:
                 _emit_json({"id": task_id, "error": "not found", "message": str(exc)})
             else:
-                click.echo(f"error: {exc}", err=True)
+                _echo(f"error: {exc}", err=True)
             ctx.exit(1)
     if as_json:
         _emit_json(detail.to_dict())
     else:
-        click.echo(detail_text(detail))
+        _echo(detail_text(detail))
 
 
 @dlq.command(cls=CeleryCommand, name="retry")
@@ -404,12 +417,15 @@ def dlq_retry(ctx: click.Context, task_ids: tuple[str, ...], task: str | None,
         _check_bulk("dlq retry", task, queue, older_than, every)
         if not yes:
             scope = _scope_words(task, queue, older_than, every)
-            click.confirm(f"Retry the dead letters of {scope}?", abort=True, err=True)
-        result = admin.retry_many(task=task, queue=queue, older_than=older_than, all=every)
+            click.confirm(f"Retry the dead letters of {visible(scope)}?", abort=True, err=True)
+        result = BulkResult("retry")
+        with _interruptible(ctx, result, "dead letters", as_json):
+            admin.retry_many(task=task, queue=queue, older_than=older_than, all=every,
+                             result=result)
     if as_json:
         _emit_json(result.to_dict())
     else:
-        click.echo(_bulk_text(result, "dead letters"))
+        _echo(_bulk_text(result, "dead letters"))
     if result.conflicts:
         ctx.exit(1)
 
@@ -436,13 +452,16 @@ def dlq_purge(ctx: click.Context, state: str, task: str | None, queue: str | Non
     with _admin(ctx) as admin:
         if not yes:
             click.confirm(f"Delete the {state} jobs of "
-                          f"{_scope_words(task, queue, older_than, every)} for good?",
+                          f"{visible(_scope_words(task, queue, older_than, every))} for good?",
                           abort=True, err=True)
-        result = admin.purge(state, task=task, queue=queue, older_than=older_than, all=every)
+        result = BulkResult("purge")
+        with _interruptible(ctx, result, f"{state} jobs", as_json):
+            admin.purge(state, task=task, queue=queue, older_than=older_than, all=every,
+                        result=result)
     if as_json:
         _emit_json(result.to_dict())
     else:
-        click.echo(_bulk_text(result, f"{state} jobs"))
+        _echo(_bulk_text(result, f"{state} jobs"))
 
 
 @click.command(cls=CeleryCommand, name="jobs")
@@ -459,7 +478,7 @@ def jobs(ctx: click.Context, state: str | None, as_json: bool, **filters: Any) -
     if as_json:
         _emit_json(counts.to_dict())
     else:
-        click.echo(table(["STATE", "JOBS"], [[s, counts[s]] for s in STATES]))
+        _echo(table(["STATE", "JOBS"], [[s, counts[s]] for s in STATES]))
 
 
 @click.command(cls=CeleryCommand, name="cancel")
@@ -482,23 +501,41 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         _emit_json(st.to_dict())
     else:
-        click.echo(status_text(st))
+        _echo(status_text(st))
 
 
 @click.command(cls=CeleryCommand, name="admin")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8055, show_default=True)
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="A host name the dashboard answers to besides plus_admin_allowed_hosts "
+                   "(repeatable; '.example.com': it and its subdomains).")
+@click.option("--trusted-proxy", metavar="ADDRESS",
+              help="Address of a reverse proxy whose X-Forwarded-For/-Host/-Proto/-Port "
+                   "headers are trusted (e.g. 127.0.0.1).")
 @click.pass_context
-def admin(ctx: click.Context, host: str, port: int) -> None:  # pragma: no cover
-    """Serve the admin's web dashboard (on 127.0.0.1 unless --host says otherwise). Pages are
-    readable without credentials (keep it on localhost or behind an authenticating proxy);
-    retry, discard, cancel and the bulk actions need the app's plus_admin_token (HTTP Basic
-    password or Bearer token), and without it it is read-only."""
-    from .web import serve
+def admin(ctx: click.Context, host: str, port: int, allowed_hosts: tuple[str, ...],
+          trusted_proxy: str | None) -> None:  # pragma: no cover
+    """Serve the admin's web dashboard with waitress (on 127.0.0.1 unless --host says
+    otherwise). With plus_admin_token set, reading needs it (or plus_admin_read_token) and
+    every action needs it, as the HTTP Basic password or a Bearer token; without it the
+    dashboard is read-only and open to whoever reaches it. See docs/admin.md."""
+    from .server import MissingServer, serve
 
+    for name in allowed_hosts:
+        if not settings_hosts_ok([name]):
+            raise click.BadParameter(f"{visible(name)!r} is not a host name",
+                                     param_hint="--allowed-host")
     with _admin(ctx):
         pass  # fail here, as a usage error, if the app has no durable store
-    serve(ctx.obj.app, host, port)
+    try:
+        serve(ctx.obj.app, host, port, allowed_hosts=allowed_hosts,
+              trusted_proxy=trusted_proxy)
+    except MissingServer as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve on {host}:{port}: {exc.strerror or exc}"
+                                   ) from None
 
 
 #: ``celery-plus dashboard``: the name ``admin`` had before; kept, hidden from the help.

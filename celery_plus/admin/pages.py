@@ -1,47 +1,54 @@
-"""The dashboard's HTML pages (``admin/web.py`` serves them).
+"""The dashboard's pages (``admin/web.py`` serves them; building blocks in ``markup.py``).
 
-Rules every page follows:
-
-* Every value put in a page goes through :func:`e` (HTML escaping, quotes included): job
-  arguments, errors and queue names are untrusted input.
-* Every link, form action and redirect is built by :class:`Urls`, which puts the WSGI
-  ``SCRIPT_NAME`` in front, so the dashboard works mounted under a path prefix
-  (``/ops/celery`` inside a Django or Flask site).
-* No script: pages work with plain links and forms (the server sends a CSP allowing none).
-  A form that changes jobs carries the per-process form ``token``; with ``token=None`` (no
-  ``plus_admin_token``: read-only) no such form is rendered.
+A form that changes anything carries the form token of the operator's browser session; with
+``token=None`` (a reader, or no ``plus_admin_token``: read-only) no such form is rendered.
 """
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import quote, urlencode
 
+from .api import TaskResult
+from .charts import activity_svg
 from .cli import age, when
-from .store import STATES, JobDetail, Page, Status, Throughput
-
-_CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}
-td,th{border-bottom:1px solid #ddd;padding:.25em .75em;text-align:left;vertical-align:top}
-th{background:#f4f4f4}
-nav a{margin-right:1em} pre{background:#f7f7f7;padding:.75em;overflow:auto}
-.msg{background:#eef6ee;padding:.5em} .warn{background:#fbeaea;padding:.5em}
-form{display:inline} .bulk{margin:.5em 0} .bulk button{margin-right:.5em}
-"""
+from .markup import (
+    REFRESH_CHOICES,
+    Urls,
+    attr,
+    block,
+    cell,
+    e,
+    hidden_fields,
+    message,
+    page_numbers,
+    table,
+    token_field,
+)
+from .store import (
+    STATES,
+    Activity,
+    JobDetail,
+    Page,
+    QueueLatency,
+    Status,
+    Throughput,
+)
+from .workers import WorkerView
 
 #: Filters of a listing that a bulk "whole filter" action honours (``text`` is not a scope).
 SCOPE_FIELDS = ("task", "queue", "older_than")
 #: Rows of a listing page unless ``per_page`` says otherwise.
 DEFAULT_PER_PAGE = 50
 #: Filters a listing takes from its query string (``search=all``: no TEXT_LIMIT).
-FILTER_FIELDS = ("task", "queue", "text", "older_than", "search")
-#: Records a text search of the dashboard looks at, newest first (each one is decoded).
+FILTER_FIELDS = ("task", "queue", "text", "older_than", "since", "until", "search")
+#: Records a text search of the dashboard looks at, first in the listing's order.
 TEXT_LIMIT = 1000
+#: The overview chart's time ranges: name -> (seconds, buckets).
+RANGES = {"1h": (3600, 60), "6h": (21600, 72), "24h": (86400, 96), "7d": (604800, 84)}
+DEFAULT_RANGE = "1h"
 #: Bulk actions on the selected rows of a listing, per state.
 SELECTED_ACTIONS: dict[str, tuple[str, ...]] = {
     "failed": ("retry", "discard", "purge"),
@@ -53,37 +60,13 @@ SCOPE_ACTIONS: dict[str, tuple[str, ...]] = {
     "failed": ("retry", "purge"),
     "completed": ("purge",), "canceled": ("purge",), "discarded": ("purge",),
 }
-#: Actions on one job, by its state.
+#: Actions on one job, by its state (``terminate``: Celery's revoke with terminate).
 JOB_ACTIONS: dict[str, tuple[str, ...]] = {
     "failed": ("retry", "discard"), "enqueued": ("cancel",), "scheduled": ("cancel",),
-    "blocked": ("cancel",),
+    "blocked": ("cancel",), "running": ("terminate",),
 }
-
-
-def e(value: Any) -> str:
-    """``value`` as HTML text (quotes escaped too: safe inside attributes)."""
-    return html.escape(str(value), quote=True)
-
-
-class Urls:
-    """Paths of the dashboard under its mount point (the request's ``SCRIPT_NAME``)."""
-
-    def __init__(self, script_name: str = "") -> None:
-        self.base = quote(script_name.rstrip("/"), safe="/")
-
-    def __call__(self, path: str = "/", **query: Any) -> str:
-        params = {k: v for k, v in query.items() if v not in (None, "")}
-        return self.base + path + (f"?{urlencode(params)}" if params else "")
-
-    def jobs(self, state: str, **query: Any) -> str:
-        return self(f"/jobs/{quote(state, safe='')}", **query)
-
-    def bulk(self, state: str) -> str:
-        return self(f"/jobs/{quote(state, safe='')}/bulk")
-
-    def job(self, job_id: str, action: str = "", **query: Any) -> str:
-        path = f"/job/{quote(job_id, safe='')}" + (f"/{action}" if action else "")
-        return self(path, **query)
+#: Raw values of a job a page links to (``?raw=``).
+RAW_FIELDS = ("args", "kwargs", "headers", "traceback", "message", "error", "result")
 
 
 @dataclass(frozen=True)
@@ -103,55 +86,86 @@ class Bulk:
         return self.action in ("discard", "purge", "cancel") or self.target == "scope"
 
 
-def layout(urls: Urls, title: str, body: str) -> str:
-    nav = " ".join(f'<a href="{e(urls.jobs(s))}">{e(s)}</a>' for s in STATES)
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
-            f"<style>{_CSS}</style></head><body><nav><a href=\"{e(urls())}\">"
-            f"<b>celery-plus</b></a> {nav}</nav><h1>{e(title)}</h1>{body}</body></html>")
+@dataclass(frozen=True)
+class ListingView:
+    """What a listing page shows: its filters, order, page and refresh (its links keep
+    them)."""
+
+    state: str
+    filters: Mapping[str, str] = field(default_factory=dict)
+    sort: str = "newest"
+    page: int = 1
+    per_page: int = DEFAULT_PER_PAGE
+    refresh: int = 0
+
+    def query(self, **changes: Any) -> dict[str, Any]:
+        view = replace(self, **changes)
+        return {**view.filters, "sort": None if view.sort == "newest" else view.sort,
+                "per_page": None if view.per_page == DEFAULT_PER_PAGE else view.per_page,
+                "page": None if view.page == 1 else view.page,
+                "refresh": view.refresh or None}
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """``rows`` cells are HTML already (escape values before)."""
-    head = "".join(f"<th>{e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _message(msg: str) -> str:
-    return f'<p class="msg" id="msg">{e(msg)}</p>' if msg else ""
-
-
-def _token_field(token: str) -> str:
-    return f'<input type="hidden" name="token" value="{e(token)}">'
+def live(urls_of: Any, seconds: int) -> tuple[int, str, list[tuple[int, str]]]:
+    """The ``layout`` live argument of a page whose URL with refresh ``n`` is
+    ``urls_of(n)``."""
+    return seconds, urls_of(seconds), [(n, urls_of(n)) for n in REFRESH_CHOICES]
 
 
 def _per_min(value: float) -> str:
     return f"{value:.1f}" if value < 10 else f"{value:.0f}"
 
 
+def _seconds(value: float) -> str:
+    return f"{value:.1f} s" if value < 60 else age(value)
+
+
 # -- overview ------------------------------------------------------------------------------
-def overview(urls: Urls, st: Status, rates: Sequence[Throughput]) -> str:
-    counts = table(
-        ["state", "jobs"],
-        [[f'<a href="{e(urls.jobs(s))}">{e(s)}</a>', e(st.counts[s])] for s in STATES])
+def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Activity,
+             latency: Sequence[QueueLatency], range_key: str, refresh: int) -> str:
+    ranges = " ".join(
+        f"<b>{e(name)}</b>" if name == range_key else
+        f'<a href="{attr(urls("/", range=name, refresh=refresh or None))}" '
+        f'id="range-{attr(name)}">{e(name)}</a>' for name in RANGES)
+    chart = (f"<h2>Completed and failed</h2><p>last {ranges} "
+             '(<span style="color:#3a8d3a">&#9632;</span> completed, '
+             '<span style="color:#c23b3b">&#9632;</span> failed, per '
+             f"{e(age(activity.bucket_s))})</p>{activity_svg(activity)}")
     throughput = table(
         ["last", "completed", "per minute", "failed", "per minute"],
         [[e(age(t.window_s)), e(t.completed), e(_per_min(t.completed_per_min)),
-          e(t.failed), e(_per_min(t.failed_per_min))] for t in rates])
+          e(t.failed), e(_per_min(t.failed_per_min))] for t in rates], ident="throughput")
+    counts = table(
+        ["state", "jobs"],
+        [[f'<a href="{attr(urls.jobs(s))}">{e(s)}</a>', e(st.counts[s])] for s in STATES])
     now = st.now_ms
-    queues = table(
-        ["queue", "enqueued", "scheduled", "blocked", "running", "failed", "oldest waiting"],
-        [[e(q.queue), e(q.enqueued), e(q.scheduled), e(q.blocked), e(q.running),
-          f'<a href="{e(urls.jobs("failed", queue=q.queue))}">{e(q.failed)}</a>',
-          e(age(None if q.oldest_waiting_ms is None else (now - q.oldest_waiting_ms) / 1000))]
-         for q in st.queues])
-    out = (f"<p>dead letters: <a href=\"{e(urls.jobs('failed'))}\">{e(st.dead_letters)}</a>; "
-           f"oldest waiting job: {e(age(st.oldest_waiting_age_s))}</p>"
-           f"<h2>Throughput</h2>{throughput}<h2>Jobs</h2>{counts}<h2>Queues</h2>{queues}")
+    waits = {q.queue: q for q in latency}
+    names = sorted({q.queue for q in st.queues} | set(waits))
+    by_name = {q.queue: q for q in st.queues}
+    rows = []
+    for name in names:
+        q, w = by_name.get(name), waits.get(name)
+        rows.append([
+            cell(name), e(q.enqueued if q else 0), e(q.scheduled if q else 0),
+            e(q.blocked if q else 0), e(q.running if q else 0),
+            f'<a href="{attr(urls.jobs("failed", queue=name))}">{e(q.failed if q else 0)}</a>',
+            e(age(None if q is None or q.oldest_waiting_ms is None
+                  else (now - q.oldest_waiting_ms) / 1000)),
+            e(_seconds(w.p50_s)) if w else "-", e(_seconds(w.p95_s)) if w else "-",
+            e(w.samples) if w else "0"])
+    queues = table(["queue", "enqueued", "scheduled", "blocked", "running", "failed",
+                    "oldest waiting", "wait p50", "wait p95", "started (1 h)"], rows,
+                   ident="queues")
+    out = (f"<p>dead letters: <a href=\"{attr(urls.jobs('failed'))}\">{e(st.dead_letters)}"
+           f"</a>; oldest waiting job: {e(age(st.oldest_waiting_age_s))}</p>{chart}"
+           f"<h2>Throughput</h2>{throughput}<h2>Queues</h2>{queues}"
+           "<p class=\"more\">wait: from enqueued (or due) to started, of the jobs started "
+           "in the last hour (the newest 5,000)</p>"
+           f"<h2>Jobs</h2>{counts}")
     if st.groups:
         out += "<h2>Concurrency groups</h2>" + table(
             ["group", "running", "limit", "blocked"],
-            [[e(g.group), e(g.running), e(g.limit), e(g.blocked)] for g in st.groups])
+            [[cell(g.group), e(g.running), e(g.limit), e(g.blocked)] for g in st.groups])
     return out
 
 
@@ -163,63 +177,86 @@ def _scope_words(scope: Mapping[str, str]) -> str:
     return ", ".join(w for w in words if w) or "every one, no filter"
 
 
-def listing(urls: Urls, page: Page, filters: Mapping[str, str], msg: str,
-            token: str | None) -> str:
-    state = page.state
-    inputs = "".join(
-        f'<input name="{e(n)}" placeholder="{e(n.replace("_", " "))}" '
-        f'value="{e(filters.get(n, ""))}"> ' for n in FILTER_FIELDS if n != "search")
-    out = (f"{_message(msg)}<form method=\"get\" action=\"{e(urls.jobs(state))}\">{inputs}"
-           "<button>filter</button></form>")
-    links = []
-    for number, label in ((page.page - 1, "newer"), (page.page + 1, "older")):
+def _pager(urls: Urls, page: Page, view: ListingView) -> str:
+    last = max(page.pages, 1)
+    parts = []
+    for number in page_numbers(page.page, last):
+        if number is None:
+            parts.append("…")
+        elif number == page.page:
+            parts.append(f"<b>{number}</b>")
+        else:
+            parts.append(f'<a href="{attr(urls.jobs(view.state, **view.query(page=number)))}" '
+                         f'id="page-{number}">{number}</a>')
+    for number, label in ((page.page - 1, "newer" if view.sort == "newest" else "older"),
+                          (page.page + 1, "older" if view.sort == "newest" else "newer")):
         if 1 <= number <= page.pages:
-            per_page = page.per_page if page.per_page != DEFAULT_PER_PAGE else None
-            href = urls.jobs(state, **filters, per_page=per_page, page=number)
-            links.append(f'<a href="{e(href)}">{e(label)}</a>')
-    out += (f"<p>{e(page.total)} jobs, page {e(page.page)} of {e(max(page.pages, 1))} "
-            f"{' '.join(links)}</p>")
+            href = urls.jobs(view.state, **view.query(page=number))
+            parts.append(f'<a href="{attr(href)}">{e(label)}</a>')
+    return f'<p class="pages" id="pages">{e(page.total)} jobs, page {e(page.page)} of ' \
+           f'{e(last)}: {" ".join(parts)}</p>'
+
+
+def _filter_form(urls: Urls, view: ListingView) -> str:
+    labels = {"older_than": "older than (15m, 2h)", "since": "since (2h or ISO time)",
+              "until": "until (15m or ISO time)"}
+    inputs = "".join(
+        f'<input name="{attr(n)}" placeholder="{attr(labels.get(n, n))}" '
+        f'value="{attr(view.filters.get(n, ""))}"> ' for n in FILTER_FIELDS if n != "search")
+    sorts = "".join(f'<option value="{s}"{" selected" if s == view.sort else ""}>{s} first'
+                    "</option>" for s in ("newest", "oldest"))
+    keep = hidden_fields({"per_page": str(view.per_page) if view.per_page != DEFAULT_PER_PAGE
+                          else "", "refresh": str(view.refresh or "")})
+    return (f'<form method="get" action="{attr(urls.jobs(view.state))}" id="filter">{inputs}'
+            f'<select name="sort" aria-label="order">{sorts}</select> {keep}'
+            "<button>filter</button></form>")
+
+
+def listing(urls: Urls, page: Page, view: ListingView, msg: str, token: str | None,
+            read_only: bool) -> str:
+    state, filters = page.state, view.filters
+    out = message(msg) + _filter_form(urls, view) + _pager(urls, page, view)
     if page.searched is not None:
-        everything = urls.jobs(state, **{**filters, "search": "all"})
-        out += (f'<p class="warn" id="searched">text searched in the newest {e(page.searched)} '
-                f"{e(state)} jobs of the other filters only: narrow it with task, queue or "
-                f'older than, or <a href="{e(everything)}">search them all</a> (slower)</p>')
+        everything = urls.jobs(state, **{**view.query(page=1), "search": "all"})
+        out += (f'<p class="warn" id="searched">text searched in the first {e(page.searched)} '
+                f"{e(state)} jobs of the other filters only: narrow it with task, queue or a "
+                f'time range, or <a href="{attr(everything)}">search them all</a> (slower)</p>')
     selectable = token is not None and bool(SELECTED_ACTIONS.get(state)) and bool(page.items)
     headers = ["task id", "task", "queue", "at (UTC)", "deliveries", "error / args"]
     rows = []
     for r in page.items:
-        cells = [f'<a href="{e(urls.job(r.id))}">{e(r.id)}</a>', e(r.name), e(r.queue),
-                 e(when(r.at_ms)), e(r.deliveries),
-                 e(f"{r.exc_type}: {r.exc_message}" if r.exc_type else r.args_repr)]
+        shown = f"{r.exc_type}: {r.exc_message}" if r.exc_type else r.args_repr
+        cells = [f'<a href="{attr(urls.job(r.id))}">{cell(r.id, 80)}</a>', cell(r.name, 80),
+                 cell(r.queue, 60), e(when(r.at_ms)), e(r.deliveries), cell(shown)]
         if selectable:
-            cells.insert(0, f'<input type="checkbox" name="id" value="{e(r.id)}" '
-                            f'aria-label="select {e(r.id)}">')
+            cells.insert(0, f'<input type="checkbox" name="id" value="{attr(r.id)}" '
+                            f'aria-label="select {attr(r.id)}">')
         rows.append(cells)
-    grid = table(([""] if selectable else []) + headers, rows)
-    if token is None or not selectable:
-        if token is None and SELECTED_ACTIONS.get(state) and page.items:
+    grid = table(([""] if selectable else []) + headers, rows, ident="jobs")
+    if not selectable:
+        if read_only and SELECTED_ACTIONS.get(state) and page.items:
             out += ("<p>read-only: set <code>plus_admin_token</code> to act on these jobs "
                     "from here</p>")
         return out + grid
+    assert token is not None
     scope = {k: filters[k] for k in SCOPE_FIELDS if filters.get(k)}
-    hidden = _token_field(token) + "".join(
-        f'<input type="hidden" name="{e(k)}" value="{e(v)}">' for k, v in filters.items()
-        if k in FILTER_FIELDS and v)
+    hidden = token_field(token) + hidden_fields(
+        {k: v for k, v in filters.items() if k in FILTER_FIELDS})
     buttons = "".join(
-        f'<button name="do" value="{e(a)}:selected" id="bulk-{e(a)}-selected">'
+        f'<button name="do" value="{attr(a)}:selected" id="bulk-{attr(a)}-selected">'
         f"{e(a)} selected</button>" for a in SELECTED_ACTIONS[state])
     bulk = f'<div class="bulk">selected rows: {buttons}</div>'
     if SCOPE_ACTIONS.get(state):
-        if filters.get("text"):
-            bulk += ('<div class="bulk">whole filter: not with a text filter (bulk actions '
-                     "take task, queue and older than)</div>")
+        if any(filters.get(k) for k in ("text", "since", "until")):
+            bulk += ('<div class="bulk">whole filter: not with a text or time-range filter '
+                     "(bulk actions take task, queue and older than)</div>")
         else:
             scoped = "".join(
-                f'<button name="do" value="{e(a)}:scope" id="bulk-{e(a)}-scope">'
+                f'<button name="do" value="{attr(a)}:scope" id="bulk-{attr(a)}-scope">'
                 f"{e(a)} all {e(page.total)}</button>" for a in SCOPE_ACTIONS[state])
             bulk += (f'<div class="bulk">whole filter ({e(_scope_words(scope))}): '
                      f"{scoped}</div>")
-    return (f'{out}<form method="post" action="{e(urls.bulk(state))}" id="bulk">'
+    return (f'{out}<form method="post" action="{attr(urls.bulk(state))}" id="bulk">'
             f"{hidden}{grid}{bulk}</form>")
 
 
@@ -230,60 +267,157 @@ def confirm(urls: Urls, bulk: Bulk, matched: int, token: str) -> str:
             "cancel": "Cancel"}[bulk.action]
     if bulk.target == "selected":
         what = f"the {matched} selected {bulk.state} job{'s' if matched != 1 else ''}"
-        listed = "<ul>" + "".join(f"<li>{e(i)}</li>" for i in bulk.ids[:50]) + "</ul>"
+        listed = "<ul>" + "".join(f"<li>{cell(i, 80)}</li>" for i in bulk.ids[:50]) + "</ul>"
         if len(bulk.ids) > 50:
             listed += f"<p>... and {e(len(bulk.ids) - 50)} more</p>"
     else:
         what = (f"all {matched} {bulk.state} job{'s' if matched != 1 else ''} of this "
                 f"filter ({_scope_words(bulk.scope)})")
         listed = ""
-    fields = _token_field(token) + "".join(
-        f'<input type="hidden" name="{e(k)}" value="{e(v)}">' for k, v in bulk.scope.items())
-    fields += "".join(f'<input type="hidden" name="id" value="{e(i)}">' for i in bulk.ids)
-    fields += (f'<input type="hidden" name="do" value="{e(bulk.action)}:{e(bulk.target)}">'
-               '<input type="hidden" name="confirm" value="1">')
+    fields = token_field(token) + hidden_fields(bulk.scope)
+    fields += "".join(f'<input type="hidden" name="id" value="{attr(i)}">' for i in bulk.ids)
+    fields += (f'<input type="hidden" name="do" value="{attr(bulk.action)}:'
+               f'{attr(bulk.target)}"><input type="hidden" name="confirm" value="1">')
     back = urls.jobs(bulk.state, **bulk.scope)
     return (f'<p class="warn">{e(verb)} {e(what)}?</p>{listed}'
-            f'<form method="post" action="{e(urls.bulk(bulk.state))}">'
+            f'<form method="post" action="{attr(urls.bulk(bulk.state))}">'
             f'{fields}<button id="confirm">{e(verb.lower())}</button></form> '
-            f'<a href="{e(back)}" id="back">no, go back</a>')
+            f'<a href="{attr(back)}" id="back">no, go back</a>')
+
+
+def confirm_action(question: str, detail: str, action_url: str, token: str, button: str,
+                   back_url: str) -> str:
+    """The confirmation step of one action (stop a job, stop or shut down a worker)."""
+    return (f'<p class="warn" id="question">{e(question)}</p><p>{e(detail)}</p>'
+            f'<form method="post" action="{attr(action_url)}">{token_field(token)}'
+            '<input type="hidden" name="confirm" value="1">'
+            f'<button id="confirm">{e(button)}</button></form> '
+            f'<a href="{attr(back_url)}" id="back">no, go back</a>')
 
 
 # -- one job -------------------------------------------------------------------------------
-def job_page(urls: Urls, d: JobDetail, msg: str, token: str | None) -> str:
+def _runtime(d: JobDetail, now_ms: int) -> str:
+    if d.started_ms and d.finished_ms and d.state in ("completed", "failed"):
+        return _seconds(max(d.finished_ms - d.started_ms, 0) / 1000)
+    if d.started_ms and d.state == "running":
+        return f"running for {_seconds(max(now_ms - d.started_ms, 0) / 1000)}"
+    return "-"
+
+
+def _result_facts(urls: Urls, d: JobDetail, result: TaskResult | None) -> str:
+    if result is None:
+        return "<h2>Result</h2><p>no result backend</p>"
+    if result.error:
+        return f"<h2>Result</h2><p class=\"warn\">{e(result.error)}</p>"
+    facts = table(["", ""], [[e("state"), f'<span id="result-state">{e(result.state)}</span>'],
+                             [e("stored (UTC)"), e(result.date_done or "-")]])
+    value = block(result.result or "-", "result", urls.job(d.id, raw="result"))
+    return f"<h2>Result</h2>{facts}{value}"
+
+
+def job_page(urls: Urls, d: JobDetail, msg: str, token: str | None, read_only: bool,
+             result: TaskResult | None, now_ms: int) -> str:
     s = d.summary
-    facts = [("state", d.state), ("task", s.name), ("queue", s.queue),
-             ("deliveries", f"{s.deliveries} of {d.max_deliveries or '-'}"),
-             ("enqueued", when(s.enqueued_ms)), ("started", when(d.started_ms)),
-             ("finished", when(d.finished_ms)), ("worker", d.worker or "-"),
-             ("reason", s.reason or "-"),
-             ("error", f"{s.exc_type}: {s.exc_message}" if s.exc_type else "-"),
-             ("unique key", f"{d.unique_lock} ({d.unique_window}), held by "
-                            f"{d.unique_holder or 'nobody'}" if d.unique_lock else "-")]
-    out = _message(msg) + table(["", ""], [[e(k), e(v)] for k, v in facts])
+    error = f"{s.exc_type}: {s.exc_message}" if s.exc_type else "-"
+    facts = [("state", e(d.state)), ("task", cell(s.name)), ("queue", cell(s.queue)),
+             ("deliveries", e(f"{s.deliveries} of {d.max_deliveries or '-'}")),
+             ("enqueued", e(when(s.enqueued_ms))), ("started", e(when(d.started_ms))),
+             ("finished", e(when(d.finished_ms))), ("runtime", e(_runtime(d, now_ms))),
+             ("worker", cell(d.worker or "-")), ("reason", cell(s.reason or "-")),
+             ("error", cell(error, 2000) + (
+                 f' <a href="{attr(urls.job(d.id, raw="error"))}">whole error</a>'
+                 if len(error) > 2000 else "")),
+             ("unique key", cell(f"{d.unique_lock} ({d.unique_window}), held by "
+                                 f"{d.unique_holder or 'nobody'}" if d.unique_lock else "-"))]
+    out = message(msg) + table(["", ""], [[e(k), v] for k, v in facts], ident="facts")
     actions = JOB_ACTIONS.get(d.state, ())
-    if actions and token is None:
+    if actions and token is None and read_only:
         out += ("<p>read-only: set <code>plus_admin_token</code> to "
                 f"{e(' / '.join(actions))} from here</p>")
     for action in actions if token is not None else ():
         assert token is not None
-        out += (f'<form method="post" action="{e(urls.job(d.id, action))}">'
-                f'{_token_field(token)}<button id="{e(action)}">{e(action)}</button></form> ')
+        label = "stop it (terminate)" if action == "terminate" else action
+        out += (f'<form method="post" action="{attr(urls.job(d.id, action))}">'
+                f'{token_field(token)}<button id="{attr(action)}">{e(label)}</button></form> ')
+    out += _result_facts(urls, d, result)
     if d.decode_error:
         out += (f"<h2>Message</h2><p>cannot be decoded: {e(d.decode_error)}</p>"
-                f"<pre>{e(d.raw_message)}</pre>")
+                + block(d.raw_message, "raw", urls.job(d.id, raw="message")))
     else:
-        out += (f"<h2>Arguments</h2><pre id=\"args\">args = "
-                f"{e(json.dumps(d.args, default=str))}\n"
-                f"kwargs = {e(json.dumps(d.kwargs, default=str))}</pre>"
-                f"<h2>Headers</h2><pre>{e(json.dumps(d.headers, indent=2, default=str))}</pre>")
+        out += ("<h2>Arguments</h2>"
+                + block(f"args = {json.dumps(d.args, default=str)}\n"
+                        f"kwargs = {json.dumps(d.kwargs, default=str)}", "args",
+                        urls.job(d.id, raw="args"))
+                + "<h2>Headers</h2>"
+                + block(json.dumps(d.headers, indent=2, default=str), "headers",
+                        urls.job(d.id, raw="headers")))
     if d.history:
         out += "<h2>History</h2>" + table(
             ["#", "at (UTC)", "outcome", "worker", "error"],
             [[e(h.get("delivery", "")), e(when(h.get("finished_ms"))),
-              e(h.get("outcome", "")), e(h.get("worker") or "-"),
-              e(": ".join(str(x) for x in (h.get("exc_type"), h.get("exc_message")) if x))]
-             for h in d.history])
+              cell(h.get("outcome", "")), cell(h.get("worker") or "-"),
+              cell(": ".join(str(x) for x in (h.get("exc_type"), h.get("exc_message")) if x))]
+             for h in d.history[-100:]])
+        if len(d.history) > 100:
+            out += f'<p class="more">the last 100 of {len(d.history)} entries</p>'
     if d.traceback:
-        out += f"<h2>Traceback</h2><pre>{e(d.traceback)}</pre>"
+        out += "<h2>Traceback</h2>" + block(d.traceback, "traceback",
+                                            urls.job(d.id, raw="traceback"))
+    return out
+
+
+def raw_value(d: JobDetail, name: str, result: TaskResult | None) -> str:
+    """The whole of one of a job's values (``RAW_FIELDS``), as plain text."""
+    s = d.summary
+    if name == "args":
+        return json.dumps(d.args, default=str, indent=2)
+    if name == "kwargs":
+        return json.dumps(d.kwargs, default=str, indent=2)
+    if name == "headers":
+        return json.dumps(d.headers, default=str, indent=2)
+    if name == "traceback":
+        return d.traceback
+    if name == "message":
+        return d.raw_message
+    if name == "error":
+        return f"{s.exc_type}: {s.exc_message}" if s.exc_type else s.exc_message
+    if name == "result":
+        return result.result if result is not None else ""
+    raise ValueError(f"raw: one of {', '.join(RAW_FIELDS)}")
+
+
+# -- workers -------------------------------------------------------------------------------
+def workers_page(urls: Urls, views: Sequence[WorkerView], now_ms: int, msg: str,
+                 token: str | None, control: bool) -> str:
+    rows = []
+    for v in views:
+        heartbeat = "-" if v.last_heartbeat_ms is None else (
+            f"{age(max(now_ms - v.last_heartbeat_ms, 0) / 1000)} ago")
+        if v.lease_expired(now_ms):
+            heartbeat = f'<span class="stale">{e(heartbeat)}, lease expired</span>'
+        else:
+            heartbeat = e(heartbeat)
+        queues = "-" if v.queues is None else (", ".join(v.queues) or "none (stopped)")
+        buttons = ""
+        if token is not None and v.answered:
+            for action, label in (("stop", "stop taking work"), ("shutdown", "shut down")):
+                if action == "stop" and not v.queues:
+                    continue
+                buttons += (f'<form method="post" action="{attr(urls.workers(v.node, action))}">'
+                            f'{token_field(token)}<button id="{action}-{attr(v.node)}">'
+                            f"{e(label)}</button></form> ")
+        rows.append([cell(v.node or "(did not answer)"), cell(v.host or "-"),
+                     e(v.pid if v.pid is not None else "-"), e(v.jobs), heartbeat,
+                     cell(queues), buttons])
+    out = message(msg) + table(["worker", "host", "pid", "jobs held", "last heartbeat",
+                                "consuming", ""], rows, ident="workers")
+    if not views:
+        out += "<p>no worker holds a job, and none answered</p>"
+    out += ("<p class=\"more\">jobs held and last heartbeat: from the store's leases (the "
+            "heartbeat is the newest lease deadline less the lease length); worker names and "
+            "queues: from the workers that answered Celery's remote control within "
+            "1 s.</p>")
+    if not control:
+        out += ("<p>remote control is not available here (the dashboard was given a broker "
+                "URL, not the Celery app)</p>")
     return out

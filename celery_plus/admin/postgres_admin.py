@@ -14,13 +14,15 @@ when this module is imported (``celery_plus.admin`` imports it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..transport.postgres_backend import FIELDS, PostgresBackend
 from .api import register_admin
+from .sql_rows import SEARCH_FIELDS, keyset_search, summary_columns
 from .store import (
     PURGEABLE,
+    SEARCH_CHUNK,
     STATES,
     BulkResult,
     Counts,
@@ -31,9 +33,13 @@ from .store import (
     RetryConflict,
     Scope,
     Status,
+    WorkerLeases,
+    batches,
+    bulk_result,
     check_scope,
     check_state,
     detail_from_record,
+    histogram,
     op_result,
     status_from_rows,
     summary_from_record,
@@ -41,11 +47,7 @@ from .store import (
     time_field,
 )
 
-#: The record fields (Redis hash names) a listing reads.
-_LIST_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
-                "emsg", "msg")
-#: Jobs changed per transaction by the bulk operations.
-BATCH = 500
+_SUMMARY_NAMES, _SUMMARY_COLUMNS = summary_columns("j.", "octet_length({})")
 
 _RETRY = ("SELECT * FROM admin_retry(%s::text[], %s::text, %s::text, %s::bigint, "
           "%s::bigint)")
@@ -102,25 +104,36 @@ class PostgresAdmin:
                 where.append(clause)
                 params.append(value)
         condition = " AND ".join(where)
-        fields = (*_LIST_FIELDS, "tb") if query.text else _LIST_FIELDS
-        columns = ", ".join(["id", *(FIELDS[f] for f in fields)])
-        order = f'{column} DESC, id COLLATE "C" DESC'
+        direction = "ASC" if query.oldest_first else "DESC"
         if query.text:
-            select = f"SELECT {columns} FROM jobs WHERE {condition} ORDER BY {order}"
-            if query.text_limit is not None:
-                select += f" LIMIT {int(query.text_limit)}"
-            rows = [(row[0], _record(fields, row[1:])) for row in self._all(select, *params)]
-            return text_page(rows, query, offset, limit)
+            return text_page(self._search(condition, params, column, direction,
+                                          query.text_limit), query, offset, limit)
         total = self._all(f"SELECT count(*) FROM jobs WHERE {condition}", *params)[0][0]
         # Deferred join: order and page the ids only (an index scan), then read the page's
-        # wide rows (the messages), as sqlite_admin.py does.
+        # rows (long texts cut in SQL), as sqlite_admin.py does.
+        order = f'{column} {direction}, id COLLATE "C" {direction}'
         page = (f"SELECT id, {column} AS at FROM jobs WHERE {condition} ORDER BY {order} "
                 "LIMIT %s OFFSET %s")
-        rows = self._all(f"SELECT {', '.join('j.' + c.strip() for c in columns.split(','))} "
-                         f"FROM ({page}) p JOIN jobs j ON j.id = p.id "
-                         f'ORDER BY p.at DESC, p.id COLLATE "C" DESC', *params, limit, offset)
-        return ([summary_from_record(row[0], _record(fields, row[1:])) for row in rows],
+        rows = self._all(f"SELECT {_SUMMARY_COLUMNS} FROM ({page}) p JOIN jobs j ON j.id = p.id "
+                         f'ORDER BY p.at {direction}, p.id COLLATE "C" {direction}',
+                         *params, limit, offset)
+        return ([summary_from_record(row[0], _record(_SUMMARY_NAMES, row[1:])) for row in rows],
                 int(total))
+
+    def _search(self, condition: str, params: list[Any], column: str, direction: str,
+                text_limit: int | None) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Whole records of a text search (:func:`~.sql_rows.keyset_search`)."""
+        columns = ", ".join(["id", f"{column} AS at", *(FIELDS[f] for f in SEARCH_FIELDS)])
+        after = "<" if direction == "DESC" else ">"
+
+        def fetch(last: tuple[Any, Any] | None) -> list[Any]:
+            keyset = ("" if last is None else
+                      f' AND ({column}, id COLLATE "C") {after} (%s::bigint, %s COLLATE "C")')
+            return self._all(f"SELECT {columns} FROM jobs WHERE {condition}{keyset} ORDER BY "
+                             f'{column} {direction}, id COLLATE "C" {direction} '
+                             f"LIMIT {SEARCH_CHUNK}", *params, *(last or ()))
+
+        return keyset_search(fetch, text_limit, _record)
 
     def show(self, job_id: str) -> JobDetail | None:
         rec = self.backend.job(job_id)
@@ -171,26 +184,28 @@ class PostgresAdmin:
                'ORDER BY finished_ms, id COLLATE "C"')
         return [row[0] for row in self._all(sql, *params)]
 
-    def retry_many(self, scope: Scope, all: bool = False) -> BulkResult:
+    def retry_many(self, scope: Scope, all: bool = False,
+                   result: BulkResult | None = None) -> BulkResult:
         check_scope("retry", scope, all)
         ids = self._in_scope("failed", scope)
-        result = BulkResult("retry", matched=len(ids))
-        for i in range(0, len(ids), BATCH):
-            for job_id, outcome, extra in self._retry(ids[i:i + BATCH], scope):
+        result = bulk_result("retry", len(ids), result)
+        for chunk in batches(ids):
+            for job_id, outcome, extra in self._retry(chunk, scope):
                 if outcome == "enqueued":
                     result.changed.append(job_id)
                 elif outcome == "conflict":
                     result.conflicts.append((job_id, extra))
         return result
 
-    def purge(self, state: str, scope: Scope, all: bool = False) -> BulkResult:
+    def purge(self, state: str, scope: Scope, all: bool = False,
+              result: BulkResult | None = None) -> BulkResult:
         check_state(state, PURGEABLE)
         check_scope("purge", scope, all)
         ids = self._in_scope(state, scope)
-        result = BulkResult("purge", matched=len(ids))
-        for i in range(0, len(ids), BATCH):
+        result = bulk_result("purge", len(ids), result)
+        for chunk in batches(ids):
             result.changed += [str(row[0]) for row in self._all(
-                _PURGE, state, ids[i:i + BATCH], scope.task, scope.queue,
+                _PURGE, state, list(chunk), scope.task, scope.queue,
                 scope.older_than_ms)]
         return result
 
@@ -201,6 +216,36 @@ class PostgresAdmin:
             " (SELECT count(*) FROM jobs WHERE state = 'failed' AND finished_ms >= %s)",
             since_ms, since_ms)
         return int(completed), int(failed)
+
+    def finished_histogram(self, since_ms: int, bucket_ms: int, buckets: int
+                           ) -> list[tuple[int, int]]:
+        until = since_ms + bucket_ms * buckets
+        # The states spelled literally, so that the partial index jobs_finished serves both.
+        sql = " UNION ALL ".join(
+            f"SELECT '{state}', (finished_ms - %s) / %s, count(*) FROM jobs WHERE "
+            f"state = '{state}' AND finished_ms >= %s AND finished_ms < %s GROUP BY 2"
+            for state in ("completed", "failed"))
+        return histogram(self._all(sql, *([since_ms, bucket_ms, since_ms, until] * 2)), buckets)
+
+    def wait_samples(self, since_ms: int, limit: int) -> list[tuple[str, int]]:
+        # Finished jobs started since then finished since then too: the finish-time index
+        # narrows them down.
+        parts = [f"(SELECT queue, started_ms - greatest(enqueued_ms, coalesce(due_ms, 0)), "
+                 f"started_ms FROM jobs WHERE state = '{state}' AND started_ms >= %s{extra} "
+                 "ORDER BY started_ms DESC LIMIT %s)"
+                 for state, extra in (("running", ""),
+                                      ("completed", " AND finished_ms >= %s"),
+                                      ("failed", " AND finished_ms >= %s"))]
+        rows = self._all(" UNION ALL ".join(parts) + " ORDER BY 3 DESC LIMIT %s",
+                         since_ms, limit, since_ms, since_ms, limit, since_ms, since_ms, limit,
+                         limit)
+        return [(str(q), max(int(w), 0)) for q, w, _ in rows if w is not None]
+
+    def worker_leases(self) -> list[WorkerLeases]:
+        return [WorkerLeases(str(worker), int(n), int(deadline or 0), int(start or 0))
+                for worker, n, deadline, start in self._all(
+                    "SELECT worker, count(*), max(lease_expires_ms), min(started_ms) FROM jobs "
+                    "WHERE state = 'running' AND worker IS NOT NULL GROUP BY worker")]
 
     # -- status -------------------------------------------------------------------------
     def status(self) -> Status:

@@ -23,7 +23,10 @@ from typing import Any
 
 from ..transport.redis_backend import RedisBackend
 from .store import (
+    LIST_TEXT,
+    PREVIEW_BYTES,
     PURGEABLE,
+    SEARCH_CHUNK,
     BulkResult,
     Counts,
     GroupStatus,
@@ -35,6 +38,9 @@ from .store import (
     RetryConflict,
     Scope,
     Status,
+    WorkerLeases,
+    batches,
+    bulk_result,
     check_scope,
     check_state,
     detail_from_record,
@@ -44,13 +50,19 @@ from .store import (
     time_field,
 )
 
-_SCRIPTS = ("retry", "discard", "cancel", "delete", "index_sync", "index_page", "index_counts")
+_SCRIPTS = ("retry", "discard", "cancel", "delete", "index_sync", "index_page", "index_counts",
+            "summaries")
 #: Finished states and their index (a sorted set scored by finish ms).
 FINISHED_INDEX = {"completed": "done", "failed": "dead", "canceled": "canceled",
                   "discarded": "discarded"}
-SUMMARY_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
-                  "emsg")
-BATCH = 500
+#: Fields a listing of a waiting or running state filters and sorts by (small ones).
+SORT_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin")
+#: Fields a text search reads of each candidate (whole: it searches them).
+SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
+                 "emsg", "msg", "tb")
+#: What ``summaries.lua`` returns per job.
+SUMMARY_REPLY = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
+                 "emsg", "msg", "msglen")
 #: Jobs looked at from the head of each priority band of a queue for "oldest waiting".
 HEAD = 50
 BAND = 1 << 40
@@ -80,7 +92,7 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def _chunks(items: Sequence[str], size: int = BATCH) -> Iterable[Sequence[str]]:
+def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
     for i in range(0, len(items), size):
         yield items[i:i + size]
 
@@ -170,12 +182,13 @@ class RedisAdmin:
             if query.task or query.queue:
                 return self._indexed_page(state, query, offset, limit)
             return self._finished_page(state, query, offset, limit)
-        # The other states: every record of the state is read, filtered and sorted here.
-        fields = (*SUMMARY_FIELDS, "msg", "tb") if query.text else SUMMARY_FIELDS
+        # The other states: every record of the state is read (its small fields), filtered
+        # and sorted here; then the page's rows (or, for a text search, the candidates a
+        # chunk at a time).
         ids = self._candidates(state, query)
         rows: list[tuple[str, dict[str, str]]] = []
         tfield = time_field(state)
-        for job_id, rec in zip(ids, self._records(ids, fields), strict=True):
+        for job_id, rec in zip(ids, self._records(ids, SORT_FIELDS), strict=True):
             if rec.get("st") != state:
                 continue  # changed since the index was read
             if (query.task and rec.get("name") != query.task) or (
@@ -184,34 +197,61 @@ class RedisAdmin:
             if not query.matches_time(int(rec.get(tfield) or 0)):
                 continue
             rows.append((job_id, rec))
-        rows.sort(key=lambda row: (int(row[1].get(tfield) or 0), row[0]), reverse=True)
+        rows.sort(key=lambda row: (int(row[1].get(tfield) or 0), row[0]),
+                  reverse=not query.oldest_first)
+        ordered = [job_id for job_id, _ in rows]
         if query.text:
-            return text_page(rows, query, offset, limit)
-        page = [summary_from_record(i, r) for i, r in rows[offset:offset + limit]]
-        return self._with_args(page), len(rows)
+            return text_page(self._whole_records(ordered, state), query, offset, limit)
+        return self._summaries(ordered[offset:offset + limit]), len(rows)
+
+    def _summaries(self, ids: Sequence[str]) -> list[JobSummary]:
+        """Listing rows of ``ids`` (in order; missing records left out), long texts cut by
+        Redis (``summaries.lua``)."""
+        out: list[JobSummary] = []
+        for chunk in _chunks(ids, 200):
+            reply = self._scripts["summaries"](
+                args=[self.prefix, LIST_TEXT + 1, PREVIEW_BYTES, *chunk])
+            for job_id, values in zip(chunk, reply, strict=True):
+                if values[0] is None:
+                    continue
+                rec = {f: _text(v) for f, v in zip(SUMMARY_REPLY, values, strict=False)
+                       if v is not None}
+                out.append(summary_from_record(job_id, rec))
+        return out
+
+    def _whole_records(self, ids: Sequence[str], state: str
+                       ) -> Iterator[tuple[str, dict[str, str]]]:
+        """Whole records of ``ids`` still in ``state``, SEARCH_CHUNK at a time."""
+        for chunk in _chunks(ids, SEARCH_CHUNK):
+            for job_id, rec in zip(chunk, self._records(chunk, SEARCH_FIELDS), strict=True):
+                if rec.get("st") == state:
+                    yield job_id, rec
 
     def _finished_records(self, state: str, query: Query
                           ) -> Iterator[tuple[str, dict[str, str]]]:
-        """Records of a finished state in the query's task/queue/time filters, newest first,
-        read 1000 at a time (a text search stops reading at its ``text_limit``)."""
+        """Records of a finished state in the query's task/queue/time filters, in the
+        listing's order, read SEARCH_CHUNK at a time (a text search stops reading at its
+        ``text_limit``)."""
         low = "-inf" if query.since_ms is None else query.since_ms
         high = "+inf" if query.until_ms is None else query.until_ms
         count = -1 if query.text_limit is None else query.text_limit
+        order = "asc" if query.oldest_first else "desc"
         if query.task or query.queue:
             self._sync_index(state)
             _, raw = self._scripts["index_page"](
                 args=[self.prefix, FINISHED_INDEX[state], query.queue or "", query.task or "",
-                      low, high, 0, count])
+                      low, high, 0, count, order])
+        elif query.oldest_first:
+            raw = self.client.zrangebyscore(self.key(FINISHED_INDEX[state]), low, high,
+                                            start=0, num=count)
         else:
             raw = self.client.zrevrangebyscore(self.key(FINISHED_INDEX[state]), high, low,
                                                start=0, num=count)
         ids = [_text(i) for i in raw]
-        for chunk in _chunks(ids, 1000):
-            for job_id, rec in zip(chunk, self._records(chunk, (*SUMMARY_FIELDS, "msg", "tb")),
-                                   strict=True):
-                if rec.get("st") == state and (not query.queue or rec.get("q") == query.queue) \
-                        and (not query.task or rec.get("name") == query.task):
-                    yield job_id, rec
+        for job_id, rec in self._whole_records(ids, state):
+            if (not query.queue or rec.get("q") == query.queue) and (
+                    not query.task or rec.get("name") == query.task):
+                yield job_id, rec
 
     def _finished_page(self, state: str, query: Query, offset: int, limit: int
                        ) -> tuple[list[JobSummary], int]:
@@ -220,11 +260,11 @@ class RedisAdmin:
         low = "-inf" if query.since_ms is None else query.since_ms
         high = "+inf" if query.until_ms is None else query.until_ms
         total = int(self.client.zcount(key, low, high))
-        ids = [_text(m) for m in self.client.zrevrangebyscore(
-            key, high, low, start=offset, num=limit)]
-        rows = [summary_from_record(i, r) for i, r in
-                zip(ids, self._records(ids, (*SUMMARY_FIELDS, "msg")), strict=True) if r]
-        return rows, total
+        if query.oldest_first:
+            raw = self.client.zrangebyscore(key, low, high, start=offset, num=limit)
+        else:
+            raw = self.client.zrevrangebyscore(key, high, low, start=offset, num=limit)
+        return self._summaries([_text(m) for m in raw]), total
 
     # -- the admin's listing index (admin/lua/index_*.lua) ----------------------------------
     def _sync_index(self, state: str) -> None:
@@ -250,12 +290,13 @@ class RedisAdmin:
         index = FINISHED_INDEX[state]
         low = "-inf" if query.since_ms is None else query.since_ms
         high = "+inf" if query.until_ms is None else query.until_ms
+        order = "asc" if query.oldest_first else "desc"
         for _ in range(3):
             total, raw_ids = self._scripts["index_page"](
                 args=[self.prefix, index, query.queue or "", query.task or "", low, high,
-                      offset, limit])
+                      offset, limit, order])
             ids = [_text(i) for i in raw_ids]
-            records = self._records(ids, (*SUMMARY_FIELDS, "msg"))
+            records = self._records(ids, ("st", "q", "name"))
             stale = [(i, r) for i, r in zip(ids, records, strict=True)
                      if r.get("st") != state or (query.queue and r.get("q") != query.queue)
                      or (query.task and r.get("name") != query.task)]
@@ -269,22 +310,13 @@ class RedisAdmin:
                 if query.task:
                     pipe.zrem(self.key("ax", index, "t", query.task), job_id)
             pipe.execute()
-        rows = [summary_from_record(i, r) for i, r in zip(ids, records, strict=True) if r]
-        return rows, int(total)
+        return self._summaries(ids), int(total)
 
     def _finished_per_queue(self, state: str) -> dict[str, int]:
         """Records of a finished state per queue, from the listing index."""
         self._sync_index(state)
         reply = self._scripts["index_counts"](args=[self.prefix, FINISHED_INDEX[state]])
         return {_text(reply[i]): int(reply[i + 1]) for i in range(0, len(reply), 2)}
-
-    def _with_args(self, page: list[JobSummary]) -> list[JobSummary]:
-        """The page's rows with their args preview (the message is read for them only)."""
-        ids = [row.id for row in page]
-        out = []
-        for row, rec in zip(page, self._records(ids, (*SUMMARY_FIELDS, "msg")), strict=True):
-            out.append(summary_from_record(row.id, rec) if rec else row)
-        return out
 
     def show(self, job_id: str) -> JobDetail | None:
         rec = self.backend.job(job_id)
@@ -344,11 +376,12 @@ class RedisAdmin:
         return [scope.task or "", scope.queue or "",
                 "" if scope.older_than_ms is None else scope.older_than_ms]
 
-    def retry_many(self, scope: Scope, all: bool = False) -> BulkResult:
+    def retry_many(self, scope: Scope, all: bool = False,
+                   result: BulkResult | None = None) -> BulkResult:
         check_scope("retry", scope, all)
         ids = self._in_scope("failed", scope)
-        result = BulkResult("retry", matched=len(ids))
-        for chunk in _chunks(ids):
+        result = bulk_result("retry", len(ids), result)
+        for chunk in batches(ids):
             for job_id, outcome, extra in self._run(
                     "retry", [self.backend.backstop_ms, *self._scope_args(scope), *chunk]):
                 if outcome == "enqueued":
@@ -357,12 +390,13 @@ class RedisAdmin:
                     result.conflicts.append((job_id, extra))
         return result
 
-    def purge(self, state: str, scope: Scope, all: bool = False) -> BulkResult:
+    def purge(self, state: str, scope: Scope, all: bool = False,
+              result: BulkResult | None = None) -> BulkResult:
         check_state(state, PURGEABLE)
         check_scope("purge", scope, all)
         ids = self._in_scope(state, scope)
-        result = BulkResult("purge", matched=len(ids))
-        for chunk in _chunks(ids):
+        result = bulk_result("purge", len(ids), result)
+        for chunk in batches(ids):
             reply = self._scripts["delete"](
                 args=[self.prefix, state, *self._scope_args(scope), *chunk])
             result.changed += [_text(i) for i in reply]
@@ -374,6 +408,46 @@ class RedisAdmin:
         pipe.zcount(self.key("dead"), since_ms, "+inf")
         completed, failed = pipe.execute()
         return int(completed), int(failed)
+
+    def finished_histogram(self, since_ms: int, bucket_ms: int, buckets: int
+                           ) -> list[tuple[int, int]]:
+        pipe = self.client.pipeline(transaction=False)
+        for index in ("done", "dead"):
+            for n in range(buckets):
+                low = since_ms + n * bucket_ms
+                pipe.zcount(self.key(index), low, f"({low + bucket_ms}")
+        counts = [int(c) for c in pipe.execute()]
+        return list(zip(counts[:buckets], counts[buckets:], strict=True))
+
+    def wait_samples(self, since_ms: int, limit: int) -> list[tuple[str, int]]:
+        # Finished jobs started since then finished since then too.
+        ids = self._zall(self.key("lease"))
+        for index in ("done", "dead"):
+            ids += [_text(m) for m in self.client.zrevrangebyscore(
+                self.key(index), "+inf", since_ms, start=0, num=limit)]
+        samples = []
+        for rec in self._records(ids, ("q", "enq", "due", "start")):
+            start = int(rec.get("start") or 0)
+            if start >= since_ms:
+                ready = max(int(rec.get("enq") or 0), int(rec.get("due") or 0))
+                samples.append((start, rec.get("q", ""), max(start - ready, 0)))
+        samples.sort(reverse=True)
+        return [(queue, wait) for _, queue, wait in samples[:limit]]
+
+    def worker_leases(self) -> list[WorkerLeases]:
+        leases: list[Any] = list(self.client.zrange(self.key("lease"), 0, -1, withscores=True))
+        ids = [_text(m) for m, _ in leases]
+        held: dict[str, list[int]] = {}
+        for (_, deadline), rec in zip(leases, self._records(ids, ("st", "wk", "start")),
+                                      strict=True):
+            if rec.get("st") == "running" and rec.get("wk"):
+                entry = held.setdefault(rec["wk"], [0, 0, 0])
+                start = int(rec.get("start") or 0)
+                entry[0] += 1
+                entry[1] = max(entry[1], int(deadline))
+                entry[2] = min(entry[2], start) if entry[2] else start
+        return [WorkerLeases(worker, n, deadline, start)
+                for worker, (n, deadline, start) in sorted(held.items())]
 
     # -- status -------------------------------------------------------------------------
     def _queue_heads(self, queue: str) -> list[str]:

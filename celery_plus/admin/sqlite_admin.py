@@ -10,13 +10,15 @@ re-checked inside the transaction that changes it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import Any
 
 from ..transport.sqlite_backend import FIELDS, PRIORITY_FACTOR, SQLiteBackend, _Tx
+from .sql_rows import SEARCH_FIELDS, keyset_search, summary_columns
 from .store import (
     PURGEABLE,
+    SEARCH_CHUNK,
     WAITING,
     BulkResult,
     Counts,
@@ -27,9 +29,13 @@ from .store import (
     RetryConflict,
     Scope,
     Status,
+    WorkerLeases,
+    batches,
+    bulk_result,
     check_scope,
     check_state,
     detail_from_record,
+    histogram,
     op_result,
     status_from_rows,
     summary_from_record,
@@ -37,10 +43,7 @@ from .store import (
     time_field,
 )
 
-#: Redis field name -> column, for the fields a listing reads.
-_LIST_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
-                "emsg", "msg")
-BATCH = 500
+_SUMMARY_NAMES, _SUMMARY_COLUMNS = summary_columns("", "length(CAST({} AS BLOB))")
 
 Outcome = tuple[str, str]
 
@@ -76,7 +79,8 @@ class SQLiteAdmin:
     def jobs(self, state: str, query: Query, offset: int, limit: int
              ) -> tuple[list[JobSummary], int]:
         check_state(state)
-        column = f"COALESCE({FIELDS[time_field(state)]}, 0)"
+        time_column = FIELDS[time_field(state)]
+        column = f"COALESCE({time_column}, 0)"
         where: list[str] = ["state = ?"]
         params: list[Any] = [state]
         for value, clause in ((query.task, "name = ?"), (query.queue, "queue = ?"),
@@ -86,27 +90,37 @@ class SQLiteAdmin:
                 where.append(clause)
                 params.append(value)
         condition = " AND ".join(where)
-        fields = (*_LIST_FIELDS, "tb") if query.text else _LIST_FIELDS
-        columns = ", ".join(["id", *(FIELDS[f] for f in fields)])
+        direction = "ASC" if query.oldest_first else "DESC"
         if query.text:
-            # Ordered by the bare time column (see below), so the index yields the newest
-            # first and a text_limit reads only that many rows.
-            select = (f"SELECT {columns} FROM jobs WHERE {condition} "
-                      f"ORDER BY {FIELDS[time_field(state)]} DESC, id DESC")
-            if query.text_limit is not None:
-                select += f" LIMIT {int(query.text_limit)}"
-            rows = [(row[0], _record(fields, row[1:])) for row in self._all(select, *params)]
-            return text_page(rows, query, offset, limit)
+            return text_page(self._search(condition, params, time_column, direction,
+                                          query.text_limit), query, offset, limit)
         total = self._all(f"SELECT COUNT(*) FROM jobs WHERE {condition}", *params)[0][0]
-        # Deferred join: sort only (time, id) of the matches, then read the page's wide rows
-        # (the messages) — sorting the wide rows made a page of 100k dead letters take seconds.
-        # The time column itself (not COALESCE'd: the same order, as the listed states always
-        # have it) so that jobs_by_finish_id yields finished states in order.
-        order = f"{FIELDS[time_field(state)]} DESC, id DESC"
+        # Deferred join: sort only (time, id) of the matches, then read the page's rows
+        # (long texts cut in SQL) — sorting the wide rows made a page of 100k dead letters
+        # take seconds. The time column itself (not COALESCE'd: the same order, as the
+        # listed states always have it) so that jobs_by_finish_id yields finished states in
+        # order.
+        order = f"{time_column} {direction}, id {direction}"
         page_ids = f"SELECT id FROM jobs WHERE {condition} ORDER BY {order} LIMIT ? OFFSET ?"
-        rows = self._all(f"SELECT {columns} FROM jobs WHERE id IN ({page_ids}) "
+        rows = self._all(f"SELECT {_SUMMARY_COLUMNS} FROM jobs WHERE id IN ({page_ids}) "
                          f"ORDER BY {order}", *params, limit, offset)
-        return [summary_from_record(row[0], _record(fields, row[1:])) for row in rows], total
+        return [summary_from_record(row[0], _record(_SUMMARY_NAMES, row[1:]))
+                for row in rows], int(total)
+
+    def _search(self, condition: str, params: list[Any], time_column: str, direction: str,
+                text_limit: int | None) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Whole records of a text search (:func:`~.sql_rows.keyset_search`)."""
+        at = f"COALESCE({time_column}, 0)"
+        columns = ", ".join(["id", at, *(FIELDS[f] for f in SEARCH_FIELDS)])
+        after = "<" if direction == "DESC" else ">"
+
+        def fetch(last: tuple[Any, Any] | None) -> list[Any]:
+            keyset = "" if last is None else f" AND ({at}, id) {after} (?, ?)"
+            return self._all(f"SELECT {columns} FROM jobs WHERE {condition}{keyset} ORDER BY "
+                             f"{at} {direction}, id {direction} LIMIT {SEARCH_CHUNK}",
+                             *params, *(last or ()))
+
+        return keyset_search(fetch, text_limit, _record)
 
     def show(self, job_id: str) -> JobDetail | None:
         rec = self.backend.job(job_id)
@@ -214,12 +228,12 @@ class SQLiteAdmin:
                "ORDER BY finished_ms, id")
         return [row[0] for row in self._all(sql, *params)]
 
-    def retry_many(self, scope: Scope, all: bool = False) -> BulkResult:
+    def retry_many(self, scope: Scope, all: bool = False,
+                   result: BulkResult | None = None) -> BulkResult:
         check_scope("retry", scope, all)
         ids = self._in_scope("failed", scope)
-        result = BulkResult("retry", matched=len(ids))
-        for i in range(0, len(ids), BATCH):
-            chunk = ids[i:i + BATCH]
+        result = bulk_result("retry", len(ids), result)
+        for chunk in batches(ids):
             outcomes = self.backend._write(partial(self._retry_chunk, chunk=chunk, scope=scope))
             for job_id, outcome, extra in outcomes:
                 if outcome == "enqueued":
@@ -228,11 +242,12 @@ class SQLiteAdmin:
                     result.conflicts.append((job_id, extra))
         return result
 
-    def purge(self, state: str, scope: Scope, all: bool = False) -> BulkResult:
+    def purge(self, state: str, scope: Scope, all: bool = False,
+              result: BulkResult | None = None) -> BulkResult:
         check_state(state, PURGEABLE)
         check_scope("purge", scope, all)
         ids = self._in_scope(state, scope)
-        result = BulkResult("purge", matched=len(ids))
+        result = bulk_result("purge", len(ids), result)
 
         def delete(tx: _Tx, chunk: Sequence[str]) -> list[str]:
             deleted = []
@@ -244,8 +259,7 @@ class SQLiteAdmin:
                     deleted.append(job_id)
             return deleted
 
-        for i in range(0, len(ids), BATCH):
-            chunk = ids[i:i + BATCH]
+        for chunk in batches(ids):
             result.changed += self.backend._write(partial(delete, chunk=chunk))
         return result
 
@@ -254,6 +268,35 @@ class SQLiteAdmin:
         sql = "SELECT COUNT(*) FROM jobs WHERE state = ? AND finished_ms >= ?"
         return (int(self._all(sql, "completed", since_ms)[0][0]),
                 int(self._all(sql, "failed", since_ms)[0][0]))
+
+    def finished_histogram(self, since_ms: int, bucket_ms: int, buckets: int
+                           ) -> list[tuple[int, int]]:
+        sql = ("SELECT state, (finished_ms - ?) / ?, COUNT(*) FROM jobs WHERE state = ? AND "
+               "finished_ms >= ? AND finished_ms < ? GROUP BY 2")
+        until = since_ms + bucket_ms * buckets
+        rows = [row for state in ("completed", "failed")
+                for row in self._all(sql, since_ms, bucket_ms, state, since_ms, until)]
+        return histogram(rows, buckets)
+
+    def wait_samples(self, since_ms: int, limit: int) -> list[tuple[str, int]]:
+        # Finished jobs started since then finished since then too: the finish-time index
+        # narrows them down.
+        rows = []
+        for state, extra in (("running", ""), ("completed", " AND finished_ms >= ?"),
+                             ("failed", " AND finished_ms >= ?")):
+            rows += self._all(
+                "SELECT queue, started_ms - MAX(enqueued_ms, COALESCE(due_ms, 0)), started_ms "
+                f"FROM jobs WHERE state = ? AND started_ms >= ?{extra} "
+                "ORDER BY started_ms DESC LIMIT ?",
+                state, since_ms, *([since_ms] if extra else []), limit)
+        rows.sort(key=lambda row: row[2], reverse=True)
+        return [(str(q), max(int(w), 0)) for q, w, _ in rows[:limit] if w is not None]
+
+    def worker_leases(self) -> list[WorkerLeases]:
+        return [WorkerLeases(str(worker), int(n), int(deadline or 0), int(start or 0))
+                for worker, n, deadline, start in self._all(
+                    "SELECT worker, COUNT(*), MAX(lease_expires_ms), MIN(started_ms) FROM jobs "
+                    "WHERE state = 'running' AND worker IS NOT NULL GROUP BY worker")]
 
     # -- status -------------------------------------------------------------------------
     def status(self) -> Status:

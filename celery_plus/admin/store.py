@@ -28,8 +28,18 @@ checks them on every backend):
   ``since_ms`` (the overview's throughput), counted from the finish times the records keep.
 * Listings are newest first: by finish time (completed, failed, canceled, discarded), start
   time (running) or enqueue time (enqueued, scheduled, blocked); ties by task id, descending.
-  A ``text`` search decodes each candidate's message (:func:`text_page`): with
-  ``Query.text_limit`` it looks at the newest that many candidates only.
+  ``Query.oldest_first`` turns the order around. A ``text`` search decodes each candidate's
+  message (:func:`text_page`): with ``Query.text_limit`` it looks at the first that many
+  candidates (in the listing's order) only.
+* Listings are bounded: a row's error message, reason and arguments preview are cut to
+  :data:`LIST_TEXT` characters, and a message larger than :data:`PREVIEW_BYTES` is not read
+  for its preview (``show`` gives the whole job). Implementations cut them in the store's
+  reply, so a listing of huge dead letters costs the page, not the records.
+* ``worker_leases()``: per worker id (``host:pid:nonce``, the claims' ``wk``), the running
+  jobs it holds and its newest lease deadline (every heartbeat pushes it forward).
+* ``finished_histogram(since_ms, bucket_ms, buckets)``: completed and failed records per
+  time bucket (the overview's chart); ``wait_samples(since_ms, limit)``: (queue, ms from
+  ready to started) of the newest ``limit`` jobs started since then (per-queue latency).
 """
 
 from __future__ import annotations
@@ -37,7 +47,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -50,6 +60,14 @@ WAITING = ("enqueued", "scheduled", "blocked")
 PURGEABLE = ("failed", "completed", "canceled", "discarded")
 #: Largest page ``jobs`` returns (and most task ids a bulk operation takes by id).
 MAX_PER_PAGE = 1000
+#: Characters of a listing row's error message, reason and arguments preview.
+LIST_TEXT = 1000
+#: Messages larger than this are not read for a listing's arguments preview.
+PREVIEW_BYTES = 64 * 1024
+#: Jobs a bulk operation changes per atomic store step.
+BATCH = 500
+#: Records a text search reads from the store at a time (bounds its memory).
+SEARCH_CHUNK = 50
 
 
 class AdminError(Exception):
@@ -104,9 +122,11 @@ class Query:
     since_ms: int | None = None
     until_ms: int | None = None
     text: str | None = None
-    #: Search ``text`` in the newest this many records (of those the other filters keep)
-    #: only; None: in all of them.
+    #: Search ``text`` in the first this many records (of those the other filters keep, in
+    #: the listing's order) only; None: in all of them.
     text_limit: int | None = None
+    #: Oldest first instead of newest first.
+    oldest_first: bool = False
 
     def matches_time(self, at_ms: int) -> bool:
         return ((self.since_ms is None or at_ms >= self.since_ms)
@@ -344,6 +364,70 @@ class Throughput:
                 "failed_per_min": self.failed_per_min}
 
 
+@dataclass(frozen=True)
+class Activity:
+    """Completed and failed jobs per time bucket (the overview's chart), oldest first."""
+
+    since_ms: int
+    bucket_s: int
+    #: (completed, failed) per bucket.
+    buckets: list[tuple[int, int]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"since_ms": self.since_ms, "bucket_s": self.bucket_s,
+                "buckets": [{"completed": c, "failed": f} for c, f in self.buckets]}
+
+
+@dataclass(frozen=True)
+class QueueLatency:
+    """How long a queue's jobs waited from ready (enqueued or due) to started: the median
+    and the 95th percentile of the newest ``samples`` jobs started in the window."""
+
+    queue: str
+    samples: int
+    p50_s: float
+    p95_s: float
+
+
+def percentile(sorted_values: list[int], fraction: float) -> int:
+    """Nearest-rank percentile of ascending ``sorted_values`` (not empty)."""
+    rank = max(1, math.ceil(fraction * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def latencies(samples: Iterable[tuple[str, int]]) -> list[QueueLatency]:
+    """Per-queue p50 / p95 of (queue, wait ms) samples."""
+    per: dict[str, list[int]] = {}
+    for queue, wait in samples:
+        per.setdefault(queue, []).append(wait)
+    out = []
+    for queue, waits in sorted(per.items()):
+        waits.sort()
+        out.append(QueueLatency(queue, len(waits), percentile(waits, 0.5) / 1000,
+                                percentile(waits, 0.95) / 1000))
+    return out
+
+
+@dataclass(frozen=True)
+class WorkerLeases:
+    """What the store knows of one worker: the running jobs it holds (``wk`` of their
+    claims) and its newest lease deadline (a heartbeat or a claim pushes it forward)."""
+
+    worker_id: str
+    jobs: int
+    lease_deadline_ms: int
+    oldest_start_ms: int
+
+    @property
+    def host(self) -> str:
+        return self.worker_id.rsplit(":", 2)[0] if self.worker_id.count(":") >= 2 else ""
+
+    @property
+    def pid(self) -> int | None:
+        parts = self.worker_id.rsplit(":", 2)
+        return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
 @dataclass
 class BulkResult:
     """What a bulk operation did."""
@@ -389,18 +473,38 @@ class AdminStore(Protocol):
         """enqueued | scheduled | blocked -> canceled. Raises JobNotFound."""
         ...
 
-    def retry_many(self, scope: Scope, all: bool = False) -> BulkResult:
-        """Retry the failed jobs in ``scope``; conflicts are reported, not raised."""
+    def retry_many(self, scope: Scope, all: bool = False,
+                   result: BulkResult | None = None) -> BulkResult:
+        """Retry the failed jobs in ``scope``; conflicts are reported, not raised.
+        ``result`` (returned) is filled batch by batch: after an interruption it says what
+        was done."""
         ...
 
-    def purge(self, state: str, scope: Scope, all: bool = False) -> BulkResult:
-        """Delete the records of ``state`` (one of :data:`PURGEABLE`) in ``scope``."""
+    def purge(self, state: str, scope: Scope, all: bool = False,
+              result: BulkResult | None = None) -> BulkResult:
+        """Delete the records of ``state`` (one of :data:`PURGEABLE`) in ``scope``
+        (``result`` as for ``retry_many``)."""
         ...
 
     def status(self) -> Status: ...
 
     def finished_since(self, since_ms: int) -> tuple[int, int]:
         """(completed, failed) records whose finish time is at or after ``since_ms``."""
+        ...
+
+    def finished_histogram(self, since_ms: int, bucket_ms: int, buckets: int
+                           ) -> list[tuple[int, int]]:
+        """(completed, failed) records finished in each of ``buckets`` consecutive buckets
+        of ``bucket_ms`` from ``since_ms``."""
+        ...
+
+    def wait_samples(self, since_ms: int, limit: int) -> list[tuple[str, int]]:
+        """(queue, ms from ready to started) of the newest ``limit`` jobs started at or
+        after ``since_ms`` (running, completed or failed)."""
+        ...
+
+    def worker_leases(self) -> list[WorkerLeases]:
+        """Per worker id, the running jobs it holds (see the module docstring)."""
         ...
 
     def close(self) -> None: ...
@@ -432,6 +536,29 @@ def time_field(state: str) -> str:
 
 def newest_first(rows: list[JobSummary]) -> list[JobSummary]:
     return sorted(rows, key=lambda r: (r.at_ms, r.id), reverse=True)
+
+
+def batches(ids: Sequence[str], size: int = BATCH) -> Iterator[Sequence[str]]:
+    """``ids`` in batches of ``size``: each batch of a bulk operation is one atomic step."""
+    for start in range(0, len(ids), size):
+        yield ids[start:start + size]
+
+
+def bulk_result(action: str, matched: int, result: BulkResult | None) -> BulkResult:
+    """The result a bulk operation fills in (the caller's, if it passed one)."""
+    if result is None:
+        return BulkResult(action, matched=matched)
+    result.action, result.matched = action, matched
+    return result
+
+
+def histogram(rows: Iterable[tuple[str, int, int]], buckets: int) -> list[tuple[int, int]]:
+    """(completed, failed) per bucket from (state, bucket number, count) rows."""
+    out = [[0, 0] for _ in range(buckets)]
+    for state, n, count in rows:
+        if 0 <= int(n) < buckets:
+            out[int(n)][0 if state == "completed" else 1] += int(count)
+    return [(c, f) for c, f in out]
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -525,32 +652,52 @@ def text_matches(needle: str, record: Mapping[str, Any]) -> bool:
 
 def text_page(candidates: Iterable[tuple[str, Mapping[str, Any]]], query: Query, offset: int,
               limit: int) -> tuple[list[JobSummary], int]:
-    """A page of a text search over ``candidates`` (id, record), newest first: each record
-    is decoded once, and only the page's rows become summaries. Stops after
-    ``query.text_limit`` candidates (the store passes the newest ones first)."""
+    """A page of a text search over ``candidates`` (id, record), in the listing's order:
+    each record is decoded once and dropped; only the page's rows become summaries (so the
+    memory is a chunk of records and a page, however many match). Stops after
+    ``query.text_limit`` candidates (the store passes them in the listing's order)."""
     assert query.text is not None
-    matched = []
+    page: list[JobSummary] = []
+    matched = 0
     for n, (job_id, rec) in enumerate(candidates):
         if query.text_limit is not None and n >= query.text_limit:
             break
         if text_matches(query.text, rec):
-            matched.append((job_id, rec))
-    return ([summary_from_record(i, r) for i, r in matched[offset:offset + limit]],
-            len(matched))
+            if offset <= matched < offset + limit:
+                page.append(summary_from_record(job_id, rec))
+            matched += 1
+    return page, matched
 
 
-def summary_from_record(job_id: str, rec: Mapping[str, Any]) -> JobSummary:
-    """A listing row from a record with the Redis hash's field names."""
-    state = _text(rec.get("st"))
-    at = _int(rec.get(time_field(state)))
+def _bounded(value: Any, limit: int = LIST_TEXT) -> str:
+    text = _text(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _preview(rec: Mapping[str, Any]) -> str:
+    """The arguments preview of a listing row (see :data:`PREVIEW_BYTES`)."""
     msg = rec.get("msg")
-    preview = args_repr(decode_message(msg)) if msg is not None else ""
+    if msg is not None and len(msg) <= PREVIEW_BYTES:
+        return _bounded(args_repr(decode_message(msg)))
+    size = _int(rec.get("msglen")) or (len(msg) if msg is not None else 0)
+    if not size:
+        return ""
+    return f"(a message of {size:,} bytes: open the job to see its arguments)"
+
+
+def summary_from_record(job_id: str, rec: Mapping[str, Any], bounded: bool = True
+                        ) -> JobSummary:
+    """A listing row from a record with the Redis hash's field names (``msglen``: the size
+    of a message the store did not send); ``bounded``: texts cut to LIST_TEXT."""
+    state = _text(rec.get("st"))
+    cut = _bounded if bounded else _text
     return JobSummary(
-        id=job_id, state=state, name=_text(rec.get("name")), queue=_text(rec.get("q")),
-        at_ms=at, enqueued_ms=_int(rec.get("enq")), due_ms=_int(rec.get("due")),
-        deliveries=_int(rec.get("dl")), reason=_text(rec.get("reason")),
-        exc_type=_text(rec.get("etype")), exc_message=_text(rec.get("emsg")),
-        args_repr=preview)
+        id=job_id, state=state, name=cut(rec.get("name")),
+        queue=cut(rec.get("q")), at_ms=_int(rec.get(time_field(state))),
+        enqueued_ms=_int(rec.get("enq")), due_ms=_int(rec.get("due")),
+        deliveries=_int(rec.get("dl")), reason=cut(rec.get("reason")),
+        exc_type=cut(rec.get("etype")), exc_message=cut(rec.get("emsg")),
+        args_repr=_preview(rec))
 
 
 def detail_from_record(job_id: str, rec: Mapping[str, Any], holder: str | None) -> JobDetail:
@@ -561,7 +708,7 @@ def detail_from_record(job_id: str, rec: Mapping[str, Any], holder: str | None) 
     except ValueError:
         history = []
     start, fin = rec.get("start"), rec.get("fin")
-    summary = summary_from_record(job_id, rec)
+    summary = summary_from_record(job_id, rec, bounded=False)
     return JobDetail(
         summary=summary, args=decoded.args, kwargs=decoded.kwargs, headers=decoded.headers,
         properties=decoded.properties, decode_error=decoded.error,

@@ -1,130 +1,202 @@
-"""The admin's web dashboard: a WSGI application on the standard library only.
+"""The admin's web dashboard: a WSGI application (``make_app``) over :mod:`.api`.
 
-``make_app(app)`` returns a WSGI callable over :mod:`celery_plus.admin.api` (and nothing
-else); ``celery-plus admin -A proj`` serves it with :mod:`wsgiref` on 127.0.0.1:8055. It may
-be mounted under a path prefix inside another site (Django, Flask, any WSGI server): every
-link, form action and redirect honours the request's ``SCRIPT_NAME`` (:class:`Mount` moves a
-prefix there for servers that do not).
+``celery-plus admin -A proj`` serves it with a production WSGI server (:mod:`.server`); it
+may also be mounted under a path prefix inside another site (Django, Flask, any WSGI server):
+every link, form action, cookie and redirect honours the request's ``SCRIPT_NAME``
+(:class:`Mount` moves a prefix there for servers that do not).
 
-Pages (HTML from :mod:`celery_plus.admin.pages`; every value escaped):
-  ``/``                     counts per state, throughput, per-queue status, concurrency groups
-  ``/jobs/<state>``         a listing, newest first (``?task=&queue=&text=&older_than=&page=``)
-                            with bulk actions on the selected rows or on the whole filter; a
-                            text search looks at the newest 1,000 matches of the other filters
-                            (``&search=all``: at every one)
-  ``/job/<task id>``        the job: message, history, traceback; buttons for the operations
-  ``/failed``               short for ``/jobs/failed``
-JSON (same data as the CLI's ``--json``): ``/api/status``, ``/api/throughput``,
-``/api/jobs/<state>``, ``/api/job/<task id>``. ``/metrics``: Prometheus text format
-(:mod:`celery_plus.admin.metrics`).
+Pages (HTML from :mod:`.pages`; every value escaped, long values cut):
+  ``/``                     counts, a chart of completed and failed jobs (``?range=1h|6h|24h|7d``),
+                            throughput, per-queue depth and latency, concurrency groups
+  ``/jobs/<state>``         a listing (``?task=&queue=&text=&older_than=&since=&until=&sort=
+                            newest|oldest&page=&per_page=``) with bulk actions
+  ``/job/<task id>``        the job (``/job?id=`` too): message, result, runtime, history;
+                            ``?raw=<field>``: one whole value as plain text
+  ``/workers``              workers (store leases + remote control), stop / shut down
+  ``/failed``               short for ``/jobs/failed``; ``/login``: ask for the operator's
+                            credentials (when reading is public)
+Every page takes ``?refresh=<seconds>`` (live: the page reloads itself, no script).
+JSON: ``/api/status``, ``/api/throughput``, ``/api/activity``, ``/api/latency``,
+``/api/workers``, ``/api/jobs/<state>``, ``/api/job/<task id>``. ``/metrics``: Prometheus.
 
-Operations are POSTs, answered with a redirect (``?msg=`` says what happened); 404 for an
-unknown job or page, 409 for a retry conflict:
+Actions are POSTs answered with a redirect whose ``msg`` is signed (:mod:`.security`):
+``/job/<id>/<retry|discard|cancel|terminate>``, ``/jobs/<state>/bulk``,
+``/workers/<node>/<stop|shutdown>``. Destructive ones first answer a confirmation page whose
+button posts the same request with ``confirm=1``. Who may do what, and the checks each
+request passes (allowed hosts, credentials, cross-site posts): :mod:`.security`.
 
-* ``POST /job/<task id>/<retry|discard|cancel>``;
-* ``POST /jobs/<state>/bulk`` with ``do=<action>:selected`` and the ``id`` of each selected
-  row, or ``do=<action>:scope`` with the listing's ``task`` / ``queue`` / ``older_than``.
-  Discard, purge, cancel and every whole-filter action first answer a confirmation page
-  (200) whose button posts the same request with ``confirm=1``.
-
-Every POST needs both:
-
-* the admin token, the ``plus_admin_token`` setting (or ``make_app(..., admin_token=)``): the
-  password of HTTP Basic auth (any user name) or ``Authorization: Bearer <token>``. Without
-  the setting every POST is refused (403, naming the setting): the dashboard is read-only;
-  with it, a POST without the right credentials gets 401 and a Basic-auth challenge;
-* the form's ``token`` (a per-process secret that guards against cross-site posts; 403).
-
-GET pages (and ``/metrics``) need no credentials: bind to localhost (the default) or put the
-dashboard behind your authenticating proxy. Pages are sent with a Content-Security-Policy that
-allows no script at all.
+Answers: 400 for a bad parameter (with what is wrong), 401 / 403 for access, 404 for an
+unknown job or page, 409 for a retry conflict, 413 for a body over :data:`MAX_FORM_BYTES`,
+503 when the store cannot be reached; never a traceback.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
 import json
-import secrets
-import sys
+import logging
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
 from .. import settings
-from . import api, pages
-from .cli import parse_duration
+from . import api, pages, workers
+from .markup import Urls, layout
 from .metrics import metrics_text
-from .pages import Bulk, Urls
-from .store import STATES, BulkResult, JobNotFound, Page, RetryConflict
+from .pages import Bulk, ListingView
+from .params import MAX_PAGE, MAX_TEXT, parse_duration, parse_int, parse_moment, shown
+from .security import (
+    OPERATOR,
+    Access,
+    Identity,
+    new_session,
+    session_header,
+    session_of,
+)
+from .store import STATES, AdminError, BulkResult, JobNotFound, Page, RetryConflict
+
+logger = logging.getLogger("celery_plus.admin.web")
 
 StartResponse = Callable[..., Any]
 Environ = dict[str, Any]
 WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
 #: Sent with every response: no script, no framing, forms post to this origin only.
-_SECURITY_HEADERS = [
+SECURITY_HEADERS = [
     ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; "
-                                "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+                                "img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+                                "base-uri 'none'"),
     ("X-Content-Type-Options", "nosniff"),
     ("X-Frame-Options", "DENY"),
-    ("Referrer-Policy", "no-referrer"),
+    # same-origin, not no-referrer: with no-referrer a browser sends ``Origin: null`` on the
+    # dashboard's own form posts, which the cross-site check must refuse.
+    ("Referrer-Policy", "same-origin"),
     ("Cache-Control", "no-store"),
 ]
-
-_LOOPBACK = ("127.0.0.1", "::1", "localhost")
-#: Largest form body accepted (a bulk action on a page of 1000 selected ids fits).
+#: Largest request body accepted (a bulk action on a page of 1000 selected ids fits).
 MAX_FORM_BYTES = 256 * 1024
+#: Most query or form fields read from one request.
+MAX_FIELDS = 2000
+#: Longest message a redirect carries to the next page.
+MAX_MESSAGE = 2000
+#: Live refresh bounds (seconds).
+REFRESH_RANGE = (2, 3600)
 
 
-def _configured_token(target: Any) -> str | None:
-    """``plus_admin_token`` of a Celery app (None for a URL or an app without it)."""
+class HttpError(Exception):
+    """An answer other than 200 (status line, text, extra headers)."""
+
+    def __init__(self, status: str, text: str, headers: list[tuple[str, str]] | None = None):
+        super().__init__(text)
+        self.status, self.text, self.headers = status, text, headers or []
+
+
+_CHALLENGE = [("WWW-Authenticate", 'Basic realm="celery-plus admin", charset="UTF-8"')]
+
+
+def _store_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions meaning the store cannot be reached (answered 503, not 500)."""
+    import sqlite3
+
+    import redis
+
+    errors: list[type[BaseException]] = [redis.ConnectionError, redis.TimeoutError,
+                                         sqlite3.OperationalError, ConnectionError]
+    try:
+        import psycopg
+        import psycopg_pool
+
+        errors += [psycopg.OperationalError, psycopg_pool.PoolTimeout]
+    except ImportError:  # pragma: no cover  (the postgres extra is not installed)
+        pass
+    return tuple(errors)
+
+
+@dataclass
+class Request:
+    """What the dashboard reads of one request."""
+
+    environ: Environ
+    method: str
+    path: str
+    query: dict[str, str]
+    urls: Urls
+    who: Identity
+    session: str | None
+    #: Set when this response starts a browser session (its ``Set-Cookie``).
+    new_cookie: list[tuple[str, str]] = field(default_factory=list)
+
+    def text(self, name: str, limit: int = MAX_TEXT) -> str:
+        value = self.query.get(name, "")
+        if len(value) > limit:
+            raise HttpError("400 Bad Request", f"{name}: at most {limit} characters")
+        return value
+
+
+def _path_text(environ: Environ) -> str:
+    """PATH_INFO as text: WSGI gives its bytes as latin-1; task ids are UTF-8."""
+    raw = str(environ.get("PATH_INFO") or "/")
+    try:
+        data = raw.encode("latin-1")
+    except UnicodeEncodeError:
+        return raw  # a server that decoded it already (Django's request.path_info)
+    return data.decode("utf-8", "replace")
+
+
+def _fields(text: str) -> dict[str, list[str]]:
+    try:
+        return parse_qs(text, max_num_fields=MAX_FIELDS, errors="replace")
+    except ValueError:
+        raise HttpError("400 Bad Request", f"too many fields (at most {MAX_FIELDS})") from None
+
+
+def _configured(target: Any) -> settings.PlusConfig:
+    """The ``plus_*`` settings of a Celery app (defaults for a URL)."""
     conf = getattr(target, "conf", None)
     if conf is None:
-        return None
-    token = settings.resolve({"plus_admin_token": conf.get("plus_admin_token")}).admin_token
-    return str(token) if token else None
-
-
-def _presented_token(environ: Environ) -> str | None:
-    """The secret of the request's ``Authorization`` header (Bearer, or Basic's password)."""
-    header = str(environ.get("HTTP_AUTHORIZATION") or "")
-    scheme, _, value = header.partition(" ")
-    value = value.strip()
-    if scheme.lower() == "bearer":
-        return value or None
-    if scheme.lower() == "basic":
-        try:
-            decoded = base64.b64decode(value, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        return decoded.partition(":")[2] or None
-    return None
-
-
-def _older_than(filters: dict[str, str]) -> float | None:
-    """The ``older_than`` filter in seconds (``90s``, ``15m``, ``2h``, ``7d``)."""
-    text = filters.get("older_than")
-    if not text:
-        return None
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise ValueError(f"older_than: {exc}") from None
+        return settings.resolve({})
+    return settings.resolve({k: conf.get(k) for k in settings.BY_NAME
+                             if k.startswith("plus_admin") and conf.get(k) is not None})
 
 
 class Dashboard:
-    """The WSGI application (see the module docstring)."""
+    """The WSGI application (see the module docstring).
 
-    def __init__(self, target: Any, admin_token: str | None = None) -> None:
+    ``admin_token``, ``read_token``, ``public_read`` and ``allowed_hosts`` default to the
+    app's ``plus_admin_*`` settings; ``extra_hosts`` are answered to as well (the address
+    ``celery-plus admin`` binds)."""
+
+    def __init__(self, target: Any, admin_token: str | None = None,
+                 read_token: str | None = None, public_read: bool | None = None,
+                 allowed_hosts: Iterable[str] | None = None,
+                 extra_hosts: Iterable[str] = ()) -> None:
         self.target = target
-        self.admin_token = (settings.resolve({"plus_admin_token": admin_token}).admin_token
-                            if admin_token is not None else _configured_token(target))
-        self.token = secrets.token_urlsafe(24)
+        conf = _configured(target)
+        given = settings.resolve({"plus_admin_token": admin_token,
+                                  "plus_admin_read_token": read_token,
+                                  "plus_admin_allowed_hosts": None if allowed_hosts is None
+                                  else list(allowed_hosts)})
+        hosts = (given.admin_allowed_hosts if allowed_hosts is not None
+                 else conf.admin_allowed_hosts)
+        if hosts is None:
+            from .security import LOOPBACK_HOSTS
+
+            hosts = LOOPBACK_HOSTS
+        self.access = Access(
+            admin_token=given.admin_token if admin_token is not None else conf.admin_token,
+            read_token=given.admin_read_token if read_token is not None
+            else conf.admin_read_token,
+            public_read=conf.admin_public_read if public_read is None else public_read,
+            allowed_hosts=(*hosts, *extra_hosts))
         self._lock = threading.Lock()
         self._admin: api.Admin | None = None
+        self._store_errors = _store_errors()
+
+    @property
+    def admin_token(self) -> str | None:
+        return self.access.admin_token
 
     # -- plumbing ---------------------------------------------------------------------------
     def admin(self) -> api.Admin:
@@ -139,132 +211,368 @@ class Dashboard:
                 self._admin.close()
                 self._admin = None
 
-    @property
-    def _form_token(self) -> str | None:
-        """The token forms carry, or None when the dashboard is read-only."""
-        return self.token if self.admin_token else None
-
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        method = environ.get("REQUEST_METHOD", "GET")
-        path = environ.get("PATH_INFO", "/") or "/"
-        query = {k: v[-1] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
-        parts = [p for p in path.split("/") if p]
-        urls = Urls(environ.get("SCRIPT_NAME", ""))
         try:
-            if method == "POST":
-                return self._post(environ, urls, parts, start_response)
-            if method != "GET":
-                return self._reply(start_response, "405 Method Not Allowed", "method not allowed")
-            return self._get(urls, parts, query, start_response)
+            request = self._request(environ)
+            status, headers, body = self._route(request)
+            headers = [*headers, *request.new_cookie]
+        except HttpError as exc:
+            status, headers, body = exc.status, [("Content-Type", "text/plain; "
+                                                  "charset=utf-8"), *exc.headers], exc.text
         except JobNotFound as exc:
-            return self._reply(start_response, "404 Not Found", str(exc))
-        except ValueError as exc:
-            return self._reply(start_response, "400 Bad Request", str(exc))
+            status, headers, body = "404 Not Found", _TEXT, str(exc)
+        except RetryConflict as exc:
+            status, headers, body = "409 Conflict", _TEXT, str(exc)
+        except (ValueError, AdminError) as exc:
+            status, headers, body = "400 Bad Request", _TEXT, str(exc)
+        except self._store_errors as exc:
+            logger.warning("celery-plus admin: the store cannot be reached: %r", exc)
+            status, headers, body = ("503 Service Unavailable", _TEXT,
+                                     f"the store cannot be reached: {type(exc).__name__}")
+        except Exception:
+            logger.exception("celery-plus admin: error answering %s %s",
+                             environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
+            status, headers, body = ("500 Internal Server Error", _TEXT,
+                                     "internal error (logged by the dashboard)")
+        raw = body.encode("utf-8", "replace")
+        start_response(status, [*headers, ("Content-Length", str(len(raw))),
+                                 *SECURITY_HEADERS])
+        return [raw]
 
-    def _get(self, urls: Urls, parts: list[str], query: dict[str, str],
-             start_response: StartResponse) -> Iterable[bytes]:
-        admin = self.admin()
-        if not parts:
-            body = pages.overview(urls, admin.status(), admin.throughput())
-            return self._html(start_response, urls, "celery-plus", body)
-        if parts[0] == "api" and len(parts) >= 2:
-            if parts[1] == "status" and len(parts) == 2:
-                return self._json(start_response, admin.status().to_dict())
-            if parts[1] == "throughput" and len(parts) == 2:
-                return self._json(start_response, [t.to_dict() for t in admin.throughput()])
-            if parts[1] == "jobs" and len(parts) == 3:
-                return self._json(start_response, self._page(parts[2], query).to_dict())
-            if parts[1] == "job" and len(parts) == 3:
-                return self._json(start_response, admin.show(parts[2]).to_dict())
+    def _request(self, environ: Environ) -> Request:
+        problem = self.access.host_problem(environ)
+        if problem is not None:
+            raise HttpError("400 Bad Request", problem)
+        query = {k: v[-1] for k, v in _fields(str(environ.get("QUERY_STRING") or "")).items()}
+        return Request(environ=environ, method=str(environ.get("REQUEST_METHOD") or "GET"),
+                       path=_path_text(environ), query=query,
+                       urls=Urls(str(environ.get("SCRIPT_NAME") or "")),
+                       who=self.access.identify(environ), session=session_of(environ))
+
+    def _route(self, r: Request) -> tuple[str, list[tuple[str, str]], str]:
+        if r.method == "POST":
+            return self._post(r)
+        if r.method not in ("GET", "HEAD"):
+            raise HttpError("405 Method Not Allowed", "method not allowed",
+                            [("Allow", "GET, HEAD, POST")])
+        if r.path == "/login":
+            return self._login(r)
+        if not self.access.may_read(r.who):
+            raise HttpError("401 Unauthorized",
+                            "authentication required: plus_admin_token or "
+                            "plus_admin_read_token as the HTTP Basic password (any user) or "
+                            "as 'Authorization: Bearer <token>'", _CHALLENGE)
+        return self._get(r)
+
+    # -- reading ----------------------------------------------------------------------------
+    def _get(self, r: Request) -> tuple[str, list[tuple[str, str]], str]:
+        path, admin = r.path, self.admin()
+        parts = [p for p in path.split("/") if p]
+        if parts[:1] == ["api"]:
+            return self._api(r, parts[1:])
         if parts == ["metrics"]:
-            return self._metrics(admin, start_response)
+            return "200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], \
+                metrics_text(admin)
         if parts == ["failed"]:
             parts = ["jobs", "failed"]
+        refresh = self._refresh(r)
+        if not parts:
+            return self._overview(r, refresh)
         if parts[0] == "jobs" and len(parts) == 2:
-            page = self._page(parts[1], query)
-            filters = {k: query[k] for k in pages.FILTER_FIELDS if query.get(k)}
-            body = pages.listing(urls, page, filters, query.get("msg", ""), self._form_token)
-            return self._html(start_response, urls, f"{parts[1]} jobs", body)
-        if parts[0] == "job" and len(parts) == 2:
-            body = pages.job_page(urls, admin.show(parts[1]), query.get("msg", ""),
-                                  self._form_token)
-            return self._html(start_response, urls, f"job {parts[1]}", body)
-        return self._reply(start_response, "404 Not Found", "no such page")
+            return self._listing(r, parts[1], refresh)
+        if parts == ["workers"]:
+            return self._workers(r, refresh)
+        if parts[0] == "job":
+            job_id = r.query["id"] if "id" in r.query else path[len("/job/"):]
+            if not path.startswith("/job/") and "id" not in r.query:
+                raise HttpError("404 Not Found", "no such page")
+            return self._job(r, job_id, refresh)
+        raise HttpError("404 Not Found", "no such page")
 
-    def _page(self, state: str, query: dict[str, str]) -> Page:
-        older = _older_than(query)
-        # A text search decodes each record it looks at: the newest TEXT_LIMIT only, unless
+    @staticmethod
+    def _refresh(r: Request) -> int:
+        text = r.query.get("refresh", "")
+        if text in ("", "0"):
+            return 0
+        return parse_int("refresh", text, *REFRESH_RANGE)
+
+    def _html(self, r: Request, title: str, body: str, refresh: int | None = None,
+              url_of: Callable[[int], str] | None = None) -> tuple[str, list[tuple[str, str]],
+                                                                    str]:
+        live = pages.live(url_of, refresh or 0) if url_of is not None else None
+        self._form_token(r)  # an operator's browser gets its session on any page
+        page = layout(r.urls, title, body, self.admin().counts(), live)
+        return "200 OK", [("Content-Type", "text/html; charset=utf-8")], page
+
+    def _overview(self, r: Request, refresh: int) -> tuple[str, list[tuple[str, str]], str]:
+        admin = self.admin()
+        key = r.query.get("range") or pages.DEFAULT_RANGE
+        if key not in pages.RANGES:
+            raise ValueError(f"range: one of {', '.join(pages.RANGES)} (got {shown(key)})")
+        span, buckets = pages.RANGES[key]
+        body = pages.overview(r.urls, admin.status(), admin.throughput(),
+                              admin.activity(span, buckets), admin.latency(), key, refresh)
+        return self._html(r, "celery-plus", body, refresh,
+                          lambda n: r.urls("/", range=None if key == pages.DEFAULT_RANGE
+                                           else key, refresh=n or None))
+
+    def _listing_view(self, r: Request, state: str) -> ListingView:
+        filters = {k: r.text(k) for k in pages.FILTER_FIELDS if r.query.get(k)}
+        sort = r.query.get("sort") or "newest"
+        if sort not in api.ORDERS:
+            raise ValueError(f"sort: one of {', '.join(api.ORDERS)} (got {shown(sort)})")
+        page = parse_int("page", r.query["page"], 1, MAX_PAGE) if r.query.get("page") else 1
+        per_page = (parse_int("per_page", r.query["per_page"], 1, api.MAX_PER_PAGE)
+                    if r.query.get("per_page") else pages.DEFAULT_PER_PAGE)
+        return ListingView(state, filters, sort, page, per_page, self._refresh(r))
+
+    def _page(self, view: ListingView) -> Page:
+        filters = view.filters
+        if filters.get("search") not in (None, "all"):
+            raise ValueError(f"search: 'all' or nothing (got {shown(filters['search'])})")
+        until: api.Moment = _moment("until", filters.get("until"))
+        older = _older_than(filters)
+        if older is not None:
+            cutoff = dt.timedelta(seconds=older)
+            until = cutoff if until is None else _earlier(self.admin(), until, cutoff)
+        # A text search decodes each record it looks at: the first TEXT_LIMIT only, unless
         # the operator asks for all (``search=all``; the page says which it did).
-        limit = None if query.get("search") == "all" else pages.TEXT_LIMIT
-        return self.admin().jobs(state, task=query.get("task") or None,
-                                 queue=query.get("queue") or None,
-                                 text=query.get("text") or None, text_limit=limit,
-                                 until=None if older is None else dt.timedelta(seconds=older),
-                                 page=int(query.get("page") or 1),
-                                 per_page=int(query.get("per_page") or pages.DEFAULT_PER_PAGE))
+        limit = None if filters.get("search") == "all" else pages.TEXT_LIMIT
+        return self.admin().jobs(view.state, task=filters.get("task") or None,
+                                 queue=filters.get("queue") or None,
+                                 text=filters.get("text") or None, text_limit=limit,
+                                 since=_moment("since", filters.get("since")), until=until,
+                                 page=view.page, per_page=view.per_page, order=view.sort)
+
+    def _listing(self, r: Request, state: str, refresh: int
+                 ) -> tuple[str, list[tuple[str, str]], str]:
+        view = self._listing_view(r, state)
+        page = self._page(view)
+        body = pages.listing(r.urls, page, view, self._message(r), self._form_token(r),
+                             self.access.read_only)
+        return self._html(r, f"{state} jobs", body, refresh,
+                          lambda n: r.urls.jobs(state, **view.query(refresh=n)))
+
+    def _job(self, r: Request, job_id: str, refresh: int
+             ) -> tuple[str, list[tuple[str, str]], str]:
+        admin = self.admin()
+        detail = admin.show(job_id)
+        result = admin.result(job_id)
+        if r.query.get("raw"):
+            value = pages.raw_value(detail, r.query["raw"], result)
+            return "200 OK", [("Content-Type", "text/plain; charset=utf-8"),
+                              ("Content-Disposition", "inline")], value
+        body = pages.job_page(r.urls, detail, self._message(r), self._form_token(r),
+                              self.access.read_only, result, admin.store.now_ms())
+        return self._html(r, f"job {job_id}", body, refresh,
+                          lambda n: r.urls.job(job_id, refresh=n or None))
+
+    def _workers(self, r: Request, refresh: int) -> tuple[str, list[tuple[str, str]], str]:
+        admin = self.admin()
+        views = workers.workers(admin)
+        body = pages.workers_page(r.urls, views, admin.store.now_ms(), self._message(r),
+                                  self._form_token(r), admin.app is not None)
+        return self._html(r, "workers", body, refresh,
+                          lambda n: r.urls("/workers", refresh=n or None))
+
+    def _api(self, r: Request, parts: list[str]) -> tuple[str, list[tuple[str, str]], str]:
+        admin = self.admin()
+        data: Any
+        if parts == ["status"]:
+            data = admin.status().to_dict()
+        elif parts == ["throughput"]:
+            data = [t.to_dict() for t in admin.throughput()]
+        elif parts == ["activity"]:
+            key = r.query.get("range") or pages.DEFAULT_RANGE
+            if key not in pages.RANGES:
+                raise ValueError(f"range: one of {', '.join(pages.RANGES)} (got {shown(key)})")
+            data = admin.activity(*pages.RANGES[key]).to_dict()
+        elif parts == ["latency"]:
+            data = [vars(q) for q in admin.latency()]
+        elif parts == ["workers"]:
+            data = [v.to_dict() for v in workers.workers(admin)]
+        elif len(parts) == 2 and parts[0] == "jobs":
+            data = self._page(self._listing_view(r, parts[1])).to_dict()
+        elif parts[:1] == ["job"] and (len(parts) >= 2 or "id" in r.query):
+            job_id = r.query["id"] if "id" in r.query else r.path[len("/api/job/"):]
+            result = admin.result(job_id)
+            data = {**admin.show(job_id).to_dict(),
+                    "result": None if result is None else result.to_dict()}
+        else:
+            raise HttpError("404 Not Found", "no such page")
+        return "200 OK", [("Content-Type", "application/json")], json.dumps(data, default=str)
+
+    def _login(self, r: Request) -> tuple[str, list[tuple[str, str]], str]:
+        """Ask the browser for the operator's credentials, then back to the dashboard."""
+        if self.access.read_only:
+            raise HttpError("404 Not Found", "the dashboard is read-only (no plus_admin_token): "
+                                             "there is nothing to log in to")
+        if r.who.role != OPERATOR:
+            raise HttpError("401 Unauthorized", "log in with plus_admin_token as the "
+                            "password (any user name)", _CHALLENGE)
+        return _redirect(r.urls())
+
+    # -- sessions and messages ----------------------------------------------------------
+    def _form_token(self, r: Request) -> str | None:
+        """The form token of this operator's browser (a new session if it has none); None
+        for anyone else: no action forms for them."""
+        if self.access.read_only or r.who.role != OPERATOR:
+            return None
+        if r.session is None:
+            r.session = new_session()
+            r.new_cookie.append(session_header(r.session, r.environ))
+        return self.access.form_token(r.session)
+
+    def _message(self, r: Request) -> str:
+        msg = r.query.get("msg", "")
+        return msg if self.access.signed(msg, r.query.get("sig", "")) else ""
+
+    def _done(self, location_of: Callable[..., str], text: str
+              ) -> tuple[str, list[tuple[str, str]], str]:
+        text = text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 3] + "..."
+        return _redirect(location_of(msg=text, sig=self.access.sign(text)), text)
 
     # -- changes ----------------------------------------------------------------------------
-    def _post(self, environ: Environ, urls: Urls, parts: list[str],
-              start_response: StartResponse) -> Iterable[bytes]:
-        refused = self._authenticate(environ, start_response)
-        if refused is not None:
-            return refused
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-        if length > MAX_FORM_BYTES:
-            return self._reply(start_response, "413 Content Too Large", "form too large")
-        body = environ["wsgi.input"].read(length).decode() if length else ""
-        form = parse_qs(body)
-        if not secrets.compare_digest(form.get("token", [""])[-1].encode(), self.token.encode()):
-            return self._reply(start_response, "403 Forbidden", "missing or wrong form token")
-        if len(parts) == 3 and parts[0] == "jobs" and parts[2] == "bulk":
-            return self._bulk(urls, parts[1], form, start_response)
-        if len(parts) != 3 or parts[0] != "job" or parts[2] not in ("retry", "discard",
-                                                                    "cancel"):
-            return self._reply(start_response, "404 Not Found", "no such operation")
-        job_id, action = parts[1], parts[2]
-        admin = self.admin()
-        operation = {"retry": admin.retry, "discard": admin.discard, "cancel": admin.cancel}
-        try:
-            result = operation[action](job_id)
-        except RetryConflict as exc:
-            return self._reply(start_response, "409 Conflict", str(exc))
-        message = (f"{action}: {result.previous} -> {result.state}" if result.changed
-                   else result.message)
-        return self._redirect(start_response, urls.job(job_id, msg=message), message)
+    def _post(self, r: Request) -> tuple[str, list[tuple[str, str]], str]:
+        if self.access.read_only:
+            raise HttpError("403 Forbidden",
+                            "the dashboard is read-only: set plus_admin_token (a secret of at "
+                            "least 16 characters) in the app's configuration to allow retry, "
+                            "discard, cancel and worker control")
+        if r.who.role != OPERATOR:
+            raise HttpError("401 Unauthorized",
+                            "authentication required: the plus_admin_token secret as the HTTP "
+                            "Basic password (any user) or as 'Authorization: Bearer <token>'",
+                            _CHALLENGE)
+        problem = self.access.cross_site_problem(r.environ)
+        if problem is not None:
+            raise HttpError("403 Forbidden", problem)
+        form = self._form(r.environ)
+        token = form.get("token", [""])[-1]
+        if not r.who.bearer and not self.access.form_token_ok(r.session, token):
+            raise HttpError("403 Forbidden", "missing or wrong form token: reload the page "
+                                             "and try again (a form is valid in the browser "
+                                             "that loaded it)")
+        path = r.path
+        if path.startswith("/jobs/") and path.endswith("/bulk"):
+            return self._bulk(r, path[len("/jobs/"):-len("/bulk")], form)
+        if path.startswith("/workers/"):
+            node, _, action = path[len("/workers/"):].rpartition("/")
+            return self._worker_action(r, node, action, form)
+        if path == "/job" or path.startswith("/job/"):
+            if "id" in r.query:
+                job_id, action = r.query["id"], path[len("/job/"):]
+            else:
+                job_id, _, action = path[len("/job/"):].rpartition("/")
+            return self._job_action(r, job_id, action, form)
+        raise HttpError("404 Not Found", "no such operation")
 
-    def _bulk(self, urls: Urls, state: str, form: dict[str, list[str]],
-              start_response: StartResponse) -> Iterable[bytes]:
+    @staticmethod
+    def _form(environ: Environ) -> dict[str, list[str]]:
+        text = str(environ.get("CONTENT_LENGTH") or "").strip()
+        if not text:
+            return {}
+        if not text.isdigit() or len(text) > 12:
+            raise HttpError("400 Bad Request", "bad Content-Length")
+        length = int(text)
+        if length > MAX_FORM_BYTES:
+            raise HttpError("413 Content Too Large",
+                            f"form too large (at most {MAX_FORM_BYTES} bytes)")
+        body = environ["wsgi.input"].read(length) if length else b""
+        return _fields(body.decode("utf-8", "replace"))
+
+    def _job_action(self, r: Request, job_id: str, action: str, form: dict[str, list[str]]
+                    ) -> tuple[str, list[tuple[str, str]], str]:
+        admin = self.admin()
+        if action == "terminate":
+            if form.get("confirm", [""])[-1] != "1":
+                token = form.get("token", [""])[-1]
+                detail = admin.show(job_id)
+                body = pages.confirm_action(
+                    f"Stop running job {job_id} ({detail.summary.name})?",
+                    "Celery's revoke with terminate: the worker running it kills the process "
+                    "running it (prefork; other pools cannot stop a running task, which then "
+                    "finishes) and the task is marked REVOKED.",
+                    r.urls.job(job_id, "terminate"), token, "stop it", r.urls.job(job_id))
+                return self._html(r, "confirm", body)
+            result = admin.terminate(job_id)
+            text = (f"asked the workers to stop {job_id} (revoke, terminate)" if result.changed
+                    else f"{job_id}: {result.state}, not running; nothing to stop")
+            return self._done(lambda **q: r.urls.job(job_id, **q), text)
+        operation = {"retry": admin.retry, "discard": admin.discard, "cancel": admin.cancel}
+        if action not in operation:
+            raise HttpError("404 Not Found", "no such operation")
+        result = operation[action](job_id)
+        text = (f"{action}: {result.previous} -> {result.state}" if result.changed
+                else result.message)
+        return self._done(lambda **q: r.urls.job(job_id, **q), text)
+
+    def _worker_action(self, r: Request, node: str, action: str, form: dict[str, list[str]]
+                       ) -> tuple[str, list[tuple[str, str]], str]:
+        if action not in ("stop", "shutdown"):
+            raise HttpError("404 Not Found", "no such operation")
+        admin = self.admin()
+        if admin.app is None:
+            raise HttpError("400 Bad Request", "worker control needs the Celery app (its "
+                                               "remote control), not a broker URL")
+        view = workers.find(admin, node)
+        if view is None:
+            raise HttpError("404 Not Found", f"no worker {shown(node, 100)} answers remote "
+                                             "control now")
+        if form.get("confirm", [""])[-1] != "1":
+            token = form.get("token", [""])[-1]
+            if action == "stop":
+                question = f"Stop {node} taking work?"
+                detail = (f"It stops consuming {', '.join(view.queues or []) or 'its queues'} "
+                          "(Celery's cancel_consumer): the jobs it holds finish, it takes no "
+                          "new one, and it keeps running until you shut it down.")
+            else:
+                question = f"Shut down {node}?"
+                detail = ("Celery's warm shutdown: it takes no new job, the running ones "
+                          "finish, then it exits; what it prefetched goes back to the store.")
+            body = pages.confirm_action(question, detail, r.urls.workers(node, action), token,
+                                        "stop taking work" if action == "stop" else "shut down",
+                                        r.urls.workers())
+            return self._html(r, "confirm", body)
+        if action == "stop":
+            queues = workers.stop_taking_work(admin, view)
+            text = f"asked {node} to stop consuming {', '.join(queues) or 'nothing'}"
+        else:
+            workers.shutdown(admin, view)
+            text = f"asked {node} to shut down (warm)"
+        return self._done(lambda **q: r.urls("/workers", **q), text)
+
+    def _bulk(self, r: Request, state: str, form: dict[str, list[str]]
+              ) -> tuple[str, list[tuple[str, str]], str]:
         """A bulk action from a listing (see the module docstring)."""
+        urls = r.urls
         if state not in STATES:
-            return self._reply(start_response, "404 Not Found", f"no {state!r} listing")
+            raise HttpError("404 Not Found", f"no {shown(state)} listing")
         action, _, target = form.get("do", [""])[-1].partition(":")
         allowed = (pages.SELECTED_ACTIONS if target == "selected" else
                    pages.SCOPE_ACTIONS if target == "scope" else {}).get(state, ())
         if action not in allowed:
-            return self._reply(start_response, "400 Bad Request",
-                               f"no bulk action {action or '?'}:{target or '?'} on {state} jobs")
+            raise ValueError(f"no bulk action {shown(action or '?')}:{shown(target or '?')} "
+                             f"on {state} jobs")
         filters = {k: v[-1] for k, v in form.items() if k in pages.FILTER_FIELDS and v[-1]}
-        if target == "scope" and filters.get("text"):
-            return self._reply(start_response, "400 Bad Request",
-                               "a whole-filter action takes task, queue and older_than, not a "
-                               "text filter: clear the text filter, or select the rows")
+        if target == "scope" and any(filters.get(k) for k in ("text", "since", "until")):
+            raise ValueError("a whole-filter action takes task, queue and older_than, not a "
+                             "text or time-range filter: clear it, or select the rows")
         bulk = Bulk(state, action, target,
                     tuple(dict.fromkeys(form.get("id", []))) if target == "selected" else (),
                     {k: v for k, v in filters.items() if k in pages.SCOPE_FIELDS})
         back = {**(filters if target == "selected" else bulk.scope)}
         if target == "selected" and not bulk.ids:
-            return self._redirect(start_response, urls.jobs(state, **back, msg="no job selected"),
-                                  "no job selected")
+            return self._done(lambda **q: urls.jobs(state, **back, **q), "no job selected")
         older = _older_than(filters)
         if bulk.needs_confirmation and form.get("confirm", [""])[-1] != "1":
             matched = len(bulk.ids) if target == "selected" else self.admin().jobs(
                 state, task=bulk.scope.get("task"), queue=bulk.scope.get("queue"),
                 until=None if older is None else dt.timedelta(seconds=older), per_page=1).total
-            return self._html(start_response, urls, "confirm",
-                              pages.confirm(urls, bulk, matched, self.token))
+            body = pages.confirm(urls, bulk, matched, form.get("token", [""])[-1])
+            return self._html(r, "confirm", body)
         result = self._run_bulk(bulk, older)
-        message = _bulk_message(bulk, result)
-        return self._redirect(start_response, urls.jobs(state, **back, msg=message), message)
+        return self._done(lambda **q: urls.jobs(state, **back, **q), _bulk_message(bulk, result))
 
     def _run_bulk(self, bulk: Bulk, older: float | None) -> BulkResult:
         admin = self.admin()
@@ -283,63 +591,43 @@ class Dashboard:
             return admin.retry_many(**scope, all=unscoped)
         return admin.purge(bulk.state, **scope, all=unscoped)
 
-    def _authenticate(self, environ: Environ,
-                      start_response: StartResponse) -> Iterable[bytes] | None:
-        """None if the request carries the admin token, else the refusal to send."""
-        if not self.admin_token:
-            return self._reply(
-                start_response, "403 Forbidden",
-                "the dashboard is read-only: set plus_admin_token (a secret of at least 16 "
-                "characters) in the app's configuration to allow retry, discard and cancel")
-        presented = _presented_token(environ)
-        if presented is None or not secrets.compare_digest(presented.encode(),
-                                                           self.admin_token.encode()):
-            return self._reply(
-                start_response, "401 Unauthorized",
-                "authentication required: the plus_admin_token secret as the HTTP Basic "
-                "password (any user) or as 'Authorization: Bearer <token>'",
-                [("WWW-Authenticate", 'Basic realm="celery-plus admin", charset="UTF-8"')])
+
+_TEXT = [("Content-Type", "text/plain; charset=utf-8")]
+
+
+def _redirect(location: str, text: str = "") -> tuple[str, list[tuple[str, str]], str]:
+    return "303 See Other", [("Location", location), *_TEXT], text
+
+
+def _moment(name: str, text: str | None) -> dt.datetime | dt.timedelta | None:
+    if not text:
         return None
+    try:
+        return parse_moment(text)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
-    def _metrics(self, admin: api.Admin, start_response: StartResponse) -> Iterable[bytes]:
-        raw = metrics_text(admin).encode()
-        start_response("200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
-                                  ("Content-Length", str(len(raw))), *_SECURITY_HEADERS])
-        return [raw]
 
-    # -- responses --------------------------------------------------------------------------
-    @staticmethod
-    def _reply(start_response: StartResponse, status: str, text: str,
-               extra: list[tuple[str, str]] | None = None) -> Iterable[bytes]:
-        data = text.encode()
-        start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
-                                ("Content-Length", str(len(data))), *_SECURITY_HEADERS,
-                                *(extra or [])])
-        return [data]
+def _earlier(admin: api.Admin, a: api.Moment, b: dt.timedelta) -> api.Moment:
+    """The earlier of an ``until`` and an ``older_than`` cutoff."""
+    if isinstance(a, dt.timedelta):
+        return max(a, b)
+    if isinstance(a, dt.datetime):
+        cutoff = dt.datetime.fromtimestamp(admin.store.now_ms() / 1000 - b.total_seconds(),
+                                           tz=dt.timezone.utc)
+        return min(a, cutoff)
+    return a
 
-    @staticmethod
-    def _redirect(start_response: StartResponse, location: str, text: str) -> Iterable[bytes]:
-        data = text.encode()
-        start_response("303 See Other", [("Location", location),
-                                         ("Content-Type", "text/plain; charset=utf-8"),
-                                         ("Content-Length", str(len(data))),
-                                         *_SECURITY_HEADERS])
-        return [data]
 
-    @staticmethod
-    def _json(start_response: StartResponse, data: Any) -> Iterable[bytes]:
-        raw = json.dumps(data, default=str).encode()
-        start_response("200 OK", [("Content-Type", "application/json"),
-                                  ("Content-Length", str(len(raw))), *_SECURITY_HEADERS])
-        return [raw]
-
-    @staticmethod
-    def _html(start_response: StartResponse, urls: Urls, title: str, body: str
-              ) -> Iterable[bytes]:
-        raw = pages.layout(urls, title, body).encode()
-        start_response("200 OK", [("Content-Type", "text/html; charset=utf-8"),
-                                  ("Content-Length", str(len(raw))), *_SECURITY_HEADERS])
-        return [raw]
+def _older_than(filters: dict[str, str] | Any) -> float | None:
+    """The ``older_than`` filter in seconds (``90s``, ``15m``, ``2h``, ``7d``)."""
+    text = filters.get("older_than")
+    if not text:
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise ValueError(f"older_than: {exc}") from None
 
 
 def _bulk_message(bulk: Bulk, result: BulkResult) -> str:
@@ -376,38 +664,20 @@ class Mount:
         return [b"not found"]
 
 
-def make_app(target: Any, admin_token: str | None = None) -> Dashboard:
+def make_app(target: Any, admin_token: str | None = None, **access: Any) -> Dashboard:
     """The dashboard for ``target``: a Celery app or a ``plus+...`` broker URL.
 
-    ``admin_token`` defaults to the app's ``plus_admin_token``; without one the dashboard is
-    read-only (see the module docstring)."""
-    return Dashboard(target, admin_token)
+    ``admin_token`` (and ``read_token``, ``public_read``, ``allowed_hosts``) default to the
+    app's ``plus_admin_*`` settings; without an admin token the dashboard is read-only."""
+    return Dashboard(target, admin_token, **access)
 
 
-def serve(target: Any, host: str = "127.0.0.1", port: int = 8055,
-          admin_token: str | None = None) -> None:  # pragma: no cover
-    """Serve the dashboard with wsgiref until interrupted."""
-    from wsgiref.simple_server import WSGIRequestHandler, make_server
+def serve(target: Any, host: str = "127.0.0.1", port: int = 8055, **options: Any
+          ) -> None:  # pragma: no cover  (tests/e2e/test_admin_cli.py runs it as a process)
+    """Serve the dashboard until interrupted (see :mod:`.server`)."""
+    from .server import serve as run
 
-    class Quiet(WSGIRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    dashboard = make_app(target, admin_token)
-    if host not in _LOOPBACK:
-        print(f"warning: the dashboard's pages are readable by anyone who reaches {host}:{port} "
-              "(no authentication for GET); prefer 127.0.0.1 or an authenticating proxy",
-              file=sys.stderr)
-    with make_server(host, port, dashboard, handler_class=Quiet) as server:
-        mode = "actions need plus_admin_token" if dashboard.admin_token else "read-only"
-        print(f"celery-plus admin on http://{host}:{port}/ ({mode}; Ctrl+C to stop)",
-              flush=True)
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            dashboard.close()
+    run(target, host, port, **options)
 
 
 __all__ = ["Dashboard", "Mount", "make_app", "metrics_text", "serve"]

@@ -26,6 +26,7 @@ from ..admin.store import (
     Query,
     Scope,
     Status,
+    WorkerLeases,
 )
 from ..transport.backend import Backend, Settle
 from . import envelope
@@ -76,14 +77,25 @@ class CoordinatedAdminStore:
     def cancel(self, job_id: str) -> OpResult:
         return self.store.cancel(job_id)
 
-    def purge(self, state: str, scope: Scope, all: bool = False) -> BulkResult:
-        return self.store.purge(state, scope, all=all)
+    def purge(self, state: str, scope: Scope, all: bool = False,
+              result: BulkResult | None = None) -> BulkResult:
+        return self.store.purge(state, scope, all=all, result=result)
 
     def status(self) -> Status:
         return self.store.status()
 
     def finished_since(self, since_ms: int) -> tuple[int, int]:
         return self.store.finished_since(since_ms)
+
+    def finished_histogram(self, since_ms: int, bucket_ms: int, buckets: int
+                           ) -> list[tuple[int, int]]:
+        return self.store.finished_histogram(since_ms, bucket_ms, buckets)
+
+    def wait_samples(self, since_ms: int, limit: int) -> list[tuple[str, int]]:
+        return self.store.wait_samples(since_ms, limit)
+
+    def worker_leases(self) -> list[WorkerLeases]:
+        return self.store.worker_leases()
 
     def close(self) -> None:
         self.store.close()
@@ -95,8 +107,9 @@ class CoordinatedAdminStore:
             self._publish(job_id)
         return result
 
-    def retry_many(self, scope: Scope, all: bool = False) -> BulkResult:
-        result = self.store.retry_many(scope, all=all)
+    def retry_many(self, scope: Scope, all: bool = False,
+                   result: BulkResult | None = None) -> BulkResult:
+        result = self.store.retry_many(scope, all=all, result=result)
         failed: list[tuple[str, BaseException]] = []
         for job_id in list(result.changed):
             try:

@@ -1,16 +1,22 @@
 """Browser-test harness: Debian's headless Chromium, driven by Selenium, against a real
-dashboard server on a real store with real ``celery-plus worker`` processes.
+dashboard server (waitress, as ``celery-plus admin`` serves it) on a real store with real
+``celery-plus worker`` processes.
 
 ``browser`` is a fresh Chromium per test (``/usr/bin/chromium`` through Debian's
 ``/usr/bin/chromedriver``, the same version by construction; ``.ci/run`` installs both), so
 a test clicks links, ticks checkboxes and presses buttons as a person does, and no
-credentials carry over from one test to the next. ``dashboard`` serves
-:mod:`celery_plus.admin.web` with ``wsgiref`` on a free port of 127.0.0.1 in a thread, for the
-end-to-end harness's app (``tests/e2e/conftest.py``: a Redis key prefix of its own, Celery's
-Redis result backend) with ``plus_admin_token`` set; ``start_worker`` starts real workers on
-that store. ``Site.operator_url`` carries the operator's credentials: Chromium answers the
-dashboard's HTTP Basic challenge with them, exactly as after a person typed them into the
-browser's prompt.
+credentials carry over from one test to the next. Chromium resolves ``rebound.test`` to
+127.0.0.1 (a DNS-rebinding attacker's name). ``dashboard`` serves
+:mod:`celery_plus.admin.web` on a free port of 127.0.0.1 in a thread, for the end-to-end
+harness's app (``tests/e2e/conftest.py``: a Redis key prefix of its own, Celery's Redis result
+backend) with ``plus_admin_token`` set; ``start_worker`` starts real workers on that store.
+``Site.operator_url`` carries the operator's credentials: Chromium answers the dashboard's
+HTTP Basic challenge with them, exactly as after a person typed them into the browser's
+prompt.
+
+The operator-feature tests (``test_operator_features.py``) share, per store, one deployment
+(``deployment``: an app, two prefork workers, a dashboard) and one Chromium
+(``module_browser``) across their tests, grouped on one xdist worker per store.
 """
 
 from __future__ import annotations
@@ -21,12 +27,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
 
 from celery_plus import Celery
-from celery_plus.admin.web import Dashboard, make_app
+from celery_plus.admin.web import Dashboard
 from celery_plus.transport.backend import Backend
 from tests.e2e.conftest import (  # noqa: F401  (fixtures of the end-to-end harness)
     broker_kind,
@@ -42,8 +47,9 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 ADMIN_TOKEN = "browser-test-admin-token-0123456789"
 FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--hide-scrollbars", "--window-size=1280,900"]
+         "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+         "--window-size=1280,900", "--host-resolver-rules=MAP rebound.test 127.0.0.1"]
 
 
 class Browser:
@@ -108,8 +114,8 @@ class Browser:
         return path
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Browser]:
+def launch(profile: Path, artifacts: Path) -> Browser:
+    """A headless Chromium with an empty profile (skips the test if it is not installed)."""
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if shutil.which(p) is None]
     if missing:
         pytest.skip(f"{', '.join(missing)} missing: apt-get install -y chromium "
@@ -119,16 +125,21 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in [*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
+    for flag in [*FLAGS, f"--user-data-dir={profile}"]:
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
-    artifacts = tmp_path / "artifacts"
-    artifacts.mkdir()
+    artifacts.mkdir(exist_ok=True)
+    return Browser(driver, artifacts)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    chromium = launch(tmp_path / "chromium-profile", tmp_path / "artifacts")
     try:
-        yield Browser(driver, artifacts)
+        yield chromium
     finally:
-        driver.quit()
+        chromium.driver.quit()
 
 
 @dataclass
@@ -143,38 +154,33 @@ class Site:
     web: Dashboard
 
 
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+class Served:
+    """The dashboard of ``target`` served by waitress (as ``celery-plus admin`` does) in a
+    thread, on a free port of 127.0.0.1."""
 
+    def __init__(self, target: Any) -> None:
+        from celery_plus.admin.server import create
 
-class _Server(WSGIServer):
-    # Chromium opens several connections at once; serve each in its own thread.
-    def process_request(self, request: Any, client_address: Any) -> None:
-        threading.Thread(target=self._serve_one, args=(request, client_address),
-                         daemon=True).start()
+        self.server = create(target, "127.0.0.1", 0)
+        self.web: Dashboard = self.server.dashboard
+        self.port = int(self.server.effective_port)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
 
-    def _serve_one(self, request: Any, client_address: Any) -> None:
-        try:
-            self.finish_request(request, client_address)
-        finally:
-            self.shutdown_request(request)
+    def stop(self) -> None:
+        from celery_plus.admin.server import stop
+
+        stop(self.server)
+        self.thread.join(10)
 
 
 @pytest.fixture
 def dashboard(client: Celery, view: Backend) -> Iterator[Site]:  # noqa: F811
     client.conf.plus_admin_token = ADMIN_TOKEN
-    web = make_app(client)
-    server = make_server("127.0.0.1", 0, web, server_class=_Server, handler_class=_Quiet)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    port = server.server_port
+    served = Served(client)
+    port = served.port
     try:
         yield Site(f"http://127.0.0.1:{port}",
-                   f"http://operator:{ADMIN_TOKEN}@127.0.0.1:{port}", client, view, web)
+                   f"http://operator:{ADMIN_TOKEN}@127.0.0.1:{port}", client, view, served.web)
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
-        web.close()
+        served.stop()

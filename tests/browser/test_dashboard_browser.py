@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
 import urllib.error
 import urllib.request
@@ -135,11 +136,14 @@ def test_bulk_purge_of_selected_rows_is_confirmed_first(dashboard: Site,
     assert [state(site, j) for j in jobs] == [None, None, "failed"]
 
 
-def post(url: str, form: dict[str, str], auth: str | None) -> tuple[int, str]:
+def post(url: str, form: dict[str, str], auth: str | None, cookie: str = ""
+         ) -> tuple[int, str]:
     """POST a form outside the browser; (status, body) without following a redirect."""
     request = urllib.request.Request(url, data=urlencode(form).encode(), method="POST")
     if auth:
         request.add_header("Authorization", auth)
+    if cookie:
+        request.add_header("Cookie", cookie)
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args: Any, **kwargs: Any) -> None:
@@ -160,26 +164,132 @@ def test_an_unauthenticated_post_is_refused_and_changes_nothing(dashboard: Site,
                                                                 browser: Browser) -> None:
     site = dashboard
     job_id = store_dead_letter(site, "proj.send_invoice", [7], "SMTP server unreachable")
-    # a browser without the operator's credentials presses discard: refused
-    browser.open(f"{site.url}/job/{job_id}")
+    # the operator's browser has the page open: its form token and session cookie
+    browser.open(f"{site.operator_url}/job/{job_id}")
     token = browser.find("input[name='token']").get_attribute("value")
-    browser.click("button#discard")
-    assert browser.driver.current_url == f"{site.url}/job/{job_id}/discard"
-    assert "discard: failed -> discarded" not in browser.text()
-    assert state(site, job_id) == "failed"
-    # the same POST with no, wrong, or right credentials but no form token
+    cookie = browser.driver.get_cookie("plus_admin_session")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    session = f"plus_admin_session={cookie['value']}"
     url = f"{site.url}/job/{job_id}/discard"
+    # the same POST from elsewhere: no, wrong or reader credentials; no form token; a form
+    # token without the browser's cookie
     for auth in (None, basic("wrong-password-123456"), f"Bearer {ADMIN_TOKEN}x"):
-        status, body = post(url, {"token": token}, auth)
+        status, body = post(url, {"token": token}, auth, session)
         assert status == 401 and "plus_admin_token" in body
-    assert post(url, {}, basic(ADMIN_TOKEN))[0] == 403
+    assert post(url, {}, basic(ADMIN_TOKEN), session)[0] == 403
+    assert post(url, {"token": token}, basic(ADMIN_TOKEN))[0] == 403
     assert post(f"{site.url}/jobs/failed/bulk", {"do": "purge:scope", "confirm": "1",
-                                                 "token": token}, None)[0] == 401
+                                                 "token": token}, None, session)[0] == 401
     assert state(site, job_id) == "failed"
-    browser.open(f"{site.url}/job/{job_id}")
+    browser.open(f"{site.operator_url}/job/{job_id}")
     assert browser.fact("state") == "failed"
-    assert post(url, {"token": token}, basic(ADMIN_TOKEN))[0] == 303
+    assert post(url, {"token": token}, basic(ADMIN_TOKEN), session)[0] == 303
     assert state(site, job_id) == "discarded"
+
+
+class EvilSite:
+    """An attacker's page on another origin — ``localhost`` (another site) or 127.0.0.1 on
+    another port (the same site: another service on the operator's machine, whose pages
+    share the browser's cached credentials) — that reads the dashboard's form token with a
+    plain GET (as it could before issue 14), or is handed one, and makes the visitor's browser
+    post the discard form at once."""
+
+    def __init__(self, action: str, token_page: str, token: str | None = None,
+                 host: str = "localhost") -> None:
+        import http.server
+        import threading
+
+        if token is None:
+            try:
+                with urllib.request.urlopen(token_page, timeout=30) as page:
+                    found = re.findall(r'name="token" value="([^"]+)"', page.read().decode())
+                token = found[0] if found else ""
+            except urllib.error.HTTPError as exc:  # reading needs credentials now
+                assert exc.code == 401
+                token = ""
+        self.html = (f'<!doctype html><form method="post" action="{action}">'
+                     f'<input type="hidden" name="token" value="{token}"></form>'
+                     "<script>document.forms[0].submit()</script>").encode()
+        html = self.html
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(html)))
+                self.end_headers()
+                self.wfile.write(html)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://{host}:{self.server.server_port}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_page_on_another_origin_cannot_make_the_operators_browser_act(
+        dashboard: Site, browser: Browser) -> None:
+    """Issue 14, defect 1: a logged-in operator's Chromium visits an attacker's page on
+    another origin, which posts the dashboard's discard form: refused, nothing changes —
+    even when the attacker holds the operator's own form token.
+
+    The operator's credentials are ambient: Chromium sends them with every request, as it
+    does an authenticating proxy's session cookie (and as browsers replay cached Basic
+    credentials) — the condition under which the per-process token of the old dashboard let
+    the attacker's form through."""
+    site = dashboard
+    job_id = store_dead_letter(site, "proj.send_invoice", [8], "SMTP server unreachable")
+    browser.driver.execute_cdp_cmd("Network.enable", {})
+    browser.driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {
+        "headers": {"Authorization": basic(ADMIN_TOKEN)}})
+    browser.open(f"{site.url}/job/{job_id}")  # logged in
+    assert browser.fact("state") == "failed"
+    own_token = browser.find("input[name='token']").get_attribute("value")
+    action = f"{site.url}/job/{job_id}/discard"
+    for token, host in ((None, "localhost"), (None, "127.0.0.1"), (own_token, "localhost"),
+                        (own_token, "127.0.0.1")):
+        evil = EvilSite(action, f"{site.url}/job/{job_id}", token, host)
+        try:
+            browser.open(evil.url)
+            wait_until(lambda: browser.driver.current_url.startswith(site.url), timeout=30,
+                       message="the attacker's page posted the form")
+            assert state(site, job_id) == "failed", (token, host)
+            assert browser.driver.current_url == action
+            assert "refused" in browser.text() or "form token" in browser.text()
+        finally:
+            evil.close()
+    browser.screenshot("cross-site-refused.png")
+    # the operator's own button still works
+    browser.open(f"{site.url}/job/{job_id}")
+    browser.click("button#discard")
+    assert browser.find("#msg").text == "discard: failed -> discarded"
+
+
+def test_reading_needs_credentials_and_an_allowed_host(dashboard: Site,
+                                                       browser: Browser) -> None:
+    """Issue 14, defect 3: without credentials no page, JSON or metric is served; a name
+    rebound to 127.0.0.1 (DNS rebinding) gets nothing even with them."""
+    site = dashboard
+    secret = "card-4242-4242-4242"
+    job_id = store_dead_letter(site, "proj.charge", [secret], f"declined {secret}")
+    for path in ("/", "/jobs/failed", f"/job/{job_id}", f"/api/job/{job_id}",
+                 "/api/jobs/failed", "/metrics", "/workers"):
+        browser.open(site.url + path)
+        # (Chromium shows an empty page for a 401 it cannot ask credentials for)
+        assert secret not in browser.driver.page_source, path
+        assert browser.text() == "" or "authentication required" in browser.text(), path
+    rebound = f"http://operator:{ADMIN_TOKEN}@rebound.test:{site.url.rsplit(':', 1)[1]}"
+    for path in (f"/job/{job_id}", f"/api/job/{job_id}"):
+        browser.open(rebound + path)
+        assert secret not in browser.driver.page_source, path
+        assert "not one this dashboard answers to" in browser.text(), path
+    browser.open(f"{site.operator_url}/api/job/{job_id}")
+    assert secret in browser.text()
 
 
 def test_a_script_in_job_arguments_renders_inert(dashboard: Site, browser: Browser) -> None:
@@ -190,7 +300,8 @@ def test_a_script_in_job_arguments_renders_inert(dashboard: Site, browser: Brows
     for path, title in (("/jobs/failed", "failed jobs"),
                         (f"/jobs/failed?text={quote(EVIL)}", "failed jobs"),
                         (f"/job/{job_id}", f"job {job_id}"),
-                        (f"/job/{job_id}?msg={quote(EVIL)}", f"job {job_id}")):
+                        (f"/job/{job_id}?msg={quote(EVIL)}&sig={site.web.access.sign(EVIL)}",
+                         f"job {job_id}")):
         browser.open(site.operator_url + path)
         assert browser.driver.title == title, path
         assert browser.driver.execute_script("return window.__pwned === undefined"), path

@@ -729,3 +729,110 @@ def test_status_of_an_empty_store(admin: Admin) -> None:
     status = admin.status()
     assert status.queues == [] and status.groups == [] and status.dead_letters == 0
     assert status.oldest_waiting_ms is None and status.oldest_waiting_age_s is None
+
+
+# -- issue 14: order, bounded rows, activity, latency, workers ---------------------------------
+def test_a_listing_can_be_oldest_first(backend: Backend, admin: Admin) -> None:
+    for i in range(4):
+        dead(backend, f"d{i}", task="proj.a" if i % 2 else "proj.b")
+    for i in range(4):
+        job(backend, f"w{i}")
+    assert listed(admin, "failed", order="oldest") == ["d0", "d1", "d2", "d3"]
+    assert [r.id for r in admin.jobs("failed", order="oldest", per_page=2, page=2).items] == [
+        "d2", "d3"]
+    assert listed(admin, "failed", task="proj.a", order="oldest") == ["d1", "d3"]
+    assert listed(admin, "failed", text="boom", order="oldest") == ["d0", "d1", "d2", "d3"]
+    assert admin.jobs("failed", text="boom", text_limit=2, order="oldest").searched == 2
+    assert listed(admin, "enqueued", order="oldest") == ["w0", "w1", "w2", "w3"]
+    assert listed(admin, "enqueued") == ["w3", "w2", "w1", "w0"]
+    with pytest.raises(ValueError, match="order"):
+        admin.jobs("failed", order="sideways")
+
+
+def test_listing_rows_are_bounded_and_show_keeps_the_whole_job(backend: Backend,
+                                                               admin: Admin) -> None:
+    big = "E" * 300_000
+    dead(backend, "big", error=big)
+    job(backend, "huge-args", args=["A" * 300_000])
+    [row] = admin.jobs("failed").items
+    assert row.exc_message == "E" * 1000 + "..."
+    [waiting] = admin.jobs("enqueued").items
+    assert waiting.args_repr.startswith("(a message of ") and len(waiting.args_repr) < 100
+    [searched] = admin.jobs("failed", text="EEE").items
+    assert len(searched.exc_message) == 1003
+    assert admin.show("big").summary.exc_message == big
+    assert admin.show("huge-args").args == ["A" * 300_000]
+
+
+def test_bad_filters_are_value_errors_before_the_store(admin: Admin) -> None:
+    for bad in ({"task": "a\x00b"}, {"queue": "\x00"}, {"text": "\udcff"},
+                {"task": "x" * 2000}, {"page": 10**20}, {"page": 0}, {"per_page": 10**6}):
+        with pytest.raises(ValueError):
+            admin.jobs("failed", **bad)
+    for bad_id in ("a\x00b", "\ud800", "x" * 5000):
+        with pytest.raises(ValueError, match="task id"):
+            admin.show(bad_id)
+    with pytest.raises(ValueError):
+        admin.purge("failed", older_than=10**20)
+
+
+def test_activity_counts_finished_jobs_per_bucket(backend: Backend, admin: Admin) -> None:
+    dead(backend, "f1")
+    job(backend, "ok")
+    [got] = claim(backend).claims
+    backend.settle([Settle("ok", got.token, "ack")])
+    activity = admin.activity(3600, 60)
+    assert activity.bucket_s == 60 and len(activity.buckets) == 60
+    assert activity.buckets[-1] == (1, 1)
+    assert sum(c for c, _ in activity.buckets) == 1 and sum(f for _, f in activity.buckets) == 1
+    assert activity.since_ms <= backend.now_ms() < activity.since_ms + 3600 * 1000
+    empty = admin.store.finished_histogram(activity.since_ms - 7200_000, 60_000, 10)
+    assert empty == [(0, 0)] * 10
+
+
+def test_latency_is_the_wait_from_ready_to_started_per_queue(backend: Backend,
+                                                            admin: Admin) -> None:
+    for n in range(3):
+        job(backend, f"a{n}")
+    job(backend, "m1", queue="mail")
+    later(backend)
+    later(backend)
+    claimed = claim(backend, queues=[Q, "mail"], max_jobs=10).claims
+    assert len(claimed) == 4
+    backend.settle([Settle(c.job_id, c.token, "ack") for c in claimed[:2]])
+    [work, mail] = admin.latency()  # by queue name: Q is "jobs"
+    assert (mail.queue, mail.samples) == ("mail", 1)
+    assert (work.queue, work.samples) == (Q, 3)
+    assert 0.001 <= work.p50_s <= work.p95_s < 60
+    samples = admin.store.wait_samples(backend.now_ms() - 60_000, 2)
+    assert len(samples) == 2
+
+
+def test_worker_leases_group_running_jobs_by_worker(backend: Backend, admin: Admin) -> None:
+    assert admin.worker_leases() == []
+    for n in range(3):
+        job(backend, f"r{n}")
+    claim(backend, max_jobs=2, worker="host-a:101:aa11")
+    claim(backend, max_jobs=1, worker="host-b:202:bb22")
+    leases = {w.worker_id: w for w in admin.worker_leases()}
+    assert set(leases) == {"host-a:101:aa11", "host-b:202:bb22"}
+    a = leases["host-a:101:aa11"]
+    assert (a.host, a.pid, a.jobs) == ("host-a", 101, 2)
+    assert a.lease_deadline_ms > backend.now_ms() and a.oldest_start_ms <= backend.now_ms()
+    assert leases["host-b:202:bb22"].jobs == 1
+
+
+def test_a_text_search_pages_through_chunks_in_order(backend: Backend, admin: Admin) -> None:
+    """A text search reads its candidates in chunks (keyset paging on time and id): more
+    than a chunk of matches, ties on the finish time included, all found in order."""
+    from celery_plus.admin.store import SEARCH_CHUNK
+
+    count = SEARCH_CHUNK * 2 + 7
+    for n in range(count):
+        dead(backend, f"s{n:03}", error=f"needle {n}" if n % 3 else "haystack")
+    expected = [j for j in listed(admin, "failed") if int(j[1:]) % 3]
+    assert len(expected) == len([n for n in range(count) if n % 3])
+    assert listed(admin, "failed", text="needle") == expected
+    assert listed(admin, "failed", text="needle", order="oldest") == expected[::-1]
+    page = admin.jobs("failed", text="needle", page=3, per_page=20)
+    assert page.total == len(expected) and [r.id for r in page.items] == expected[40:60]

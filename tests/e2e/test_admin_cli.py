@@ -12,19 +12,29 @@ Runs on each durable store (``broker_kind``: Redis, SQLite and PostgreSQL).
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
+import sys
+import time
+import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import redis
 
-from celery_plus.transport.backend import Backend
+from celery_plus.admin import connect
+from celery_plus.admin.web import Mount, make_app
+from celery_plus.transport.backend import Backend, NewJob, Settle
 
+from . import proj
 from .conftest import CELERY_PLUS, PLAIN_CELERY, ROOT, Worker, wait_until
 from .proj import REDIS_URL, events
 
@@ -171,8 +181,8 @@ def test_celery_plus_admin_serves_the_dashboard_on_localhost(prefix: str,
         wait_until(lambda: "celery-plus admin on" in log.read_text() or proc.poll() is not None,
                    timeout=30, message="the dashboard listens")
         first = log.read_text().splitlines()[0]
-        assert first == (f"celery-plus admin on http://127.0.0.1:{port}/ (read-only; "
-                         "Ctrl+C to stop)"), log.read_text()
+        assert first == (f"celery-plus admin on http://127.0.0.1:{port}/ (read-only, open to "
+                         "anyone who reaches it; Ctrl+C to stop)"), log.read_text()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/jobs/failed", timeout=30) as page:
             assert page.status == 200 and "0 jobs, page 1 of 1" in page.read().decode()
     finally:
@@ -180,3 +190,131 @@ def test_celery_plus_admin_serves_the_dashboard_on_localhost(prefix: str,
         proc.wait(timeout=20)
     alias = cli(prefix, "dashboard", "--help")
     assert alias.returncode == 0 and "--port" in alias.stdout
+
+
+# -- the server (issue 14, defects 2 and 4) --------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _process(command: list[str], log: Path, ready: str, prefix: str) -> Iterator[None]:
+    env = {**os.environ, "PLUS_TEST_PREFIX": prefix}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until(lambda: ready in log.read_text() or proc.poll() is not None, timeout=60,
+                   message=f"{command[2]} listens")
+        assert proc.poll() is None, log.read_text()
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait(timeout=10)
+
+
+def test_silent_connections_do_not_stop_the_dashboard(prefix: str, tmp_path: Path) -> None:
+    """One idle TCP connection used to block every page for 15 s+ (single-threaded wsgiref,
+    no timeout, backlog 5): now 50 of them, a half-sent request and a negative
+    Content-Length later, /metrics still answers at once."""
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = [*CELERY_PLUS, "admin", "-A", "tests.e2e.proj", "--port", str(port)]
+    with _process(command, tmp_path / "admin.log", "celery-plus admin on", prefix), \
+            contextlib.ExitStack() as silent:
+        for _ in range(50):
+            sock = silent.enter_context(socket.create_connection(("127.0.0.1", port), 10))
+            assert sock  # connected, and says nothing
+        half = silent.enter_context(socket.create_connection(("127.0.0.1", port), 10))
+        half.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
+        negative = silent.enter_context(socket.create_connection(("127.0.0.1", port), 10))
+        negative.sendall(b"POST /job/x/retry HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Content-Length: -1\r\n\r\n")
+        started = time.monotonic()
+        with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
+            assert response.status == 200
+            assert b"celery_plus_jobs{" in response.read()
+        assert time.monotonic() - started < 5
+        negative.settimeout(10)
+        assert negative.recv(100).startswith(b"HTTP/1.1 400")
+        with urllib.request.urlopen(f"{base}/jobs/failed", timeout=10) as response:
+            assert response.status == 200
+
+
+GUNICORN_TOKEN = "gunicorn-admin-token-0123456789"
+
+
+def gunicorn_site() -> Any:
+    """The site ``gunicorn 'tests.e2e.test_admin_cli:gunicorn_site()'`` serves: the
+    dashboard mounted at /ops/celery, on the test's key prefix."""
+    app = proj.make_app(os.environ["PLUS_TEST_PREFIX"], plus_admin_token=GUNICORN_TOKEN)
+    return Mount(make_app(app), "/ops/celery")
+
+
+def _store_dead_letter(backend: Backend, job_id: str) -> None:
+    assert backend.publish(NewJob(id=job_id, queue="celery", message="{}",
+                                  name="proj.fail")).accepted
+    [claim] = backend.claim(["celery"], "w1", 1).claims
+    backend.settle([Settle(job_id, claim.token, "fail", {
+        "reason": "task failed", "exc_type": "RuntimeError", "exc_message": "boom"})])
+
+
+def test_a_browser_acts_through_a_multi_process_server(prefix: str, tmp_path: Path) -> None:
+    """``gunicorn -w 2`` serving the mount: a browser's 12 POSTs land on either process, and
+    every one is accepted (the form token no longer differs per process)."""
+    app = proj.make_app(prefix)
+    ids = [f"g{n:02}" for n in range(12)]
+    with connect(app) as admin:
+        backend: Backend = admin.store.backend  # type: ignore[attr-defined]
+        for job_id in ids:
+            _store_dead_letter(backend, job_id)
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}/ops/celery"
+    access = tmp_path / "access.log"
+    command = [sys.executable, "-m", "gunicorn", "-w", "2", "-b", f"127.0.0.1:{port}",
+               "--timeout", "60", "--access-logfile", str(access),
+               "--access-logformat", "%(p)s %(m)s %(U)s %(s)s",
+               "tests.e2e.test_admin_cli:gunicorn_site()"]
+    auth = "Basic " + base64.b64encode(f"op:{GUNICORN_TOKEN}".encode()).decode()
+    with _process(command, tmp_path / "gunicorn.log", "Booting worker", prefix):
+        wait_until(lambda: log_count(tmp_path / "gunicorn.log", "Booting worker") == 2,
+                   timeout=60, message="two gunicorn workers")
+        page = urllib.request.urlopen(urllib.request.Request(
+            f"{base}/jobs/failed", headers={"Authorization": auth}), timeout=30)
+        cookie = (page.headers["Set-Cookie"] or "").split(";", 1)[0]
+        [token] = re.findall(r'name="token" value="([^"]+)"', page.read().decode())[:1]
+        def post(job_id: str) -> str:
+            request = urllib.request.Request(
+                f"{base}/job/{job_id}/discard", data=urlencode({"token": token}).encode(),
+                headers={"Authorization": auth, "Cookie": cookie,
+                         "Origin": f"http://127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin",
+                         "Connection": "close"})
+            with urllib.request.urlopen(request, timeout=30) as response:  # follows the 303
+                return response.read().decode()
+
+        for job_id in ids:
+            assert "discard: failed -&gt; discarded" in post(job_id)
+
+        def posts() -> list[list[str]]:
+            return [line.split() for line in access.read_text().splitlines() if " POST " in line]
+
+        # Either process may take a connection: repeat (no-op) discards until both took some.
+        for _ in range(100):
+            if len({pid for pid, *_ in posts()}) == 2:
+                break
+            assert "nothing to discard" in post(ids[0])
+        assert all(status == "303" for *_, status in posts()), posts()
+        assert len({pid for pid, *_ in posts()}) == 2, "both gunicorn processes took POSTs"
+    with connect(app) as admin:
+        assert [admin.show(i).state for i in ids] == ["discarded"] * 12
+    app.close()
+
+
+def log_count(log: Path, text: str) -> int:
+    return log.read_text().count(text)

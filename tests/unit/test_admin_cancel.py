@@ -88,9 +88,9 @@ def test_cancel_from_the_cli_and_the_dashboard_marks_revoked(app: Celery) -> Non
     assert app.AsyncResult(by_cli).state == "REVOKED"
     web = make_app(app)
     try:
-        status, _, _ = call(web, f"/job/{by_page}/cancel", "POST", {"token": web.token})
+        status, _, _ = call(web, f"/job/{by_page}/cancel", "POST", {})
         assert status == "303 See Other" and app.AsyncResult(by_page).state == "REVOKED"
-        form = [("token", web.token), ("do", "cancel:selected"), ("id", bulk_a),
+        form = [("do", "cancel:selected"), ("id", bulk_a),
                 ("id", bulk_b), ("confirm", "1")]
         assert call(web, "/jobs/enqueued/bulk", "POST", form)[0] == "303 See Other"
     finally:

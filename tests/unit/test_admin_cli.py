@@ -78,11 +78,23 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     yield Store(app, backend)
     admin.close()
     app.close()
-    if request.param == "redis":
+    drop_store(request.param, prefix)
+
+
+def drop_store(kind: str, prefix: str) -> None:
+    """Remove a test's Redis keys (``prefix``) or PostgreSQL schema (named ``prefix``)."""
+    if kind == "redis":
         client = redis.Redis.from_url(REDIS_URL)
         for key in client.scan_iter(f"{prefix}:*"):
             client.delete(key)
         client.close()
+    elif kind == "postgres":
+        import psycopg
+
+        from tests.conformance.stores import PG_URL
+
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{prefix}" CASCADE')
 
 
 def run(store: Store, *args: str, input: str | None = None) -> Result:
@@ -342,3 +354,80 @@ def test_the_commands_are_on_the_plus_group() -> None:
     dlq = plus.commands["dlq"]
     assert isinstance(dlq, click.Group)
     assert set(dlq.commands) == {"ls", "show", "retry", "discard", "purge"}
+
+
+# -- issue 14: what reaches the operator's terminal, bad numbers, Ctrl-C ----------------------
+HIDDEN = ("\x1b", "\x07", "\u202e", "\x9b")
+
+
+def test_terminal_escapes_and_bidi_overrides_are_spelled_out(store: Store) -> None:
+    store.dead("esc-1", task="proj.\x1b]0;pwned\x07", queue="q\x1b[2J",
+               error="\u202eevil\x1b[31m red\x9b", args=["\x1b[2J"])
+    for args in (["dlq", "ls"], ["dlq", "show", "esc-1"], ["status"], ["jobs", "failed"],
+                 ["dlq", "ls", "--json"], ["dlq", "show", "esc-1", "--json"]):
+        done = run(store, *args)
+        assert done.exit_code == 0, done.output
+        assert not any(c in done.output for c in HIDDEN), (args, done.output)
+    assert "q\\x1b[2J" in run(store, "status").output
+    shown = run(store, "dlq", "show", "esc-1").output
+    assert "Task:         proj.\\x1b]0;pwned\\x07" in shown
+    assert "Last error:   ConnectionError: \\u202eevil\\x1b[31m red\\x9b" in shown
+    # a value cannot forge a line of its own either
+    store.dead("nl-1", task="proj.x\nState:        completed")
+    assert "State:        completed" not in run(store, "dlq", "show", "nl-1").output
+
+
+def test_bad_numbers_and_text_are_usage_errors(store: Store) -> None:
+    for args in (["dlq", "ls", "--page", "99999999999999999999"],
+                 ["dlq", "ls", "--page", "-1"], ["dlq", "ls", "--per-page", "0"],
+                 ["dlq", "ls", "--since", "99999999999999999999d"],
+                 ["dlq", "ls", "--until", "\x1b[2J"], ["dlq", "ls", "--task", "a\x00b"],
+                 ["dlq", "ls", "--text", "\udcff"], ["jobs", "failed", "--sort", "up"],
+                 ["dlq", "purge", "--older-than", "99999999999999999999d", "--yes"],
+                 ["dlq", "purge", "--queue", "\x00", "--yes"], ["dlq", "show", "a\x00b"],
+                 ["admin", "--allowed-host", "bad host!"]):
+        done = run(store, *args)
+        assert done.exit_code == 2, (args, done.exit_code, done.output)
+        assert done.exception is None or isinstance(done.exception, SystemExit), args
+        assert "Traceback" not in done.output and "\x1b" not in done.output, args
+
+
+def test_an_interrupted_purge_says_how_many_it_deleted(store: Store,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C in the middle of a purge (here: after its second batch of two) reports the
+    batches already deleted and exits 130; the store holds the rest."""
+    from celery_plus.admin import redis_admin, sqlite_admin
+    from celery_plus.admin.store import batches
+
+    for n in range(7):
+        store.dead(f"p{n}")
+
+    stop_at = {"batch": 2}
+
+    def interrupted(ids: Any, size: int = 2) -> Any:
+        for n, chunk in enumerate(batches(ids, 2)):
+            if n == stop_at["batch"]:
+                raise KeyboardInterrupt  # Ctrl-C between two batches
+            yield chunk
+
+    for module in (redis_admin, sqlite_admin):
+        monkeypatch.setattr(module, "batches", interrupted)
+    done = run(store, "dlq", "purge", "--all", "--yes")
+    assert done.exit_code == 130, done.output
+    assert ("interrupted: purged 4 of 7 failed jobs before Ctrl-C (a batch of up to 500 more "
+            "may have been changed as well; run the command again to finish)") in done.output
+    assert sum(store.state(f"p{n}") is None for n in range(7)) == 4
+    stop_at["batch"] = 1
+    retried = run(store, "dlq", "retry", "--all", "--yes", "--json")
+    assert retried.exit_code == 130 and '"interrupted": true' in retried.output
+    assert '"changed": 2' in retried.output
+
+
+def test_admin_without_waitress_names_the_extra(store: Store,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "waitress.server", None)  # not installed
+    done = run(store, "admin", "--port", "8099")
+    assert done.exit_code == 1
+    assert "pip install 'celery-plus[admin]'" in done.output

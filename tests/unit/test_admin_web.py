@@ -5,6 +5,10 @@ bulk actions (selected rows or the whole filter; destructive ones confirmed firs
 detail, retry / discard / cancel buttons guarded by the admin token and a form token, JSON
 endpoints, /metrics; every value HTML-escaped; every link, form and redirect under the mount
 point (``SCRIPT_NAME``). Runs on a SQLite store in the test's tmp_path.
+
+Requests carry the operator's Bearer token unless a test says otherwise (``headers=``); a
+browser's flow (Basic auth, the session cookie and its form token) is :func:`browser_post`.
+Issue 14's security rules have their own module (``test_admin_web_security.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 from wsgiref.util import setup_testing_defaults
 
@@ -61,8 +65,7 @@ def call(web: Any, path: str, method: str = "GET", form: Form | None = None,
          ) -> tuple[str, dict[str, str], str]:
     environ: dict[str, Any] = {"PATH_INFO": path, "REQUEST_METHOD": method,
                                "QUERY_STRING": query, "SCRIPT_NAME": "",
-                               **(BEARER if headers is None and method == "POST"
-                                  else headers or {})}
+                               **(BEARER if headers is None else headers)}
     body = urlencode(form or {}).encode()
     environ["wsgi.input"] = io.BytesIO(body)
     environ["CONTENT_LENGTH"] = str(len(body))
@@ -74,6 +77,29 @@ def call(web: Any, path: str, method: str = "GET", form: Form | None = None,
 
     data = b"".join(web(environ, start_response))
     return got["status"], got["headers"], data.decode()
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    raw = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"HTTP_AUTHORIZATION": f"Basic {raw}"}
+
+
+def browser_session(web: Any, path: str = "/jobs/failed") -> tuple[str, str]:
+    """What an operator's browser gets from a page: (its session cookie, the form token)."""
+    status, headers, page = call(web, path, headers=basic("op", ADMIN_TOKEN))
+    assert status == "200 OK", page
+    cookie = headers["Set-Cookie"].split(";", 1)[0]
+    [token] = re.findall(r'name="token" value="([^"]+)"', page)[:1]
+    return cookie, token
+
+
+def browser_post(web: Any, path: str, form: Form, session: tuple[str, str] | None = None,
+                 **headers: str) -> tuple[str, dict[str, str], str]:
+    """A POST as the operator's browser sends it: Basic auth, its cookie, the form token."""
+    cookie, token = session or browser_session(web)
+    fields = [*(form.items() if isinstance(form, dict) else form), ("token", token)]
+    return call(web, path, "POST", fields,
+                headers={**basic("op", ADMIN_TOKEN), "HTTP_COOKIE": cookie, **headers})
 
 
 def test_the_status_page_shows_counts_queues_and_groups(store: Store, web: Dashboard) -> None:
@@ -104,33 +130,34 @@ def test_the_job_page_and_its_retry_button(store: Store, web: Dashboard) -> None
     store.dead("job-1", args=["alice"])
     status, _, page = call(web, "/job/job-1")
     assert status == "200 OK" and "ConnectionError: SMTP down" in page
-    assert 'action="/job/job-1/retry"' in page and "Traceback" in page
-    assert call(web, "/job/job-1/retry", "POST", {})[0] == "403 Forbidden"
+    assert "Traceback" in page and 'action="/job/job-1/retry"' in page
+    cookie, token = browser_session(web, "/job/job-1")
+    assert f'<input type="hidden" name="token" value="{token}">' in call(
+        web, "/job/job-1", headers={**basic("op", ADMIN_TOKEN), "HTTP_COOKIE": cookie})[2]
+    assert call(web, "/job/job-1/retry", "POST", {},
+                headers={**basic("op", ADMIN_TOKEN), "HTTP_COOKIE": cookie})[0] == (
+        "403 Forbidden")
     assert store.state("job-1") == "failed"
-    status, headers, _ = call(web, "/job/job-1/retry", "POST", {"token": web.token})
+    status, headers, _ = browser_post(web, "/job/job-1/retry", {}, (cookie, token))
     assert status == "303 See Other" and headers["Location"].startswith("/job/job-1?msg=")
     assert store.state("job-1") == "enqueued"
-    status, _, page = call(web, "/job/job-1", query=headers["Location"].split("?", 1)[1])
+    status, _, page = call(web, "/job/job-1", query=headers["Location"].split("?", 1)[1],
+                           headers={**basic("op", ADMIN_TOKEN), "HTTP_COOKIE": cookie})
     assert "retry: failed -&gt; enqueued" in page and 'action="/job/job-1/cancel"' in page
-    status, headers, _ = call(web, "/job/job-1/retry", "POST", {"token": web.token})
+    status, headers, _ = call(web, "/job/job-1/retry", "POST", {})  # Bearer: no form token
     assert status == "303 See Other" and "nothing+to+retry" in headers["Location"]
 
 
 def test_conflicts_unknown_jobs_and_pages(store: Store, web: Dashboard) -> None:
     store.dead("a", unique_lock="K", unique_window="running")
     store.job("holder", unique_lock="K", unique_window="running")
-    status, _, text = call(web, "/job/a/retry", "POST", {"token": web.token})
+    status, _, text = call(web, "/job/a/retry", "POST", {})
     assert status == "409 Conflict" and "held by job 'holder'" in text
     assert call(web, "/job/nope")[0] == "404 Not Found"
     assert call(web, "/api/job/nope")[0] == "404 Not Found"
-    assert call(web, "/job/nope/discard", "POST", {"token": web.token})[0] == "404 Not Found"
+    assert call(web, "/job/nope/discard", "POST", {})[0] == "404 Not Found"
     assert call(web, "/elsewhere")[0] == "404 Not Found"
     assert call(web, "/", "DELETE")[0] == "405 Method Not Allowed"
-
-
-def basic(user: str, password: str) -> dict[str, str]:
-    raw = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return {"HTTP_AUTHORIZATION": f"Basic {raw}"}
 
 
 def test_posts_need_the_admin_token_from_the_settings(store: Store, tmp_path: Path) -> None:
@@ -138,9 +165,9 @@ def test_posts_need_the_admin_token_from_the_settings(store: Store, tmp_path: Pa
     read_only = make_app(store.app)  # plus_admin_token not set: read-only
     try:
         assert read_only.admin_token is None
-        status, _, text = call(read_only, "/job/d1/retry", "POST", {"token": read_only.token})
+        status, _, text = call(read_only, "/job/d1/retry", "POST", {})
         assert status == "403 Forbidden" and "plus_admin_token" in text
-        page = call(read_only, "/job/d1")[2]
+        page = call(read_only, "/job/d1", headers={})[2]  # open for reading
         assert "read-only" in page and 'action="/job/d1/retry"' not in page
     finally:
         read_only.close()
@@ -148,20 +175,21 @@ def test_posts_need_the_admin_token_from_the_settings(store: Store, tmp_path: Pa
     web = make_app(store.app)
     try:
         assert web.admin_token == ADMIN_TOKEN
-        form = {"token": web.token}
+        session = browser_session(web)
         for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer wrong-token-of-some-length"},
                         basic("admin", "nope"), {"HTTP_AUTHORIZATION": "Basic !!!"}):
-            status, got, text = call(web, "/job/d1/retry", "POST", form, headers=headers)
+            status, got, text = call(web, "/job/d1/retry", "POST", {"token": session[1]},
+                                     headers={**headers, "HTTP_COOKIE": session[0]})
             assert status == "401 Unauthorized" and "plus_admin_token" in text
             assert got["WWW-Authenticate"].startswith("Basic ")
         assert store.state("d1") == "failed"
         # the right credentials but no form token: still refused (cross-site guard)
         assert call(web, "/job/d1/retry", "POST", {}, headers=basic("x", ADMIN_TOKEN))[0] == (
             "403 Forbidden")
-        status, _, _ = call(web, "/job/d1/retry", "POST", form, headers=basic("any", ADMIN_TOKEN))
+        status, _, _ = browser_post(web, "/job/d1/retry", {}, session)
         assert status == "303 See Other" and store.state("d1") == "enqueued"
-        # GET pages need no credentials
-        assert call(web, "/job/d1", headers={})[0] == "200 OK"
+        # with a token set, reading needs credentials too
+        assert call(web, "/job/d1", headers={})[0] == "401 Unauthorized"
     finally:
         web.close()
 
@@ -225,8 +253,7 @@ def test_a_bad_admin_token_setting_stops_the_dashboard(store: Store, tmp_path: P
     url_only = make_app(f"plus+sqlite:///{tmp_path / 'store.db'}")  # a URL: no settings
     try:
         assert url_only.admin_token is None
-        assert call(url_only, "/job/x/retry", "POST", {"token": url_only.token})[0] == (
-            "403 Forbidden")
+        assert call(url_only, "/job/x/retry", "POST", {})[0] == "403 Forbidden"
     finally:
         url_only.close()
 
@@ -254,7 +281,7 @@ def test_the_overview_shows_throughput(store: Store, web: Dashboard) -> None:
 
 def bulk(web: Dashboard, state: str, do: str, ids: tuple[str, ...] = (), **fields: str
          ) -> tuple[str, dict[str, str], str]:
-    form = [("token", web.token), ("do", do), *(("id", i) for i in ids), *fields.items()]
+    form = [("do", do), *(("id", i) for i in ids), *fields.items()]
     return call(web, f"/jobs/{state}/bulk", "POST", form)
 
 
@@ -265,7 +292,8 @@ def msg_of(location: str) -> str:
 def test_a_listing_offers_bulk_actions_on_selected_rows_and_the_filter(
         store: Store, web: Dashboard) -> None:
     store.dead("a")
-    page = call(web, "/jobs/failed", query="task=proj.mail")[2]
+    operator = {**basic("op", ADMIN_TOKEN), "HTTP_COOKIE": browser_session(web)[0]}
+    page = call(web, "/jobs/failed", query="task=proj.mail", headers=operator)[2]
     assert '<form method="post" action="/jobs/failed/bulk" id="bulk">' in page
     assert '<input type="checkbox" name="id" value="a" aria-label="select a">' in page
     for button in ("retry:selected", "discard:selected", "purge:selected", "retry:scope",
@@ -273,12 +301,12 @@ def test_a_listing_offers_bulk_actions_on_selected_rows_and_the_filter(
         assert f'value="{button}"' in page
     assert "whole filter (task proj.mail)" in page
     assert '<input type="hidden" name="task" value="proj.mail">' in page
-    text_filtered = call(web, "/jobs/failed", query="text=SMTP")[2]
+    text_filtered = call(web, "/jobs/failed", query="text=SMTP", headers=operator)[2]
     assert 'value="retry:selected"' in text_filtered and ":scope" not in text_filtered
     assert 'value="cancel:selected"' not in page
     store.job("w")
-    assert 'value="cancel:selected"' in call(web, "/jobs/enqueued")[2]
-    assert 'type="checkbox"' not in call(web, "/jobs/running")[2]
+    assert 'value="cancel:selected"' in call(web, "/jobs/enqueued", headers=operator)[2]
+    assert 'type="checkbox"' not in call(web, "/jobs/running", headers=operator)[2]
     read_only = make_app(store.app)
     try:
         page = call(read_only, "/jobs/failed")[2]
@@ -297,6 +325,9 @@ def test_bulk_retry_of_the_selected_dead_letters(store: Store, web: Dashboard) -
     assert [store.state(i) for i in "abc"] == ["enqueued", "enqueued", "failed"]
     page = call(web, "/jobs/failed", query=urlsplit(headers["Location"]).query)[2]
     assert '<p class="msg" id="msg">retried 2 of 2 selected failed jobs</p>' in page
+    forged = call(web, "/jobs/failed", query="msg=" + quote("Session expired: log in at "
+                                                             "evil.example"))[2]
+    assert 'id="msg"' not in forged and "evil.example" not in forged
     _, headers, _ = bulk(web, "failed", "retry:selected", ("a", "c"))
     assert msg_of(headers["Location"]) == "retried 1 of 1 selected failed jobs"
     _, headers, _ = bulk(web, "failed", "retry:selected")
@@ -358,11 +389,12 @@ def test_bulk_actions_follow_the_rules_of_single_actions(store: Store, web: Dash
     store.dead("a", unique_lock="K", unique_window="running")
     store.dead("b")
     store.job("holder", unique_lock="K", unique_window="running")
-    form = [("token", web.token), ("do", "retry:selected"), ("id", "a")]
+    form = [("do", "retry:selected"), ("id", "a")]
     for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer wrong-token-of-some-length"}):
         assert call(web, "/jobs/failed/bulk", "POST", form, headers=headers)[0] == (
             "401 Unauthorized")
-    assert call(web, "/jobs/failed/bulk", "POST", form[1:])[0] == "403 Forbidden"
+    assert call(web, "/jobs/failed/bulk", "POST", form,
+                headers=basic("op", ADMIN_TOKEN))[0] == "403 Forbidden"  # no form token
     assert store.state("a") == "failed"
     assert bulk(web, "failed", "cancel:selected", ("a",))[0] == "400 Bad Request"
     assert bulk(web, "running", "purge:scope")[0] == "400 Bad Request"
@@ -393,7 +425,7 @@ def test_mounted_under_a_prefix_every_link_form_and_redirect_stays_under_it(
                                  ("/ops/celery/jobs/failed", "task=proj.mail&per_page=1"),
                                  ("/ops/celery/job/d1", ""), ("/ops/celery/failed", ""))}
     confirm = call(site, "/ops/celery/jobs/failed/bulk", "POST",
-                   [("token", web.token), ("do", "purge:selected"), ("id", "d1")])
+                   [("do", "purge:selected"), ("id", "d1")])
     assert confirm[0] == "200 OK"
     seen = set()
     for path, (status, _, page) in [*pages.items(), ("confirm", confirm)]:
@@ -408,15 +440,29 @@ def test_mounted_under_a_prefix_every_link_form_and_redirect_stays_under_it(
         if not link.endswith(("/retry", "/discard", "/cancel", "/bulk")):
             path, _, query = link.partition("?")
             assert call(site, path, query=query)[0] == "200 OK", link
-    status, headers, _ = call(site, "/ops/celery/job/d1/retry", "POST", {"token": web.token})
+    status, headers, _ = call(site, "/ops/celery/job/d1/retry", "POST", {})
     assert status == "303 See Other" and headers["Location"].startswith("/ops/celery/job/d1?")
     status, headers, _ = call(site, "/ops/celery/jobs/failed/bulk", "POST",
-                              [("token", web.token), ("do", "retry:selected"), ("id", "d2")])
+                              [("do", "retry:selected"), ("id", "d2")])
     assert headers["Location"].startswith("/ops/celery/jobs/failed?msg=")
     assert call(site, "/elsewhere")[0] == "404 Not Found"
     assert call(site, "/ops/celeryx")[0] == "404 Not Found"
     with pytest.raises(ValueError, match="mount prefix"):
         Mount(web, "ops/")
+
+
+class _KeepAuth(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect with the same Authorization header (urllib drops it)."""
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        self.extra = headers
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> Any:
+        new = super().redirect_request(*args, **kwargs)
+        if new is not None:
+            for name, value in self.extra.items():
+                new.add_header(name, value)
+        return new
 
 
 class _Quiet(WSGIRequestHandler):
@@ -441,10 +487,11 @@ def test_mounted_under_a_prefix_over_http(store: Store, web: Dashboard) -> None:
     try:
         with urllib.request.urlopen(f"{base}/", timeout=30) as response:
             assert response.read() == b"the host site"
+        bearer = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
         request = urllib.request.Request(f"{base}/ops/celery/job/d1/retry", method="POST",
-                                         data=urlencode({"token": web.token}).encode(),
-                                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
-        with urllib.request.urlopen(request, timeout=30) as response:  # follows the 303
+                                         data=b"", headers=bearer)
+        opener = urllib.request.build_opener(_KeepAuth(bearer))
+        with opener.open(request, timeout=30) as response:  # follows the 303
             assert urlsplit(response.url).path == "/ops/celery/job/d1"
             page = response.read().decode()
         assert "retry: failed -&gt; enqueued" in page

@@ -1,0 +1,221 @@
+"""Who may read and change what on the dashboard, and the checks every request passes.
+
+* **Two secrets.** ``plus_admin_token`` is the operators' (read and act);
+  ``plus_admin_read_token`` a reader's (pages, JSON, ``/metrics``; no action). Either is
+  presented as the password of HTTP Basic auth (any user name) or as ``Authorization: Bearer
+  <token>``, and compared in constant time. With neither set the dashboard is read-only and
+  open (for localhost); with one set, reading needs one of them too unless
+  ``plus_admin_public_read``.
+* **Allowed hosts.** The request's ``Host`` must be one the dashboard answers to
+  (``plus_admin_allowed_hosts``; default: the loopback names), so a page whose DNS name is
+  rebound to 127.0.0.1 cannot read it.
+* **Cross-site posts.** A browser sends cached Basic credentials with a form another site
+  makes it post, so a POST authenticated by Basic must also carry the form token: an HMAC of
+  the admin secret and this browser's session cookie (``SameSite=Strict``, ``HttpOnly``),
+  the same in every process of a multi-process server and across restarts, and unknown to
+  any other browser. Every POST is also refused when ``Sec-Fetch-Site`` says it comes from
+  another site or ``Origin`` names another host. A POST authenticated by a Bearer header
+  needs no form token (no browser adds that header by itself).
+* **Signed messages.** The banner after an action (``?msg=``) is shown only with the HMAC
+  the dashboard made for it, so a link cannot put words in the dashboard's mouth.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import re
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
+from typing import Any
+from urllib.parse import urlsplit
+
+Environ = dict[str, Any]
+
+#: Host names a dashboard answers to when ``plus_admin_allowed_hosts`` is not set.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+#: The session cookie that binds the form token to one browser.
+SESSION_COOKIE = "plus_admin_session"
+_SESSION = re.compile(r"[A-Za-z0-9_-]{32,64}")
+_HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::\d{1,5})?")
+
+#: Roles, from least to most.
+ANONYMOUS, READER, OPERATOR = "anonymous", "reader", "operator"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a request is: its role, and whether it authenticated with a Bearer header."""
+
+    role: str
+    bearer: bool = False
+    #: Credentials were presented and matched no secret.
+    wrong: bool = False
+
+
+def presented_secret(environ: Environ) -> tuple[str | None, bool]:
+    """(the secret of the ``Authorization`` header, whether it is a Bearer token)."""
+    header = str(environ.get("HTTP_AUTHORIZATION") or "")
+    scheme, _, value = header.partition(" ")
+    value = value.strip()
+    if scheme.lower() == "bearer":
+        return value or None, True
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            return None, False
+        return decoded.partition(":")[2] or None, False
+    return None, False
+
+
+def _same(presented: str, secret: str | None) -> bool:
+    return secret is not None and hmac.compare_digest(presented.encode(), secret.encode())
+
+
+def host_of(value: str) -> str:
+    """The host name of a ``Host`` header or URL netloc, lower-case, without port or
+    brackets."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value[1:]
+    return value.rpartition(":")[0] if value.count(":") == 1 else value
+
+
+def _explicit_port(netloc: str) -> str | None:
+    """The port a ``Host`` header or URL netloc names (None: the scheme's default)."""
+    tail = netloc.rpartition("]")[2] if netloc.startswith("[") else netloc
+    head, colon, port = tail.rpartition(":")
+    return port if colon and port.isdigit() and (head or netloc.startswith("[")) else None
+
+
+def host_allowed(host: str, patterns: Iterable[str]) -> bool:
+    """``host`` (no port) matches a pattern: ``*``, the name itself, or ``.example.com``
+    (it and its subdomains)."""
+    for pattern in patterns:
+        pattern = pattern.lower().strip("[]")
+        if pattern == "*" or pattern == host:
+            return True
+        if pattern.startswith(".") and (host == pattern[1:] or host.endswith(pattern)):
+            return True
+    return False
+
+
+class Access:
+    """The dashboard's access rules (see the module docstring)."""
+
+    def __init__(self, admin_token: str | None, read_token: str | None = None,
+                 public_read: bool = False,
+                 allowed_hosts: Iterable[str] | None = None) -> None:
+        self.admin_token = admin_token
+        self.read_token = read_token
+        self.public_read = public_read
+        self.allowed_hosts = tuple(LOOPBACK_HOSTS if allowed_hosts is None else allowed_hosts)
+        self._listed = tuple(h for h in self.allowed_hosts if h != "*")
+
+    @property
+    def read_only(self) -> bool:
+        """No admin secret: nothing can be changed from the dashboard."""
+        return self.admin_token is None
+
+    def identify(self, environ: Environ) -> Identity:
+        presented, bearer = presented_secret(environ)
+        if presented is None:
+            return Identity(ANONYMOUS, wrong=bool(environ.get("HTTP_AUTHORIZATION")))
+        if _same(presented, self.admin_token):
+            return Identity(OPERATOR, bearer)
+        if _same(presented, self.read_token):
+            return Identity(READER, bearer)
+        return Identity(ANONYMOUS, wrong=True)
+
+    def may_read(self, who: Identity) -> bool:
+        if who.role != ANONYMOUS:
+            return True
+        return self.public_read or (self.admin_token is None and self.read_token is None)
+
+    # -- the Host header ----------------------------------------------------------------
+    def host_problem(self, environ: Environ) -> str | None:
+        """Why the request's ``Host`` is refused (None: it is allowed)."""
+        raw = str(environ.get("HTTP_HOST") or environ.get("SERVER_NAME") or "")
+        if not _HOST.fullmatch(raw):
+            return "the request has no valid Host header"
+        if not host_allowed(host_of(raw), self.allowed_hosts):
+            return (f"host {host_of(raw)!r} is not one this dashboard answers to: add it to "
+                    "plus_admin_allowed_hosts (celery-plus admin: --allowed-host)")
+        return None
+
+    # -- cross-site posts ---------------------------------------------------------------
+    def cross_site_problem(self, environ: Environ) -> str | None:
+        """Why a POST looks cross-site (None: it does not)."""
+        site = environ.get("HTTP_SEC_FETCH_SITE")
+        if site is not None and site not in ("same-origin", "none"):
+            return f"refused a {site} request: actions are taken from the dashboard's own pages"
+        origin = environ.get("HTTP_ORIGIN")
+        if origin is None or (origin == "null" and site == "same-origin"):
+            return None  # (a browser's own form under a no-referrer policy says null)
+        netloc = urlsplit(origin).netloc if origin != "null" else ""
+        raw_host = str(environ.get("HTTP_HOST") or environ.get("SERVER_NAME") or "")
+        own, theirs = host_of(raw_host), host_of(netloc) if netloc else ""
+        ports = (_explicit_port(raw_host), _explicit_port(netloc))
+        other_port = None not in ports and ports[0] != ports[1]
+        # Another host is the dashboard's own only if listed (a proxy that rewrites Host);
+        # the same host on another port is another origin (another service).
+        if not theirs or (other_port if theirs == own
+                          else not host_allowed(theirs, self._listed)):
+            return (f"refused a request from origin {origin[:100]!r}: actions are taken from "
+                    "the dashboard's own pages")
+        return None
+
+    def form_token(self, session: str) -> str:
+        """The form token of a browser session (an HMAC of the admin secret)."""
+        assert self.admin_token is not None
+        digest = hmac.new(self.admin_token.encode(), b"celery-plus admin form\x00" +
+                          session.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+    def form_token_ok(self, session: str | None, token: str) -> bool:
+        if self.admin_token is None or session is None:
+            return False
+        return hmac.compare_digest(self.form_token(session).encode(), token.encode())
+
+    # -- signed messages ----------------------------------------------------------------
+    def sign(self, message: str) -> str:
+        assert self.admin_token is not None
+        return hmac.new(self.admin_token.encode(), b"celery-plus admin message\x00" +
+                        message.encode("utf-8", "replace"), hashlib.sha256).hexdigest()[:32]
+
+    def signed(self, message: str, signature: str) -> bool:
+        if self.admin_token is None or not message:
+            return False
+        return hmac.compare_digest(self.sign(message).encode(), signature.encode())
+
+
+def session_of(environ: Environ) -> str | None:
+    """This browser's session id from its cookie (None: none or malformed)."""
+    raw = str(environ.get("HTTP_COOKIE") or "")
+    if SESSION_COOKIE not in raw:
+        return None
+    try:
+        cookie: SimpleCookie = SimpleCookie(raw)
+    except CookieError:
+        return None
+    morsel = cookie.get(SESSION_COOKIE)
+    if morsel is None or not _SESSION.fullmatch(morsel.value):
+        return None
+    return morsel.value
+
+
+def new_session() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def session_header(session: str, environ: Environ) -> tuple[str, str]:
+    """The ``Set-Cookie`` header of a new session, scoped to the dashboard's mount point."""
+    path = str(environ.get("SCRIPT_NAME") or "").rstrip("/") or "/"
+    secure = "; Secure" if environ.get("wsgi.url_scheme") == "https" else ""
+    return ("Set-Cookie", f"{SESSION_COOKIE}={session}; Path={path}; HttpOnly; "
+                          f"SameSite=Strict{secure}")

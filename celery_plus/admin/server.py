@@ -1,0 +1,107 @@
+"""``celery-plus admin``: the dashboard served by waitress, a production WSGI server.
+
+Waitress (the ``admin`` extra: ``pip install 'celery-plus[admin]'``; docs/decisions.md says
+why) reads each request completely in its event loop before a worker thread sees it, so a
+client that connects and sends nothing, or sends slowly, holds no thread: every other page
+and ``/metrics`` keep answering. Idle connections are closed after :data:`CHANNEL_TIMEOUT`
+seconds, at most :data:`CONNECTION_LIMIT` are open at once, and request bodies over the
+dashboard's own limit are refused before they are read.
+
+Behind a reverse proxy that terminates TLS, ``--trusted-proxy <its address>`` makes waitress
+take the client's scheme, host and address from its ``X-Forwarded-*`` headers (only from that
+address): cookies are then ``Secure`` and ``plus_admin_allowed_hosts`` checks the public
+name.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .security import LOOPBACK_HOSTS
+from .web import MAX_FORM_BYTES, make_app
+
+#: Worker threads answering requests.
+THREADS = 8
+#: Seconds an idle or silent connection is kept.
+CHANNEL_TIMEOUT = 30
+#: Connections open at once (more wait in the listen backlog).
+CONNECTION_LIMIT = 200
+BACKLOG = 256
+_WILDCARD = ("0.0.0.0", "::", "")
+
+
+class MissingServer(RuntimeError):
+    """waitress is not installed."""
+
+    def __str__(self) -> str:
+        return ("celery-plus admin serves the dashboard with waitress, which is not installed: "
+                "pip install 'celery-plus[admin]' (or mount make_app(app) in your own WSGI "
+                "server; docs/admin.md)")
+
+
+def bound_hosts(host: str) -> tuple[str, ...]:
+    """Host names answered to besides the allowed ones: the address served on (unless a
+    wildcard, which names no host)."""
+    return () if host in _WILDCARD or host in LOOPBACK_HOSTS else (host.strip("[]"),)
+
+
+def create(target: Any, host: str, port: int, *, allowed_hosts: Sequence[str] = (),
+           trusted_proxy: str | None = None, threads: int = THREADS) -> Any:
+    """A waitress server for the dashboard of ``target`` (not yet serving)."""
+    try:
+        from waitress.server import create_server
+    except ImportError:
+        raise MissingServer() from None
+    app = make_app(target, extra_hosts=(*bound_hosts(host), *allowed_hosts))
+    options: dict[str, Any] = {}
+    if trusted_proxy:
+        options = {"trusted_proxy": trusted_proxy, "trusted_proxy_count": 1,
+                   "trusted_proxy_headers": {"x-forwarded-for", "x-forwarded-host",
+                                             "x-forwarded-proto", "x-forwarded-port"}}
+    server = create_server(app, host=host, port=port, threads=threads,
+                           channel_timeout=CHANNEL_TIMEOUT, connection_limit=CONNECTION_LIMIT,
+                           backlog=BACKLOG, max_request_body_size=MAX_FORM_BYTES,
+                           cleanup_interval=min(CHANNEL_TIMEOUT, 10), ident="celery-plus",
+                           **options)
+    server.dashboard = app
+    return server
+
+
+def serve(target: Any, host: str = "127.0.0.1", port: int = 8055, **options: Any) -> None:
+    """Serve until interrupted (Ctrl+C)."""
+    server = create(target, host, port, **options)
+    dashboard = server.dashboard
+    if dashboard.access.read_only:
+        mode = "read-only, open to anyone who reaches it"
+    elif dashboard.access.public_read:
+        mode = "pages open, actions need plus_admin_token"
+    else:
+        mode = "plus_admin_token (or plus_admin_read_token) required"
+    if host not in LOOPBACK_HOSTS and dashboard.access.read_only:
+        print(f"warning: {host}:{port} serves the dashboard to anyone who reaches it: set "
+              "plus_admin_token (and plus_admin_read_token) or keep it on 127.0.0.1",
+              file=sys.stderr)
+    print(f"celery-plus admin on http://{_url_host(host)}:{port}/ ({mode}; Ctrl+C to stop)",
+          flush=True)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+        dashboard.close()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def stop(server: Any) -> None:
+    """Stop a server that :meth:`run` serves in another thread: its task threads, every
+    open connection and the listening socket (``run`` then returns)."""
+    server.task_dispatcher.shutdown()
+    for channel in list(server._map.values()):
+        channel.close()
+    server.dashboard.close()

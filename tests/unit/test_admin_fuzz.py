@@ -1,0 +1,238 @@
+"""Issue 14, acceptance 2: every query parameter, form field, header and CLI option with
+random, huge, negative, NUL, invalid UTF-8 and escape-laden values — never a 500, never a
+traceback, never a hang.
+
+The dashboard is called as a WSGI application (its ``wsgi.input`` refuses to be read past
+what was sent, as a socket would block) on a SQLite and a PostgreSQL store holding a few
+jobs; the CLI through click's runner on SQLite. Hypothesis draws the values; each example
+must answer within :data:`LIMIT_S`. The whole module runs in well under a minute.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+import pytest
+from celery.bin.base import CLIContext
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from celery_plus import Celery
+from celery_plus.admin import connect
+from celery_plus.admin.web import Dashboard, make_app
+from celery_plus.cli import plus
+from tests.conformance.stores import PG_URL
+from tests.unit.test_admin_cli import Store
+from tests.unit.test_admin_web import ADMIN_TOKEN
+
+#: Longest an answer may take (a hang fails the example).
+LIMIT_S = 5.0
+FUZZ = settings(max_examples=120, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                       HealthCheck.too_slow])
+
+NASTY = ["", "0", "-1", "-99999999999999999999", "99999999999999999999", "1e309", "nan",
+         "inf", "1.5", "+7", " 3 ", "0x10", "\x00", "a\x00b", "%00", "\x1b[2J\x1b]0;pwned\x07",
+         "\u202egnp.exe", "\ufeff", "\r\nSet-Cookie: x=y", "../../etc/passwd", "/", "//", ".",
+         "..", "a/b", "<script>alert(1)</script>", "'; DROP TABLE jobs; --", "*", "%",
+         "99999999999999999999d", "-5m", "1h30m", "9999-12-31T23:59:59", "0001-01-01",
+         "2025-02-30", "all", "oldest", "newest", "failed", "x" * 100_000, "\udcff", "\ud800"]
+
+values = st.one_of(
+    st.sampled_from(NASTY),
+    st.text(max_size=40),
+    st.integers(min_value=-(10**30), max_value=10**30).map(str),
+    st.binary(max_size=24).map(lambda b: b.decode("latin-1")),
+    st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x3000), max_size=20),
+)
+PARAMS = ("page", "per_page", "task", "queue", "text", "older_than", "since", "until", "search",
+          "sort", "refresh", "range", "msg", "sig", "id", "raw")
+PATHS = ["/", "/jobs/failed", "/jobs/enqueued", "/jobs/completed", "/api/jobs/failed",
+         "/api/status", "/api/throughput", "/api/activity", "/api/latency", "/failed",
+         "/metrics", "/job", "/login", "/workers", "/api/workers"]
+
+
+def encoded(value: str) -> str:
+    """Percent-encoded as a client would send it (lone surrogates: invalid UTF-8 bytes)."""
+    return quote(value.encode("utf-8", "surrogatepass"), safe="")
+
+
+class Wire(io.BytesIO):
+    """A request body as a socket gives it: reading past the end would block the server."""
+
+    def read(self, size: int | None = -1) -> bytes:
+        assert size is not None and 0 <= size <= len(self.getvalue()), (
+            f"the dashboard read {size} bytes of a {len(self.getvalue())}-byte body")
+        return super().read(size)
+
+
+def request(web: Dashboard, method: str, path: str, query: str = "", body: bytes = b"",
+            **headers: str) -> tuple[str, str]:
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query,
+        "SCRIPT_NAME": "", "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "80",
+        "HTTP_HOST": "127.0.0.1", "wsgi.url_scheme": "http", "wsgi.input": Wire(body),
+        "CONTENT_LENGTH": str(len(body)), "HTTP_AUTHORIZATION": f"Bearer {ADMIN_TOKEN}",
+        **headers}
+    got: dict[str, str] = {}
+    started = time.monotonic()
+    data = b"".join(web(environ, lambda status, headers, exc_info=None: got.update(
+        status=status)))
+    assert time.monotonic() - started < LIMIT_S, f"{method} {path} took too long"
+    return got["status"], data.decode("utf-8", "replace")
+
+
+#: A Python traceback of the server's own (a job's page shows the job's traceback, which
+#: the fuzz store's dead letters give without file lines).
+SERVER_TRACEBACK = re.compile(r'File "[^"]+\.py", line \d+')
+
+
+def check(status: str, text: str, what: str) -> None:
+    assert not status.startswith("5"), (what, status, text[:300])
+    assert not SERVER_TRACEBACK.search(text), what
+    assert status.startswith("2") or "Traceback" not in text, what
+
+
+@pytest.fixture(params=["sqlite", "postgres"], scope="module")
+def web(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+        ) -> Iterator[Dashboard]:
+    schema = f"f{uuid.uuid4().hex[:10]}"
+    broker = (f"plus+sqlite:///{tmp_path_factory.mktemp('fuzz') / 'store.db'}"
+              if request.param == "sqlite" else f"plus+{PG_URL}")
+    app = Celery("fuzz", broker=broker, set_as_current=False)
+    app.conf.update(plus_pg_schema=schema, plus_admin_token=ADMIN_TOKEN)
+    with connect(app) as admin:
+        store = Store(app, admin.store.backend)  # type: ignore[attr-defined]
+        store.dead("dead-1", error="boom \x1b[2J", args=["\u202e"])
+        store.dead("a/b")
+        store.job("waiting-1")
+    dashboard = make_app(app)
+    yield dashboard
+    dashboard.close()
+    app.close()
+    if request.param == "postgres":
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def test_every_query_parameter_with_every_nasty_value(web: Dashboard) -> None:
+    """Each parameter alone with each of NASTY, on the listing, its JSON and a job page."""
+    for name in PARAMS:
+        for value in NASTY:
+            query = f"{name}={encoded(value)}"
+            for path in ("/jobs/failed", "/api/jobs/failed", "/job/dead-1", "/"):
+                check(*request(web, "GET", path, query), f"GET {path} {query[:100]!r}")
+
+
+@FUZZ
+@given(path=st.one_of(st.sampled_from(PATHS), values.map(lambda v: "/job/" + v),
+                      values.map(lambda v: "/jobs/" + v), values.map(lambda v: "/api/job/" + v)),
+       params=st.dictionaries(st.sampled_from(PARAMS), values, max_size=5))
+def test_every_query_parameter(web: Dashboard, path: str, params: dict[str, str]) -> None:
+    if path.rstrip("/") in ("/workers", "/api/workers"):
+        params.pop("refresh", None)
+    query = "&".join(f"{k}={encoded(v)}" for k, v in params.items())
+    path_info = path.encode("utf-8", "surrogatepass").decode("latin-1")
+    check(*request(web, "GET", path_info, query), f"GET {path!r} {query[:200]!r}")
+
+
+FORM_FIELDS = ("do", "id", "task", "queue", "older_than", "text", "since", "until", "confirm",
+               "token")
+
+
+@FUZZ
+@given(path=st.one_of(st.sampled_from(["/jobs/failed/bulk", "/jobs/enqueued/bulk",
+                                       "/job/dead-1/retry", "/job/dead-1/terminate",
+                                       "/job/retry", "/workers/x@y/stop"]),
+                      values.map(lambda v: f"/job/{v}/discard"),
+                      values.map(lambda v: f"/jobs/{v}/bulk")),
+       form=st.lists(st.tuples(st.sampled_from(FORM_FIELDS), values), max_size=6),
+       headers=st.dictionaries(
+           st.sampled_from(["CONTENT_LENGTH", "HTTP_HOST", "HTTP_ORIGIN", "HTTP_COOKIE",
+                            "HTTP_AUTHORIZATION", "HTTP_SEC_FETCH_SITE"]), values, max_size=2))
+def test_every_form_field_and_header(web: Dashboard, path: str, form: list[tuple[str, str]],
+                                     headers: dict[str, str]) -> None:
+    # Keep the job in place for the next example: confirmed destructive actions aside.
+    form = [(k, v) for k, v in form if k != "confirm"]
+    body = "&".join(f"{k}={encoded(v)}" for k, v in form).encode()
+    status, text = request(web, "POST", path.encode("utf-8", "surrogatepass").decode("latin-1"),
+                           "", body, **headers)
+    check(status, text, f"POST {path!r} {form!r} {headers!r}"[:300])
+
+
+def test_every_form_field_and_header_with_every_nasty_value(web: Dashboard) -> None:
+    for name in FORM_FIELDS:
+        if name == "confirm":
+            continue
+        for value in NASTY:
+            body = f"do=retry:selected&{name}={encoded(value)}".encode()
+            check(*request(web, "POST", "/jobs/failed/bulk", "", body), f"{name}={value!r}")
+    for header in ("CONTENT_LENGTH", "HTTP_HOST", "HTTP_ORIGIN", "HTTP_COOKIE",
+                   "HTTP_AUTHORIZATION", "HTTP_SEC_FETCH_SITE"):
+        for value in NASTY:
+            status, text = request(web, "POST", "/job/dead-1/retry", "", b"x=1",
+                                   **{header: value})
+            check(status, text, f"{header}={value!r}")
+
+
+# -- the CLI ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cli_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    app = Celery("fuzz-cli", broker=f"plus+sqlite:///{tmp_path_factory.mktemp('cli') / 's.db'}",
+                 set_as_current=False)
+    with connect(app) as admin:
+        store = Store(app, admin.store.backend)  # type: ignore[attr-defined]
+        store.dead("dead-1", task="proj.\x1b]0;pwned\x07", error="\x1b[2J\u202e")
+        yield store
+    app.close()
+
+
+COMMANDS = [["dlq", "ls"], ["jobs"], ["jobs", "failed"], ["dlq", "show"], ["dlq", "retry"],
+            ["dlq", "discard"], ["dlq", "purge"], ["cancel"], ["status"]]
+OPTIONS = ["--page", "--per-page", "--since", "--until", "--task", "--queue", "--text",
+           "--sort", "--older-than", "--state"]
+
+
+def test_every_cli_option_with_every_nasty_value(cli_store: Store) -> None:
+    obj = CLIContext(app=cli_store.app, no_color=True, workdir=None, quiet=False)
+    for option in OPTIONS:
+        command = (["dlq", "purge"] if option in ("--older-than", "--state")
+                   else ["dlq", "ls"])
+        for value in NASTY:
+            args = [*command, option, value]
+            result = CliRunner().invoke(plus, args, obj=obj, input="n\n")
+            assert result.exception is None or isinstance(result.exception, SystemExit), (
+                args, result.exception)
+            assert result.exit_code in (0, 1, 2), (args, result.exit_code, result.output)
+            assert "Traceback" not in result.output and "\x1b" not in result.output, args
+
+
+@FUZZ
+@given(command=st.sampled_from(COMMANDS),
+       options=st.lists(st.tuples(st.sampled_from(OPTIONS), values), max_size=4),
+       arguments=st.lists(values, max_size=2), flags=st.sets(st.sampled_from(
+           ["--json", "--yes", "--all"]), max_size=3))
+def test_every_cli_option(cli_store: Store, command: list[str],
+                          options: list[tuple[str, str]], arguments: list[str],
+                          flags: set[str]) -> None:
+    if "--all" in flags:  # keep the dead letter for the next examples
+        flags.discard("--yes")
+    args = [*command, *(x for pair in options for x in pair), *sorted(flags), *arguments]
+    obj = CLIContext(app=cli_store.app, no_color=True, workdir=None, quiet=False)
+    started = time.monotonic()
+    result = CliRunner().invoke(plus, args, obj=obj, input="n\n")
+    assert time.monotonic() - started < LIMIT_S, args
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        args, result.exception)
+    assert result.exit_code in (0, 1, 2), (args, result.exit_code, result.output[-300:])
+    assert "Traceback" not in result.output, args
+    assert "\x1b" not in result.output and "\u202e" not in result.output, (
+        args, result.output[-300:])
