@@ -134,6 +134,8 @@ class Celery(celery.Celery):
     #: SQLite file, ``<working directory at creation>/.celery-plus/<main>.db``.
     embedded_path: Path
     embedded_url: str
+    #: The configuration's keys were checked for misspelt ``plus_*`` settings.
+    _plus_spelling_checked = False
 
     def __init__(self, main: str | None = None, *args: Any, **kwargs: Any) -> None:
         super().__init__(main, *args, **kwargs)
@@ -147,7 +149,9 @@ class Celery(celery.Celery):
 
     # -- configuration ----------------------------------------------------------------
     def plus_config(self) -> settings.PlusConfig:
-        """The validated ``plus_*`` settings (``ImproperlyConfigured`` names a bad one)."""
+        """The validated ``plus_*`` settings (``ImproperlyConfigured`` names a bad one,
+        or a misspelt one as the user wrote it)."""
+        settings.check_spelling(self.conf.keys(), self.namespace)
         return settings.resolve({k: self.conf.get(k) for k in settings.BY_NAME})
 
     def _load_config(self) -> Any:
@@ -191,6 +195,9 @@ class Celery(celery.Celery):
     def _connection(self, url: Any, **kwargs: Any) -> Any:
         if url == self.embedded_url:
             self.embedded_path.parent.mkdir(parents=True, exist_ok=True)
+        if not self._plus_spelling_checked:
+            settings.check_spelling(self.conf.keys(), self.namespace)
+            self._plus_spelling_checked = True
         options = dict(kwargs.pop("transport_options", None) or {})
         for name in settings.BY_NAME:
             options.setdefault(name, self.conf.get(name))
