@@ -41,7 +41,8 @@ class Certificates:
     def make(cls, directory: Path) -> Certificates:
         directory.mkdir(parents=True, exist_ok=True)
         ca_key, ca = directory / "ca.key", directory / "ca.crt"
-        key, csr, cert = directory / "server.key", directory / "server.csr", directory / "server.crt"
+        key, csr = directory / "server.key", directory / "server.csr"
+        cert = directory / "server.crt"
         ext = directory / "san.ext"
         ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
         steps = [

@@ -58,6 +58,9 @@ def make_backend(url: str, config: settings.PlusConfig) -> Backend:
 
         return SQLiteBackend(url, **options)
     if scheme in ("postgresql", "postgres"):
+        from .pg_pool import require_psycopg
+
+        require_psycopg()  # without the extra: how to install it, not a ModuleNotFoundError
         from .postgres_backend import PostgresBackend
 
         return PostgresBackend(url, schema=config.pg_schema, **options)
