@@ -23,12 +23,14 @@ from celery.app.amqp import AMQP
 from celery.result import AsyncResult
 from kombu import pools
 from kombu.resource import Resource
+from kombu.utils.imports import symbol_by_name
 
 from . import settings, signals
 from .config_view import speed_up
 from .exceptions import DuplicateTask
 from .options import EXTENSION_OPTIONS, message_extensions, parse_extensions
 from .producer import Producer
+from .task import plus_task_class
 from .transport.channel import PublishBatch, current_batch, last_publish
 
 #: Durable defaults: late acks, requeue on worker loss, failures dead-lettered (the failed
@@ -125,9 +127,13 @@ class PlusAMQP(AMQP):
 
 
 class Celery(celery.Celery):
-    """A ``celery.Celery`` whose tasks are ``celery_plus.Task`` and whose defaults are durable."""
+    """A ``celery.Celery`` whose tasks are ``celery_plus.Task`` and whose defaults are durable.
 
-    task_cls = "celery_plus.task:Task"
+    ``task_cls`` keeps Celery's default, so Celery's Django fix-up still picks its
+    ``DjangoTask`` (``delay_on_commit``); whatever the task class or a task's ``base=``,
+    ``celery_plus.Task`` is mixed in (:func:`~celery_plus.task.plus_task_class`).
+    """
+
     amqp_cls = "celery_plus.app:PlusAMQP"
 
     #: The embedded default (used when no broker is configured): ``embedded_path`` is the
@@ -204,6 +210,19 @@ class Celery(celery.Celery):
         return super()._connection(url, transport_options=options, **kwargs)
 
     # -- task declaration ---------------------------------------------------------------
+    def create_task_cls(self) -> Any:
+        """The app's ``Task``: ``task_cls`` (Celery's, Django's or the user's) with
+        ``celery_plus.Task`` mixed in."""
+        base = symbol_by_name(self.task_cls)
+        return self.subclass_with_self(plus_task_class(base), name="Task", attribute="_app",
+                                       keep_reduce=True, abstract=True)
+
+    def _task_from_fun(self, fun: Any, name: Any = None, base: Any = None,
+                       bind: bool = False, **options: Any) -> Any:
+        if base is not None:
+            base = plus_task_class(base)  # base=MyBase(celery.Task) keeps the extensions
+        return super()._task_from_fun(fun, name=name, base=base, bind=bind, **options)
+
     def task(self, *args: Any, **opts: Any) -> Any:
         if len(args) == 1 and callable(args[0]) and not opts:
             return super().task(*args)
