@@ -155,7 +155,7 @@ _DEFAULT_REQUEST = (celery.Task.Request, CeleryRequest)
 _mixed: dict[type, type] = {}
 
 
-def _request_class(base: type) -> Any:
+def _request_class(base: type[celery.Task]) -> Any:
     request = base.Request
     if isinstance(request, str):
         from kombu.utils.imports import symbol_by_name
