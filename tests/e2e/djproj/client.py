@@ -12,7 +12,7 @@ import sys
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.e2e.djproj.settings")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
