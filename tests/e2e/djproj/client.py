@@ -31,7 +31,8 @@ def queue_size() -> int:
 
 def on_commit() -> dict[str, object]:
     call_command("migrate", run_syncdb=True, verbosity=0)
-    task_mro = [f"{c.__module__}.{c.__qualname__}" for c in type(app.tasks["notes.mark_seen"]).__mro__]
+    task = app.tasks["notes.mark_seen"]
+    task_mro = [f"{c.__module__}.{c.__qualname__}" for c in type(task).__mro__]
     with transaction.atomic():
         note = Note.objects.create(text="committed")
         mark_seen.delay_on_commit(note.pk)
