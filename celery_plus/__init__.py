@@ -9,6 +9,10 @@ the ``plus+<url>`` broker transport.
 
 from __future__ import annotations
 
+# isort: off
+from . import _early  # noqa: F401  (first: the celery-plus command's gevent/eventlet patching)
+# isort: on
+
 from typing import Any
 
 from celery import (

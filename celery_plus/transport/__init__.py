@@ -22,6 +22,7 @@ from kombu.transport import TRANSPORT_ALIASES, virtual
 from kombu.utils.url import maybe_sanitize_url
 
 from .. import settings, signals
+from ..helper_threads import green_patcher
 from .backend import Backend
 from .channel import Channel, is_transient
 from .channel import Channel as PlusChannel
@@ -30,14 +31,20 @@ from .legacy import LegacyQueues
 
 logger = logging.getLogger("celery_plus.transport")
 
-SCHEMES = ("redis", "rediss", "sqlite", "postgresql")
+SCHEMES = ("redis", "rediss", "sentinel", "sqlite", "postgresql")
 
 #: Longest idle wait while kombu lists are consumed (legacy queues, plain workers' replies):
 #: they have no wake-ups, so they are polled (plain Celery workers keep their blocking pops).
 LEGACY_POLL_S = 0.1
 
 
-def make_backend(url: str, config: settings.PlusConfig) -> Backend:
+def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) -> Backend:
+    """The store behind ``url`` (the broker URL without ``plus+``).
+
+    ``connection``: the broker's kombu ``Connection``, whose connection options
+    (``broker_use_ssl``, ``broker_transport_options``, Sentinel addresses) the Redis store
+    uses as kombu's Redis transport does.
+    """
     scheme = url.partition("://")[0]
     options: dict[str, Any] = dict(
         prefix=config.key_prefix,
@@ -49,10 +56,11 @@ def make_backend(url: str, config: settings.PlusConfig) -> Backend:
         ),
         maintenance_interval_ms=int(config.maintenance_interval * 1000),
     )
-    if scheme in ("redis", "rediss"):
+    if scheme in ("redis", "rediss", "sentinel"):
         from .redis_backend import RedisBackend
+        from .redis_connect import from_kombu
 
-        return RedisBackend(url, **options)
+        return RedisBackend(url, connect=from_kombu(url, connection), **options)
     if scheme == "sqlite":
         from .sqlite_backend import SQLiteBackend
 
@@ -61,6 +69,11 @@ def make_backend(url: str, config: settings.PlusConfig) -> Backend:
         from .pg_pool import require_psycopg
 
         require_psycopg()  # without the extra: how to install it, not a ModuleNotFoundError
+        if green_patcher() == "eventlet":
+            raise ImproperlyConfigured(
+                f"broker_url 'plus+{maybe_sanitize_url(url)}' under eventlet: psycopg 3 does "
+                "not cooperate with eventlet (its waits would block every green thread). Use "
+                "-P gevent, -P threads or -P prefork with PostgreSQL, or a plus+redis:// store.")
         from .postgres_backend import PostgresBackend
 
         return PostgresBackend(url, schema=config.pg_schema, **options)
@@ -129,7 +142,7 @@ class Transport(virtual.Transport):
         if "://" not in url:
             url = f"redis://{url}"
         self.url = url
-        self.backend = make_backend(url, self.config)
+        self.backend = make_backend(url, self.config, client)
         self.legacy = make_legacy(url, self.config, options)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._keeper: LeaseKeeper | None = None

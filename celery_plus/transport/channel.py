@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from kombu.transport import virtual
 from kombu.utils.json import dumps
 
 from .. import signals
+from ..helper_threads import native_lock
 from .backend import Backend, Claim, NewJob, PublishOutcome, Settle
 from .legacy import LegacyChannel, dead_letter_raw, parse_envelope
 
@@ -150,7 +150,7 @@ class QoS(virtual.QoS):
 
     def __init__(self, channel: Channel, prefetch_count: int = 0) -> None:
         super().__init__(channel, prefetch_count)
-        self._lock = threading.Lock()
+        self._lock = native_lock()  # shared with the lease keeper, an OS thread
         self._pending: deque[Settle] = deque()
         self._failures: dict[str, dict[str, Any]] = {}
         #: Deliveries from legacy queues: settled through kombu's QoS, not the store.

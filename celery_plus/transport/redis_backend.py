@@ -15,7 +15,9 @@ from typing import Any
 
 import redis
 
+from ..helper_threads import green_patched, native_ident
 from .backend import Claim, ClaimResult, JobClaim, NewJob, PublishOutcome, Recovered, Settle
+from .redis_connect import RedisConnect
 from .redis_scripts import ScriptLibrary, pack
 
 _SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recover", "maintain", "purge")
@@ -43,7 +45,12 @@ def _text(value: Any) -> str:
 
 
 class RedisBackend:
-    """Store operations on one Redis server (``redis://`` or ``rediss://`` URL)."""
+    """Store operations on one Redis server (``redis://``, ``rediss://`` or a Sentinel
+    master, connected as ``connect`` says: ``redis_connect.py``).
+
+    Under gevent/eventlet a socket belongs to the OS thread that made it, so each OS thread
+    (the lease keeper is one, see ``helper_threads.py``) gets a client of its own.
+    """
 
     def __init__(
         self,
@@ -55,6 +62,7 @@ class RedisBackend:
         scan_limit: int = 64,
         retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
         maintenance_interval_ms: int = 1000,
+        connect: RedisConnect | None = None,
     ) -> None:
         self.url = url
         self.prefix = prefix
@@ -63,11 +71,48 @@ class RedisBackend:
         self.scan_limit = scan_limit
         self.retention = retention
         self.maintenance_interval_ms = maintenance_interval_ms
-        self.client = redis.Redis.from_url(url, health_check_interval=30)
-        self.scripts = ScriptLibrary(self.client, *_sources())
+        self.connect = connect or RedisConnect(url)
+        self._clients = self._new_clients()
+        #: Under green patching: the clients of other OS threads, by native thread id.
+        self._thread_clients: dict[int, tuple[redis.Redis, ScriptLibrary]] | None = (
+            {native_ident(): self._clients} if green_patched() else None)
         self._publish_lock = threading.Lock()
         self._publish_conn: Any = None
         self._publish_pid = 0
+
+    # -- clients ----------------------------------------------------------------------
+    def _new_clients(self) -> tuple[redis.Redis, ScriptLibrary]:
+        client = self.connect.client()
+        return client, ScriptLibrary(client, *_sources())
+
+    def _current(self) -> tuple[redis.Redis, ScriptLibrary]:
+        clients = self._thread_clients
+        if clients is None:
+            return self._clients
+        ident = native_ident()
+        found = clients.get(ident)
+        if found is None:
+            found = clients[ident] = self._new_clients()
+        return found
+
+    @property
+    def client(self) -> redis.Redis:
+        """The redis-py client of the calling OS thread."""
+        return self._current()[0]
+
+    @property
+    def scripts(self) -> ScriptLibrary:
+        """The script library of the calling OS thread's client."""
+        return self._current()[1]
+
+    @scripts.setter
+    def scripts(self, library: ScriptLibrary) -> None:
+        """Use another library (tests: a private Function library, EVALSHA mode)."""
+        if self._thread_clients is None:
+            self._clients = (self._clients[0], library)
+        else:
+            ident = native_ident()
+            self._thread_clients[ident] = (self._current()[0], library)
 
     # -- keys -------------------------------------------------------------------------
     def key(self, *parts: str) -> str:
@@ -203,7 +248,12 @@ class RedisBackend:
         keys = [self.key("wake", q) for q in queues] + [self.key("t", q) for q in transient]
         if not keys:
             return None
-        reply = self.client.blpop(keys, timeout=max(timeout, 0.01))
+        try:
+            reply = self.client.blpop(keys, timeout=max(timeout, 0.01))
+        except redis.exceptions.TimeoutError:
+            # The read deadline passed while this thread was busy elsewhere (a green pool
+            # running a CPU-bound task): an empty wait; redis-py dropped the connection.
+            return None
         if reply is None:
             return None
         key = _text(reply[0])
@@ -314,7 +364,9 @@ class RedisBackend:
             if self._publish_conn is not None and self._publish_pid == os.getpid():
                 self._publish_conn.disconnect()
             self._publish_conn = None
-        self.client.close()
+        for client, _ in (self._thread_clients or {}).values():
+            client.close()
+        self._clients[0].close()
 
     # -- inspection for the end-to-end tests (tests/e2e) ------------------------------
     def raw_message(self, job_id: str) -> bytes | None:
