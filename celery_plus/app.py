@@ -25,7 +25,7 @@ from kombu import pools
 from kombu.resource import Resource
 from kombu.utils.imports import symbol_by_name
 
-from . import settings, signals
+from . import follow, settings, signals
 from .config_view import speed_up
 from .exceptions import DuplicateTask
 from .options import EXTENSION_OPTIONS, message_extensions, parse_extensions
@@ -152,6 +152,7 @@ class Celery(celery.Celery):
         from .worker import install_bootsteps
 
         install_bootsteps(self)
+        follow.register(self)
 
     # -- configuration ----------------------------------------------------------------
     def plus_config(self) -> settings.PlusConfig:
@@ -253,13 +254,13 @@ class Celery(celery.Celery):
         if outcome is not None and outcome.state == "batched":
             batch = current_batch.get()
             if batch is not None:
-                batch.watch(outcome.job_id, (result, name, header, ext))
+                batch.watch(outcome.job_id, (result, name, header, ext, options))
             result.deduplicated = None
             return result
         if outcome is None or outcome.accepted:
             result.deduplicated = False
             return result
-        return self._duplicate(name, result, outcome.holder_id or "", header, ext)
+        return self._duplicate(name, result, outcome.holder_id or "", header, ext, options)
 
     @contextmanager
     def publish_batch(self) -> Iterator[PublishBatch]:
@@ -283,12 +284,13 @@ class Celery(celery.Celery):
             watched = batch.watched.get(outcome.job_id)
             if watched is None:
                 continue
-            result, name, header, ext = watched
+            result, name, header, ext, options = watched
             if outcome.accepted:
                 result.deduplicated = False
                 continue
             try:
-                holder = self._duplicate(name, result, outcome.holder_id or "", header, ext)
+                holder = self._duplicate(name, result, outcome.holder_id or "", header, ext,
+                                         options)
             except DuplicateTask as exc:
                 refusal = refusal or exc
                 holder = type(result)(exc.holder_id, app=self)
@@ -298,13 +300,22 @@ class Celery(celery.Celery):
             raise refusal
 
     def _duplicate(self, name: str, result: AsyncResult, holder_id: str,
-                   header: dict[str, Any], ext: Any) -> AsyncResult:
+                   header: dict[str, Any], ext: Any, options: dict[str, Any]) -> AsyncResult:
+        """A publish coalesced into ``holder_id``: the holder's result for a plain call; a
+        canvas member (or a caller-chosen id) keeps its id, which follows the holder's
+        outcome (``follow.py``)."""
         unique_key = header.get("u", [""])[0]
         signals.task_deduplicated.send(
             sender=name, task_id=result.id, holder_id=holder_id, unique_key=unique_key
         )
         if ext is not None and ext.unique_on_duplicate == "raise":
             raise DuplicateTask(name, holder_id, unique_key)
+        if follow.needs_follower(options) and result.id != holder_id:
+            super().send_task(follow.FOLLOW_TASK, (holder_id,), {},
+                              **follow.follower_options(options, result.id, name))
+            result.deduplicated = True
+            result.holder_id = holder_id
+            return result
         holder = type(result)(holder_id, app=self)
         holder.deduplicated = True
         return holder
