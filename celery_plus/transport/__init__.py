@@ -8,6 +8,7 @@ queues' kombu Redis connection: ``legacy.py``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -142,11 +143,30 @@ class Transport(virtual.Transport):
         if "://" not in url:
             url = f"redis://{url}"
         self.url = url
-        self.backend = make_backend(url, self.config, client)
+        self._backend: Backend | None = None
+        # A store that is down: establish_connection tries again, in Celery's retry loop.
+        with contextlib.suppress(*self.connection_errors):
+            self._backend = make_backend(url, self.config, client)
         self.legacy = make_legacy(url, self.config, options)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._keeper: LeaseKeeper | None = None
         self._next_due_at: float | None = None
+
+    @property
+    def backend(self) -> Backend:
+        """The store (made on first use when it could not be reached at construction)."""
+        if self._backend is None:
+            self._backend = make_backend(self.url, self.config, self.client)
+        return self._backend
+
+    def establish_connection(self) -> Any:
+        """Connect only once the store answers: a store that is down raises a connection
+        error here, so Celery says "Cannot connect to plus+…: … Trying again in N seconds…"
+        instead of "Connected…" followed by "Connection to broker lost" in a loop."""
+        ping = getattr(self.backend, "ping", None)
+        if ping is not None:
+            ping()
+        return super().establish_connection()
 
     def driver_version(self) -> str:
         return "celery-plus"
@@ -220,7 +240,8 @@ class Transport(virtual.Transport):
         finally:
             if self.legacy is not None:
                 self.legacy.close()
-            self.backend.close()
+            if self._backend is not None:
+                self._backend.close()
 
 
 def register() -> None:

@@ -114,6 +114,10 @@ class RedisBackend:
             ident = native_ident()
             self._thread_clients[ident] = (self._current()[0], library)
 
+    def ping(self) -> None:
+        """Raise a connection error unless the server answers (the transport's connect)."""
+        self.client.ping()
+
     # -- keys -------------------------------------------------------------------------
     def key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
