@@ -141,6 +141,9 @@ class RedisBackend:
                 conn = self._publish_conn = self.client.connection_pool.make_connection()
                 self._publish_pid = os.getpid()
             try:
+                # connect() first: a Sentinel-managed connection finds its master there
+                # (send_packed_command alone would dial the default host).
+                conn.connect()
                 conn.send_packed_command([pack(self.scripts.command("publish", args))])
                 return conn.read_response()
             except redis.exceptions.ResponseError as exc:

@@ -7,7 +7,9 @@ Workers load ``tests.e2e.dropin_proj`` (``start_worker(app="tests.e2e.dropin_pro
 
 from __future__ import annotations
 
+import json
 import os
+import ssl
 import time
 from typing import Any
 
@@ -27,8 +29,19 @@ class AuditedTask(celery.Task):
         record(os.environ.get("PLUS_TEST_PREFIX", ""), "base_on_failure", id=task_id)
 
 
+def connection_settings() -> dict[str, Any]:
+    """Broker connection settings from the environment (TLS, transport options)."""
+    found: dict[str, Any] = {}
+    if os.environ.get("PLUS_TEST_SSL_CA"):
+        found["broker_use_ssl"] = {"ssl_cert_reqs": ssl.CERT_REQUIRED,
+                                   "ssl_ca_certs": os.environ["PLUS_TEST_SSL_CA"]}
+    if os.environ.get("PLUS_TEST_TRANSPORT_OPTIONS"):
+        found["broker_transport_options"] = json.loads(os.environ["PLUS_TEST_TRANSPORT_OPTIONS"])
+    return found
+
+
 def make_app(prefix: str, **settings: Any) -> Celery:
-    app = proj.make_app(prefix, **settings)
+    app = proj.make_app(prefix, **{**connection_settings(), **settings})
 
     @app.task(name="dropin.based_unique", base=AuditedTask, unique=True)
     def based_unique(key: str, seconds: float) -> str:
