@@ -93,7 +93,7 @@ def test_sentinel(start_worker: Callable[..., Worker], prefix: str, tmp_path: Pa
         env = {"PLUS_TEST_BROKER": url,
                "PLUS_TEST_TRANSPORT_OPTIONS": json.dumps({"master_name": "mymaster"})}
         assert _serve_one(start_worker, prefix, env, monkeypatch) == 42
-        assert any(k.startswith(prefix.encode()) for k in master.client().keys()), \
+        assert master.client().keys(f"{prefix}:*"), \
             "the jobs are not on the Sentinel's master"
     finally:
         sentinel.stop()
