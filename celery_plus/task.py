@@ -125,6 +125,23 @@ class Task(celery.Task):
     plus_extensions: ClassVar[TaskExtensions | None] = None
     plus_binder: ClassVar[PayloadBinder | None] = None
 
+    def apply_async(self, args: Any = None, kwargs: Any = None, task_id: str | None = None,
+                    producer: Any = None, link: Any = None, link_error: Any = None,
+                    shadow: str | None = None, **options: Any) -> Any:
+        """Celery's ``apply_async``; under ``task_always_eager`` the extension options are
+        applied as a worker would (``celery_plus/eager.py``)."""
+        app = self._get_app()
+        if not app.conf.task_always_eager:
+            return super().apply_async(args, kwargs, task_id, producer, link, link_error,
+                                       shadow, **options)
+        from . import eager
+
+        def run(eager_id: str) -> Any:
+            return super(Task, self).apply_async(args, kwargs, eager_id, producer, link,
+                                                 link_error, shadow, **options)
+
+        return eager.apply_async(self, run, args, kwargs, task_id, options)
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         declared = {
