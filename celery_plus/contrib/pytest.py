@@ -29,21 +29,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from celery.contrib.pytest import (  # noqa: F401  (the fixtures that need no change)
-    celery_class_tasks,
-    celery_config,
-    celery_enable_logging,
-    celery_includes,
-    celery_parameters,
-    celery_worker_parameters,
-    celery_worker_pool,
-    depends_on_current_app,
-    pytest_configure,
-    use_celery_app_trap,
-)
+from celery.contrib import pytest as celery_fixtures
 from celery.contrib.testing.app import DEFAULT_TEST_CONFIG, UnitLogging, setup_default_app
 
 from ..app import Celery
+
+# Celery's fixtures that need no change (the app and worker fixtures below replace its own).
+celery_class_tasks = celery_fixtures.celery_class_tasks
+celery_config = celery_fixtures.celery_config
+celery_enable_logging = celery_fixtures.celery_enable_logging
+celery_includes = celery_fixtures.celery_includes
+celery_parameters = celery_fixtures.celery_parameters
+celery_worker_parameters = celery_fixtures.celery_worker_parameters
+celery_worker_pool = celery_fixtures.celery_worker_pool
+depends_on_current_app = celery_fixtures.depends_on_current_app
+pytest_configure = celery_fixtures.pytest_configure
+use_celery_app_trap = celery_fixtures.use_celery_app_trap
 
 NO_WORKER = os.environ.get("NO_WORKER")
 BROKER_ENV = "CELERY_PLUS_TEST_BROKER"
