@@ -83,8 +83,8 @@ def deploy_and_observe(config: Config, servers: Servers, scenarios: list[str],
         observed["swapped_files"] = [str(p.relative_to(deployment.root))
                                      for p in deployment.swapped]
     except Exception as exc:
-        logs = deployment.logs()
-        tail = "\n".join(logs.get("worker", "").splitlines()[-30:])
+        worker_log = deployment.logs().get("worker", "")
+        tail = "\n".join(worker_log.splitlines()[-30:])
         observed = {"error": f"{type(exc).__name__}: {exc}\n--- worker log (tail) ---\n{tail}"}
     finally:
         deployment.stop()

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from celery import chain, chord, group
 
+from celery_plus.transport.backend import Backend
+
 from . import dropin_proj
 from .conftest import Worker, wait_until
 from .proj import events
@@ -67,7 +69,7 @@ def test_a_chain_whose_first_step_is_pending_elsewhere_follows_it(
 
 
 def test_a_followed_failure_fails_the_member_and_runs_its_errback(
-        client: Any, worker: Worker, prefix: str) -> None:
+        client: Any, worker: Worker, prefix: str, view: Backend) -> None:
     failing, add, mark = (client.tasks[n] for n in ("dropin.uniq_fail", "proj.add", "proj.mark"))
     holder = failing.delay(4)
     member = failing.s(4).set(link_error=mark.si(404))
@@ -78,6 +80,8 @@ def test_a_followed_failure_fails_the_member_and_runs_its_errback(
     wait_until(lambda: [e for e in events(prefix, "mark") if e["n"] == 404],
                timeout=TIMEOUT, message="the member's errback ran")
     assert _ran(prefix, "uniq_fail", 4) == 1
+    wait_until(lambda: (view.job(result.parent.id) or {}).get("st") == "failed",
+               timeout=TIMEOUT, message="the follower's failure dead-lettered")
 
 
 def test_concurrency_limited_members_of_a_chord_complete_one_at_a_time(
@@ -114,7 +118,19 @@ def test_a_plain_duplicate_still_returns_the_holder(
     first = uniq.delay(6)
     again = uniq.delay(6)
     assert again.deduplicated and again.id == first.id
-    explicit = uniq.apply_async((6,), task_id="explicit-6")
-    assert explicit.deduplicated and explicit.id == "explicit-6"
+    explicit = uniq.apply_async((6,), task_id=f"{prefix}-explicit-6")
+    assert explicit.deduplicated and explicit.id == f"{prefix}-explicit-6"
     assert explicit.holder_id == first.id
     assert explicit.get(timeout=TIMEOUT) == first.get(timeout=TIMEOUT) == 60
+
+
+def test_a_member_published_in_a_batch_follows_its_holder(
+        client: Any, worker: Worker, prefix: str) -> None:
+    uniq = client.tasks["dropin.uniq"]
+    with client.publish_batch():
+        first = uniq.apply_async((7,), task_id=f"{prefix}-first-7")
+        second = uniq.apply_async((7,), task_id=f"{prefix}-second-7")
+    assert (first.deduplicated, second.deduplicated) == (False, True)
+    assert second.id == f"{prefix}-second-7" and second.holder_id == first.id
+    assert second.get(timeout=TIMEOUT) == first.get(timeout=TIMEOUT) == 70
+    assert _ran(prefix, "uniq", 7) == 1

@@ -81,7 +81,7 @@ def revoke(ctx: Context) -> Outcome:
     }
 
 
-@scenario(pools=("prefork",))
+@scenario(pools=("prefork", "gevent"))
 def revoke_terminate(ctx: Context) -> Outcome:
     """revoke(terminate=True) stops a running task: REVOKED, started once, never finished."""
     running = slow.delay(30, "terminated")
