@@ -26,12 +26,17 @@ def test_transport_options_reach_the_connection_pool() -> None:
     pool = _pool(broker_transport_options={
         "socket_timeout": 7.5, "socket_connect_timeout": 2.5, "socket_keepalive": True,
         "health_check_interval": 11, "retry_on_timeout": True, "client_name": "plus-test",
-        "max_connections": 9})
+        "max_connections": 9, "socket_keepalive_options": {1: 5}})
     kwargs = pool.connection_kwargs
     assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"]) == (7.5, 2.5)
     assert kwargs["socket_keepalive"] is True and kwargs["health_check_interval"] == 11
     assert kwargs["client_name"] == "plus-test" and kwargs["db"] == 3
+    assert kwargs["retry_on_timeout"] is True and kwargs["socket_keepalive_options"] == {1: 5}
     assert pool.max_connections == 9
+
+
+def test_the_health_check_defaults_to_kombus_25_seconds() -> None:
+    assert _pool().connection_kwargs["health_check_interval"] == 25
 
 
 def test_broker_use_ssl_makes_tls_connections_with_its_certificates() -> None:
@@ -60,7 +65,9 @@ def test_sentinel_needs_a_master_name() -> None:
 
 
 def test_sentinel_addresses_come_from_every_url() -> None:
-    connect = RedisConnect("sentinel://a:26379", options={"master_name": "m"},
+    connect = RedisConnect("sentinel://a:26379",
+                           options={"master_name": "m", "min_other_sentinels": 1,
+                                    "sentinel_kwargs": {"password": "for-sentinels"}},
                            alternates=("plus+sentinel://a:26379",
                                        "sentinel://:secret@b:26380/4"))
     client = connect.client()
@@ -70,3 +77,6 @@ def test_sentinel_addresses_come_from_every_url() -> None:
         ("a", 26379), ("b", 26380)]
     assert client.connection_pool.connection_kwargs["db"] == 4
     assert client.connection_pool.connection_kwargs["password"] == "secret"
+    manager = client.connection_pool.sentinel_manager
+    assert manager.min_other_sentinels == 1
+    assert sentinels[0].connection_pool.connection_kwargs["password"] == "for-sentinels"
