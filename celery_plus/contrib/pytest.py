@@ -120,19 +120,29 @@ def celery_app(request: pytest.FixtureRequest, tmp_path: Path, celery_plus_broke
         yield app
 
 
-@pytest.fixture
-def celery_worker(celery_app: Celery, celery_includes: Sequence[str], celery_worker_pool: Any,
-                  celery_worker_parameters: Mapping[str, Any]) -> Iterator[Any]:
-    """A worker in a thread on ``celery_app``, stopped when the test returns."""
+@contextmanager
+def _worker(app: Celery, includes: Sequence[str], pool: Any, parameters: Mapping[str, Any],
+            class_tasks: Sequence[Any] = ()) -> Iterator[Any]:
+    """Celery's in-thread test worker on ``app`` (None with ``NO_WORKER`` set)."""
     from celery.contrib.testing import worker
 
     if NO_WORKER:
         yield None
         return
-    for module in celery_includes:
-        celery_app.loader.import_task_module(module)
-    with worker.start_worker(celery_app, pool=celery_worker_pool,
-                             **celery_worker_parameters) as w:
+    for module in includes:
+        app.loader.import_task_module(module)
+    for class_task in class_tasks:
+        app.register_task(class_task)
+    with worker.start_worker(app, pool=pool, **parameters) as w:
+        yield w
+
+
+@pytest.fixture
+def celery_worker(celery_app: Celery, celery_includes: Sequence[str], celery_worker_pool: Any,
+                  celery_worker_parameters: Mapping[str, Any]) -> Iterator[Any]:
+    """A worker in a thread on ``celery_app``, stopped when the test returns."""
+    with _worker(celery_app, celery_includes, celery_worker_pool,
+                 celery_worker_parameters) as w:
         yield w
 
 
@@ -157,15 +167,6 @@ def celery_session_worker(celery_session_app: Celery, celery_includes: Sequence[
                           celery_class_tasks: Sequence[Any], celery_worker_pool: Any,
                           celery_worker_parameters: Mapping[str, Any]) -> Iterator[Any]:
     """A worker in a thread for the whole session."""
-    from celery.contrib.testing import worker
-
-    if NO_WORKER:
-        yield None
-        return
-    for module in celery_includes:
-        celery_session_app.loader.import_task_module(module)
-    for class_task in celery_class_tasks:
-        celery_session_app.register_task(class_task)
-    with worker.start_worker(celery_session_app, pool=celery_worker_pool,
-                             **celery_worker_parameters) as w:
+    with _worker(celery_session_app, celery_includes, celery_worker_pool,
+                 celery_worker_parameters, celery_class_tasks) as w:
         yield w

@@ -7,25 +7,17 @@ base class's own hooks still running. On every store, with a real worker.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from celery_plus.transport.backend import Backend
 
-from . import dropin_proj
+from . import dropin_fixtures
 from .conftest import Worker, wait_until
 from .proj import events
 
-APP = "tests.e2e.dropin_proj"
-
-
-@pytest.fixture
-def client(prefix: str, broker_url: str) -> Iterator[Any]:
-    app = dropin_proj.make_app(prefix)
-    yield app
-    app.close()
+APP = dropin_fixtures.APP
+client = dropin_fixtures.client  # the drop-in project's client app
 
 
 def test_a_celery_task_base_keeps_uniqueness_and_dead_letters(

@@ -8,7 +8,7 @@ holder's outcome, so group results, chord parts, chain steps and callbacks all a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
@@ -17,19 +17,15 @@ from celery import chain, chord, group
 
 from celery_plus.transport.backend import Backend
 
-from . import dropin_proj
+from . import dropin_fixtures
 from .conftest import Worker, wait_until
 from .proj import events
 
-APP = "tests.e2e.dropin_proj"
+APP = dropin_fixtures.APP
+client = dropin_fixtures.client  # the drop-in project's client app
+
 TIMEOUT = 60
 
-
-@pytest.fixture
-def client(prefix: str, broker_url: str) -> Iterator[Any]:
-    app = dropin_proj.make_app(prefix)
-    yield app
-    app.close()
 
 
 @pytest.fixture

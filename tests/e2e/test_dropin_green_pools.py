@@ -9,16 +9,18 @@ plain ``celery worker``, on every store.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from . import dropin_proj
+from . import dropin_fixtures
 from .conftest import Worker, wait_until
 from .proj import events
 
-APP = "tests.e2e.dropin_proj"
+APP = dropin_fixtures.APP
+client = dropin_fixtures.client  # the drop-in project's client app
+
 VT_S = 2.0
 POOLS = ["gevent", "eventlet"]
 CLIS = ["celery-plus", "celery"]
@@ -35,12 +37,6 @@ def refused(broker_kind: str, pool: str, start_worker: Callable[..., Worker],
     assert "psycopg 3 does not cooperate with eventlet" in worker.log(), worker.log()
     return True
 
-
-@pytest.fixture
-def client(prefix: str, broker_url: str) -> Iterator[Any]:
-    app = dropin_proj.make_app(prefix)
-    yield app
-    app.close()
 
 
 @pytest.mark.parametrize("cli", ["celery-plus"])  # the command that must patch first
