@@ -18,8 +18,8 @@ a lease keeper that cannot renew loses its jobs to another worker, which runs th
 A :class:`HelperThread` is always a real OS thread (started with the unpatched
 ``_thread.start_new_thread``); it waits on a :class:`NativeEvent`, and the state it shares
 with the main thread is guarded by :func:`native_lock` locks, held only around plain data
-operations. I/O objects are not shared: a green socket belongs to the thread that made it
-(the Redis store gives each thread its own client, see ``redis_backend.py``).
+operations. I/O objects are not shared: a green socket or lock belongs to the thread whose hub
+made it, so each OS thread gets a store backend of its own (``Transport.backend``).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from kombu.transport import TRANSPORT_ALIASES, virtual
 from kombu.utils.url import maybe_sanitize_url
 
 from .. import settings, signals
-from ..helper_threads import green_patcher
+from ..helper_threads import green_patched, green_patcher, native_ident
 from .backend import Backend
 from .channel import Channel, is_transient
 from .channel import Channel as PlusChannel
@@ -144,6 +144,9 @@ class Transport(virtual.Transport):
             url = f"redis://{url}"
         self.url = url
         self._backend: Backend | None = None
+        #: Under green patching: the OS thread owning ``_backend``, and other threads' own.
+        self._owner_thread = native_ident() if green_patched() else None
+        self._thread_backends: dict[int, Backend] = {}
         # A store that is down: establish_connection tries again, in Celery's retry loop.
         with contextlib.suppress(*self.connection_errors):
             self._backend = make_backend(url, self.config, client)
@@ -154,10 +157,25 @@ class Transport(virtual.Transport):
 
     @property
     def backend(self) -> Backend:
-        """The store (made on first use when it could not be reached at construction)."""
-        if self._backend is None:
-            self._backend = make_backend(self.url, self.config, self.client)
-        return self._backend
+        """The store (made on first use when it could not be reached at construction).
+
+        Under gevent/eventlet each OS thread gets a backend of its own: the lease keeper is
+        a real OS thread (``helper_threads.py``), and a green socket or lock belongs to the
+        thread whose hub made it.
+        """
+        backend = self._backend
+        if backend is None:
+            backend = self._backend = make_backend(self.url, self.config, self.client)
+        if self._owner_thread is None:
+            return backend
+        ident = native_ident()
+        if ident == self._owner_thread:
+            return backend
+        found = self._thread_backends.get(ident)
+        if found is None:
+            found = self._thread_backends[ident] = make_backend(self.url, self.config,
+                                                                self.client)
+        return found
 
     def establish_connection(self) -> Any:
         """Connect only once the store answers: a store that is down raises a connection
@@ -240,8 +258,9 @@ class Transport(virtual.Transport):
         finally:
             if self.legacy is not None:
                 self.legacy.close()
-            if self._backend is not None:
-                self._backend.close()
+            for backend in [self._backend, *self._thread_backends.values()]:
+                if backend is not None:
+                    backend.close()
 
 
 def register() -> None:

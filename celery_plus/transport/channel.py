@@ -279,7 +279,6 @@ class Channel(virtual.Channel):
 
     def __init__(self, connection: Transport, **kwargs: Any) -> None:
         super().__init__(connection, **kwargs)
-        self.backend: Backend = connection.backend
         self._queue_order: list[str] = []
         #: plus_durable_queues (None: every task queue is durable, no legacy queue).
         self._durable: frozenset[str] | None = connection.config.durable_queues
@@ -287,6 +286,11 @@ class Channel(virtual.Channel):
         #: Tags of legacy messages being delivered, until QoS.append takes them.
         self._legacy_popped: set[str] = set()
         self._legacy_order: list[str] = []
+
+    @property
+    def backend(self) -> Backend:
+        """The store, as the calling OS thread must use it (``Transport.backend``)."""
+        return self.connection.backend
 
     # -- durable or legacy ------------------------------------------------------------
     def is_durable(self, queue: str) -> bool:

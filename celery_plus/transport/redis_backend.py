@@ -15,7 +15,6 @@ from typing import Any
 
 import redis
 
-from ..helper_threads import green_patched, native_ident
 from .backend import Claim, ClaimResult, JobClaim, NewJob, PublishOutcome, Recovered, Settle
 from .redis_connect import RedisConnect
 from .redis_scripts import ScriptLibrary, pack
@@ -46,11 +45,7 @@ def _text(value: Any) -> str:
 
 class RedisBackend:
     """Store operations on one Redis server (``redis://``, ``rediss://`` or a Sentinel
-    master, connected as ``connect`` says: ``redis_connect.py``).
-
-    Under gevent/eventlet a socket belongs to the OS thread that made it, so each OS thread
-    (the lease keeper is one, see ``helper_threads.py``) gets a client of its own.
-    """
+    master, connected as ``connect`` says: ``redis_connect.py``)."""
 
     def __init__(
         self,
@@ -72,47 +67,11 @@ class RedisBackend:
         self.retention = retention
         self.maintenance_interval_ms = maintenance_interval_ms
         self.connect = connect or RedisConnect(url)
-        self._clients = self._new_clients()
-        #: Under green patching: the clients of other OS threads, by native thread id.
-        self._thread_clients: dict[int, tuple[redis.Redis, ScriptLibrary]] | None = (
-            {native_ident(): self._clients} if green_patched() else None)
+        self.client = self.connect.client()
+        self.scripts = ScriptLibrary(self.client, *_sources())
         self._publish_lock = threading.Lock()
         self._publish_conn: Any = None
         self._publish_pid = 0
-
-    # -- clients ----------------------------------------------------------------------
-    def _new_clients(self) -> tuple[redis.Redis, ScriptLibrary]:
-        client = self.connect.client()
-        return client, ScriptLibrary(client, *_sources())
-
-    def _current(self) -> tuple[redis.Redis, ScriptLibrary]:
-        clients = self._thread_clients
-        if clients is None:
-            return self._clients
-        ident = native_ident()
-        found = clients.get(ident)
-        if found is None:
-            found = clients[ident] = self._new_clients()
-        return found
-
-    @property
-    def client(self) -> redis.Redis:
-        """The redis-py client of the calling OS thread."""
-        return self._current()[0]
-
-    @property
-    def scripts(self) -> ScriptLibrary:
-        """The script library of the calling OS thread's client."""
-        return self._current()[1]
-
-    @scripts.setter
-    def scripts(self, library: ScriptLibrary) -> None:
-        """Use another library (tests: a private Function library, EVALSHA mode)."""
-        if self._thread_clients is None:
-            self._clients = (self._clients[0], library)
-        else:
-            ident = native_ident()
-            self._thread_clients[ident] = (self._current()[0], library)
 
     def ping(self) -> None:
         """Raise a connection error unless the server answers (the transport's connect)."""
@@ -371,9 +330,7 @@ class RedisBackend:
             if self._publish_conn is not None and self._publish_pid == os.getpid():
                 self._publish_conn.disconnect()
             self._publish_conn = None
-        for client, _ in (self._thread_clients or {}).values():
-            client.close()
-        self._clients[0].close()
+        self.client.close()
 
     # -- inspection for the end-to-end tests (tests/e2e) ------------------------------
     def raw_message(self, job_id: str) -> bytes | None:
