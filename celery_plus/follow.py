@@ -3,8 +3,7 @@
 When a publish is coalesced into the job holding its unique key, plain ``delay()`` gets the
 holder's ``AsyncResult``. A canvas member cannot: its id is already in a ``GroupResult``, a
 chord's header or a chain's parents, and its callbacks, chain and chord part travel in its
-own message. So a coalesced publish that carries a caller-chosen id or canvas options gets a
-*follower*: a small task, published under the member's own id with the member's options
+own message. So a coalesced canvas member (:func:`needs_follower`) gets a *follower*: a small task, published under the member's own id with the member's options
 (callbacks, errbacks, chain, chord, group, queue, priority), that completes from the
 holder's outcome:
 
@@ -31,8 +30,8 @@ from celery.backends.base import DisabledBackend
 from celery.exceptions import Ignore, TaskRevokedError
 
 FOLLOW_TASK = "celery.plus_follow"
-#: Options that make a coalesced publish part of something that waits for its own id.
-CANVAS_OPTIONS = ("task_id", "link", "link_error", "chain", "chord", "group_id")
+#: Options that make a coalesced publish part of a canvas (its own id is awaited).
+CANVAS_OPTIONS = ("link", "link_error", "chain", "chord", "group_id")
 #: Polling back-off of a follower waiting for its holder (seconds).
 FIRST_WAIT_S, LONGEST_WAIT_S = 0.05, 2.0
 #: Store states of a holder that will not produce a result any more.
@@ -44,9 +43,13 @@ class FollowError(RuntimeError):
 
 
 def needs_follower(options: Mapping[str, Any]) -> bool:
-    """True when a coalesced publish's own id is awaited: a caller-chosen ``task_id``
-    (every canvas member has one) or canvas options (callbacks, chain, chord, group)."""
-    return any(options.get(name) for name in CANVAS_OPTIONS)
+    """True when something awaits the coalesced publish's own id: canvas options
+    (callbacks, the rest of a chain, a chord, a group), or a workflow step published with
+    its chosen id from inside a task (a chain's later steps: ``task_id`` and ``parent_id``).
+    A plain call, even with ``task_id=``, gets the holder's result as before."""
+    if any(options.get(name) for name in CANVAS_OPTIONS):
+        return True
+    return bool(options.get("task_id") and options.get("parent_id"))
 
 
 def follower_options(options: Mapping[str, Any], task_id: str, name: str) -> dict[str, Any]:

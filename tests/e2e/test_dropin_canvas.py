@@ -115,18 +115,25 @@ def test_a_plain_duplicate_still_returns_the_holder(
     again = uniq.delay(6)
     assert again.deduplicated and again.id == first.id
     explicit = uniq.apply_async((6,), task_id=f"{prefix}-explicit-6")
-    assert explicit.deduplicated and explicit.id == f"{prefix}-explicit-6"
-    assert explicit.holder_id == first.id
-    assert explicit.get(timeout=TIMEOUT) == first.get(timeout=TIMEOUT) == 60
+    assert explicit.deduplicated and explicit.id == first.id
+    assert first.get(timeout=TIMEOUT) == 60
+
+
+def test_the_last_step_of_a_chain_follows_its_holder(
+        client: Any, worker: Worker, prefix: str) -> None:
+    uniq, add = client.tasks["dropin.uniq"], client.tasks["proj.add"]
+    holder = uniq.apply_async((8,), countdown=2)
+    result = chain(add.si(1, 1), uniq.si(8))()  # uniq(8) is published by the worker
+    assert result.get(timeout=TIMEOUT) == 80 and result.id != holder.id
+    assert _ran(prefix, "uniq", 8) == 1
 
 
 def test_a_member_published_in_a_batch_follows_its_holder(
         client: Any, worker: Worker, prefix: str) -> None:
     uniq = client.tasks["dropin.uniq"]
     with client.publish_batch():
-        first = uniq.apply_async((7,), task_id=f"{prefix}-first-7")
-        second = uniq.apply_async((7,), task_id=f"{prefix}-second-7")
-    assert (first.deduplicated, second.deduplicated) == (False, True)
-    assert second.id == f"{prefix}-second-7" and second.holder_id == first.id
-    assert second.get(timeout=TIMEOUT) == first.get(timeout=TIMEOUT) == 70
+        first = uniq.delay(7)
+        members = group(uniq.s(7), uniq.s(7)).apply_async()
+    assert first.deduplicated is False
+    assert members.get(timeout=TIMEOUT) == [70, 70] and first.get(timeout=TIMEOUT) == 70
     assert _ran(prefix, "uniq", 7) == 1
