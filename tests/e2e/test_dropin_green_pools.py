@@ -63,11 +63,13 @@ def test_a_cpu_bound_task_longer_than_the_lease_runs_once(
     if refused(broker_kind, pool, start_worker, cli):
         return
     env = {"PLUS_TEST_VT": str(VT_S)}
-    start_worker(app=APP, pool=pool, concurrency=4, cli=cli, env=env)
+    green = start_worker(app=APP, pool=pool, concurrency=4, cli=cli, env=env)
     result = client.tasks["dropin.crunch"].delay(3 * VT_S)
     wait_until(lambda: events(prefix, "crunch_start"), timeout=30, message="crunch started")
     # A second worker ready to take the job over if the first one's lease lapses.
-    start_worker(app=APP, pool="solo", env=env)
+    other = start_worker(app=APP, pool="solo", env=env)
     assert result.get(timeout=60) > 0
     time.sleep(VT_S)  # long enough for a lapsed lease to have been recovered and rerun
-    assert len(events(prefix, "crunch_start")) == 1, events(prefix)
+    assert len(events(prefix, "crunch_start")) == 1, (
+        f"{events(prefix)}\n--- {pool} worker ---\n{green.log()[-6000:]}"
+        f"\n--- solo worker ---\n{other.log()[-3000:]}")
