@@ -3,9 +3,9 @@
 When a publish is coalesced into the job holding its unique key, plain ``delay()`` gets the
 holder's ``AsyncResult``. A canvas member cannot: its id is already in a ``GroupResult``, a
 chord's header or a chain's parents, and its callbacks, chain and chord part travel in its
-own message. So a coalesced canvas member (:func:`needs_follower`) gets a *follower*: a small task, published under the member's own id with the member's options
-(callbacks, errbacks, chain, chord, group, queue, priority), that completes from the
-holder's outcome:
+own message. So a coalesced canvas member (:func:`needs_follower`) gets a *follower*: a
+small task, published under the member's own id with the member's options (callbacks,
+errbacks, chain, chord, group, queue, priority), that completes from the holder's outcome:
 
 * the holder succeeded → the follower returns the holder's result;
 * the holder failed or was revoked → the follower fails with the holder's exception;
