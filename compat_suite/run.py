@@ -48,10 +48,12 @@ def scenario_docs() -> dict[str, str]:
     return docs
 
 
-def dimensions(pools: list[str], django: bool) -> list[tuple[str, bool]]:
-    """The (pool, django) variants a run deploys every configuration as."""
-    found = [(pool, False) for pool in pools or ["prefork"]]
-    return found + [(pool, True) for pool, _ in found] if django else found
+def dimensions(pools: list[str], django: bool, plain: bool = True) -> list[tuple[str, bool]]:
+    """The (pool, django) variants a run deploys every configuration as (``plain`` False:
+    only the Django ones)."""
+    chosen = pools or ["prefork"]
+    return ([(pool, False) for pool in chosen] if plain or not django else []) + (
+        [(pool, True) for pool in chosen] if django else [])
 
 
 def identity_problem(config: Config, identity: dict[str, Any]) -> str | None:
@@ -99,11 +101,11 @@ def deploy_and_observe(config: Config, servers: Servers, scenarios: list[str],
 
 def run(names: list[str], scenarios: list[str], servers: Servers, jobs: int,
         deadline: float = 600.0, logs: Path | None = None, pools: list[str] | None = None,
-        django: bool = False) -> Run:
+        django: bool = False, plain: bool = True) -> Run:
     """Run the scenarios on the reference and on ``names``, per pool / Django variant; compare
     each with plain Celery deployed the same way."""
     groups = []
-    for pool, as_django in dimensions(pools or [], django):
+    for pool, as_django in dimensions(pools or [], django, plain):
         reference = REFERENCE.variant(pool, as_django)
         candidates = [CONFIGS[n].variant(pool, as_django) for n in names if n != REFERENCE.name]
         groups.append((reference, candidates))
@@ -165,16 +167,19 @@ def main(argv: list[str] | None = None) -> int:
                         "default: prefork), each compared with plain Celery on that pool")
     parser.add_argument("--django", action="store_true",
                         help="also deploy every configuration as a Django project")
+    parser.add_argument("--django-only", action="store_true",
+                        help="deploy every configuration as a Django project only")
     parser.add_argument("--jobs", type=int, default=0,
                         help="deployments run at once (default: all)")
     parser.add_argument("--redis", default=Servers.redis, help="Redis server URL (no db)")
     parser.add_argument("--postgres", default=Servers.postgres, help="PostgreSQL URL")
     args = parser.parse_args(argv)
     names = args.config or list(CONFIGS)
-    deployments = (len(names) + 1) * len(dimensions(args.pool, args.django))
+    django, plain = args.django or args.django_only, not args.django_only
+    deployments = (len(names) + 1) * len(dimensions(args.pool, django, plain))
     result = run(names, args.scenario, Servers(redis=args.redis, postgres=args.postgres),
                  jobs=args.jobs or deployments, logs=args.logs, pools=args.pool,
-                 django=args.django)
+                 django=django, plain=plain)
     print(text(result))
     if args.report:
         write(result, args.report)

@@ -7,13 +7,14 @@ project deployed as a Django project (``djsite``: Celery settings in Django's se
 only where docs/compat.md says so; a scenario that plain Celery cannot run on a pool (hard
 time limits off prefork) is ``n/a`` on both. The prefork/plain-project run is
 ``test_compat_suite.py``; the full matrix (every store on every pool) is
-``python -m compat_suite.run --pool threads --pool gevent --pool solo --django``.
+``python -m compat_suite.run --pool prefork --pool threads --pool gevent --pool solo --django``.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,14 +26,14 @@ from tests.conformance.stores import PG_URL, REDIS_URL
 
 POOL_RUN = {"names": ["plus-redis"], "pools": ["threads", "gevent", "solo"], "django": False}
 DJANGO_RUN = {"names": ["plus-redis", "plus-sqlite", "plus-postgres"], "pools": ["prefork"],
-              "django": True}
+              "django": True, "plain": False}
 
 
-def _run(tmp_path_factory: pytest.TempPathFactory, name: str, spec: dict) -> Run:
+def _run(tmp_path_factory: pytest.TempPathFactory, name: str, spec: dict[str, Any]) -> Run:
     servers = Servers(redis=REDIS_URL.rsplit("/", 1)[0], postgres=PG_URL)
     logs = tmp_path_factory.mktemp(f"compat-{name}-logs")
     result = run(spec["names"], [], servers, jobs=3, logs=logs, pools=spec["pools"],
-                 django=spec["django"])
+                 django=spec["django"], plain=spec.get("plain", True))
     report = Path(os.environ.get("COMPAT_REPORT_DIR") or tmp_path_factory.mktemp("compat"))
     write(result, report / f"compat-{name}.md")
     print(f"\n{text(result)}\nlogs: {logs}")
