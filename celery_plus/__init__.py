@@ -9,6 +9,10 @@ the ``plus+<url>`` broker transport.
 
 from __future__ import annotations
 
+# isort: off
+from . import _early  # noqa: F401  (first: the celery-plus command's gevent/eventlet patching)
+# isort: on
+
 from typing import Any
 
 from celery import (
@@ -33,18 +37,21 @@ from . import result_backends as _result_backends  # noqa: F401  ("plus+" result
 from . import transport as _transport  # registers the "plus" transport alias
 from .app import Celery
 from .options import EXTENSION_OPTIONS, parse_extensions
-from .task import Task
+from .task import Task, plus_task_class
 from .transactional import enqueue_after_commit, enqueue_in
 
 __version__ = "0.1.0"
 
 
 def shared_task(*args: Any, **kwargs: Any) -> Any:
-    """Celery's ``shared_task`` with ``celery_plus.Task`` as the default base.
+    """Celery's ``shared_task``; on a ``celery_plus.Celery`` app the task derives from
+    ``celery_plus.Task`` whatever its ``base=`` (and from Celery's ``DjangoTask`` under
+    Django, as with plain Celery).
 
     Extension options are validated when the decorator is applied.
     """
-    kwargs.setdefault("base", Task)
+    if kwargs.get("base") is not None:
+        kwargs["base"] = plus_task_class(kwargs["base"])
 
     def create(fun: Any) -> Any:
         if any(k in kwargs for k in EXTENSION_OPTIONS):

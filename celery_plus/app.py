@@ -24,12 +24,14 @@ from celery.app.amqp import AMQP
 from celery.result import AsyncResult
 from kombu import pools
 from kombu.resource import Resource
+from kombu.utils.imports import symbol_by_name
 
-from . import settings, signals
+from . import follow, settings, signals
 from .config_view import speed_up
 from .exceptions import DuplicateTask
 from .options import EXTENSION_OPTIONS, message_extensions, parse_extensions
 from .producer import Producer
+from .task import plus_task_class
 from .transport.channel import PublishBatch, current_batch, last_publish
 
 logger = logging.getLogger("celery_plus")
@@ -128,15 +130,21 @@ class PlusAMQP(AMQP):
 
 
 class Celery(celery.Celery):
-    """A ``celery.Celery`` whose tasks are ``celery_plus.Task`` and whose defaults are durable."""
+    """A ``celery.Celery`` whose tasks are ``celery_plus.Task`` and whose defaults are durable.
 
-    task_cls = "celery_plus.task:Task"
+    ``task_cls`` keeps Celery's default, so Celery's Django fix-up still picks its
+    ``DjangoTask`` (``delay_on_commit``); whatever the task class or a task's ``base=``,
+    ``celery_plus.Task`` is mixed in (:func:`~celery_plus.task.plus_task_class`).
+    """
+
     amqp_cls = "celery_plus.app:PlusAMQP"
 
     #: The embedded default (used when no broker is configured): ``embedded_path`` is the
     #: SQLite file, ``<working directory at creation>/.celery-plus/<main>.db``.
     embedded_path: Path
     embedded_url: str
+    #: The configuration's keys were checked for misspelt ``plus_*`` settings.
+    _plus_spelling_checked = False
 
     def __init__(self, main: str | None = None, *args: Any, **kwargs: Any) -> None:
         super().__init__(main, *args, **kwargs)
@@ -147,10 +155,13 @@ class Celery(celery.Celery):
         from .worker import install_bootsteps
 
         install_bootsteps(self)
+        follow.register(self)
 
     # -- configuration ----------------------------------------------------------------
     def plus_config(self) -> settings.PlusConfig:
-        """The validated ``plus_*`` settings (``ImproperlyConfigured`` names a bad one)."""
+        """The validated ``plus_*`` settings (``ImproperlyConfigured`` names a bad one,
+        or a misspelt one as the user wrote it)."""
+        settings.check_spelling(self.conf.keys(), self.namespace)
         return settings.resolve({k: self.conf.get(k) for k in settings.BY_NAME})
 
     def _load_config(self) -> Any:
@@ -194,12 +205,28 @@ class Celery(celery.Celery):
     def _connection(self, url: Any, **kwargs: Any) -> Any:
         if url == self.embedded_url:
             self.embedded_path.parent.mkdir(parents=True, exist_ok=True)
+        if not self._plus_spelling_checked:
+            settings.check_spelling(self.conf.keys(), self.namespace)
+            self._plus_spelling_checked = True
         options = dict(kwargs.pop("transport_options", None) or {})
         for name in settings.BY_NAME:
             options.setdefault(name, self.conf.get(name))
         return super()._connection(url, transport_options=options, **kwargs)
 
     # -- task declaration ---------------------------------------------------------------
+    def create_task_cls(self) -> Any:
+        """The app's ``Task``: ``task_cls`` (Celery's, Django's or the user's) with
+        ``celery_plus.Task`` mixed in."""
+        base = symbol_by_name(self.task_cls)
+        return self.subclass_with_self(plus_task_class(base), name="Task", attribute="_app",
+                                       keep_reduce=True, abstract=True)
+
+    def _task_from_fun(self, fun: Any, name: Any = None, base: Any = None,
+                       bind: bool = False, **options: Any) -> Any:
+        if base is not None:
+            base = plus_task_class(base)  # base=MyBase(celery.Task) keeps the extensions
+        return super()._task_from_fun(fun, name=name, base=base, bind=bind, **options)
+
     def task(self, *args: Any, **opts: Any) -> Any:
         if len(args) == 1 and callable(args[0]) and not opts:
             return super().task(*args)
@@ -230,7 +257,7 @@ class Celery(celery.Celery):
         if outcome is not None and outcome.state == "batched":
             batch = current_batch.get()
             if batch is not None:
-                batch.watch(outcome.job_id, (result, name, header, ext))
+                batch.watch(outcome.job_id, (result, name, header, ext, options))
             result.deduplicated = None
             return result
         if outcome is None or outcome.accepted:
@@ -244,7 +271,7 @@ class Celery(celery.Celery):
                         outcome.state or "gone")
             result.deduplicated = True
             return result
-        return self._duplicate(name, result, outcome.holder_id or "", header, ext)
+        return self._duplicate(name, result, outcome.holder_id or "", header, ext, options)
 
     @contextmanager
     def publish_batch(self) -> Iterator[PublishBatch]:
@@ -268,7 +295,7 @@ class Celery(celery.Celery):
             watched = batch.watched.get(outcome.job_id)
             if watched is None:
                 continue
-            result, name, header, ext = watched
+            result, name, header, ext, options = watched
             if outcome.accepted:
                 result.deduplicated = False
                 continue
@@ -276,7 +303,8 @@ class Celery(celery.Celery):
                 result.deduplicated = True
                 continue
             try:
-                holder = self._duplicate(name, result, outcome.holder_id or "", header, ext)
+                holder = self._duplicate(name, result, outcome.holder_id or "", header, ext,
+                                         options)
             except DuplicateTask as exc:
                 refusal = refusal or exc
                 holder = type(result)(exc.holder_id, app=self)
@@ -286,13 +314,22 @@ class Celery(celery.Celery):
             raise refusal
 
     def _duplicate(self, name: str, result: AsyncResult, holder_id: str,
-                   header: dict[str, Any], ext: Any) -> AsyncResult:
+                   header: dict[str, Any], ext: Any, options: dict[str, Any]) -> AsyncResult:
+        """A publish coalesced into ``holder_id``: the holder's result for a plain call; a
+        canvas member (or a caller-chosen id) keeps its id, which follows the holder's
+        outcome (``follow.py``)."""
         unique_key = header.get("u", [""])[0]
         signals.task_deduplicated.send(
             sender=name, task_id=result.id, holder_id=holder_id, unique_key=unique_key
         )
         if ext is not None and ext.unique_on_duplicate == "raise":
             raise DuplicateTask(name, holder_id, unique_key)
+        if follow.needs_follower(options) and result.id != holder_id:
+            super().send_task(follow.FOLLOW_TASK, (holder_id,), {},
+                              **follow.follower_options(options, result.id, name))
+            result.deduplicated = True
+            result.holder_id = holder_id
+            return result
         holder = type(result)(holder_id, app=self)
         holder.deduplicated = True
         return holder

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from celery.exceptions import ImproperlyConfigured
 
-from celery_plus.keys import concurrency_scope, unique_key
+from celery_plus.keys import canonical_json, concurrency_scope, unique_key
 
 __all__ = [
     "EXTENSION_OPTIONS",
@@ -376,6 +376,25 @@ def _lookup(ext: TaskExtensions, payload: Mapping[str, object], name: str) -> ob
     return extra.get(name) if isinstance(extra, Mapping) else None
 
 
+def _not_json(task_name: str, option: str, fields: Mapping[str, object],
+              exc: TypeError) -> TypeError:
+    """The error for a key that cannot be built: names the task, the option and the
+    argument at fault."""
+    culprit = ""
+    for name, value in fields.items():
+        try:
+            canonical_json(value)
+        except TypeError:
+            culprit = f" argument {name!r} ({type(value).__name__})"
+            break
+    culprit = culprit or " an argument"
+    return TypeError(
+        f"task {task_name!r}: {option} needs JSON-serialisable arguments, and{culprit} "
+        f"is not ({exc}). Fix: pass JSON values (str, int, float, bool, None, lists, dicts; "
+        "datetimes, UUIDs and decimals are converted), or key on other arguments "
+        "(unique_by=[...] / concurrency_key=...).")
+
+
 def message_extensions(
     ext: TaskExtensions, task_name: str, payload: Mapping[str, object]
 ) -> dict[str, object]:
@@ -383,13 +402,18 @@ def message_extensions(
 
     ``u`` = ``[f"{task}:{unique_key}", window, ttl_ms]`` (ttl_ms 0 unless the window is ttl),
     ``c`` = ``[f"{task}:{scope or ''}", limit]``, ``md`` = max deliveries.  Empty if none apply.
+    A key that cannot be built (an argument that is not JSON) raises ``TypeError`` naming
+    the task, the option and the argument.
     """
     header: dict[str, object] = {}
     if ext.unique:
-        if ext.unique_by:
-            key = unique_key({f: _lookup(ext, payload, f) for f in ext.unique_by}, ext.unique_by)
-        else:
-            key = unique_key(payload, None)
+        option = f"unique_by={list(ext.unique_by)!r}" if ext.unique_by else "unique=True"
+        fields = ({f: _lookup(ext, payload, f) for f in ext.unique_by} if ext.unique_by
+                  else dict(payload))
+        try:
+            key = unique_key(fields, ext.unique_by) if ext.unique_by else unique_key(payload, None)
+        except TypeError as exc:
+            raise _not_json(task_name, option, fields, exc) from None
         ttl_ms = (
             round(ext.unique_ttl * 1000)
             if ext.unique_window == "ttl" and ext.unique_ttl is not None
@@ -400,7 +424,11 @@ def message_extensions(
         scope = None
         if ext.concurrency_key is not None:
             field = ext.concurrency_key
-            scope = concurrency_scope({field: _lookup(ext, payload, field)}, field)
+            value = {field: _lookup(ext, payload, field)}
+            try:
+                scope = concurrency_scope(value, field)
+            except TypeError as exc:
+                raise _not_json(task_name, f"concurrency_key={field!r}", value, exc) from None
         header["c"] = [f"{task_name}:{scope or ''}", ext.concurrency]
     if ext.max_deliveries is not None:
         header["md"] = ext.max_deliveries

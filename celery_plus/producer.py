@@ -31,15 +31,16 @@ class Producer(kombu.Producer):
         if (exchange == "" and routing_key and isinstance(channel, Channel)
                 and channel.is_durable(routing_key)):
             headers = {} if headers is None else headers
-            _, properties["delivery_mode"] = self._delivery_details(
-                self.exchange, delivery_mode)
+            # A copy: on a connection error the same arguments go to kombu's path below.
+            direct = dict(properties)
+            _, direct["delivery_mode"] = self._delivery_details(self.exchange, delivery_mode)
             if expiration is not None:
-                properties["expiration"] = str(int(expiration * 1000))
+                direct["expiration"] = str(int(expiration * 1000))
             payload, ctype, cencoding = self._prepare(
                 body, serializer, content_type, content_encoding,
                 self.compression if compression is None else compression, headers)
             message = channel.prepare_message(
-                payload, priority, ctype, cencoding, headers, properties)
+                payload, priority, ctype, cencoding, headers, direct)
             try:
                 channel.publish_direct(routing_key, message)
                 return None

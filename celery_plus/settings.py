@@ -7,8 +7,9 @@ message that names the setting and the fix.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -280,15 +281,56 @@ class PlusConfig:
     legacy_url: str | None = None
 
 
+def _spelt_like(written: str, name: str) -> str:
+    """``name`` (a ``plus_*`` setting) in the style ``written`` uses: the same namespace
+    prefix (``CELERY_``) and case."""
+    head = written[: len(written) - len(_plus_part(written) or written)]
+    suggestion = head + name
+    return suggestion.upper() if written.isupper() else suggestion
+
+
+def _plus_part(key: str) -> str | None:
+    """The ``plus_...`` part of a key spelt ``plus_x``, ``PLUS_X`` or ``<NS>_PLUS_X``."""
+    match = re.fullmatch(r"(?:[A-Za-z0-9]+_)?((?:plus|PLUS)_\w+)", key)
+    return match[1] if match else None
+
+
+def unknown_settings(keys: Iterable[str], namespace: str | None = None) -> list[str]:
+    """Keys of a configuration that look like ``plus_*`` settings but are none of them.
+
+    ``plus_x`` and ``PLUS_X`` count, and ``<namespace>_PLUS_X`` for the app's namespace
+    (``config_from_object(..., namespace="CELERY")``); other prefixes are someone else's.
+    """
+    found = []
+    for key in keys:
+        if not isinstance(key, str):
+            continue
+        part = _plus_part(key)
+        if part is None:
+            continue
+        prefix = key[: len(key) - len(part)].rstrip("_")
+        if prefix and (namespace is None or prefix.lower() != namespace.lower()):
+            continue
+        if part.lower() not in BY_NAME:
+            found.append(key)
+    return found
+
+
+def check_spelling(keys: Iterable[str], namespace: str | None = None) -> None:
+    """Fail on the first key :func:`unknown_settings` finds, naming the closest setting."""
+    for key in unknown_settings(keys, namespace):
+        part = (_plus_part(key) or key).lower()
+        close = difflib.get_close_matches(part, BY_NAME, n=1, cutoff=0.6)
+        hint = (f" Did you mean {_spelt_like(key, close[0])!r}?" if close
+                else f" celery-plus settings are: {', '.join(sorted(BY_NAME))}.")
+        raise ImproperlyConfigured(f"Unknown celery-plus setting {key!r}.{hint}")
+
+
 def resolve(values: Mapping[str, Any]) -> PlusConfig:
     """Validate ``plus_*`` values (missing ones take their defaults)."""
     merged: dict[str, Any] = dict(DEFAULTS)
+    check_spelling(values)
     for name, value in values.items():
-        if name.startswith("plus_") and name not in BY_NAME:
-            known = ", ".join(sorted(BY_NAME))
-            raise ImproperlyConfigured(
-                f"Unknown setting {name!r}. celery-plus settings are: {known}."
-            )
         if name in BY_NAME:
             merged[name] = value
     for setting in SETTINGS:

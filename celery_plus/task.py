@@ -16,6 +16,7 @@ import celery
 from billiard.einfo import ExceptionWithTraceback
 from celery.exceptions import (
     Ignore,
+    ImproperlyConfigured,
     Reject,
     Retry,
     Terminated,
@@ -124,6 +125,23 @@ class Task(celery.Task):
     plus_extensions: ClassVar[TaskExtensions | None] = None
     plus_binder: ClassVar[PayloadBinder | None] = None
 
+    def apply_async(self, args: Any = None, kwargs: Any = None, task_id: str | None = None,
+                    producer: Any = None, link: Any = None, link_error: Any = None,
+                    shadow: str | None = None, **options: Any) -> Any:
+        """Celery's ``apply_async``; under ``task_always_eager`` the extension options are
+        applied as a worker would (``celery_plus/eager.py``)."""
+        app = self._get_app()
+        if not app.conf.task_always_eager:
+            return super().apply_async(args, kwargs, task_id, producer, link, link_error,
+                                       shadow, **options)
+        from . import eager
+
+        def run(eager_id: str) -> Any:
+            return super(Task, self).apply_async(args, kwargs, eager_id, producer, link,
+                                                 link_error, shadow, **options)
+
+        return eager.apply_async(self, run, args, kwargs, task_id, options)
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         declared = {
@@ -148,3 +166,54 @@ class Task(celery.Task):
                 stacklevel=2,
             )
             cls.acks_late = True
+
+
+_DEFAULT_REQUEST = (celery.Task.Request, CeleryRequest)
+_mixed: dict[type, type] = {}
+
+
+def _request_class(base: type[celery.Task]) -> Any:
+    request = base.Request
+    if isinstance(request, str):
+        from kombu.utils.imports import symbol_by_name
+
+        request = symbol_by_name(request)
+    return request
+
+
+def plus_task_class(base: type) -> type[Task]:
+    """``base`` with the celery-plus extensions: itself if it already derives from
+    :class:`Task`, else a subclass of both (``base`` first, so its overrides win).
+
+    This is how ``@app.task(base=MyBase, unique=True)`` with ``MyBase(celery.Task)`` keeps
+    the extensions (and the dead-letter details of failures), and how Celery's Django
+    ``DjangoTask`` keeps ``delay_on_commit``. A ``Request`` class of ``base``'s own is
+    combined with celery-plus's the same way. A base that cannot be combined fails loudly.
+    """
+    if not isinstance(base, type) or not issubclass(base, celery.Task):
+        raise ImproperlyConfigured(
+            f"task base {base!r} is not a celery.Task subclass: derive it from "
+            "celery_plus.Task (or celery.Task)")
+    if issubclass(base, Task):
+        return base
+    if base is celery.Task:
+        return Task
+    mixed = _mixed.get(base)
+    if mixed is not None:
+        return mixed
+    attrs: dict[str, Any] = {"__module__": base.__module__, "__qualname__": base.__qualname__,
+                             "__doc__": base.__doc__}
+    request = _request_class(base)
+    if request not in _DEFAULT_REQUEST and not (
+            isinstance(request, type) and issubclass(request, Request)):
+        attrs["Request"] = type(request.__name__, (request, Request),
+                                {"__module__": request.__module__})
+    try:
+        mixed = type(base.__name__, (base, Task), attrs)
+    except TypeError as exc:
+        raise ImproperlyConfigured(
+            f"task base {base.__module__}.{base.__qualname__} cannot be combined with "
+            f"celery_plus.Task ({exc}): derive it from celery_plus.Task instead of "
+            "celery.Task") from exc
+    _mixed[base] = mixed
+    return mixed

@@ -1,10 +1,11 @@
 """Comparing a deployment's observations with the reference's, scenario by scenario.
 
-A cell (scenario on a configuration) is ``pass`` (same outcome), ``intentional`` (every
-difference is one :data:`~compat_suite.intentional.INTENTIONAL` explains), ``differs``,
-``error`` (the scenario raised or timed out), ``xfail`` (a known incompatibility listed in
-:data:`~compat_suite.intentional.EXPECTED_FAILURES` still shows) or ``xpass`` (it no longer
-does: remove the entry).
+A cell (scenario on a configuration) is ``n/a`` (the scenario does not apply to the
+deployment's pool or kind, on the reference neither), ``pass`` (same outcome),
+``intentional`` (every difference is one :data:`~compat_suite.intentional.INTENTIONAL`
+explains), ``differs``, ``error`` (the scenario raised or timed out), ``xfail`` (a known
+incompatibility listed in :data:`~compat_suite.intentional.EXPECTED_FAILURES` still shows)
+or ``xpass`` (it no longer does: remove the entry).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from .intentional import EXPECTED_FAILURES, INTENTIONAL
 
 #: Statuses that make a run fail.
 FAILING = ("differs", "error", "xpass")
+#: The scenario does not apply to this deployment's pool or kind (on the reference neither).
+NOT_APPLICABLE = "n/a"
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,11 @@ def compare(scenario: str, config: str, reference: dict[str, Any],
     """The cell of ``scenario`` on ``config`` (both are driver observations of the scenario)."""
     expected_failure = EXPECTED_FAILURES.get((scenario, config))
     seconds = observed.get("seconds")
+    if reference.get("not_applicable") or observed.get("not_applicable"):
+        same = reference.get("not_applicable") == observed.get("not_applicable")
+        return Cell(scenario, config, NOT_APPLICABLE if same else "error",
+                    note=reference.get("not_applicable") or observed.get("not_applicable"),
+                    error=None if same else "applies to one deployment and not the other")
     if reference.get("error"):
         return Cell(scenario, config, "error", error=f"reference: {reference['error']}",
                     seconds=seconds)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+#: The worker pools the suite runs (Celery's default first).
+POOLS = ("prefork", "threads", "gevent", "solo")
 
 
 @dataclass(frozen=True)
@@ -27,10 +30,25 @@ class Config:
     #: Which store the broker URL points at: redis, sqlite or postgres.
     store: str
     doc: str
+    #: The worker's pool.
+    pool: str = "prefork"
+    #: The project deployed as a Django project (``djsite``, DJANGO_SETTINGS_MODULE).
+    django: bool = False
 
     @property
     def plus(self) -> bool:
         return self.cli == "celery-plus"
+
+    def variant(self, pool: str = "prefork", django: bool = False) -> Config:
+        """This configuration on another pool and/or as a Django project; the name says so
+        (``plus-redis/gevent``, ``celery-redis/django``, ``plus-sqlite/solo+django``)."""
+        if (pool, django) == ("prefork", False):
+            return self
+        suffix = "+".join(([pool] if pool != "prefork" else []) + (["django"] if django else []))
+        extra = ", ".join(([f"{pool} pool"] if pool != "prefork" else [])
+                          + (["as a Django project"] if django else []))
+        return replace(self, name=f"{self.name}/{suffix}", doc=f"{self.doc}; {extra}",
+                       pool=pool, django=django)
 
     def broker_url(self, servers: Servers, workdir: Path) -> str:
         if self.store == "sqlite":

@@ -113,6 +113,9 @@ class Deployment:
             "PROJ_PG_SCHEMA": self.prefix,
             "PYTHONPATH": str(self.root),
             "PYTHONDONTWRITEBYTECODE": "1",
+            **({"DJANGO_SETTINGS_MODULE": "djsite.settings",
+                "PROJ_DJANGO_DB": str(self.workdir / "django.sqlite3")}
+               if self.config.django else {}),
         }
 
     @property
@@ -126,10 +129,13 @@ class Deployment:
         return [*self.cli, "-A", "proj", *args]
 
     def start(self, beat: bool = True) -> None:
-        """Start the worker (prefork, 2 processes, every queue) and beat; wait until ready."""
+        """Start the worker (the configuration's pool, 2 processes or threads, every queue)
+        and beat; wait until ready."""
         queues = ",".join(f"{self.prefix}.{q}" for q in QUEUE_SUFFIXES)
+        concurrency = {"solo": 1, "gevent": 4}.get(self.config.pool, 2)
         worker = self._start("worker", self._app_command(
-            "worker", "--pool=prefork", "--concurrency=2", f"--queues={queues}",
+            "worker", f"--pool={self.config.pool}", f"--concurrency={concurrency}",
+            f"--queues={queues}",
             f"--hostname=worker-{self.prefix}@%h", "--without-gossip", "--without-mingle",
             "--loglevel=INFO"))
         if beat:
@@ -146,7 +152,8 @@ class Deployment:
         """Run the scenarios in a client process of the deployment; return what it observed."""
         out = self.workdir / "observed.json"
         cmd = [sys.executable, "-m", "compat_suite.driver", "--worker", self.worker_name,
-               "--cli", json.dumps(self.cli), "--out", str(out), *scenarios]
+               "--cli", json.dumps(self.cli), "--out", str(out), "--pool", self.config.pool,
+               *(["--django"] if self.config.django else []), *scenarios]
         env = {**self.env, "PYTHONPATH": os.pathsep.join([str(self.root), str(REPO)])}
         proc = subprocess.run(cmd, cwd=self.root, env=env, capture_output=True, text=True,
                               timeout=timeout)

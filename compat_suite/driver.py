@@ -14,14 +14,16 @@ import traceback
 from typing import Any
 
 
-def run(names: list[str], worker: str, cli: list[str], timeout: float) -> dict[str, Any]:
+def run(names: list[str], worker: str, cli: list[str], timeout: float, pool: str = "prefork",
+        django: bool = False) -> dict[str, Any]:
     import proj
     from proj import effects
     from proj.tasks.reports import whoami
     from scenarios import SCENARIOS, Context
 
     app = proj.celery_app
-    ctx = Context(app=app, worker=worker, cli=tuple(cli), timeout=timeout)
+    ctx = Context(app=app, worker=worker, cli=tuple(cli), timeout=timeout, pool=pool,
+                  django=django)
     observed: dict[str, Any] = {
         "identity": {
             "client_app": f"{type(app).__module__}.{type(app).__qualname__}",
@@ -30,6 +32,11 @@ def run(names: list[str], worker: str, cli: list[str], timeout: float) -> dict[s
         "scenarios": {},
     }
     for name in names or list(SCENARIOS):
+        reason = SCENARIOS[name].not_applicable(ctx)
+        if reason is not None:
+            observed["scenarios"][name] = {"outcome": None, "error": None,
+                                           "not_applicable": reason, "seconds": 0}
+            continue
         effects.clear()
         start = time.monotonic()
         outcome: Any = None
@@ -53,8 +60,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cli", required=True, help="the deployment's CLI, as a JSON list")
     parser.add_argument("--out", required=True, help="where to write the JSON observations")
     parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--pool", default="prefork", help="the worker's pool")
+    parser.add_argument("--django", action="store_true", help="a Django deployment")
     args = parser.parse_args(argv)
-    observed = run(args.scenarios, args.worker, json.loads(args.cli), args.timeout)
+    observed = run(args.scenarios, args.worker, json.loads(args.cli), args.timeout,
+                   args.pool, args.django)
     with open(args.out, "w") as out:
         json.dump(observed, out, indent=1, sort_keys=True)
 

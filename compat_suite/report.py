@@ -23,6 +23,11 @@ class Run:
     scenarios: dict[str, str]
     cells: list[Cell] = field(default_factory=list)
     seconds: float = 0.0
+    #: Every reference of the run (one per pool / Django variant); ``reference`` is the first.
+    references: list[str] = field(default_factory=list)
+
+    def is_reference(self, config: str) -> bool:
+        return config == self.reference or config in self.references
 
     @property
     def ok(self) -> bool:
@@ -35,10 +40,11 @@ class Run:
         return None
 
     def summary(self) -> dict[str, int]:
-        return dict(Counter(c.status for c in self.cells if c.config != self.reference))
+        return dict(Counter(c.status for c in self.cells if not self.is_reference(c.config)))
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "seconds": round(self.seconds, 1), "reference": self.reference,
+                "references": self.references,
                 "summary": self.summary(), "configs": self.configs,
                 "scenarios": self.scenarios, "cells": [asdict(c) for c in self.cells]}
 
@@ -58,7 +64,8 @@ def _rows(run: Run) -> list[list[str]]:
 def _details(run: Run) -> list[str]:
     lines = []
     for cell in run.cells:
-        if cell.status == "pass" or (cell.config == run.reference and cell.status != "error"):
+        if cell.status in ("pass", "n/a") or (run.is_reference(cell.config)
+                                              and cell.status != "error"):
             continue
         lines.append(f"{cell.scenario} on {cell.config}: {cell.status}"
                      + (f" ({cell.note})" if cell.note else ""))

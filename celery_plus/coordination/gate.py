@@ -26,7 +26,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import random
-import threading
 import time
 from typing import Any
 
@@ -36,7 +35,7 @@ from celery.worker.state import task_ready
 from kombu.utils.url import maybe_sanitize_url
 
 from .. import signals
-from ..helper_threads import HelperThread
+from ..helper_threads import HelperThread, NativeEvent
 from ..options import message_extensions
 from ..transport.backend import JobClaim
 from ..transport.channel import job_from_message
@@ -178,7 +177,7 @@ class CoordinationKeeper(HelperThread):
     def __init__(self, coordinator: Coordinator) -> None:
         super().__init__(name="celery-plus-coordination-keeper", daemon=True)
         self.coordinator = coordinator
-        self._stopping = threading.Event()
+        self._stopping = NativeEvent()
 
     def stop(self) -> None:
         self._stopping.set()

@@ -8,6 +8,7 @@ queues' kombu Redis connection: ``legacy.py``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -22,6 +23,7 @@ from kombu.transport import TRANSPORT_ALIASES, virtual
 from kombu.utils.url import maybe_sanitize_url
 
 from .. import settings, signals
+from ..helper_threads import green_patched, green_patcher, native_ident
 from .backend import Backend
 from .channel import Channel, is_transient
 from .channel import Channel as PlusChannel
@@ -30,14 +32,20 @@ from .legacy import LegacyQueues
 
 logger = logging.getLogger("celery_plus.transport")
 
-SCHEMES = ("redis", "rediss", "sqlite", "postgresql")
+SCHEMES = ("redis", "rediss", "sentinel", "sqlite", "postgresql")
 
 #: Longest idle wait while kombu lists are consumed (legacy queues, plain workers' replies):
 #: they have no wake-ups, so they are polled (plain Celery workers keep their blocking pops).
 LEGACY_POLL_S = 0.1
 
 
-def make_backend(url: str, config: settings.PlusConfig) -> Backend:
+def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) -> Backend:
+    """The store behind ``url`` (the broker URL without ``plus+``).
+
+    ``connection``: the broker's kombu ``Connection``, whose connection options
+    (``broker_use_ssl``, ``broker_transport_options``, Sentinel addresses) the Redis store
+    uses as kombu's Redis transport does.
+    """
     scheme = url.partition("://")[0]
     options: dict[str, Any] = dict(
         prefix=config.key_prefix,
@@ -49,15 +57,24 @@ def make_backend(url: str, config: settings.PlusConfig) -> Backend:
         ),
         maintenance_interval_ms=int(config.maintenance_interval * 1000),
     )
-    if scheme in ("redis", "rediss"):
+    if scheme in ("redis", "rediss", "sentinel"):
         from .redis_backend import RedisBackend
+        from .redis_connect import from_kombu
 
-        return RedisBackend(url, **options)
+        return RedisBackend(url, connect=from_kombu(url, connection), **options)
     if scheme == "sqlite":
         from .sqlite_backend import SQLiteBackend
 
         return SQLiteBackend(url, **options)
     if scheme in ("postgresql", "postgres"):
+        from .pg_pool import require_psycopg
+
+        require_psycopg()  # without the extra: how to install it, not a ModuleNotFoundError
+        if green_patcher() == "eventlet":
+            raise ImproperlyConfigured(
+                f"broker_url 'plus+{maybe_sanitize_url(url)}' under eventlet: psycopg 3 does "
+                "not cooperate with eventlet (its waits would block every green thread). Use "
+                "-P gevent, -P threads or -P prefork with PostgreSQL, or a plus+redis:// store.")
         from .postgres_backend import PostgresBackend
 
         return PostgresBackend(url, schema=config.pg_schema, **options)
@@ -126,11 +143,48 @@ class Transport(virtual.Transport):
         if "://" not in url:
             url = f"redis://{url}"
         self.url = url
-        self.backend = make_backend(url, self.config)
+        self._backend: Backend | None = None
+        #: Under green patching: the OS thread owning ``_backend``, and other threads' own.
+        self._owner_thread = native_ident() if green_patched() else None
+        self._thread_backends: dict[int, Backend] = {}
+        # A store that is down: establish_connection tries again, in Celery's retry loop.
+        with contextlib.suppress(*self.connection_errors):
+            self._backend = make_backend(url, self.config, client)
         self.legacy = make_legacy(url, self.config, options)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._keeper: LeaseKeeper | None = None
         self._next_due_at: float | None = None
+
+    @property
+    def backend(self) -> Backend:
+        """The store (made on first use when it could not be reached at construction).
+
+        Under gevent/eventlet each OS thread gets a backend of its own: the lease keeper is
+        a real OS thread (``helper_threads.py``), and a green socket or lock belongs to the
+        thread whose hub made it.
+        """
+        backend = self._backend
+        if backend is None:
+            backend = self._backend = make_backend(self.url, self.config, self.client)
+        if self._owner_thread is None:
+            return backend
+        ident = native_ident()
+        if ident == self._owner_thread:
+            return backend
+        found = self._thread_backends.get(ident)
+        if found is None:
+            found = self._thread_backends[ident] = make_backend(self.url, self.config,
+                                                                self.client)
+        return found
+
+    def establish_connection(self) -> Any:
+        """Connect only once the store answers: a store that is down raises a connection
+        error here, so Celery says "Cannot connect to plus+…: … Trying again in N seconds…"
+        instead of "Connected…" followed by "Connection to broker lost" in a loop."""
+        ping = getattr(self.backend, "ping", None)
+        if ping is not None:
+            ping()
+        return super().establish_connection()
 
     def driver_version(self) -> str:
         return "celery-plus"
@@ -204,7 +258,9 @@ class Transport(virtual.Transport):
         finally:
             if self.legacy is not None:
                 self.legacy.close()
-            self.backend.close()
+            for backend in [self._backend, *self._thread_backends.values()]:
+                if backend is not None:
+                    backend.close()
 
 
 def register() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from kombu.transport import virtual
 from kombu.utils.json import dumps
 
 from .. import signals
+from ..helper_threads import native_lock
 from .backend import Backend, Claim, NewJob, PublishOutcome, Settle
 from .continuation import add_lease_header, continued_token
 from .legacy import LegacyChannel, dead_letter_raw, parse_envelope
@@ -153,7 +153,7 @@ class QoS(virtual.QoS):
 
     def __init__(self, channel: Channel, prefetch_count: int = 0) -> None:
         super().__init__(channel, prefetch_count)
-        self._lock = threading.Lock()
+        self._lock = native_lock()  # shared with the lease keeper, an OS thread
         self._pending: deque[Settle] = deque()
         self._failures: dict[str, dict[str, Any]] = {}
         #: Deliveries from legacy queues: settled through kombu's QoS, not the store.
@@ -282,7 +282,6 @@ class Channel(virtual.Channel):
 
     def __init__(self, connection: Transport, **kwargs: Any) -> None:
         super().__init__(connection, **kwargs)
-        self.backend: Backend = connection.backend
         self._queue_order: list[str] = []
         #: plus_durable_queues (None: every task queue is durable, no legacy queue).
         self._durable: frozenset[str] | None = connection.config.durable_queues
@@ -290,6 +289,11 @@ class Channel(virtual.Channel):
         #: Tags of legacy messages being delivered, until QoS.append takes them.
         self._legacy_popped: set[str] = set()
         self._legacy_order: list[str] = []
+
+    @property
+    def backend(self) -> Backend:
+        """The store, as the calling OS thread must use it (``Transport.backend``)."""
+        return self.connection.backend
 
     # -- durable or legacy ------------------------------------------------------------
     def is_durable(self, queue: str) -> bool:

@@ -8,12 +8,11 @@ flushes settles that other threads queued, and runs the cluster's throttled main
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import TYPE_CHECKING
 
 from .. import signals
-from ..helper_threads import HelperThread
+from ..helper_threads import HelperThread, NativeEvent
 
 if TYPE_CHECKING:
     from . import Transport
@@ -28,7 +27,7 @@ class LeaseKeeper(HelperThread):
     def __init__(self, transport: Transport) -> None:
         super().__init__(name="celery-plus-lease-keeper", daemon=True)
         self.transport = transport
-        self._stopping = threading.Event()
+        self._stopping = NativeEvent()
 
     def stop(self) -> None:
         self._stopping.set()

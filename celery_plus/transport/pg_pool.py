@@ -43,7 +43,7 @@ def require_psycopg() -> None:
     try:
         import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
+    except ImportError as exc:
         from celery.exceptions import ImproperlyConfigured
 
         raise ImproperlyConfigured(

@@ -16,6 +16,7 @@ import redis
 
 from .backend import Claim, ClaimResult, JobClaim, NewJob, PublishOutcome, Recovered, Settle
 from .details import encode_detail
+from .redis_connect import RedisConnect
 from .redis_scripts import ScriptLibrary, pack
 
 _SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recover", "maintain", "purge")
@@ -43,7 +44,8 @@ def _text(value: Any) -> str:
 
 
 class RedisBackend:
-    """Store operations on one Redis server (``redis://`` or ``rediss://`` URL)."""
+    """Store operations on one Redis server (``redis://``, ``rediss://`` or a Sentinel
+    master, connected as ``connect`` says: ``redis_connect.py``)."""
 
     def __init__(
         self,
@@ -55,6 +57,7 @@ class RedisBackend:
         scan_limit: int = 64,
         retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
         maintenance_interval_ms: int = 1000,
+        connect: RedisConnect | None = None,
     ) -> None:
         self.url = url
         self.prefix = prefix
@@ -66,11 +69,16 @@ class RedisBackend:
         #: Maintenance renews the holds of waiting jobs (False for a coordination store,
         #: whose waiting records wait for another broker: see docs/coordination.md).
         self.renews_waiting_holds = True
-        self.client = redis.Redis.from_url(url, health_check_interval=30)
+        self.connect = connect or RedisConnect(url)
+        self.client = self.connect.client()
         self.scripts = ScriptLibrary(self.client, *_sources())
         self._publish_lock = threading.Lock()
         self._publish_conn: Any = None
         self._publish_pid = 0
+
+    def ping(self) -> None:
+        """Raise a connection error unless the server answers (the transport's connect)."""
+        self.client.ping()
 
     # -- keys -------------------------------------------------------------------------
     def key(self, *parts: str) -> str:
@@ -96,6 +104,9 @@ class RedisBackend:
                 conn = self._publish_conn = self.client.connection_pool.make_connection()
                 self._publish_pid = os.getpid()
             try:
+                # connect() first: a Sentinel-managed connection finds its master there
+                # (send_packed_command alone would dial the default host).
+                conn.connect()
                 conn.send_packed_command([pack(self.scripts.command("publish", args))])
                 return conn.read_response()
             except redis.exceptions.ResponseError as exc:
@@ -212,7 +223,12 @@ class RedisBackend:
         keys = [self.key("wake", q) for q in queues] + [self.key("t", q) for q in transient]
         if not keys:
             return None
-        reply = self.client.blpop(keys, timeout=max(timeout, 0.01))
+        try:
+            reply = self.client.blpop(keys, timeout=max(timeout, 0.01))
+        except redis.exceptions.TimeoutError:
+            # The read deadline passed while this thread was busy elsewhere (a green pool
+            # running a CPU-bound task): an empty wait; redis-py dropped the connection.
+            return None
         if reply is None:
             return None
         key = _text(reply[0])

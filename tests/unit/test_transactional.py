@@ -11,6 +11,7 @@ psycopg transaction still open at the end of the block.
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -150,7 +151,10 @@ def test_after_commit_on_psycopg_needs_the_transaction_to_end_in_the_block(
                 task.delay("committed")
                 conn.commit()
         assert store.size("celery") == 1
-        with pytest.raises(ImproperlyConfigured, match="Django"), enqueue_after_commit():
-            pass
+        # Without Django (the test extra installs it: hide it here).
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setitem(sys.modules, "django.db", None)
+            with pytest.raises(ImproperlyConfigured, match="Django"), enqueue_after_commit():
+                pass
     finally:
         store.close()

@@ -10,6 +10,7 @@ from scenarios import (  # noqa: F401  (registration)
     beat,
     canvas,
     control,
+    django_project,
     retries,
     timing,
 )

@@ -66,9 +66,16 @@ def replace(ctx: Context) -> Outcome:
     """Task.replace: the caller (or the next chain step) gets the replacement's result."""
     direct = total.delay(4, 5)
     value = direct.get(timeout=ctx.timeout)
-    chained = chain(total.s(1, 2), add.s(10))().get(timeout=ctx.timeout)
+    in_chain = chain(total.s(1, 2), add.s(10))()
+    chained = in_chain.get(timeout=ctx.timeout)
     with_canvas = sum_of_squares.delay([1, 2, 3])
+    by_canvas = with_canvas.get(timeout=ctx.timeout)
+    # The replaced delivery may still be finishing when the replacement's result is in (its
+    # task_postrun comes after Task.replace): wait for both ends of each id, so the next
+    # scenario sees an idle worker.
+    for task_id in (direct.id, in_chain.parent.id, with_canvas.id):
+        wait_for_effects("signal", n=2, signal="task_postrun", id=task_id)
     return {"result": value, "state": direct.state,
             "replaced_runs": len(effects("replaced", id=direct.id)),
             "in_chain": chained,
-            "replaced_by_chain": with_canvas.get(timeout=ctx.timeout)}
+            "replaced_by_chain": by_canvas}

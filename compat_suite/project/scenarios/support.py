@@ -30,6 +30,10 @@ class Context:
     #: The command line of this deployment's CLI (``celery`` or ``celery-plus``).
     cli: tuple[str, ...]
     timeout: float = 30.0
+    #: The worker's pool (prefork, threads, gevent, solo).
+    pool: str = "prefork"
+    #: True when the project runs as a Django project (``djsite``).
+    django: bool = False
 
     def inspect(self, timeout: float = 5.0) -> Any:
         return self.app.control.inspect(destination=[self.worker], timeout=timeout)
@@ -40,15 +44,38 @@ class Scenario:
     name: str
     run: Callable[[Context], Outcome]
     doc: str
+    #: The pools the scenario applies to (None: every pool).
+    pools: tuple[str, ...] | None = None
+    #: True for scenarios about the Django integration (run only in a Django deployment).
+    django: bool = False
+
+    def not_applicable(self, ctx: Context) -> str | None:
+        """Why the scenario does not apply to ``ctx``'s deployment (None: it does)."""
+        if self.pools is not None and ctx.pool not in self.pools:
+            return f"needs the {' or '.join(self.pools)} pool (Celery's own limits)"
+        if self.django and not ctx.django:
+            return "needs the Django deployment"
+        return None
 
 
 SCENARIOS: dict[str, Scenario] = {}
 
 
-def scenario(fn: Callable[[Context], Outcome]) -> Callable[[Context], Outcome]:
-    """Register ``fn`` as the scenario named after it (its docstring says what it shows)."""
-    SCENARIOS[fn.__name__] = Scenario(fn.__name__, fn, (fn.__doc__ or "").strip().split("\n")[0])
-    return fn
+def scenario(fn: Callable[[Context], Outcome] | None = None, *,
+             pools: tuple[str, ...] | None = None, django: bool = False) -> Any:
+    """Register ``fn`` as the scenario named after it (its docstring says what it shows).
+
+    ``@scenario(pools=("prefork",))``: only where plain Celery supports what it does
+    (hard time limits, terminating a running task); ``@scenario(django=True)``: only in the
+    Django deployment.
+    """
+
+    def register(fn: Callable[[Context], Outcome]) -> Callable[[Context], Outcome]:
+        doc = (fn.__doc__ or "").strip().split("\n")[0]
+        SCENARIOS[fn.__name__] = Scenario(fn.__name__, fn, doc, pools, django)
+        return fn
+
+    return register(fn) if fn is not None else register
 
 
 def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 30.0,

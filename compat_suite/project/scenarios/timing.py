@@ -81,7 +81,7 @@ def revoke(ctx: Context) -> Outcome:
     }
 
 
-@scenario
+@scenario(pools=("prefork", "gevent"))
 def revoke_terminate(ctx: Context) -> Outcome:
     """revoke(terminate=True) stops a running task: REVOKED, started once, never finished."""
     running = slow.delay(30, "terminated")
@@ -95,7 +95,7 @@ def revoke_terminate(ctx: Context) -> Outcome:
             "revoked_signal": _revoked_signals(running.id)}
 
 
-@scenario
+@scenario(pools=("prefork",))
 def time_limits(ctx: Context) -> Outcome:
     """soft_time_limit raises inside the task; time_limit kills it (TimeLimitExceeded)."""
     soft = crunch.delay(10)

@@ -1,0 +1,1 @@
+"""Testing helpers: ``celery_plus.contrib.pytest`` (fixtures)."""

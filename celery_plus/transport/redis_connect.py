@@ -1,0 +1,121 @@
+"""How the Redis store connects: the broker's connection options, as kombu's Redis transport
+reads them, turned into redis-py clients.
+
+* ``broker_use_ssl`` (``ssl_cert_reqs``, ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``)
+  and ``rediss://`` URLs (their ``?ssl_cert_reqs=…`` query too);
+* ``broker_transport_options``: ``socket_timeout``, ``socket_connect_timeout``,
+  ``socket_keepalive``, ``socket_keepalive_options``, ``max_connections``,
+  ``health_check_interval``, ``retry_on_timeout``, ``client_name``;
+* ``plus+sentinel://h1:26379;sentinel://h2:26379/0`` (kombu's Sentinel URL form) with
+  ``master_name`` (required), ``sentinel_kwargs`` and ``min_other_sentinels`` in the
+  transport options; the master is looked up again on every new connection (failover).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import redis
+from celery.exceptions import ImproperlyConfigured
+from kombu.utils.url import maybe_sanitize_url
+
+#: Transport options passed to every redis-py connection (kombu's Redis transport's names).
+CONNECTION_OPTIONS = ("socket_timeout", "socket_connect_timeout", "socket_keepalive",
+                      "socket_keepalive_options", "health_check_interval", "retry_on_timeout",
+                      "client_name")
+SSL_OPTIONS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+#: A connection idle this long is checked with PING before use (kombu's default too).
+DEFAULT_HEALTH_CHECK_S = 25
+
+
+@dataclass(frozen=True)
+class RedisConnect:
+    """Everything needed to make a client of one store; :meth:`client` makes a new one."""
+
+    url: str
+    #: The broker URLs kombu split off ``;`` (Sentinel: every sentinel's address).
+    alternates: tuple[str, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
+    ssl: Mapping[str, Any] | bool | None = None
+
+    @property
+    def is_sentinel(self) -> bool:
+        return self.url.partition("://")[0] == "sentinel"
+
+    def _connection_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"health_check_interval": DEFAULT_HEALTH_CHECK_S}
+        kwargs.update({k: self.options[k] for k in CONNECTION_OPTIONS
+                       if self.options.get(k) is not None})
+        return kwargs
+
+    def _ssl_kwargs(self) -> dict[str, Any]:
+        if not self.ssl:
+            return {}
+        given = dict(self.ssl) if isinstance(self.ssl, Mapping) else {}
+        unknown = sorted(set(given) - set(SSL_OPTIONS))
+        if unknown:
+            raise ImproperlyConfigured(
+                f"broker_use_ssl: unknown key(s) {unknown} for the plus+redis:// store; "
+                f"use {', '.join(SSL_OPTIONS)} (as for Celery's redis:// broker).")
+        return {"ssl": True, **{k: v for k, v in given.items() if v is not None}}
+
+    def client(self) -> redis.Redis:
+        """A new client (its own connection pool) of the store."""
+        kwargs = {**self._connection_kwargs(), **self._ssl_kwargs()}
+        max_connections = self.options.get("max_connections")
+        if self.is_sentinel:
+            return self._sentinel_client(kwargs, max_connections)
+        url = self.url
+        if kwargs.pop("ssl", False) and url.startswith("redis://"):
+            url = "rediss://" + url[len("redis://"):]
+        if max_connections is not None:
+            kwargs["max_connections"] = max_connections
+        return redis.Redis.from_url(url, **kwargs)
+
+    def _sentinel_client(self, kwargs: dict[str, Any], max_connections: Any) -> redis.Redis:
+        from redis.sentinel import Sentinel, SentinelManagedSSLConnection
+
+        master_name = self.options.get("master_name")
+        if not master_name:
+            raise ImproperlyConfigured(
+                f"broker_url 'plus+{maybe_sanitize_url(self.url)}': a Sentinel store needs "
+                "the master's name: broker_transport_options={'master_name': 'mymaster'}.")
+        sentinels, db, username, password = self._sentinel_addresses()
+        ssl = kwargs.pop("ssl", False)
+        master_kwargs = dict(kwargs, db=db, username=username, password=password)
+        if ssl:
+            master_kwargs["connection_class"] = SentinelManagedSSLConnection
+        if max_connections is not None:
+            master_kwargs["max_connections"] = max_connections
+        sentinel = Sentinel(sentinels, min_other_sentinels=int(
+                                self.options.get("min_other_sentinels") or 0),
+                            sentinel_kwargs=self.options.get("sentinel_kwargs"), **kwargs)
+        return sentinel.master_for(str(master_name), redis_class=redis.Redis, **master_kwargs)
+
+    def _sentinel_addresses(
+            self) -> tuple[list[tuple[str, int]], int, str | None, str | None]:
+        urls: Sequence[str] = [u.removeprefix("plus+") for u in self.alternates] or [self.url]
+        sentinels: list[tuple[str, int]] = []
+        db, username, password = 0, None, None
+        for url in urls:
+            parts = urlsplit(url)
+            if parts.scheme != "sentinel":
+                continue
+            sentinels.append((parts.hostname or "localhost", parts.port or 26379))
+            if parts.path.strip("/"):
+                db = int(parts.path.strip("/"))
+            username = unquote(parts.username) if parts.username else username
+            password = unquote(parts.password) if parts.password else password
+        return sentinels, db, username, password
+
+
+def from_kombu(url: str, connection: Any) -> RedisConnect:
+    """The store's connection settings from a kombu ``Connection`` (the broker's)."""
+    if connection is None:
+        return RedisConnect(url)
+    return RedisConnect(url, alternates=tuple(getattr(connection, "alt", None) or ()),
+                        options=dict(connection.transport_options or {}),
+                        ssl=getattr(connection, "ssl", None))

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class NotesConfig(AppConfig):
+    name = "djsite.notes"
+    label = "notes"

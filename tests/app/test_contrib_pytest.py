@@ -1,0 +1,109 @@
+"""Defect 10 of issue 12: ``celery_plus.contrib.pytest`` and eager mode.
+
+Runs inner pytest sessions (subprocesses, so the plugin is loaded as a user loads it) on
+test files a project would write: the fixtures give a celery-plus app and an in-thread
+worker on a fresh embedded store, or on ``CELERY_PLUS_TEST_BROKER``; eager mode applies
+the extension options as a worker would and ``EagerResult.deduplicated`` exists.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conformance.stores import PG_URL, REDIS_URL
+
+ROOT = Path(__file__).resolve().parents[2]
+
+USER_TESTS = '''
+import time
+import pytest
+from celery_plus import Celery
+from celery_plus.exceptions import DuplicateTask
+
+
+def test_the_app_is_celery_plus_on_a_durable_store(celery_app):
+    assert isinstance(celery_app, Celery)
+    assert celery_app.conf.broker_url.startswith(EXPECTED_BROKER)
+
+
+def test_a_worker_runs_tasks_and_duplicates_coalesce(celery_app, celery_worker):
+    @celery_app.task(name="user.slow", unique=True)
+    def slow(key):
+        time.sleep(0.5)
+        return key
+
+    celery_worker.reload()  # register the task in the running worker
+    first = slow.delay("k")
+    again = slow.delay("k")
+    assert first.deduplicated is False and again.deduplicated is True
+    assert again.id == first.id and first.get(timeout=20) == "k"
+
+
+@pytest.mark.celery(task_always_eager=True)
+def test_eager_mode_applies_the_options(celery_app):
+    @celery_app.task(name="user.ttl", unique_by=["key"], unique_ttl=60)
+    def ttl(key, n=0):
+        return n
+
+    @celery_app.task(name="user.raises", unique_by=["key"], unique_ttl=60,
+                     unique_on_duplicate="raise")
+    def raises(key):
+        return key
+
+    first, again, other = ttl.delay("a", 1), ttl.delay("a", 2), ttl.delay("b", 3)
+    assert (first.get(), first.deduplicated) == (1, False)
+    assert (again.get(), again.deduplicated, again.id) == (1, True, first.id)
+    assert (other.get(), other.deduplicated) == (3, False)
+    raises.delay("x")
+    with pytest.raises(DuplicateTask):
+        raises.delay("x")
+    with pytest.raises(TypeError, match="user.ttl"):
+        ttl.delay(object())
+    with pytest.raises(TypeError, match="arguments do not match"):
+        ttl.delay()
+
+
+@pytest.mark.celery(task_always_eager=True)
+def test_eager_running_window_coalesces_a_task_calling_itself(celery_app):
+    @celery_app.task(name="user.reentrant", bind=True, unique=True)
+    def reentrant(self, key):
+        inner = reentrant.delay(key)
+        return [inner.deduplicated, inner.id == self.request.id]
+
+    outer = reentrant.delay("k")
+    assert outer.get() == [True, True]
+    assert reentrant.delay("k").deduplicated is False  # released when it returned
+
+
+def test_session_fixtures(celery_session_app, celery_session_worker):
+    assert isinstance(celery_session_app, Celery)
+    assert celery_session_app.tasks["celery.ping"].delay().get(timeout=20) == "pong"
+'''
+
+
+def _run(tmp_path: Path, broker: str, expected: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "test_user.py").write_text(f"EXPECTED_BROKER = {expected!r}\n" + USER_TESTS)
+    env = {**os.environ, "CELERY_PLUS_TEST_BROKER": broker}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "celery_plus.contrib.pytest",
+         "-p", "no:cacheprovider", "-p", "no:xdist", "--rootdir", str(tmp_path),
+         str(tmp_path / "test_user.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+
+
+STORES = {"embedded": ("", "plus+sqlite:///"),
+          "redis": (f"plus+{REDIS_URL}", f"plus+{REDIS_URL}"),
+          "postgres": (f"plus+{PG_URL}", f"plus+{PG_URL}")}
+
+
+@pytest.mark.parametrize("store", list(STORES))
+def test_a_projects_tests_run_on_the_fixtures(tmp_path: Path, store: str) -> None:
+    broker, expected = STORES[store]
+    proc = _run(tmp_path, broker, expected)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "5 passed" in proc.stdout, proc.stdout

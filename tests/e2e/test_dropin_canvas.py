@@ -1,0 +1,139 @@
+"""Defect 3 of issue 12: canvas whose members have extension options completes, with
+correct results, on every store (real workers).
+
+A coalesced member keeps its own id; a follower published under it completes from the
+holder's outcome, so group results, chord parts, chain steps and callbacks all arrive
+(``celery_plus/follow.py``, docs/options.md "Canvas").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import pairwise
+from typing import Any
+
+import pytest
+from celery import chain, chord, group
+
+from celery_plus.transport.backend import Backend
+
+from . import dropin_fixtures
+from .conftest import Worker, wait_until
+from .proj import events
+
+APP = dropin_fixtures.APP
+client = dropin_fixtures.client  # the drop-in project's client app
+
+TIMEOUT = 60
+
+
+
+@pytest.fixture
+def worker(start_worker: Callable[..., Worker]) -> Worker:
+    return start_worker(app=APP, pool="threads", concurrency=4)
+
+
+def _ran(prefix: str, kind: str, n: int) -> int:
+    return sum(1 for e in events(prefix, kind) if e["n"] == n)
+
+
+def test_a_group_of_duplicates_runs_once_and_every_member_gets_the_result(
+        client: Any, worker: Worker, prefix: str) -> None:
+    uniq = client.tasks["dropin.uniq"]
+    result = group(uniq.s(1), uniq.s(1)).apply_async()
+    assert result.get(timeout=TIMEOUT) == [10, 10]
+    assert _ran(prefix, "uniq", 1) == 1
+
+
+def test_a_chord_of_duplicates_completes_with_the_sum(
+        client: Any, worker: Worker, prefix: str) -> None:
+    uniq, tsum = client.tasks["dropin.uniq"], client.tasks["proj.tsum"]
+    result = chord([uniq.s(2), uniq.s(2)])(tsum.s())
+    assert result.get(timeout=TIMEOUT) == 40
+    assert _ran(prefix, "uniq", 2) == 1
+
+
+def test_a_chain_whose_first_step_is_pending_elsewhere_follows_it(
+        client: Any, worker: Worker, prefix: str) -> None:
+    uniq, add = client.tasks["dropin.uniq"], client.tasks["proj.add"]
+    holder = uniq.apply_async((3,), countdown=2)  # pending when the chain is published
+    result = chain(uniq.s(3), add.s(1)).apply_async()
+    assert result.get(timeout=TIMEOUT) == 31
+    assert result.parent.get(timeout=TIMEOUT) == 30 and result.parent.id != holder.id
+    assert holder.get(timeout=TIMEOUT) == 30
+    assert _ran(prefix, "uniq", 3) == 1
+
+
+def test_a_followed_failure_fails_the_member_and_runs_its_errback(
+        client: Any, worker: Worker, prefix: str, view: Backend) -> None:
+    failing, add, mark = (client.tasks[n] for n in ("dropin.uniq_fail", "proj.add", "proj.mark"))
+    holder = failing.delay(4)
+    member = failing.s(4).set(link_error=mark.si(404))
+    result = chain(member, add.s(1)).apply_async()
+    with pytest.raises(ValueError, match="uniq_fail 4"):
+        result.get(timeout=TIMEOUT)
+    assert result.parent.state == "FAILURE" and holder.state == "FAILURE"
+    wait_until(lambda: [e for e in events(prefix, "mark") if e["n"] == 404],
+               timeout=TIMEOUT, message="the member's errback ran")
+    assert _ran(prefix, "uniq_fail", 4) == 1
+    wait_until(lambda: (view.job(result.parent.id) or {}).get("st") == "failed",
+               timeout=TIMEOUT, message="the follower's failure dead-lettered")
+
+
+def test_concurrency_limited_members_of_a_chord_complete_one_at_a_time(
+        client: Any, worker: Worker, prefix: str) -> None:
+    limited, tsum = client.tasks["dropin.limited"], client.tasks["proj.tsum"]
+    result = chord([limited.s(n, 0.3) for n in range(1, 5)])(tsum.s())
+    assert result.get(timeout=TIMEOUT) == 10
+    runs = sorted((e["t"], e["n"]) for e in events(prefix, "limited"))
+    assert sorted(n for _, n in runs) == [1, 2, 3, 4]
+    starts = [t for t, _ in runs]
+    # concurrency=1: each starts at least the task's duration after the previous one.
+    assert all(b - a >= 0.25 for a, b in pairwise(starts)), runs
+
+
+def test_members_following_a_cancelled_holder_fail_as_revoked(
+        client: Any, worker: Worker, prefix: str) -> None:
+    from celery.exceptions import TaskRevokedError
+
+    from celery_plus import admin
+
+    uniq = client.tasks["dropin.uniq"]
+    holder = uniq.apply_async((5,), countdown=60)
+    result = group(uniq.s(5), uniq.s(5)).apply_async()
+    assert admin.cancel(client, holder.id).changed
+    with pytest.raises(TaskRevokedError):
+        result.get(timeout=TIMEOUT)
+    assert [r.state for r in result.results] == ["FAILURE", "FAILURE"]
+    assert _ran(prefix, "uniq", 5) == 0
+
+
+def test_a_plain_duplicate_still_returns_the_holder(
+        client: Any, worker: Worker, prefix: str) -> None:
+    uniq = client.tasks["dropin.uniq"]
+    first = uniq.delay(6)
+    again = uniq.delay(6)
+    assert again.deduplicated and again.id == first.id
+    explicit = uniq.apply_async((6,), task_id=f"{prefix}-explicit-6")
+    assert explicit.deduplicated and explicit.id == first.id
+    assert first.get(timeout=TIMEOUT) == 60
+
+
+def test_the_last_step_of_a_chain_follows_its_holder(
+        client: Any, worker: Worker, prefix: str) -> None:
+    uniq, add = client.tasks["dropin.uniq"], client.tasks["proj.add"]
+    holder = uniq.apply_async((8,), countdown=2)
+    result = chain(add.si(1, 1), uniq.si(8))()  # uniq(8) is published by the worker
+    assert result.get(timeout=TIMEOUT) == 80 and result.id != holder.id
+    assert _ran(prefix, "uniq", 8) == 1
+
+
+def test_a_member_published_in_a_batch_follows_its_holder(
+        client: Any, worker: Worker, prefix: str) -> None:
+    uniq = client.tasks["dropin.uniq"]
+    with client.publish_batch():
+        first = uniq.delay(7)
+        members = group(uniq.s(7), uniq.s(7)).apply_async()
+    assert first.deduplicated is False
+    assert members.get(timeout=TIMEOUT) == [70, 70] and first.get(timeout=TIMEOUT) == 70
+    assert _ran(prefix, "uniq", 7) == 1

@@ -1,0 +1,82 @@
+"""Defect 11 of issue 12 (unit level): the broker's connection options reach the Redis
+store's clients exactly as kombu's Redis transport passes them to redis-py."""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+import pytest
+import redis
+from celery.exceptions import ImproperlyConfigured
+
+from celery_plus import Celery
+from celery_plus.transport.redis_connect import RedisConnect
+
+
+def _pool(**conf: Any) -> Any:
+    app = Celery("conn", broker=conf.pop("broker", "plus+redis://127.0.0.1:6379/3"),
+                 set_as_current=False)
+    app.conf.update(conf)
+    with app.connection_for_write() as conn:
+        return conn.transport.backend.client.connection_pool
+
+
+def test_transport_options_reach_the_connection_pool() -> None:
+    pool = _pool(broker_transport_options={
+        "socket_timeout": 7.5, "socket_connect_timeout": 2.5, "socket_keepalive": True,
+        "health_check_interval": 11, "retry_on_timeout": True, "client_name": "plus-test",
+        "max_connections": 9, "socket_keepalive_options": {1: 5}})
+    kwargs = pool.connection_kwargs
+    assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"]) == (7.5, 2.5)
+    assert kwargs["socket_keepalive"] is True and kwargs["health_check_interval"] == 11
+    assert kwargs["client_name"] == "plus-test" and kwargs["db"] == 3
+    assert kwargs["retry_on_timeout"] is True and kwargs["socket_keepalive_options"] == {1: 5}
+    assert pool.max_connections == 9
+
+
+def test_the_health_check_defaults_to_kombus_25_seconds() -> None:
+    assert _pool().connection_kwargs["health_check_interval"] == 25
+
+
+def test_broker_use_ssl_makes_tls_connections_with_its_certificates() -> None:
+    pool = _pool(broker_use_ssl={"ssl_cert_reqs": ssl.CERT_REQUIRED,
+                                 "ssl_ca_certs": "/etc/ca.pem", "ssl_certfile": "/c.pem",
+                                 "ssl_keyfile": "/k.pem"})
+    assert issubclass(pool.connection_class, redis.SSLConnection)
+    kwargs = pool.connection_kwargs
+    assert kwargs["ssl_ca_certs"] == "/etc/ca.pem" and kwargs["ssl_cert_reqs"] == ssl.CERT_REQUIRED
+    assert (kwargs["ssl_certfile"], kwargs["ssl_keyfile"]) == ("/c.pem", "/k.pem")
+
+
+def test_a_rediss_url_is_tls_too() -> None:
+    pool = _pool(broker="plus+rediss://127.0.0.1:6380/0?ssl_cert_reqs=required")
+    assert issubclass(pool.connection_class, redis.SSLConnection)
+
+
+def test_an_unknown_ssl_option_fails_naming_the_valid_ones() -> None:
+    with pytest.raises(ImproperlyConfigured, match="ssl_ca_certs"):
+        RedisConnect("redis://127.0.0.1:6379/0", ssl={"ca_certs": "/x"}).client()
+
+
+def test_sentinel_needs_a_master_name() -> None:
+    with pytest.raises(ImproperlyConfigured, match="master_name"):
+        RedisConnect("sentinel://127.0.0.1:26379/0").client()
+
+
+def test_sentinel_addresses_come_from_every_url() -> None:
+    connect = RedisConnect("sentinel://a:26379",
+                           options={"master_name": "m", "min_other_sentinels": 1,
+                                    "sentinel_kwargs": {"password": "for-sentinels"}},
+                           alternates=("plus+sentinel://a:26379",
+                                       "sentinel://:secret@b:26380/4"))
+    client = connect.client()
+    sentinels = client.connection_pool.sentinel_manager.sentinels
+    assert [(s.connection_pool.connection_kwargs["host"],
+             s.connection_pool.connection_kwargs["port"]) for s in sentinels] == [
+        ("a", 26379), ("b", 26380)]
+    assert client.connection_pool.connection_kwargs["db"] == 4
+    assert client.connection_pool.connection_kwargs["password"] == "secret"
+    manager = client.connection_pool.sentinel_manager
+    assert manager.min_other_sentinels == 1
+    assert sentinels[0].connection_pool.connection_kwargs["password"] == "for-sentinels"
