@@ -132,7 +132,7 @@ def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int) -
         concurrency_group=group[0],
         concurrency_limit=int(group[1] or 0),
         max_deliveries=int(ext.get("md") or max_deliveries),
-        lease_token=continued_token(job_id),
+        lease_token=continued_token(job_id, headers),
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from celery_plus import Celery
+from celery_plus import Celery, group
 
 REDIS_URL = os.environ.get("PLUS_TEST_REDIS", "redis://127.0.0.1:6379/0")
 RESULT_URL = os.environ.get("PLUS_TEST_RESULTS", "redis://127.0.0.1:6379/1")
@@ -165,6 +165,15 @@ def make_app(prefix: str, **settings: Any) -> Celery:
     def replaced(self: Any, x: int, y: int) -> int:
         record(prefix, "replaced", id=self.request.id)
         raise self.replace(add.s(x, y))
+
+    @app.task(name="proj.replaced_by_canvas", bind=True)
+    def replaced_by_canvas(self: Any, x: int, y: int, how: str) -> Any:
+        """Replaces itself with a canvas whose last part inherits this task's id (a chain's
+        last step, or a group's accumulating chord body), published by another task."""
+        record(prefix, "replaced", id=self.request.id)
+        if how == "chain":
+            raise self.replace(add.s(x, y) | add.s(10))
+        raise self.replace(group(add.s(x, y), add.s(y, x)))
 
     @app.task(name="proj.tx_mark", unique=True)
     def tx_mark(key: str) -> str:

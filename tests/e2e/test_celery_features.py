@@ -152,6 +152,27 @@ def test_task_replace_gives_the_replacement_result(
     assert chained.get(timeout=TIMEOUT) == 13
 
 
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
+def test_a_task_replaced_by_a_canvas_completes_with_its_last_parts_result(
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend, pool: str
+) -> None:
+    # The canvas's last part inherits the replaced task's id and is published by the task
+    # before it, typically before the replaced delivery's own ack reached the store: it
+    # continues that claim (it carries the claim's lease token), it is not fenced away.
+    start_worker(pool=pool, concurrency=4)
+    by_chain = client.tasks["proj.replaced_by_canvas"].delay(4, 5, "chain")
+    by_group = client.tasks["proj.replaced_by_canvas"].delay(1, 2, "group")
+    assert by_chain.get(timeout=TIMEOUT) == 19
+    assert by_group.get(timeout=TIMEOUT) == [3, 3]
+    for task_id in (by_chain.id, by_group.id):
+        record = wait_until(
+            lambda task_id=task_id: (r := view.job(task_id)) and r["st"] == "completed" and r,
+            timeout=10, message="replaced job completed")
+        assert record["name"] != "proj.replaced_by_canvas", record
+    assert sorted(e["id"] for e in events(prefix, "replaced")) == sorted(
+        [by_chain.id, by_group.id])
+
+
 def test_prefork_children_publish_retries_and_replacements(
     client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
