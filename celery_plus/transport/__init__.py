@@ -13,7 +13,6 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 import redis
@@ -21,12 +20,14 @@ from celery.exceptions import ImproperlyConfigured
 from kombu.transport import TRANSPORT_ALIASES, virtual
 from kombu.utils.url import maybe_sanitize_url
 
-from .. import settings, signals
+from .. import settings
+from . import keeper
 from .backend import Backend
 from .channel import Channel, is_transient
 from .channel import Channel as PlusChannel
-from .keeper import LeaseKeeper
+from .holdings import Holdings, holdings_for
 from .legacy import LegacyQueues
+from .worker_state import worker_stopping
 
 logger = logging.getLogger("celery_plus.transport")
 
@@ -87,15 +88,6 @@ def make_legacy(url: str, config: settings.PlusConfig,
     return LegacyQueues(legacy_url, config.durable_queues, transport_options)
 
 
-def _worker_stopping() -> bool:
-    """True once a Celery worker in this process was asked to shut down."""
-    from celery.worker import state
-
-    # Celery stores the exit code there: 0 (EX_OK) means "stop" too.
-    flags = (state.should_stop, state.should_terminate)
-    return any(flag is not None and flag is not False for flag in flags)
-
-
 class Transport(virtual.Transport):
     """kombu transport whose task queues are durable job stores."""
 
@@ -126,10 +118,13 @@ class Transport(virtual.Transport):
         if "://" not in url:
             url = f"redis://{url}"
         self.url = url
+        #: The store's identity: what this process holds there outlives this connection.
+        self.store = (url, self.config.key_prefix, self.config.pg_schema)
+        self.holdings: Holdings = holdings_for(self.store, self.config.visibility_timeout)
         self.backend = make_backend(url, self.config)
         self.legacy = make_legacy(url, self.config, options)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._keeper: LeaseKeeper | None = None
+        self._keeper: keeper.LeaseKeeper | None = None
         self._next_due_at: float | None = None
 
     def driver_version(self) -> str:
@@ -138,19 +133,18 @@ class Transport(virtual.Transport):
     def as_uri(self, uri: str, include_password: bool = False, mask: str = "**") -> str:
         return "plus+" + (uri if include_password else maybe_sanitize_url(uri, mask))
 
+    def new_backend(self) -> Backend:
+        """Another backend on this transport's store (the lease keeper's own connection)."""
+        return make_backend(self.url, self.config)
+
     def start_keeper(self) -> None:
+        """Have the store's lease keeper renew this process's claims (once per connection)."""
         if self._keeper is None:
-            self._keeper = LeaseKeeper(self)
-            self._keeper.start()
+            self._keeper = keeper.attach(self)
 
     def note_next_due(self, seconds: float | None) -> None:
         """Remember when the next scheduled job is due, to wake for it on time."""
         self._next_due_at = None if seconds is None else time.monotonic() + seconds
-
-    def report_dead_letters(self, dead: Iterable[tuple[str, str]]) -> None:
-        for job_id, reason in dead:
-            logger.error("celery-plus: job %s dead-lettered (%s)", job_id, reason)
-            signals.task_dead_lettered.send(sender=None, task_id=job_id, reason=reason)
 
     def drain_events(  # type: ignore[override]
         self, connection: Any, timeout: float | None = None
@@ -163,7 +157,7 @@ class Transport(virtual.Transport):
             wait = poll if deadline is None else min(poll, deadline - time.monotonic())
             if self._next_due_at is not None:
                 wait = min(wait, max(self._next_due_at - time.monotonic(), 0.005))
-            if wait <= 0 or _worker_stopping():
+            if wait <= 0 or worker_stopping():
                 raise TimeoutError()
             durable: list[str] = []
             transient: list[str] = []
@@ -197,7 +191,7 @@ class Transport(virtual.Transport):
 
     def close_connection(self, connection: Any) -> None:
         if self._keeper is not None:
-            self._keeper.stop()
+            keeper.detach(self._keeper)
             self._keeper = None
         try:
             super().close_connection(connection)

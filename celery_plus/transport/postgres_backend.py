@@ -43,6 +43,9 @@ T = TypeVar("T")
 MAINTAIN_BATCH = 500
 #: Attempts of a store call that hit a deadlock or serialization failure (then it raises).
 RETRIES = 5
+#: Attempts of a store call whose connection failed: a pool session the server ended
+#: (restart, ``pg_terminate_backend``, idle timeout) fails once, then a fresh one is used.
+CONNECTION_ATTEMPTS = 3
 STATES = ("enqueued", "scheduled", "blocked", "running", "completed", "failed", "canceled",
           "discarded")
 _ORDER = {"completed": "finished_ms", "failed": "finished_ms", "canceled": "finished_ms",
@@ -92,16 +95,22 @@ class StoreUnavailable(KombuConnectionError):
     """The database cannot be reached (a kombu connection error: Celery reconnects/retries)."""
 
 
-def _retrying(step: Callable[[], T]) -> T:
-    """Run ``step``, again when the server aborted it for a deadlock or serialization failure.
+def _retrying(step: Callable[[], T], recheck: Callable[[], object] | None = None) -> T:
+    """Run ``step``, again when the server aborted it for a deadlock or serialization
+    failure, or when its connection failed (after ``recheck``, which drops the pool's broken
+    sessions, so a server restart costs one failed attempt, not one per pooled session).
 
-    Connection failures (server down, pool exhausted) are raised as :class:`StoreUnavailable`,
-    one of the transport's ``connection_errors``.
+    A store call whose connection fails ``CONNECTION_ATTEMPTS`` times, or that finds no
+    connection within the pool's timeout, raises :class:`StoreUnavailable`, one of the
+    transport's ``connection_errors`` (Celery reconnects, publishers retry). Every store
+    call may run twice this way: settles, heartbeats and claims are fenced by lease token,
+    and a repeated publish of a waiting job replaces its message.
     """
     import psycopg
     from psycopg import errors
+    from psycopg_pool import PoolTimeout
 
-    attempt = 0
+    attempt = failed_connections = 0
     while True:
         try:
             return step()
@@ -112,8 +121,21 @@ def _retrying(step: Callable[[], T]) -> T:
             time.sleep(0.005 * attempt * (0.5 + random.random()))
         except errors.TransactionRollback:
             raise
-        except psycopg.OperationalError as exc:
+        except PoolTimeout as exc:
             raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc
+        except psycopg.OperationalError as exc:
+            failed_connections += 1
+            if failed_connections >= CONNECTION_ATTEMPTS:
+                raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc
+            logger.info("celery-plus: PostgreSQL connection failed (%s); trying again",
+                        str(exc).strip())
+            if recheck is not None:
+                try:
+                    recheck()
+                except Exception as check_exc:
+                    raise StoreUnavailable(
+                        f"PostgreSQL store unavailable: {check_exc}") from check_exc
+            time.sleep(0.05 * failed_connections)
 
 
 class PostgresBackend:
@@ -188,7 +210,11 @@ class PostgresBackend:
             with self._pool().connection() as conn:
                 return list(conn.execute(sql, params).fetchall())
 
-        return _retrying(run)
+        return _retrying(run, self._recheck)
+
+    def _recheck(self) -> None:
+        """Drop the pool's sessions the server ended (after a failed store call)."""
+        self._pool().check()
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         rows = self._rows(sql, params)
@@ -229,7 +255,7 @@ class PostgresBackend:
                 return [self._outcome(job, cur.fetchone())
                         for job, cur in zip(jobs, cursors, strict=True)]
 
-        return _retrying(run)
+        return _retrying(run, self._recheck)
 
     def publish_on(self, conn: Any, job: NewJob) -> PublishOutcome:
         """Publish with the CALLER's DB-API connection, in their open transaction.
