@@ -54,14 +54,17 @@ def make_backend(url: str, config: settings.PlusConfig) -> Backend:
         from .redis_backend import RedisBackend
 
         return RedisBackend(url, **options)
+    # The store is reached when kombu connects (Transport.establish_connection), where a
+    # store that is down is a connection error kombu and Celery retry; creating a transport
+    # must not fail for it (Celery creates one inside its reconnection handler).
     if scheme == "sqlite":
         from .sqlite_backend import SQLiteBackend
 
-        return SQLiteBackend(url, **options)
+        return SQLiteBackend(url, connect=False, **options)
     if scheme in ("postgresql", "postgres"):
         from .postgres_backend import PostgresBackend
 
-        return PostgresBackend(url, schema=config.pg_schema, **options)
+        return PostgresBackend(url, schema=config.pg_schema, connect=False, **options)
     raise ImproperlyConfigured(
         f"broker_url 'plus+{maybe_sanitize_url(url)}': unsupported store {scheme!r}. "
         f"Use one of: {', '.join('plus+' + s + '://' for s in SCHEMES)}."
@@ -132,6 +135,12 @@ class Transport(virtual.Transport):
 
     def as_uri(self, uri: str, include_password: bool = False, mask: str = "**") -> str:
         return "plus+" + (uri if include_password else maybe_sanitize_url(uri, mask))
+
+    def establish_connection(self) -> Any:
+        connect = getattr(self.backend, "connect", None)
+        if connect is not None:
+            connect()  # a store that is down raises one of connection_errors here
+        return super().establish_connection()
 
     def new_backend(self) -> Backend:
         """Another backend on this transport's store (the lease keeper's own connection)."""

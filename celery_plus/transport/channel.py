@@ -27,7 +27,7 @@ from .backend import Backend, Claim, ClaimResult, NewJob, PublishOutcome
 from .holdings import SURE_SHARE, Holdings, clock
 from .keeper import flush, report_dead_letters
 from .legacy import LegacyChannel, dead_letter_raw, parse_envelope
-from .worker_state import executing_deliveries, worker_stopping
+from .worker_state import worker_running, worker_stopping
 
 if TYPE_CHECKING:
     from . import Transport
@@ -221,25 +221,30 @@ class QoS(virtual.QoS):
     def restore_unacked(self) -> list[Any]:
         """Give back the claims of deliveries not settled when the channel closes.
 
-        They are released (back to their queue, the delivery not counted), except the tasks
-        the worker is still executing when it is not shutting down (Celery reconnecting after
-        a connection error): those keep their claims, renewed by the lease keeper, and their
-        acks land once they finish.
+        They are released (back to their queue, the delivery not counted), unless a worker
+        that goes on closes the channel (Celery reconnecting after a connection error): then
+        the claims stay, renewed by the lease keeper; the tasks Celery still runs ack them
+        once they finish, and the deliveries it drops are released once their messages are
+        gone (``Holdings.keep``).
         """
         with self._lock:
-            tags = list(self._delivered)
+            delivered = list(self._delivered.items())
             self._delivered.clear()
             legacy, self._legacy = self._legacy, set()
         for tag in legacy:
             self.channel.legacy.settle(tag, "requeue")  # back to its kombu list
-        executing = executing_deliveries() if tags else set()
-        for tag in tags:
+        keep = worker_running()
+        for tag, message in delivered:
             parsed = parse_delivery_tag(tag)
-            if parsed is not None and tag not in executing:
+            if parsed is None or tag in legacy:
+                continue
+            if keep:
+                self.holdings.keep(tag, message)
+            else:
                 self.holdings.settle(parsed[0], parsed[1], "release")
-        if executing & set(tags):
-            logger.warning("celery-plus: connection closed while %d task(s) still run: they "
-                           "keep their claims", len(executing & set(tags)))
+        if keep and delivered:
+            logger.warning("celery-plus: connection closed with %d unsettled deliveries: they "
+                           "keep their claims while the worker still has them", len(delivered))
         self.channel.flush_settles()
         return []
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -141,6 +142,23 @@ class Holdings:
             held = self._held.get(tag)
             if held is not None:
                 held.lost = True
+
+    def keep(self, tag: str, message: Any) -> None:
+        """Keep the claim of a delivery whose connection closed while its consumer still
+        has ``message``: renewed until settled; released once nothing references
+        ``message`` any more unsettled (the consumer dropped it)."""
+        weakref.finalize(message, self._dropped, tag)
+
+    def _dropped(self, tag: str) -> None:
+        with self._lock:
+            held = self._held.get(tag)
+            if held is None or held.settle is not None:
+                return
+            if held.lost:
+                del self._held[tag]
+                return
+            held.settle = Settle(held.job_id, held.token, "release")
+            self._pending.append(held.settle)
 
     def undelivered(self, tags: Iterable[str]) -> list[str]:
         """The tags among ``tags`` still held and never delivered."""

@@ -35,6 +35,11 @@ logger = logging.getLogger("celery_plus.keeper")
 TICK_S = 0.1
 #: Longest wait before a failed heartbeat is tried again.
 HEARTBEAT_RETRY_S = 1.0
+#: After a failed store call, this keeper recovers no expired lease for this long (or a
+#: heartbeat interval, if longer): when a store comes back from an outage, every live
+#: worker's keeper renews its claims within ``HEARTBEAT_RETRY_S``, before any of them
+#: recovers a lease that lapsed while nobody could renew it.
+RECOVERY_HOLD_OFF_S = 3.0
 
 
 def report_dead_letters(dead: Iterable[tuple[str, str]]) -> None:
@@ -142,6 +147,8 @@ class LeaseKeeper(HelperThread):
         #: Connections attached (consuming); guarded by the module's ``_lock``.
         self.users = 0
         self._stopping = threading.Event()
+        #: time.monotonic() of the last failed store call (-inf: none yet).
+        self._failed_at = float("-inf")
 
     def stop(self) -> None:
         self._stopping.set()
@@ -167,6 +174,7 @@ class LeaseKeeper(HelperThread):
             try:
                 backend = self._store()
             except Exception as exc:
+                self._failed_at = time.monotonic()
                 logger.warning("celery-plus lease keeper: cannot open the store: %r", exc)
                 continue
             now = time.monotonic()
@@ -179,11 +187,11 @@ class LeaseKeeper(HelperThread):
                 next_maintenance = now + self.config.maintenance_interval
                 self._step(self._maintain, backend)
 
-    @staticmethod
-    def _step(step: Callable[..., None], *args: Any) -> bool:
+    def _step(self, step: Callable[..., None], *args: Any) -> bool:
         try:
             step(*args)
         except Exception as exc:
+            self._failed_at = time.monotonic()
             logger.warning("celery-plus lease keeper: %s: %r", step.__name__.strip("_"), exc)
             return False
         return True
@@ -206,6 +214,9 @@ class LeaseKeeper(HelperThread):
     def _maintain(self, backend: Backend) -> None:
         if not backend.maintain(self.worker_id):
             return
+        hold_off = max(RECOVERY_HOLD_OFF_S, self.config.heartbeat_interval)
+        if time.monotonic() - self._failed_at < hold_off:
+            return  # the store was away: live workers renew their claims first
         for item in backend.recover():
             logger.warning("celery-plus: recovered job %s (%s)", item.job_id, item.outcome)
             signals.task_recovered.send(sender=None, task_id=item.job_id, outcome=item.outcome)

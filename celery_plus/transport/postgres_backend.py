@@ -95,10 +95,11 @@ class StoreUnavailable(KombuConnectionError):
     """The database cannot be reached (a kombu connection error: Celery reconnects/retries)."""
 
 
-def _retrying(step: Callable[[], T], recheck: Callable[[], object] | None = None) -> T:
+def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None) -> T:
     """Run ``step``, again when the server aborted it for a deadlock or serialization
-    failure, or when its connection failed (after ``recheck``, which drops the pool's broken
-    sessions, so a server restart costs one failed attempt, not one per pooled session).
+    failure, or when its connection failed (after ``renew``, which gives up the pool of
+    that connection, so a server restart costs one failed attempt, not one per pooled
+    session, and an unreachable server fails fast).
 
     A store call whose connection fails ``CONNECTION_ATTEMPTS`` times, or that finds no
     connection within the pool's timeout, raises :class:`StoreUnavailable`, one of the
@@ -129,12 +130,8 @@ def _retrying(step: Callable[[], T], recheck: Callable[[], object] | None = None
                 raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc
             logger.info("celery-plus: PostgreSQL connection failed (%s); trying again",
                         str(exc).strip())
-            if recheck is not None:
-                try:
-                    recheck()
-                except Exception as check_exc:
-                    raise StoreUnavailable(
-                        f"PostgreSQL store unavailable: {check_exc}") from check_exc
+            if renew is not None:
+                renew()
             time.sleep(0.05 * failed_connections)
 
 
@@ -142,8 +139,8 @@ class PostgresBackend:
     """Store operations on one schema of one PostgreSQL database (see the module docstring).
 
     The constructor takes the same keyword arguments as ``RedisBackend`` plus ``schema`` (the
-    ``plus_pg_schema`` setting); ``prefix`` is accepted and ignored (one schema is one
-    deployment).
+    ``plus_pg_schema`` setting) and ``connect`` (False: connect at the first call or at
+    :meth:`connect`); ``prefix`` is accepted and ignored (one schema is one deployment).
     """
 
     def __init__(
@@ -157,6 +154,7 @@ class PostgresBackend:
         retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
         maintenance_interval_ms: int = 1000,
         schema: str = "celery_plus",
+        connect: bool = True,
     ) -> None:
         self.url = postgres_url(url)
         self.schema = pg_migrations.check_schema(schema)
@@ -171,7 +169,14 @@ class PostgresBackend:
         self.maintenance_interval_ms = maintenance_interval_ms
         self._reset_process_state()
         pg_pool.on_fork(self)
-        _retrying(self._pool)  # fail at start-up (and migrate), not at the first publish
+        if connect:
+            self.connect()
+
+    def connect(self) -> None:
+        """Open the pool (and migrate the schema): a wrong URL or a server that is down
+        fails here, as :class:`StoreUnavailable` for the latter (the transport calls it when
+        kombu connects, where connection errors are retried)."""
+        _retrying(self._pool, self._renew_pool)
 
     # -- per-process resources ----------------------------------------------------------
     def _reset_process_state(self) -> None:
@@ -210,11 +215,16 @@ class PostgresBackend:
             with self._pool().connection() as conn:
                 return list(conn.execute(sql, params).fetchall())
 
-        return _retrying(run, self._recheck)
+        return _retrying(run, self._renew_pool)
 
-    def _recheck(self) -> None:
-        """Drop the pool's sessions the server ended (after a failed store call)."""
-        self._pool().check()
+    def _renew_pool(self) -> None:
+        """After a failed connection: give up this process's pool (``pg_pool.retire``); the
+        next call opens a fresh one."""
+        with self._lock:
+            engine, self._engine = self._engine, None
+        if engine is not None:
+            pg_pool.retire(engine)
+            pg_pool.release(engine)
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         rows = self._rows(sql, params)
@@ -255,7 +265,7 @@ class PostgresBackend:
                 return [self._outcome(job, cur.fetchone())
                         for job, cur in zip(jobs, cursors, strict=True)]
 
-        return _retrying(run, self._recheck)
+        return _retrying(run, self._renew_pool)
 
     def publish_on(self, conn: Any, job: NewJob) -> PublishOutcome:
         """Publish with the CALLER's DB-API connection, in their open transaction.

@@ -338,6 +338,7 @@ class SQLiteBackend:
         scan_limit: int = 64,
         retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
         maintenance_interval_ms: int = 1000,
+        connect: bool = True,
     ) -> None:
         self.url = url
         self.path = os.path.abspath(sqlite_path(url))
@@ -355,8 +356,16 @@ class SQLiteBackend:
         self.maintenance_interval_ms = maintenance_interval_ms
         self._group_cursor = ""
         self._reset_process_state()
+        if connect:
+            self.connect()
+
+    def connect(self) -> None:
+        """Open the database (creating the schema): fails at start-up, not at the first
+        publish; :class:`StoreUnavailable` while its disk is full (the transport calls it
+        when kombu connects, where connection errors are retried)."""
+        self._check_process()
         with self._lock:
-            self._connection()  # fail at start-up, not at the first publish
+            self._connection()
 
     # -- per-process resources ----------------------------------------------------------
     def _reset_process_state(self) -> None:

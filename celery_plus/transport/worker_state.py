@@ -1,12 +1,21 @@
 """What the transport asks of the Celery worker in its process (nothing outside a worker).
 
 kombu knows deliveries, not tasks; two decisions of the transport depend on the worker: stop
-waiting once it is shutting down, and, when a connection closes while the worker goes on
-(Celery reconnecting after a connection error), which deliveries are tasks still executing —
-those keep their claims, since Celery will ack them once they finish.
+waiting once it is shutting down, and what to do with the unsettled deliveries of a
+connection that closes. In a worker that goes on (Celery reconnecting after a connection
+error), they stay claimed: the tasks already handed to the pool still run and ack, and
+what Celery drops instead is given back once nothing references its message any more
+(``Holdings.keep``). Anywhere else (a worker shutting down, a plain kombu consumer), they go
+back to their queue at once.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+from celery import signals
+
+_in_worker = False
 
 
 def worker_stopping() -> bool:
@@ -18,24 +27,12 @@ def worker_stopping() -> bool:
     return any(flag is not None and flag is not False for flag in flags)
 
 
-def executing_deliveries() -> set[str]:
-    """Delivery tags of the tasks this worker is executing and will settle itself.
+def worker_running() -> bool:
+    """True in a Celery worker's main process that is not shutting down."""
+    return _in_worker and not worker_stopping()
 
-    Empty when the worker is stopping (what is still unsettled then is given back), and for
-    tasks Celery cancels on a connection loss
-    (``worker_cancel_long_running_tasks_on_connection_loss``): they will never be settled.
-    """
-    from celery.worker import state
 
-    if worker_stopping():
-        return set()
-    tags: set[str] = set()
-    for request in list(state.active_requests):
-        task = getattr(request, "task", None)
-        conf = getattr(getattr(task, "app", None), "conf", None)
-        if conf is not None and conf.get("worker_cancel_long_running_tasks_on_connection_loss"):
-            continue
-        tag = getattr(getattr(request, "message", None), "delivery_tag", None)
-        if isinstance(tag, str):
-            tags.add(tag)
-    return tags
+@signals.worker_init.connect(weak=False)
+def _worker_started(**kwargs: Any) -> None:
+    global _in_worker
+    _in_worker = True
