@@ -112,26 +112,27 @@ class Holdings:
             return [(h.job_id, h.token) for h in self._held.values() if not h.lost]
 
     def confirmed(self, pairs: Sequence[tuple[str, int]], lost_ids: Iterable[str],
-                  asked_at: float) -> list[str]:
+                  asked_at: float) -> list[tuple[str, int]]:
         """Apply a heartbeat's answer: renewed leases are confirmed at ``asked_at``; lost
         ones are marked (never renewed again, their pending settles dropped). Returns the
-        job ids newly found lost."""
+        claims newly found lost."""
         lost_ids = set(lost_ids)
-        newly_lost: list[str] = []
+        newly_lost: list[tuple[str, int]] = []
         with self._lock:
             for job_id, token in pairs:
-                held = self._held.get(tag_of(job_id, token))
+                tag = tag_of(job_id, token)
+                held = self._held.get(tag)
                 if held is None:
                     continue
                 if job_id not in lost_ids:
                     held.confirmed = max(held.confirmed, asked_at)
                 elif not held.lost:
                     held.lost = True
-                    newly_lost.append(job_id)
+                    newly_lost.append((job_id, token))
                     if held.settle is not None:  # moot: the store fences it anyway
-                        self._held.pop(tag_of(job_id, token), None)
+                        del self._held[tag]
             if newly_lost:
-                dropped = {tag_of(j, t) for j, t in pairs if j in lost_ids}
+                dropped = {tag_of(j, t) for j, t in newly_lost}
                 self._pending = deque(s for s in self._pending
                                       if tag_of(s.job_id, s.token) not in dropped)
         return newly_lost

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from .. import signals
 from ..helper_threads import HelperThread
 from .backend import Settle
-from .holdings import Holdings, clock
+from .holdings import Holdings, clock, tag_of
+from .worker_state import stop_stale_runs
 
 if TYPE_CHECKING:
     from . import Transport
@@ -35,6 +36,10 @@ logger = logging.getLogger("celery_plus.keeper")
 TICK_S = 0.1
 #: Longest wait before a failed heartbeat is tried again.
 HEARTBEAT_RETRY_S = 1.0
+#: A loop turn (or a heartbeat) that took longer than this means the process was frozen
+#: (SIGSTOP, a VM pause) or the store stalled: the answers in hand may be stale, so the
+#: keeper renews (and learns which leases were lost) at once.
+STALL_S = 1.0
 #: After a failed store call, this keeper recovers no expired lease for this long (or a
 #: heartbeat interval, if longer): when a store comes back from an outage, every live
 #: worker's keeper renews its claims within ``HEARTBEAT_RETRY_S``, before any of them
@@ -48,10 +53,13 @@ def report_dead_letters(dead: Iterable[tuple[str, str]]) -> None:
         signals.task_dead_lettered.send(sender=None, task_id=job_id, reason=reason)
 
 
-def report_lost(job_ids: Iterable[str]) -> None:
-    for job_id in job_ids:
+def report_lost(claims: Iterable[tuple[str, int]]) -> None:
+    """Signal the claims found lost, and stop their tasks if they still run here."""
+    claims = list(claims)
+    for job_id, _ in claims:
         logger.warning("celery-plus: lease of job %s was lost (taken over)", job_id)
         signals.task_lease_lost.send(sender=None, task_id=job_id)
+    stop_stale_runs({tag_of(job_id, token) for job_id, token in claims})
 
 
 def flush(backend: Backend, holdings: Holdings,
@@ -168,9 +176,13 @@ class LeaseKeeper(HelperThread):
         interval = self.config.heartbeat_interval
         next_heartbeat = time.monotonic() + interval
         next_maintenance = time.monotonic()
+        turn = time.monotonic()
         while not self._stopping.wait(TICK_S):
             if self._done():
                 return
+            if time.monotonic() - turn > STALL_S:
+                next_heartbeat = 0.0  # frozen or stalled: renew now
+            turn = time.monotonic()
             try:
                 backend = self._store()
             except Exception as exc:
@@ -183,6 +195,8 @@ class LeaseKeeper(HelperThread):
             if now >= next_heartbeat:
                 ok = self._step(heartbeat, backend, self.holdings)
                 next_heartbeat = now + (interval if ok else min(interval, HEARTBEAT_RETRY_S))
+                if time.monotonic() - now > STALL_S:
+                    next_heartbeat = 0.0  # its answer may be stale: ask again
             if now >= next_maintenance and self.users:
                 next_maintenance = now + self.config.maintenance_interval
                 self._step(self._maintain, backend)

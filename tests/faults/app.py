@@ -43,7 +43,16 @@ def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
 
     def run(job: str, label: str, seconds: float, group: str = "") -> None:
         run_id = ledger.start(job, label, group)
-        time.sleep(seconds)
+        stopped(run_id, time.sleep, seconds)
+
+    def stopped(run_id: int, body: Any, *args: Any) -> None:
+        """Run ``body`` and end the run; a stop (SIGTERM: billiard raises SystemExit in
+        the pool process) is noted with its time."""
+        try:
+            body(*args)
+        except BaseException:
+            ledger.end(run_id, stopped=True)
+            raise
         ledger.end(run_id)
 
     @app.task(name="fault.work", bind=True)
@@ -61,13 +70,35 @@ def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
         run(self.request.id, label, seconds)
         return label
 
-    @app.task(name="fault.retry_once", bind=True, max_retries=1)
-    def retry_once(self: Any, label: str, seconds: float) -> str:
-        """The first run asks for a retry at its end (a continuation of the same id)."""
-        run(self.request.id, label, seconds)
-        if not self.request.retries:
-            raise self.retry(countdown=0)
+    def run_then_retry(task: Any, label: str, seconds: float, yield_to_later: bool,
+                       group: str = "") -> str:
+        """Runs, then asks for a retry at the end of its first delivery (a continuation
+        of the same id). ``yield_to_later``: a run ends as soon as a later run of its job
+        has started, so a stale run of a thawed worker publishes its retry while the live
+        claim runs."""
+        run_id = ledger.start(task.request.id, label, group)
+
+        def wait() -> None:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                if yield_to_later and ledger.overtaken(task.request.id, run_id):
+                    return
+                time.sleep(0.05)
+
+        stopped(run_id, wait)
+        if not task.request.retries:
+            raise task.retry(countdown=0)
         return label
+
+    @app.task(name="fault.retry_once", bind=True, max_retries=1)
+    def retry_once(self: Any, label: str, seconds: float, yield_to_later: bool = False) -> str:
+        return run_then_retry(self, label, seconds, yield_to_later)
+
+    @app.task(name="fault.limited_retry_once", bind=True, max_retries=1, concurrency=LIMIT,
+              concurrency_key="key")
+    def limited_retry_once(self: Any, key: str, label: str, seconds: float,
+                           yield_to_later: bool = False) -> str:
+        return run_then_retry(self, label, seconds, yield_to_later, group=key)
 
     @app.task(name="fault.poison", bind=True, max_deliveries=POISON_DELIVERIES)
     def poison(self: Any, label: str, kind: str) -> None:

@@ -38,6 +38,8 @@ REPORT_FILE = Path(os.environ.get("PLUS_FAULT_REPORT", ROOT / ".faults-report.js
 #: Reasons a job may run more than once (anything else fails the scenario).
 DIED = "worker died mid-job"
 DIED_BEFORE_ACK = "worker died before its ack was stored"
+#: ``plus_maintenance_interval`` of the fault app (``app.py``).
+MAINTENANCE_S = 0.25
 #: How long after a run ends its ack may still be on its way to the store.
 ACK_LATENCY_S = 1.0
 FROZE = "worker froze past its lease mid-job"
@@ -89,6 +91,9 @@ class Report:
     lost: list[str] = field(default_factory=list)
     run_twice: dict[str, str] = field(default_factory=dict)
     max_concurrent: dict[str, int] = field(default_factory=dict)
+    #: Seconds a group had more runs than its limit (runs of frozen processes count only
+    #: while they were not frozen).
+    over_limit_s: dict[str, float] = field(default_factory=dict)
     leaked_holds: dict[str, str] = field(default_factory=dict)
     leaked_slots: dict[str, list[str]] = field(default_factory=dict)
     left_running: list[str] = field(default_factory=list)
@@ -102,7 +107,10 @@ class Report:
                 f"completed {self.completed:>4}  dead {self.dead_lettered:>2}  lost "
                 f"{len(self.lost)}  twice {sum(twice.values())}"
                 f"{' ' + json.dumps(dict(twice)) if twice else ''}  max concurrent "
-                f"{max(self.max_concurrent.values(), default=0)}/{LIMIT}  leaked "
+                f"{max(self.max_concurrent.values(), default=0)}/{LIMIT}"
+                + (f" (over for {max(self.over_limit_s.values()):.2f}s)"
+                   if any(self.over_limit_s.values()) else "")
+                + "  leaked "
                 f"{len(self.leaked_holds)} holds {len(self.leaked_slots)} slots  recovery "
                 + (f"{self.recovery_s:.1f}s" if self.recovery_s is not None else "-")
                 + (f"  publish errors {self.publish_errors}" if self.publish_errors else ""))
@@ -171,6 +179,7 @@ class Deployment:
         #: job id -> when a fault hit it (its worker died or froze while it held it).
         self.faulted_jobs: dict[str, float] = {}
         self._lock = threading.Lock()
+        self.notes: list[str] = []
 
     # -- workers ------------------------------------------------------------------------
     def env(self) -> dict[str, str]:
@@ -198,19 +207,36 @@ class Deployment:
             assert proc.poll() is None, worker.log()
         return worker
 
+    def note_in_flight(self, pids: set[int]) -> None:
+        """The jobs these processes run are hit by the fault about to happen."""
+        now = time.time()
+        for run in self.runs():
+            if run.pid in pids and run.ended is None:
+                self.faulted_jobs.setdefault(run.job, now)
+
     def kill(self, worker: Worker) -> None:
         """kill -9 of a worker and its pool processes; their runs in flight died."""
+        pids = {worker.proc.pid, *worker.children()}
+        self.note_in_flight(pids)
         now = time.time()
-        for pid in [worker.proc.pid, *worker.children()]:
+        for pid in pids:
             self.deaths[pid] = now
         worker.signal(signal.SIGKILL)
         worker.proc.wait(timeout=10)
 
     def kill_child(self, worker: Worker) -> int | None:
-        children = worker.children()
+        """kill -9 of a pool process that is running a task (None: none is).
+
+        Only busy ones: an idle process of the prefork pool waits for work holding the
+        lock of the queue its siblings share (billiard's blocking pool, which Celery uses
+        with a synchronous transport), and killing it wedges the whole pool
+        (``docs/reliability.md``)."""
+        busy = {r.pid for r in self.runs() if r.ended is None}
+        children = [pid for pid in worker.children() if pid in busy]
         if not children:
             return None
         pid = children[0]
+        self.note_in_flight({pid})
         self.deaths[pid] = time.time()
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -249,12 +275,14 @@ class Deployment:
                 self.expected_dead.add(label)
         return str(result.id)
 
-    def publish_limited(self, key: str, label: str, seconds: float) -> str:
-        result = self.app.send_task("fault.limited", (key, label, seconds),
+    def publish_limited(self, key: str, label: str, seconds: float, *args: Any,
+                        task: str = "fault.limited", runs: int = 1) -> str:
+        """A job of concurrency group ``key`` (limit ``LIMIT``)."""
+        result = self.app.send_task(task, (key, label, seconds, *args),
                                     ignore_result=self.results is None)
         with self._lock:
             self.jobs[label] = result.id
-            self.expected_runs[label] = 1
+            self.expected_runs[label] = runs
         return str(result.id)
 
     def runs(self) -> list[Run]:
@@ -306,7 +334,8 @@ class Deployment:
             if label in self.expected_dead:
                 if state != "failed":
                     report.lost.append(f"{label}: expected a dead letter, found {state}")
-            elif state != "completed" or not any(r.ended is not None for r in job_runs):
+            elif state != "completed" or not any(r.ended is not None and not r.stopped
+                                                 for r in job_runs):
                 report.lost.append(f"{label}: {state}, {len(job_runs)} run(s)")
             extra = len(job_runs) - self.expected_runs.get(label, 1)
             if extra > 0 and label not in self.expected_dead:
@@ -316,22 +345,24 @@ class Deployment:
                                         f"history {record.get('hist')}")
             elif label in self.expected_runs and self.expected_runs[label] > 1 and job_runs:
                 report.run_twice[label] = RETRIED
-        report.max_concurrent = self._max_concurrent(runs)
+        report.max_concurrent, report.over_limit_s = self._concurrency(runs)
         for group, peak in report.max_concurrent.items():
             if peak > LIMIT:
                 members = [r for r in runs if r.group == group]
+                histories = "; ".join(f"{r.label}: {(self.view.job(r.job) or {}).get('hist')}"
+                                      for r in members)
                 report.notes.append(f"group {group}: {self._describe(members)}; deaths "
-                                    f"{self._relative(self.deaths, members)}; histories "
-                                    + "; ".join(f"{r.label}: {(self.view.job(r.job) or {}).get('hist')}"
-                                                for r in members))
+                                    f"{self._relative(self.deaths, members)}; {histories}")
         report.leaked_holds = self.view.holds()
         for group in {r.group for r in runs if r.group}:
-            scope = f'fault.limited:"{group}"'
-            holders = self.view.slot_holders(scope)
-            if holders:
-                report.leaked_slots[scope] = sorted(holders)
+            for task in ("fault.limited", "fault.limited_retry_once"):
+                scope = f'{task}:"{group}"'
+                holders = self.view.slot_holders(scope)
+                if holders:
+                    report.leaked_slots[scope] = sorted(holders)
         report.left_running = self.view.ids_in_state("running")
         report.recovery_s = self._recovery(runs)
+        report.notes += self.notes
         report.publish_errors = dict(Counter(e.partition(":")[0] for e in self.errors))
         return report
 
@@ -341,13 +372,14 @@ class Deployment:
         reasons = []
         for run in job_runs[:-1][:extra] if extra else []:
             died = self.deaths.get(run.pid)
-            if run.ended is None and died is not None:
+            frozen = any(start < (run.ended or float("inf")) and run.started < end
+                         for start, end in self.freezes.get(run.pid, []))
+            if frozen:
+                reasons.append(FROZE)
+            elif run.ended is None and died is not None:
                 reasons.append(DIED)
             elif died is not None and 0 <= died - (run.ended or 0) <= ACK_LATENCY_S:
                 reasons.append(DIED_BEFORE_ACK)
-            elif any(start < (run.ended or float("inf")) and run.started < end
-                     for start, end in self.freezes.get(run.pid, [])):
-                reasons.append(FROZE)
             else:
                 reasons.append(UNEXPLAINED)
         return UNEXPLAINED if UNEXPLAINED in reasons else ", ".join(sorted(set(reasons)))
@@ -358,31 +390,59 @@ class Deployment:
 
     def _describe(self, runs: list[Run]) -> str:
         t0 = min((r.started for r in runs), default=0.0)
-        return ", ".join(f"{r.label} pid {r.pid} {r.started - t0:+.2f}..{(r.ended or 0) - t0:+.2f}"
-                         f" at {r.started:.2f}" for r in runs) + (f" (fault ended {self.fault_ended - t0:+.2f})"
-                                           if self.fault_ended else "")
+        text = ", ".join(f"{r.label} pid {r.pid} {r.started - t0:+.2f}.."
+                         f"{(r.ended or 0) - t0:+.2f}" for r in runs)
+        if self.fault_ended:
+            text += f" (fault ended {self.fault_ended - t0:+.2f})"
+        return text
 
     def _end_of(self, run: Run) -> float:
         if run.ended is not None:
             return run.ended
         return self.deaths.get(run.pid, float("inf"))
 
-    def _max_concurrent(self, runs: list[Run]) -> dict[str, int]:
-        out: dict[str, int] = {}
+    def _live_intervals(self, run: Run) -> list[tuple[float, float]]:
+        """When ``run`` was executing: from start to end, less the times it was frozen."""
+        spans = [(run.started, self._end_of(run))]
+        for start, end in sorted(self.freezes.get(run.pid, [])):
+            cut: list[tuple[float, float]] = []
+            for a, b in spans:
+                if end <= a or start >= b:
+                    cut.append((a, b))
+                    continue
+                if a < start:
+                    cut.append((a, start))
+                if end < b:
+                    cut.append((end, b))
+            spans = cut
+        return spans
+
+    def _concurrency(self, runs: list[Run]) -> tuple[dict[str, int], dict[str, float]]:
+        """Per group: the most runs executing at once, and how long more than LIMIT did."""
+        peaks: dict[str, int] = {}
+        over: dict[str, float] = {}
         groups: dict[str, list[Run]] = defaultdict(list)
         for run in runs:
             if run.group:
                 groups[run.group].append(run)
         for group, members in groups.items():
-            edges = sorted([(r.started, 1) for r in members]
-                           + [(self._end_of(r), -1) for r in members],
-                           key=lambda e: (e[0], e[1]))
+            edges: list[tuple[float, int]] = []
+            for run in members:
+                for a, b in self._live_intervals(run):
+                    edges += [(a, 1), (b, -1)]
+            edges.sort(key=lambda e: (e[0], e[1]))
             level = peak = 0
-            for _, step in edges:
+            since = 0.0
+            total = 0.0
+            for at, step in edges:
+                if level > LIMIT:
+                    total += at - since
                 level += step
+                since = at
                 peak = max(peak, level)
-            out[group] = peak
-        return out
+            peaks[group] = peak
+            over[group] = round(total, 3)
+        return peaks, over
 
     def _recovery(self, runs: list[Run]) -> float | None:
         """Seconds until the store gave the jobs a fault hit back (the longest wait from a
@@ -391,6 +451,10 @@ class Deployment:
         if self.faulted_jobs:
             waits = [recovered - hit for job, hit in self.faulted_jobs.items()
                      if (recovered := self._recovered_at(job, hit)) is not None]
+            if not waits:
+                self.notes.append("no recovery found: " + "; ".join(
+                    f"{job}: {(self.view.job(job) or {}).get('hist')}"
+                    for job in self.faulted_jobs))
             return max(waits, default=None)
         if self.fault_ended is None:
             return None
@@ -410,14 +474,18 @@ class Deployment:
 
 
 def check(report: Report, *, recovery_within: float | None = None,
-          allow_twice: tuple[str, ...] = (DIED, DIED_BEFORE_ACK, FROZE, RETRIED)) -> None:
+          allow_twice: tuple[str, ...] = (DIED, DIED_BEFORE_ACK, FROZE, RETRIED),
+          overlap_s: float = 0.0) -> None:
+    """The scenario's assertions. ``overlap_s``: how long a group may exceed its limit (a
+    frozen worker's stale run, from when it thaws until it is stopped)."""
     """The scenario's assertions (after the report was written)."""
     assert not report.lost, f"lost: {report.lost}"
     unexplained = {k: v for k, v in report.run_twice.items()
                    if any(r not in allow_twice for r in v.split(", "))}
     assert not unexplained, f"run twice without a reason: {unexplained}; {report.notes}"
-    over = {g: n for g, n in report.max_concurrent.items() if n > LIMIT}
-    assert not over, f"concurrency limit {LIMIT} exceeded: {over}; {report.notes}"
+    over = {g: s for g, s in report.over_limit_s.items() if s > overlap_s}
+    assert not over, (f"concurrency limit {LIMIT} exceeded for longer than {overlap_s}s: "
+                      f"{over}; {report.notes}")
     assert not report.leaked_holds, f"holds left behind: {report.leaked_holds}"
     assert not report.leaked_slots, f"slots left behind: {report.leaked_slots}"
     assert not report.left_running, f"jobs left running: {report.left_running}"

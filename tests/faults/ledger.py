@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS runs (
     grp TEXT NOT NULL,      -- concurrency group ('' for none)
     pid INTEGER NOT NULL,
     started REAL NOT NULL,  -- time.time()
-    ended REAL              -- NULL: the run never finished
+    ended REAL,             -- NULL: the run never finished
+    stopped INTEGER NOT NULL DEFAULT 0  -- 1: ended by SIGTERM (its worker stopped it)
 );
 """
 
@@ -36,6 +37,7 @@ class Run:
     pid: int
     started: float
     ended: float | None
+    stopped: bool = False
 
 
 class Ledger:
@@ -57,12 +59,19 @@ class Ledger:
                                (job, label, group, os.getpid(), time.time()))
             return int(cur.lastrowid or 0)
 
-    def end(self, run_id: int) -> None:
+    def end(self, run_id: int, stopped: bool = False) -> None:
         with contextlib.closing(self._connect()) as conn:
-            conn.execute("UPDATE runs SET ended = ? WHERE id = ?", (time.time(), run_id))
+            conn.execute("UPDATE runs SET ended = ?, stopped = ? WHERE id = ?",
+                         (time.time(), int(stopped), run_id))
+
+    def overtaken(self, job: str, run_id: int) -> bool:
+        """True once a later run of ``job`` has started."""
+        with contextlib.closing(self._connect()) as conn:
+            return conn.execute("SELECT 1 FROM runs WHERE job = ? AND id > ?",
+                                (job, run_id)).fetchone() is not None
 
     def runs(self) -> list[Run]:
         with contextlib.closing(self._connect()) as conn:
-            rows = conn.execute("SELECT job, label, grp, pid, started, ended FROM runs "
+            rows = conn.execute("SELECT job, label, grp, pid, started, ended, stopped FROM runs "
                                 "ORDER BY started").fetchall()
-        return [Run(*row) for row in rows]
+        return [Run(*row[:6], stopped=bool(row[6])) for row in rows]
