@@ -16,6 +16,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,7 +80,7 @@ def test_a_frozen_worker_does_not_start_jobs_it_no_longer_holds(
 def _pids(worker: Worker) -> set[int]:
     """The worker's process and its pool processes (prefork)."""
     try:
-        text = open(f"/proc/{worker.proc.pid}/task/{worker.proc.pid}/children").read()
+        text = Path(f"/proc/{worker.proc.pid}/task/{worker.proc.pid}/children").read_text()
     except OSError:
         text = ""
     return {worker.proc.pid, *map(int, text.split())}

@@ -171,17 +171,15 @@ class SmallDisk:
 
     def fill(self) -> None:
         """Take every free byte (the store can no longer grow)."""
-        chunk = b"\0" * 4096
-        with open(self.filler, "ab") as out:
-            with contextlib.suppress(OSError):
-                while True:
-                    out.write(chunk)
-                    out.flush()
-            # Then the last bytes, one at a time.
-            with contextlib.suppress(OSError):
-                while True:
-                    out.write(b"\0")
-                    out.flush()
+        fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            for size in (1 << 16, 4096, 1):
+                chunk = b"\0" * size
+                with contextlib.suppress(OSError):
+                    while True:
+                        os.write(fd, chunk)
+        finally:
+            os.close(fd)
 
     def free(self) -> None:
         with contextlib.suppress(FileNotFoundError):
