@@ -50,10 +50,10 @@ def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
         the pool process) is noted with its time."""
         try:
             body(*args)
+            ledger.end(run_id)
         except BaseException:
             ledger.end(run_id, stopped=True)
             raise
-        ledger.end(run_id)
 
     @app.task(name="fault.work", bind=True)
     def work(self: Any, label: str, seconds: float) -> str:
@@ -73,16 +73,18 @@ def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
     def run_then_retry(task: Any, label: str, seconds: float, yield_to_later: bool,
                        group: str = "") -> str:
         """Runs, then asks for a retry at the end of its first delivery (a continuation
-        of the same id). ``yield_to_later``: a run ends as soon as a later run of its job
-        has started, so a stale run of a thawed worker publishes its retry while the live
-        claim runs."""
-        run_id = ledger.start(task.request.id, label, group)
+        of the same id). ``yield_to_later``: the job's first run lasts until a later run of
+        the job has started (at most a minute), so the stale run of a thawed worker
+        publishes its retry while the live claim runs; later runs last ``seconds``."""
+        job = task.request.id
+        run_id = ledger.start(job, label, group)
 
         def wait() -> None:
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline:
-                if yield_to_later and ledger.overtaken(task.request.id, run_id):
-                    return
+            if not (yield_to_later and ledger.first(job) == run_id):
+                time.sleep(seconds)
+                return
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not ledger.overtaken(job, run_id):
                 time.sleep(0.05)
 
         stopped(run_id, wait)

@@ -97,6 +97,9 @@ class Report:
     leaked_holds: dict[str, str] = field(default_factory=dict)
     leaked_slots: dict[str, list[str]] = field(default_factory=dict)
     left_running: list[str] = field(default_factory=list)
+    #: Runs stopped by their worker although they were never frozen: a live claim's run
+    #: stopped because something (a stale continuation) ended its claim.
+    stopped_live: list[str] = field(default_factory=list)
     recovery_s: float | None = None
     publish_errors: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -113,7 +116,9 @@ class Report:
                 + "  leaked "
                 f"{len(self.leaked_holds)} holds {len(self.leaked_slots)} slots  recovery "
                 + (f"{self.recovery_s:.1f}s" if self.recovery_s is not None else "-")
-                + (f"  publish errors {self.publish_errors}" if self.publish_errors else ""))
+                + (f"  publish errors {self.publish_errors}" if self.publish_errors else "")
+                + (f"  LIVE RUNS STOPPED {len(self.stopped_live)}" if self.stopped_live
+                   else ""))
 
     def write(self) -> None:
         with open(REPORT_FILE, "a") as out:
@@ -266,6 +271,8 @@ class Deployment:
     # -- jobs ---------------------------------------------------------------------------
     def publish(self, task: str, label: str, *args: Any, runs: int = 1,
                 dead: bool = False) -> str:
+        """Publish ``task(label, *args)``; ``runs``: how many runs it needs; ``dead``: it
+        must end as a dead letter."""
         result = self.app.send_task(task, (label, *args) if task != "fault.limited" else args,
                                     ignore_result=self.results is None)
         with self._lock:
@@ -361,6 +368,8 @@ class Deployment:
                 if holders:
                     report.leaked_slots[scope] = sorted(holders)
         report.left_running = self.view.ids_in_state("running")
+        report.stopped_live = [f"{r.label} (pid {r.pid})" for r in runs
+                               if r.stopped and not self.freezes.get(r.pid)]
         report.recovery_s = self._recovery(runs)
         report.notes += self.notes
         report.publish_errors = dict(Counter(e.partition(":")[0] for e in self.errors))
@@ -489,6 +498,7 @@ def check(report: Report, *, recovery_within: float | None = None,
     assert not report.leaked_holds, f"holds left behind: {report.leaked_holds}"
     assert not report.leaked_slots, f"slots left behind: {report.leaked_slots}"
     assert not report.left_running, f"jobs left running: {report.left_running}"
+    assert not report.stopped_live, f"live runs stopped: {report.stopped_live}"
     if recovery_within is not None:
         assert report.recovery_s is not None, "work never went on after the fault"
         assert report.recovery_s <= recovery_within, (report.recovery_s, recovery_within)

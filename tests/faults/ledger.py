@@ -64,6 +64,12 @@ class Ledger:
             conn.execute("UPDATE runs SET ended = ?, stopped = ? WHERE id = ?",
                          (time.time(), int(stopped), run_id))
 
+    def first(self, job: str) -> int | None:
+        """The id of ``job``'s first run."""
+        with contextlib.closing(self._connect()) as conn:
+            row = conn.execute("SELECT min(id) FROM runs WHERE job = ?", (job,)).fetchone()
+        return None if row is None else row[0]
+
     def overtaken(self, job: str, run_id: int) -> bool:
         """True once a later run of ``job`` has started."""
         with contextlib.closing(self._connect()) as conn:

@@ -62,3 +62,12 @@ def run_session_kills(deployment: Deployment, rounds: int, pool: str) -> None:
 def test_every_worker_session_ended_mid_drain(deploy: Callable[..., Deployment], store: str,
                                               pool: str) -> None:
     run_session_kills(deploy("sessions ended", store, vt=6.0), rounds=3, pool=pool)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("store", STORES)
+def test_every_worker_session_ended_mid_drain_long(deploy: Callable[..., Deployment],
+                                                   store: str) -> None:
+    run_session_kills(deploy("sessions ended-long", store, vt=30.0), rounds=20,
+                      pool="prefork")
+
