@@ -27,7 +27,7 @@ import pytest
 from celery_plus.transport.backend import Backend
 
 from .harness import REPORT_FILE, Deployment, Report
-from .servers import PostgresCluster, RedisServer
+from .servers import PG_BIN, PostgresCluster, RedisServer, SmallDisk, small_disk_available
 
 LONG = os.environ.get("PLUS_FAULT_LONG") == "1"
 
@@ -59,12 +59,24 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[PostgresCluster]:
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip(f"no PostgreSQL server programs in {PG_BIN} (set PLUS_FAULT_PG_BIN)")
     if not shutil.which("runuser") and os.geteuid() == 0:
         pytest.skip("runuser is needed to run PostgreSQL as root")
     cluster = PostgresCluster()
     cluster.start()
     yield cluster
     cluster.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    """A 16 MB tmpfs mounted for the test (skipped where mounting is not allowed)."""
+    if not small_disk_available():
+        pytest.skip("mounting a tmpfs needs root")
+    disk = SmallDisk(tmp_path / "disk", size_kb=16384)
+    yield disk
+    disk.close()
 
 
 @pytest.fixture
@@ -77,6 +89,8 @@ def redis_servers(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
     made: list[RedisServer] = []
 
     def make(aof: bool = True) -> RedisServer:
+        if not shutil.which("redis-server"):
+            pytest.skip("redis-server is not installed")
         server = RedisServer(tmp_path / f"redis-{len(made)}", aof=aof)
         server.start()
         made.append(server)

@@ -295,6 +295,20 @@ class Deployment:
     def runs(self) -> list[Run]:
         return self.ledger.runs()
 
+    def wait_running(self, n: int, prefix: str = "", timeout: float = 60) -> None:
+        """Wait until ``n`` runs (of jobs whose labels start with ``prefix``) are going on."""
+        wait_until(lambda: sum(r.ended is None and r.label.startswith(prefix)
+                               for r in self.runs()) >= n,
+                   timeout=timeout, interval=0.05, message=f"{n} runs going on")
+
+    def finish(self, note: str, timeout: float = 120) -> Report:
+        """Wait for every acknowledged job to finish; the report, written with ``note``."""
+        self.wait_all_finished(timeout=timeout)
+        report = self.report()
+        report.notes.append(note)
+        report.write()
+        return report
+
     def started(self, labels: set[str] | None = None) -> list[Run]:
         return [r for r in self.runs() if labels is None or r.label in labels]
 

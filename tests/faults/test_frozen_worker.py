@@ -54,10 +54,7 @@ def run_frozen(deployment: Deployment, pool: str, limited: bool) -> None:
             deployment.publish("fault.retry_once", f"r{n}", 2.0, runs=2)
     for n in range(4):
         deployment.publish("fault.work", f"w{n}", 0.5)
-    wait = time.monotonic() + 60
-    while sum(r.ended is None and r.label.startswith(first) for r in deployment.runs()) < 2:
-        assert time.monotonic() < wait, "A never ran its first two jobs"
-        time.sleep(0.05)
+    deployment.wait_running(2, prefix=first)
     deployment.note_in_flight({a.proc.pid, *a.children()})
     with deployment.frozen(a):
         deployment.start_worker(pool="prefork", concurrency=2)
@@ -65,10 +62,8 @@ def run_frozen(deployment: Deployment, pool: str, limited: bool) -> None:
     deployment.fault_ended = time.time()
     deployment.wait_all_finished(timeout=120)
     time.sleep(1.0)  # whatever A still does late happens now
-    report = deployment.report()
-    report.notes.append(f"{pool} pool frozen {vt + 2 * MAINTENANCE_S + 1.0:.1f}s, "
-                        f"lease {vt:.0f}s")
-    report.write()
+    report = deployment.finish(f"{pool} pool frozen {vt + 2 * MAINTENANCE_S + 1.0:.1f}s, "
+                               f"lease {vt:.0f}s")
     if not limited:  # each job was continued once: by B's retry, never by A's stale one
         retried = {label: _outcomes(deployment, label).count("retried")
                    for label in ("r0", "r1")}

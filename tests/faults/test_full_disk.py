@@ -13,32 +13,19 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 from .harness import Deployment, Publisher, check
-from .servers import SmallDisk, small_disk_available
+from .servers import SmallDisk
 from .test_worker_kills import publish_mix
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
-    if not small_disk_available():
-        pytest.skip("mounting a tmpfs needs root")
-    disk = SmallDisk(tmp_path / "disk", size_kb=16384)
-    yield disk
-    disk.close()
 
 
 def run_full_disk(deployment: Deployment, disk: SmallDisk, full_s: float, jobs: int) -> None:
     workers = [deployment.start_worker(concurrency=2), deployment.start_worker(concurrency=2)]
     publish_mix(deployment, jobs, seconds=0.3)
-    wait = time.monotonic() + 60
-    while len(deployment.runs()) < 3:
-        assert time.monotonic() < wait, "nothing ran"
-        time.sleep(0.05)
+    deployment.wait_running(2)
     publisher = Publisher(deployment, every=0.05)
     publisher.start()
     disk.fill()
@@ -47,10 +34,7 @@ def run_full_disk(deployment: Deployment, disk: SmallDisk, full_s: float, jobs: 
     deployment.fault_ended = time.time()
     time.sleep(1.0)
     publisher.stop()
-    deployment.wait_all_finished(timeout=120)
-    report = deployment.report()
-    report.notes.append(f"disk full for {full_s:.0f}s, lease {deployment.vt:.0f}s")
-    report.write()
+    report = deployment.finish(f"disk full for {full_s:.0f}s, lease {deployment.vt:.0f}s")
     for worker in workers:
         assert worker.proc.poll() is None, worker.log()[-3000:]
         assert "Unrecoverable error" not in worker.log()

@@ -30,9 +30,7 @@ def run_poison(deployment: Deployment) -> None:
             deployment.publish("fault.work", f"w{round_}-{n}", 0.05)
     for kind in DYING:
         deployment.publish("fault.poison", kind, kind, dead=True)
-    deployment.wait_all_finished(timeout=120)
-    report = deployment.report()
-    report.write()
+    report = deployment.finish("odd details twice each; os._exit and a segfault")
     runs = {label: sum(r.label == label for r in deployment.runs()) for label in DYING}
     assert runs == dict.fromkeys(DYING, POISON_DELIVERIES), runs
     for label in deployment.expected_dead:

@@ -37,9 +37,7 @@ def test_rpc_results_of_unique_jobs(deploy: Callable[..., Deployment], store: st
         assert not again.deduplicated, f"u{n} was deduplicated into a finished job"
         deployment.jobs[f"u{n}-again"] = again.id
         assert again.get(timeout=30) == f"u{n}"
-    deployment.wait_all_finished(timeout=30)
-    report = deployment.report()
-    report.write()
+    report = deployment.finish("3 unique jobs called twice each with .get()", timeout=30)
     check(report)
 
 

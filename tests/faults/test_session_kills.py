@@ -30,7 +30,7 @@ def kill_sessions(deployment: Deployment) -> int:
 def run_session_kills(deployment: Deployment, rounds: int, pool: str) -> None:
     deployment.start_worker(pool=pool, concurrency=2)
     deployment.start_worker(pool=pool, concurrency=2)
-    for n in range(24):
+    for n in range(8 * rounds):  # 2 s jobs on 4 processes: work for every round
         if n % 3 == 0:
             deployment.publish_limited("ab"[n % 2], f"l{n}", 2.0)
         else:
@@ -39,18 +39,13 @@ def run_session_kills(deployment: Deployment, rounds: int, pool: str) -> None:
     publisher.start()
     killed = 0
     for _ in range(rounds):
-        wait = time.monotonic() + 30
-        while sum(r.ended is None for r in deployment.runs()) < 2:  # tasks mid-run
-            assert time.monotonic() < wait, "no task running"
-            time.sleep(0.05)
+        deployment.wait_running(2)  # tasks mid-run
         killed += kill_sessions(deployment)
         deployment.fault_ended = time.time()
         time.sleep(2.5)
     publisher.stop()
-    deployment.wait_all_finished(timeout=180)
-    report = deployment.report()
-    report.notes.append(f"{rounds} rounds, {killed} sessions ended, {pool} pool")
-    report.write()
+    report = deployment.finish(f"{rounds} rounds, {killed} sessions ended, {pool} pool",
+                               timeout=180)
     assert killed >= rounds, "no worker session was ended"
     assert set(report.publish_errors) <= {"OperationalError"}, publisher.tracebacks
     # Only the publisher's short jobs may have been hit while they were being published.

@@ -26,19 +26,15 @@ def run_outage(deployment: Deployment, outage_s: float, jobs: int) -> None:
     deployment.start_worker(concurrency=2)
     deployment.start_worker(concurrency=2)
     publish_mix(deployment, jobs, seconds=0.5)
-    wait = time.monotonic() + 60
-    while len(deployment.runs()) < 3 and time.monotonic() < wait:
-        time.sleep(0.1)
+    deployment.wait_running(2)
     publisher = Publisher(deployment, every=0.1)
     publisher.start()
     deployment.server.break_for(outage_s)  # type: ignore[attr-defined]
     deployment.fault_ended = time.time()
     time.sleep(2)
     publisher.stop()
-    deployment.wait_all_finished(timeout=120 + outage_s)
-    report = deployment.report()
-    report.notes.append(f"outage {outage_s:.0f}s, lease {deployment.vt:.0f}s")
-    report.write()
+    report = deployment.finish(f"outage {outage_s:.0f}s, lease {deployment.vt:.0f}s",
+                               timeout=120 + outage_s)
     errors = set(report.publish_errors)
     assert errors <= {"OperationalError"}, "\n".join(publisher.tracebacks)
     assert all("OperationalError" in e for e in deployment.errors)

@@ -39,10 +39,7 @@ def run_kill_loop(deployment: Deployment, rounds: int, jobs: int) -> None:
             deployment.kill(victim)
             workers[n % len(workers)] = deployment.start_worker(concurrency=2, wait=False)
         deployment.fault_ended = time.time()
-    deployment.wait_all_finished(timeout=120)
-    report = deployment.report()
-    report.notes.append(f"{rounds} kills, lease {deployment.vt:.0f}s")
-    report.write()
+    report = deployment.finish(f"{rounds} kills, lease {deployment.vt:.0f}s")
     check(report, recovery_within=deployment.vt + MAINTENANCE_S + 1.0)
 
 
