@@ -148,6 +148,8 @@ def deploy(request: pytest.FixtureRequest, tmp_path: Path, prefix: str,
     for deployment in made:
         deployment.stop_workers()
         with contextlib.suppress(Exception):
+            deployment.app.close()  # its connections (a result consumer's too)
+        with contextlib.suppress(Exception):
             deployment.view.close()
         if deployment.store == "postgres":
             import psycopg
