@@ -58,9 +58,7 @@ def stop_stale_runs(tags: Collection[str]) -> None:
     """
     if not tags or not _in_worker:
         return
-    from celery.worker import state
-
-    for request in list(state.active_requests):
+    for request in _active_requests():
         tag = getattr(getattr(request, "message", None), "delivery_tag", None)
         if tag not in tags or request.acknowledged or not request.time_start:
             continue
@@ -75,4 +73,16 @@ def stop_stale_runs(tags: Collection[str]) -> None:
             logger.warning("celery-plus: task %s[%s] goes on running here although its "
                            "lease was lost (another worker runs the job now): tasks of this "
                            "pool cannot be stopped from outside", request.name, request.id)
+
+
+def _active_requests() -> list[Any]:
+    """A copy of Celery's set of executing requests (the main thread changes it meanwhile)."""
+    from celery.worker import state
+
+    for _ in range(10):
+        try:
+            return list(state.active_requests)
+        except RuntimeError:  # changed size during the copy: try again
+            continue
+    return []
 
