@@ -240,6 +240,8 @@ class Celery(celery.Celery):
 
     # -- the send path ------------------------------------------------------------------
     def send_task(self, name: str, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        if not self.finalized and self.autofinalize:
+            self.finalize(auto=True)  # declared tasks are registered when the app finalizes
         task = options.get("task_type") or self._tasks.get(name)
         ext = getattr(task, "plus_extensions", None)
         header: dict[str, Any] = {}

@@ -6,7 +6,8 @@ Celery publishes a task as ``Producer.publish`` → entity declaration → ``Con
 entities and routing is the queue name), so :class:`Producer` goes straight to the channel.
 Anything else — other exchanges, transient or legacy queues (``plus_durable_queues``), other
 transports, or a connection error (which then gets kombu's retry policy) — takes kombu's
-normal path.
+normal path. A producer whose channel a connection error closed takes its connection's new
+channel first.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class Producer(kombu.Producer):
                 retry_policy: dict[str, Any] | None = None, declare: Any = None,
                 expiration: float | None = None, timeout: float | None = None,
                 confirm_timeout: float | None = None, **properties: Any) -> Any:
-        channel = self.channel
+        channel = self._live_channel()
         if (exchange == "" and routing_key and isinstance(channel, Channel)
                 and channel.is_durable(routing_key)):
             headers = {} if headers is None else headers
@@ -53,3 +54,15 @@ class Producer(kombu.Producer):
             compression=compression, exchange=exchange, retry=retry,
             retry_policy=retry_policy, declare=declare, expiration=expiration,
             timeout=timeout, confirm_timeout=confirm_timeout, **properties)
+
+    def _live_channel(self) -> Any:
+        """The producer's channel; a new one of its connection if a connection error closed
+        the old one (kombu's retries revive the entity they retry, not this producer)."""
+        channel = self.channel
+        connection = self.connection
+        if isinstance(channel, Channel) and channel.connection is None and \
+                isinstance(connection, kombu.Connection):
+            self.revive(connection)  # its channel becomes the connection's current one
+            channel = self.channel
+        return channel
+

@@ -1,7 +1,8 @@
 """The celery-plus ``Task`` base class and its worker-side ``Request``.
 
 ``Task`` validates the extension options when the task class is created and keeps the
-resolved options and argument binder for the send path. ``Request`` records why a delivery
+resolved options and argument binder for the send path; a delivery whose lease was lost
+before it starts does not start (``before_start``). ``Request`` records why a delivery
 failed (exception type, message, traceback) so its ack dead-letters it with those details.
 """
 
@@ -27,6 +28,7 @@ from celery.worker.request import Request as CeleryRequest
 
 from .options import EXTENSION_OPTIONS, PayloadBinder, TaskExtensions, parse_extensions
 from .transport.channel import QoS
+from .transport.start_check import lease_lost_before_start
 
 if TYPE_CHECKING:
     from .coordination.gate import Claimed
@@ -141,6 +143,21 @@ class Task(celery.Task):
                                                  link_error, shadow, **options)
 
         return eager.apply_async(self, run, args, kwargs, task_id, options)
+
+    def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
+        """Do not start a delivery whose lease was lost while it waited (``start_check``).
+
+        The task is ignored (Celery's ``Ignore``: no result stored, its ack a fenced no-op);
+        the job runs on the worker that holds it now. A subclass overriding this handler
+        calls ``super().before_start(...)`` to keep the check.
+        """
+        properties = getattr(self.request, "properties", None)
+        if isinstance(properties, dict) and lease_lost_before_start(self.app, properties):
+            logger.warning("celery-plus: task %s[%s] not started: its lease was lost while "
+                           "it waited (it runs on the worker that holds it now)",
+                           self.name, task_id)
+            raise Ignore()
+        super().before_start(task_id, args, kwargs)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

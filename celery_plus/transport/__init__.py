@@ -8,13 +8,11 @@ queues' kombu Redis connection: ``legacy.py``).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 import redis
@@ -22,13 +20,15 @@ from celery.exceptions import ImproperlyConfigured
 from kombu.transport import TRANSPORT_ALIASES, virtual
 from kombu.utils.url import maybe_sanitize_url
 
-from .. import settings, signals
+from .. import settings
 from ..helper_threads import green_patched, green_patcher, native_ident
+from . import keeper
 from .backend import Backend
 from .channel import Channel, is_transient
 from .channel import Channel as PlusChannel
-from .keeper import LeaseKeeper
+from .holdings import Holdings, holdings_for
 from .legacy import LegacyQueues
+from .worker_state import worker_stopping
 
 logger = logging.getLogger("celery_plus.transport")
 
@@ -40,7 +40,7 @@ LEGACY_POLL_S = 0.1
 
 
 def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) -> Backend:
-    """The store behind ``url`` (the broker URL without ``plus+``).
+    """The store behind ``url`` (the broker URL without ``plus+``), not connected yet.
 
     ``connection``: the broker's kombu ``Connection``, whose connection options
     (``broker_use_ssl``, ``broker_transport_options``, Sentinel addresses) the Redis store
@@ -62,10 +62,13 @@ def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) 
         from .redis_connect import from_kombu
 
         return RedisBackend(url, connect=from_kombu(url, connection), **options)
+    # The store is reached when kombu connects (Transport.establish_connection), where a
+    # store that is down is a connection error kombu and Celery retry; creating a transport
+    # must not fail for it (Celery creates one inside its reconnection handler).
     if scheme == "sqlite":
         from .sqlite_backend import SQLiteBackend
 
-        return SQLiteBackend(url, **options)
+        return SQLiteBackend(url, connect=False, **options)
     if scheme in ("postgresql", "postgres"):
         from .pg_pool import require_psycopg
 
@@ -77,7 +80,7 @@ def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) 
                 "-P gevent, -P threads or -P prefork with PostgreSQL, or a plus+redis:// store.")
         from .postgres_backend import PostgresBackend
 
-        return PostgresBackend(url, schema=config.pg_schema, **options)
+        return PostgresBackend(url, schema=config.pg_schema, connect=False, **options)
     raise ImproperlyConfigured(
         f"broker_url 'plus+{maybe_sanitize_url(url)}': unsupported store {scheme!r}. "
         f"Use one of: {', '.join('plus+' + s + '://' for s in SCHEMES)}."
@@ -102,15 +105,6 @@ def make_legacy(url: str, config: settings.PlusConfig,
             )
         legacy_url = url
     return LegacyQueues(legacy_url, config.durable_queues, transport_options)
-
-
-def _worker_stopping() -> bool:
-    """True once a Celery worker in this process was asked to shut down."""
-    from celery.worker import state
-
-    # Celery stores the exit code there: 0 (EX_OK) means "stop" too.
-    flags = (state.should_stop, state.should_terminate)
-    return any(flag is not None and flag is not False for flag in flags)
 
 
 class Transport(virtual.Transport):
@@ -143,48 +137,17 @@ class Transport(virtual.Transport):
         if "://" not in url:
             url = f"redis://{url}"
         self.url = url
-        self._backend: Backend | None = None
+        #: The store's identity: what this process holds there outlives this connection.
+        self.store = (url, self.config.key_prefix, self.config.pg_schema)
+        self.holdings: Holdings = holdings_for(self.store, self.config.visibility_timeout)
+        self._backend = make_backend(url, self.config, client)
         #: Under green patching: the OS thread owning ``_backend``, and other threads' own.
         self._owner_thread = native_ident() if green_patched() else None
         self._thread_backends: dict[int, Backend] = {}
-        # A store that is down: establish_connection tries again, in Celery's retry loop.
-        with contextlib.suppress(*self.connection_errors):
-            self._backend = make_backend(url, self.config, client)
         self.legacy = make_legacy(url, self.config, options)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._keeper: LeaseKeeper | None = None
+        self._keeper: keeper.LeaseKeeper | None = None
         self._next_due_at: float | None = None
-
-    @property
-    def backend(self) -> Backend:
-        """The store (made on first use when it could not be reached at construction).
-
-        Under gevent/eventlet each OS thread gets a backend of its own: the lease keeper is
-        a real OS thread (``helper_threads.py``), and a green socket or lock belongs to the
-        thread whose hub made it.
-        """
-        backend = self._backend
-        if backend is None:
-            backend = self._backend = make_backend(self.url, self.config, self.client)
-        if self._owner_thread is None:
-            return backend
-        ident = native_ident()
-        if ident == self._owner_thread:
-            return backend
-        found = self._thread_backends.get(ident)
-        if found is None:
-            found = self._thread_backends[ident] = make_backend(self.url, self.config,
-                                                                self.client)
-        return found
-
-    def establish_connection(self) -> Any:
-        """Connect only once the store answers: a store that is down raises a connection
-        error here, so Celery says "Cannot connect to plus+…: … Trying again in N seconds…"
-        instead of "Connected…" followed by "Connection to broker lost" in a loop."""
-        ping = getattr(self.backend, "ping", None)
-        if ping is not None:
-            ping()
-        return super().establish_connection()
 
     def driver_version(self) -> str:
         return "celery-plus"
@@ -192,19 +155,46 @@ class Transport(virtual.Transport):
     def as_uri(self, uri: str, include_password: bool = False, mask: str = "**") -> str:
         return "plus+" + (uri if include_password else maybe_sanitize_url(uri, mask))
 
+    @property
+    def backend(self) -> Backend:
+        """The store.
+
+        Under gevent/eventlet each OS thread gets a backend of its own: the lease keeper is
+        a real OS thread (``helper_threads.py``), and a green socket or lock belongs to the
+        thread whose hub made it.
+        """
+        backend = self._backend
+        if self._owner_thread is None or native_ident() == self._owner_thread:
+            return backend
+        ident = native_ident()
+        found = self._thread_backends.get(ident)
+        if found is None:
+            found = self._thread_backends[ident] = self.new_backend()
+        return found
+
+    def establish_connection(self) -> Any:
+        """Connect only once the store answers: a store that is down raises one of
+        ``connection_errors`` here, so Celery says "Cannot connect to plus+…: … Trying again
+        in N seconds…" instead of "Connected…" then "Connection to broker lost" in a loop."""
+        backend = self.backend
+        for check in ("connect", "ping"):
+            step = getattr(backend, check, None)
+            if step is not None:
+                step()
+        return super().establish_connection()
+
+    def new_backend(self) -> Backend:
+        """Another backend on this transport's store (the lease keeper's own connection)."""
+        return make_backend(self.url, self.config, self.client)
+
     def start_keeper(self) -> None:
+        """Have the store's lease keeper renew this process's claims (once per connection)."""
         if self._keeper is None:
-            self._keeper = LeaseKeeper(self)
-            self._keeper.start()
+            self._keeper = keeper.attach(self)
 
     def note_next_due(self, seconds: float | None) -> None:
         """Remember when the next scheduled job is due, to wake for it on time."""
         self._next_due_at = None if seconds is None else time.monotonic() + seconds
-
-    def report_dead_letters(self, dead: Iterable[tuple[str, str]]) -> None:
-        for job_id, reason in dead:
-            logger.error("celery-plus: job %s dead-lettered (%s)", job_id, reason)
-            signals.task_dead_lettered.send(sender=None, task_id=job_id, reason=reason)
 
     def drain_events(  # type: ignore[override]
         self, connection: Any, timeout: float | None = None
@@ -217,7 +207,7 @@ class Transport(virtual.Transport):
             wait = poll if deadline is None else min(poll, deadline - time.monotonic())
             if self._next_due_at is not None:
                 wait = min(wait, max(self._next_due_at - time.monotonic(), 0.005))
-            if wait <= 0 or _worker_stopping():
+            if wait <= 0 or worker_stopping():
                 raise TimeoutError()
             durable: list[str] = []
             transient: list[str] = []
@@ -251,7 +241,7 @@ class Transport(virtual.Transport):
 
     def close_connection(self, connection: Any) -> None:
         if self._keeper is not None:
-            self._keeper.stop()
+            keeper.detach(self._keeper)
             self._keeper = None
         try:
             super().close_connection(connection)
@@ -259,8 +249,7 @@ class Transport(virtual.Transport):
             if self.legacy is not None:
                 self.legacy.close()
             for backend in [self._backend, *self._thread_backends.values()]:
-                if backend is not None:
-                    backend.close()
+                backend.close()
 
 
 def register() -> None:

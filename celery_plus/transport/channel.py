@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections import deque
 from collections.abc import Callable
 from contextvars import ContextVar
 from datetime import datetime, timezone
@@ -24,9 +23,12 @@ from kombu.utils.json import dumps
 
 from .. import signals
 from ..helper_threads import native_lock
-from .backend import Backend, Claim, NewJob, PublishOutcome, Settle
+from .backend import Backend, Claim, ClaimResult, NewJob, PublishOutcome
 from .continuation import add_lease_header, continued_token
+from .holdings import SURE_SHARE, Holdings, clock
+from .keeper import flush, report_dead_letters
 from .legacy import LegacyChannel, dead_letter_raw, parse_envelope
+from .worker_state import worker_running, worker_stopping
 
 if TYPE_CHECKING:
     from . import Transport
@@ -35,6 +37,9 @@ logger = logging.getLogger("celery_plus.transport")
 
 BINDING_SEP = "\x06\x16"
 MALFORMED = "malformed message"
+#: Message property of a delivery: until when (``holdings.clock()``) its lease is certainly
+#: still ours; a task starting later asks the store first (``start_check.py``).
+SURE_UNTIL = "plus_lease_sure_until"
 
 #: The outcome of the last durable publish in this context (read by the app's send path).
 last_publish: ContextVar[PublishOutcome | None] = ContextVar("plus_last_publish", default=None)
@@ -146,15 +151,18 @@ def failure_detail(reason: str, exc: BaseException | None = None, **extra: Any) 
 
 
 class QoS(virtual.QoS):
-    """Tracks this channel's claims; acks and rejects become batched, fenced settles.
+    """Tracks this channel's deliveries; acks and rejects become fenced settles.
 
-    Acks may come from other threads (pool result handlers), so state is guarded by a lock.
+    The claims themselves, and the settles until they are stored, live in the process's
+    :class:`~celery_plus.transport.holdings.Holdings` of the store, which outlive this channel
+    (a reconnect keeps the claims of tasks still executing). Acks may come from other threads
+    (pool result handlers), so state is guarded by a lock.
     """
 
     def __init__(self, channel: Channel, prefetch_count: int = 0) -> None:
         super().__init__(channel, prefetch_count)
         self._lock = native_lock()  # shared with the lease keeper, an OS thread
-        self._pending: deque[Settle] = deque()
+        self.holdings: Holdings = channel.connection.holdings
         self._failures: dict[str, dict[str, Any]] = {}
         #: Deliveries from legacy queues: settled through kombu's QoS, not the store.
         self._legacy: set[str] = set()
@@ -180,6 +188,7 @@ class QoS(virtual.QoS):
             return
         with self._lock:
             self._delivered[delivery_tag] = message
+        self.holdings.delivered(delivery_tag)
 
     def ack(self, delivery_tag: str) -> None:
         self._settle(delivery_tag, "ack")
@@ -188,9 +197,13 @@ class QoS(virtual.QoS):
         self._settle(delivery_tag, "requeue" if requeue else "reject")
 
     def mark_failure(self, delivery_tag: str, detail: dict[str, Any]) -> None:
-        """Attach failure details to a delivery; its ack or reject dead-letters it."""
+        """Attach failure details to a delivery; its ack or reject dead-letters it.
+
+        A delivery already settled (an early ack: ``acks_late=False``) keeps nothing.
+        """
         with self._lock:
-            self._failures[delivery_tag] = detail
+            if delivery_tag in self._delivered:
+                self._failures[delivery_tag] = detail
 
     def _settle(self, delivery_tag: str, action: str) -> None:
         with self._lock:
@@ -206,34 +219,35 @@ class QoS(virtual.QoS):
             return
         if detail is not None and action in ("ack", "reject"):
             action = "fail"
-        self._pending.append(Settle(parsed[0], parsed[1], action, detail))
-
-    def take_settles(self) -> list[Settle]:
-        out: list[Settle] = []
-        pop = self._pending.popleft
-        while True:
-            try:
-                out.append(pop())
-            except IndexError:
-                return out
-
-    def held(self) -> list[tuple[str, int]]:
-        with self._lock:
-            tags = list(self._delivered)
-        return [p for p in map(parse_delivery_tag, tags) if p is not None]
+        self.holdings.settle(parsed[0], parsed[1], action, detail)
 
     def restore_unacked(self) -> list[Any]:
-        """Give back claims not yet settled (shutdown): they are released, not failed."""
+        """Give back the claims of deliveries not settled when the channel closes.
+
+        They are released (back to their queue, the delivery not counted), unless a worker
+        that goes on closes the channel (Celery reconnecting after a connection error): then
+        the claims stay, renewed by the lease keeper; the tasks Celery still runs ack them
+        once they finish, and the deliveries it drops are released once their messages are
+        gone (``Holdings.keep``).
+        """
         with self._lock:
-            tags = list(self._delivered)
+            delivered = list(self._delivered.items())
             self._delivered.clear()
             legacy, self._legacy = self._legacy, set()
         for tag in legacy:
             self.channel.legacy.settle(tag, "requeue")  # back to its kombu list
-        for tag in tags:
+        keep = worker_running()
+        for tag, message in delivered:
             parsed = parse_delivery_tag(tag)
-            if parsed is not None:
-                self._pending.append(Settle(parsed[0], parsed[1], "release"))
+            if parsed is None or tag in legacy:
+                continue
+            if keep:
+                self.holdings.keep(tag, message)
+            else:
+                self.holdings.settle(parsed[0], parsed[1], "release")
+        if keep and delivered:
+            logger.warning("celery-plus: connection closed with %d unsettled deliveries: they "
+                           "keep their claims while the worker still has them", len(delivered))
         self.channel.flush_settles()
         return []
 
@@ -246,8 +260,9 @@ class QoS(virtual.QoS):
                 self.restore_unacked()
             else:
                 self.channel.flush_settles()
-        except Exception as exc:  # the backend may be gone at interpreter exit
-            logger.warning("celery-plus: could not release unacked claims: %r", exc)
+        except Exception as exc:  # the store may be down: the lease keeper tries again
+            logger.warning("celery-plus: could not store settles on close (kept for the "
+                           "lease keeper): %r", exc)
         finally:
             self._delivered.restored = True  # type: ignore[attr-defined]
 
@@ -426,7 +441,9 @@ class Channel(virtual.Channel):
             else:
                 self._dead_letter_now(tag, failure_detail(MALFORMED, exc))
             return None
-        if not no_ack:
+        if no_ack:
+            self._ack_on_delivery(message.delivery_tag)
+        else:
             self.qos.append(message, message.delivery_tag)
             headers = raw.get("headers")
             if not isinstance(headers, dict) or "task" not in headers:
@@ -436,10 +453,16 @@ class Channel(virtual.Channel):
                 )
         return callback(message)
 
+    def _ack_on_delivery(self, tag: Any) -> None:
+        """A no-ack consumer took a durable job: it is done as it is delivered."""
+        parsed = parse_delivery_tag(tag) if isinstance(tag, str) else None
+        if parsed is not None:
+            self.qos.holdings.settle(parsed[0], parsed[1], "ack")
+
     def _dead_letter_now(self, tag: Any, detail: dict[str, Any]) -> None:
         parsed = parse_delivery_tag(tag) if tag else None
         if parsed is not None:
-            self.qos._pending.append(Settle(parsed[0], parsed[1], "fail", detail))
+            self.qos.holdings.settle(parsed[0], parsed[1], "fail", detail)
             logger.error("celery-plus: dead-lettered job %s: %s", parsed[0], detail)
 
     def _dead_letter_legacy(self, queue: str, raw: bytes | str, exc: BaseException) -> None:
@@ -537,21 +560,66 @@ class Channel(virtual.Channel):
     def _rotated_queues(self) -> list[str]:
         return self._rotate(self.durable_queues, self._queue_order)
 
-    def _claim_and_deliver(self) -> int:
-        batch = self.qos.can_consume_max_estimate() or 10
-        result = self.backend.claim(
-            self._rotated_queues(), self.connection.worker_id, batch, self.qos.take_settles()
-        )
-        self.connection.report_dead_letters(result.dead_lettered)
+    def _claim(self, queues: list[str], max_jobs: int) -> tuple[ClaimResult, float]:
+        """Store the pending settles and claim up to ``max_jobs`` jobs, in one round trip.
+
+        The settles stay pending if the call fails. A store that refuses the batch (not a
+        connection error) gets the settles one by one first (``keeper.flush``), so one bad
+        settle never stops the worker claiming. Returns the result and when it was asked.
+        """
+        holdings = self.qos.holdings
+        settles = holdings.take_settles()
+        asked_at = clock()
+        try:
+            result = self.backend.claim(queues, self.connection.worker_id, max_jobs, settles)
+        except self.connection.connection_errors:
+            holdings.failed(settles)
+            raise
+        except Exception:
+            if not settles:
+                raise
+            holdings.failed(settles)
+            flush(self.backend, holdings, self.connection.connection_errors)
+            asked_at = clock()
+            result = self.backend.claim(queues, self.connection.worker_id, max_jobs)
+        else:
+            holdings.landed(settles)
+        holdings.claimed(result.claims, asked_at)
+        report_dead_letters(result.dead_lettered)
         self.connection.note_next_due(result.next_due)
+        return result, asked_at
+
+    def _claim_and_deliver(self) -> int:
+        result, asked_at = self._claim(self._rotated_queues(),
+                                       self.qos.can_consume_max_estimate() or 10)
         for job_id in result.blocked:
             signals.task_concurrency_blocked.send(sender=None, task_id=job_id)
-        for claim in result.claims:
-            self._deliver_claim(claim)
+        tags = [delivery_tag(c.job_id, c.token) for c in result.claims]
+        try:
+            for claim in result.claims:
+                if worker_stopping():
+                    break
+                self._deliver_claim(claim, asked_at)
+        finally:
+            # Claims never handed over (the worker stopping mid-batch, an error) go back.
+            holdings = self.qos.holdings
+            for tag in holdings.undelivered(tags):
+                job_id, token = parse_delivery_tag(tag) or ("", 0)
+                holdings.settle(job_id, token, "release")
         return len(result.claims)
 
-    def _deliver_claim(self, claim: Claim) -> None:
+    def _sure_until(self, asked_at: float) -> float:
+        return asked_at + self.connection.config.visibility_timeout * SURE_SHARE
+
+    def _deliver_claim(self, claim: Claim, asked_at: float) -> None:
         tag = delivery_tag(claim.job_id, claim.token)
+        holdings = self.qos.holdings
+        if holdings.is_lost(tag):
+            # Taken over while it waited here (a frozen worker): it runs elsewhere.
+            holdings.forget(tag)
+            logger.warning("celery-plus: job %s not started: its lease was lost before it "
+                           "started (it runs elsewhere)", claim.job_id)
+            return
         try:
             raw = json.loads(claim.message)
             if not isinstance(raw, dict) or not isinstance(raw.get("properties"), dict):
@@ -561,6 +629,7 @@ class Channel(virtual.Channel):
             return
         props = raw["properties"]
         props["delivery_tag"] = tag
+        props[SURE_UNTIL] = self._sure_until(asked_at)
         info = props.setdefault("delivery_info", {})
         if isinstance(info, dict):
             info.setdefault("routing_key", claim.queue)
@@ -570,9 +639,9 @@ class Channel(virtual.Channel):
         self.connection._deliver(raw, claim.queue)
 
     def flush_settles(self) -> None:
-        settles = self.qos.take_settles() if self._qos is not None else []
-        if settles:
-            self.connection.report_dead_letters(self.backend.settle(settles))
+        """Store the settles pending in this process for the store (kept on failure)."""
+        if self._qos is not None:
+            flush(self.backend, self._qos.holdings, self.connection.connection_errors)
 
     def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
         from queue import Empty
@@ -584,13 +653,15 @@ class Channel(virtual.Channel):
             return json.loads(raw)
         if self.is_legacy(queue):
             return self._get_legacy(queue)
-        result = self.backend.claim([queue], self.connection.worker_id, 1,
-                                    self.qos.take_settles())
+        self.connection.start_keeper()  # the claim is renewed like a consumer's
+        result, asked_at = self._claim([queue], 1)
         if not result.claims:
             raise Empty()
         claim = result.claims[0]
         raw = json.loads(claim.message)
-        raw["properties"]["delivery_tag"] = delivery_tag(claim.job_id, claim.token)
+        props = raw["properties"]
+        props["delivery_tag"] = delivery_tag(claim.job_id, claim.token)
+        props[SURE_UNTIL] = self._sure_until(asked_at)
         add_lease_header(raw, claim.token)
         return raw
 
@@ -612,9 +683,16 @@ class Channel(virtual.Channel):
 
     def basic_get(self, queue: str, no_ack: bool = False, **kwargs: Any) -> Any:
         try:
-            return super().basic_get(queue, no_ack, **kwargs)
+            message = super().basic_get(queue, no_ack, **kwargs)
         finally:
             self._legacy_popped.clear()  # a no-ack get of a legacy message leaves its tag
+        if message is not None and no_ack and self.is_durable(queue):
+            self._ack_on_delivery(message.delivery_tag)
+            try:
+                self.flush_settles()
+            except Exception as exc:  # kept: the next call or the lease keeper stores it
+                logger.warning("celery-plus: could not store a no-ack delivery's ack: %r", exc)
+        return message
 
     def close(self) -> None:
         if not self.closed and self._qos is not None:

@@ -128,10 +128,21 @@ def release(engine: Engine) -> None:
     """One backend less on ``engine``; the pool is closed with its last user."""
     with _lock:
         engine.users -= 1
-        if engine.users > 0 or _engines.get((engine.url, engine.schema)) is not engine:
+        if engine.users > 0:
             return
-        del _engines[(engine.url, engine.schema)]
+        if _engines.get((engine.url, engine.schema)) is engine:
+            del _engines[(engine.url, engine.schema)]
     engine.pool.close()
+
+
+def retire(engine: Engine) -> None:
+    """``engine``'s server went away (a restart, terminated sessions): backends acquiring
+    from now on get a fresh engine, which fails at once while the server is down and works
+    as soon as it is back (a pool left to reconnect by itself backs off for longer and
+    longer). The retired pool closes with its last user."""
+    with _lock:
+        if _engines.get((engine.url, engine.schema)) is engine:
+            del _engines[(engine.url, engine.schema)]
 
 
 def on_fork(owner: Any) -> None:

@@ -43,6 +43,9 @@ T = TypeVar("T")
 MAINTAIN_BATCH = 500
 #: Attempts of a store call that hit a deadlock or serialization failure (then it raises).
 RETRIES = 5
+#: Attempts of a store call whose connection failed: a pool session the server ended
+#: (restart, ``pg_terminate_backend``, idle timeout) fails once, then a fresh one is used.
+CONNECTION_ATTEMPTS = 3
 STATES = ("enqueued", "scheduled", "blocked", "running", "completed", "failed", "canceled",
           "discarded")
 _ORDER = {"completed": "finished_ms", "failed": "finished_ms", "canceled": "finished_ms",
@@ -92,16 +95,23 @@ class StoreUnavailable(KombuConnectionError):
     """The database cannot be reached (a kombu connection error: Celery reconnects/retries)."""
 
 
-def _retrying(step: Callable[[], T]) -> T:
-    """Run ``step``, again when the server aborted it for a deadlock or serialization failure.
+def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None) -> T:
+    """Run ``step``, again when the server aborted it for a deadlock or serialization
+    failure, or when its connection failed (after ``renew``, which gives up the pool of
+    that connection, so a server restart costs one failed attempt, not one per pooled
+    session, and an unreachable server fails fast).
 
-    Connection failures (server down, pool exhausted) are raised as :class:`StoreUnavailable`,
-    one of the transport's ``connection_errors``.
+    A store call whose connection fails ``CONNECTION_ATTEMPTS`` times, or that finds no
+    connection within the pool's timeout, raises :class:`StoreUnavailable`, one of the
+    transport's ``connection_errors`` (Celery reconnects, publishers retry). Every store
+    call may run twice this way: settles, heartbeats and claims are fenced by lease token,
+    and a repeated publish of a waiting job replaces its message.
     """
     import psycopg
     from psycopg import errors
+    from psycopg_pool import PoolTimeout
 
-    attempt = 0
+    attempt = failed_connections = 0
     while True:
         try:
             return step()
@@ -112,16 +122,25 @@ def _retrying(step: Callable[[], T]) -> T:
             time.sleep(0.005 * attempt * (0.5 + random.random()))
         except errors.TransactionRollback:
             raise
-        except psycopg.OperationalError as exc:
+        except PoolTimeout as exc:
             raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc
+        except psycopg.OperationalError as exc:
+            failed_connections += 1
+            if failed_connections >= CONNECTION_ATTEMPTS:
+                raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc
+            logger.info("celery-plus: PostgreSQL connection failed (%s); trying again",
+                        str(exc).strip())
+            if renew is not None:
+                renew()
+            time.sleep(0.05 * failed_connections)
 
 
 class PostgresBackend:
     """Store operations on one schema of one PostgreSQL database (see the module docstring).
 
     The constructor takes the same keyword arguments as ``RedisBackend`` plus ``schema`` (the
-    ``plus_pg_schema`` setting); ``prefix`` is accepted and ignored (one schema is one
-    deployment).
+    ``plus_pg_schema`` setting) and ``connect`` (False: connect at the first call or at
+    :meth:`connect`); ``prefix`` is accepted and ignored (one schema is one deployment).
     """
 
     def __init__(
@@ -135,6 +154,7 @@ class PostgresBackend:
         retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
         maintenance_interval_ms: int = 1000,
         schema: str = "celery_plus",
+        connect: bool = True,
     ) -> None:
         self.url = postgres_url(url)
         self.schema = pg_migrations.check_schema(schema)
@@ -151,7 +171,14 @@ class PostgresBackend:
         self.renews_waiting_holds = True
         self._reset_process_state()
         pg_pool.on_fork(self)
-        _retrying(self._pool)  # fail at start-up (and migrate), not at the first publish
+        if connect:
+            self.connect()
+
+    def connect(self) -> None:
+        """Open the pool (and migrate the schema): a wrong URL or a server that is down
+        fails here, as :class:`StoreUnavailable` for the latter (the transport calls it when
+        kombu connects, where connection errors are retried)."""
+        _retrying(self._pool, self._renew_pool)
 
     # -- per-process resources ----------------------------------------------------------
     def _reset_process_state(self) -> None:
@@ -190,7 +217,16 @@ class PostgresBackend:
             with self._pool().connection() as conn:
                 return list(conn.execute(sql, params).fetchall())
 
-        return _retrying(run)
+        return _retrying(run, self._renew_pool)
+
+    def _renew_pool(self) -> None:
+        """After a failed connection: give up this process's pool (``pg_pool.retire``); the
+        next call opens a fresh one."""
+        with self._lock:
+            engine, self._engine = self._engine, None
+        if engine is not None:
+            pg_pool.retire(engine)
+            pg_pool.release(engine)
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         rows = self._rows(sql, params)
@@ -234,7 +270,7 @@ class PostgresBackend:
                 return [self._outcome(job, cur.fetchone())
                         for job, cur in zip(jobs, cursors, strict=True)]
 
-        return _retrying(run)
+        return _retrying(run, self._renew_pool)
 
     def publish_on(self, conn: Any, job: NewJob) -> PublishOutcome:
         """Publish with the CALLER's DB-API connection, in their open transaction.

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from celery.exceptions import ImproperlyConfigured
+from kombu.exceptions import ConnectionError as KombuConnectionError
 
 from .backend import Claim, ClaimResult, JobClaim, NewJob, PublishOutcome, Recovered, Settle
 from .details import clean_detail
@@ -112,6 +113,28 @@ def _text(value: Any) -> str:
 def _is_locked(exc: sqlite3.OperationalError) -> bool:
     message = str(exc).lower()
     return "locked" in message or "busy" in message
+
+
+#: SQLite result codes (and their messages, for Pythons without ``sqlite_errorname``) of a
+#: store that cannot be written or opened for now: a full disk, an I/O error, a missing file.
+_UNAVAILABLE = {"SQLITE_FULL": "database or disk is full", "SQLITE_IOERR": "disk i/o error",
+                "SQLITE_CANTOPEN": "unable to open database file"}
+
+
+def _is_unavailable(exc: sqlite3.Error) -> bool:
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if any(name == code or name.startswith(code + "_") for code in _UNAVAILABLE):
+        return True
+    message = str(exc).lower()
+    return any(text in message for text in _UNAVAILABLE.values())
+
+
+class StoreUnavailable(KombuConnectionError):
+    """The SQLite store cannot be written or opened for now (disk full, I/O error).
+
+    A kombu connection error: a worker keeps its claims and goes on once the store can be
+    written again; a publisher gets Celery's retries, then ``OperationalError`` naming the
+    store."""
 
 
 def _first(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -341,6 +364,7 @@ class SQLiteBackend:
         scan_limit: int = 64,
         retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
         maintenance_interval_ms: int = 1000,
+        connect: bool = True,
     ) -> None:
         self.url = url
         self.path = os.path.abspath(sqlite_path(url))
@@ -360,8 +384,16 @@ class SQLiteBackend:
         self.renews_waiting_holds = True
         self._group_cursor = ""
         self._reset_process_state()
+        if connect:
+            self.connect()
+
+    def connect(self) -> None:
+        """Open the database (creating the schema): fails at start-up, not at the first
+        publish; :class:`StoreUnavailable` while its disk is full (the transport calls it
+        when kombu connects, where connection errors are retried)."""
+        self._check_process()
         with self._lock:
-            self._connection()  # fail at start-up, not at the first publish
+            self._connection()
 
     # -- per-process resources ----------------------------------------------------------
     def _reset_process_state(self) -> None:
@@ -410,15 +442,22 @@ class SQLiteBackend:
                     conn.execute("ROLLBACK")
             raise
 
-    @staticmethod
-    def _retry(step: Callable[[], T]) -> T:
-        """Run ``step``, again and again while the database is locked (with backoff)."""
+    def _retry(self, step: Callable[[], T]) -> T:
+        """Run ``step``, again and again while the database is locked (with backoff).
+
+        A store that cannot be written (disk full, I/O error) raises
+        :class:`StoreUnavailable` at once, naming the database file.
+        """
         give_up = time.monotonic() + LOCKED_GIVE_UP_S
         attempt = 0
         while True:
             try:
                 return step()
             except sqlite3.OperationalError as exc:
+                if _is_unavailable(exc):
+                    raise StoreUnavailable(
+                        f"SQLite store {self.path}: {exc} (free space on its disk: "
+                        "celery-plus resumes by itself)") from exc
                 if not _is_locked(exc) or time.monotonic() > give_up:
                     raise
                 attempt += 1

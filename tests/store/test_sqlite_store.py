@@ -58,6 +58,10 @@ def test_make_backend_dispatches_sqlite_urls(tmp_path, monkeypatch):
         assert relative.path == str(tmp_path / "rel.db")
         assert absolute.path == str(tmp_path / "abs.db")
         assert relative.lease_ms == 7000
+        # The transport's backends reach the store when kombu connects, not before.
+        assert not (tmp_path / "rel.db").exists()
+        relative.connect()
+        absolute.connect()
         assert (tmp_path / "rel.db").exists() and (tmp_path / "abs.db").exists()
     finally:
         relative.close()

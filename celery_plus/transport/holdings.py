@@ -1,0 +1,247 @@
+"""What one process holds in one store: its claims, and the settles not yet stored.
+
+A claim is held from the moment the store grants it until its settle has landed, or until the
+store says its lease is gone (taken over after it expired). While it is held, the lease keeper
+(``keeper.py``) renews it, whether Celery has the message yet or not (the rest of a solo
+worker's batch), whether its task runs or waits (prefetch), and whether the settle is still on
+its way (a store error keeps the settle here for the next try, and the lease alive meanwhile).
+
+Holdings belong to the process and the store, not to a kombu connection: when Celery
+reconnects after a connection error, the tasks still executing keep their claims (renewed by
+the same keeper) and their acks land through whichever connection flushes next.
+
+Delivery tags are ``"<token>:<job id>"`` (``channel.delivery_tag``); times are
+:func:`clock` seconds (counts while a process is stopped or the machine sleeps, and is the
+same in every process of the host, so a pool process can compare a parent's stamp).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from collections import deque
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..helper_threads import native_lock
+from .backend import Claim, Settle
+
+#: A lease is taken as certainly still ours for this share of its length after the store
+#: last confirmed it (the rest covers clock drift between this host and the store).
+SURE_SHARE = 0.8
+
+
+def clock() -> float:
+    """Seconds on a host-wide clock that keeps counting while a process is stopped."""
+    return time.clock_gettime(CLOCK)
+
+
+CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
+def tag_of(job_id: str, token: int) -> str:
+    return f"{token}:{job_id}"
+
+
+@dataclass
+class Held:
+    """One claim of this process."""
+
+    job_id: str
+    token: int
+    #: clock() before the store last confirmed the lease (the claim or a heartbeat).
+    confirmed: float
+    delivered: bool = False
+    lost: bool = False
+    #: The settle that ends the claim, once the consumer acked or rejected it.
+    settle: Settle | None = None
+
+
+class Holdings:
+    """The claims and unsent settles of one process in one store (thread-safe)."""
+
+    def __init__(self, lease_s: float) -> None:
+        self.lease_s = lease_s
+        self._lock = native_lock()
+        self._held: dict[str, Held] = {}
+        #: Settles waiting for a store call, oldest first (tags of ``_held``, or bare
+        #: settles of claims this process never recorded).
+        self._pending: deque[Settle] = deque()
+
+    # -- claims -----------------------------------------------------------------------
+    def claimed(self, claims: Iterable[Claim], asked_at: float) -> None:
+        """Record claims the store granted to a call made at ``asked_at``."""
+        with self._lock:
+            for claim in claims:
+                self._held[tag_of(claim.job_id, claim.token)] = Held(
+                    claim.job_id, claim.token, asked_at)
+
+    def delivered(self, tag: str) -> None:
+        with self._lock:
+            held = self._held.get(tag)
+            if held is not None:
+                held.delivered = True
+
+    def get(self, tag: str) -> Held | None:
+        with self._lock:
+            return self._held.get(tag)
+
+    def is_lost(self, tag: str) -> bool:
+        with self._lock:
+            held = self._held.get(tag)
+            return held is not None and held.lost
+
+    def sure_until(self, tag: str) -> float | None:
+        """Until when the lease of ``tag`` is certainly ours (None: not held here)."""
+        with self._lock:
+            held = self._held.get(tag)
+            if held is None:
+                return None
+            return float("-inf") if held.lost else held.confirmed + self.lease_s * SURE_SHARE
+
+    def forget(self, tag: str) -> None:
+        """Drop a claim that will never be settled through here (lost before delivery)."""
+        with self._lock:
+            self._held.pop(tag, None)
+
+    def renewable(self) -> list[tuple[str, int]]:
+        """(job id, token) of every claim to renew: held, not lost, settle not landed."""
+        with self._lock:
+            return [(h.job_id, h.token) for h in self._held.values() if not h.lost]
+
+    def confirmed(self, pairs: Sequence[tuple[str, int]], lost_ids: Iterable[str],
+                  asked_at: float) -> list[tuple[str, int]]:
+        """Apply a heartbeat's answer: renewed leases are confirmed at ``asked_at``; lost
+        ones are marked (never renewed again, their pending settles dropped). Returns the
+        claims newly found lost."""
+        lost_ids = set(lost_ids)
+        newly_lost: list[tuple[str, int]] = []
+        with self._lock:
+            for job_id, token in pairs:
+                tag = tag_of(job_id, token)
+                held = self._held.get(tag)
+                if held is None:
+                    continue
+                if job_id not in lost_ids:
+                    held.confirmed = max(held.confirmed, asked_at)
+                elif not held.lost:
+                    held.lost = True
+                    newly_lost.append((job_id, token))
+                    if held.settle is not None:  # moot: the store fences it anyway
+                        del self._held[tag]
+            if newly_lost:
+                dropped = {tag_of(j, t) for j, t in newly_lost}
+                self._pending = deque(s for s in self._pending
+                                      if tag_of(s.job_id, s.token) not in dropped)
+        return newly_lost
+
+    def mark_lost(self, tag: str) -> None:
+        """The store said this claim is no longer ours (a check before its task started)."""
+        with self._lock:
+            held = self._held.get(tag)
+            if held is not None:
+                held.lost = True
+
+    def keep(self, tag: str, message: Any) -> None:
+        """Keep the claim of a delivery whose connection closed while its consumer still
+        has ``message``: renewed until settled; released once nothing references
+        ``message`` any more unsettled (the consumer dropped it)."""
+        weakref.finalize(message, self._dropped, tag)
+
+    def _dropped(self, tag: str) -> None:
+        with self._lock:
+            held = self._held.get(tag)
+            if held is None or held.settle is not None:
+                return
+            if held.lost:
+                del self._held[tag]
+                return
+            held.settle = Settle(held.job_id, held.token, "release")
+            self._pending.append(held.settle)
+
+    def undelivered(self, tags: Iterable[str]) -> list[str]:
+        """The tags among ``tags`` still held and never delivered."""
+        with self._lock:
+            return [t for t in tags if (h := self._held.get(t)) is not None and not h.delivered
+                    and h.settle is None]
+
+    # -- settles ----------------------------------------------------------------------
+    def settle(self, job_id: str, token: int, action: str,
+               detail: dict[str, Any] | None = None) -> None:
+        """Queue the end of a claim. A claim found lost needs no store call: it is
+        forgotten (the store would fence the settle anyway)."""
+        tag = tag_of(job_id, token)
+        settle = Settle(job_id, token, action, detail)
+        with self._lock:
+            held = self._held.get(tag)
+            if held is not None:
+                if held.settle is not None:
+                    return  # settled once already (a second ack is a no-op)
+                if held.lost:
+                    del self._held[tag]
+                    return
+                held.settle = settle
+            self._pending.append(settle)
+
+    def take_settles(self) -> list[Settle]:
+        """The settles to send now; give them back with :meth:`landed` or :meth:`failed`."""
+        with self._lock:
+            out = list(self._pending)
+            self._pending.clear()
+            return out
+
+    def landed(self, settles: Iterable[Settle]) -> None:
+        """The store applied (or fenced) these settles: their claims are over."""
+        with self._lock:
+            for s in settles:
+                tag = tag_of(s.job_id, s.token)
+                held = self._held.get(tag)
+                if held is not None and held.settle is s:
+                    del self._held[tag]
+
+    def failed(self, settles: Sequence[Settle]) -> None:
+        """The store call failed: keep these settles, first in line for the next try."""
+        if not settles:
+            return
+        with self._lock:
+            self._pending.extendleft(reversed(settles))
+
+    def has_settles(self) -> bool:
+        with self._lock:
+            return bool(self._pending)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._held) + len(self._pending)
+
+
+_lock = native_lock()
+_registry: dict[Hashable, Holdings] = {}
+
+
+def holdings_for(store: Hashable, lease_s: float) -> Holdings:
+    """The process's holdings in ``store`` (created on first use)."""
+    with _lock:
+        book = _registry.get(store)
+        if book is None:
+            book = _registry[store] = Holdings(lease_s)
+        return book
+
+
+def find(tag: str) -> Holdings | None:
+    """The holdings of this process that hold ``tag`` (None: held by no store here)."""
+    with _lock:
+        books = list(_registry.values())
+    return next((b for b in books if b.get(tag) is not None), None)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (a prefork pool process) holds nothing: its parent does."""
+    global _lock
+    _lock = native_lock()
+    _registry.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

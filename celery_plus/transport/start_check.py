@@ -1,0 +1,61 @@
+"""A delivery whose lease was lost before its task starts must not start.
+
+A worker frozen past its leases (``SIGSTOP``, a VM pause, a long GC) finds, once it runs
+again, prefetched deliveries whose jobs were recovered meanwhile and now run elsewhere.
+Starting one would run the job twice at once. So a task checks its delivery as it starts, in
+the process that runs it (a prefork pool process, or the worker for the solo, threads and
+gevent pools):
+
+* a delivery this process knows is lost (the lease keeper's heartbeat said so) does not start;
+* a lease confirmed by the store recently enough (the claim, or a heartbeat, less than
+  ``SURE_SHARE`` of the lease ago) is certainly still ours: the task starts, no round trip;
+* otherwise the store is asked (a heartbeat of that one claim, which also renews it): lost
+  means do not start; a store that cannot answer means start (never drop work on a guess).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from . import holdings
+from .channel import SURE_UNTIL, parse_delivery_tag
+
+logger = logging.getLogger("celery_plus.transport")
+
+
+def lease_lost_before_start(app: Any, properties: dict[str, Any]) -> bool:
+    """True when the delivery with these message ``properties`` must not start."""
+    tag = properties.get("delivery_tag")
+    sure_until = properties.get(SURE_UNTIL)
+    if not isinstance(tag, str) or not isinstance(sure_until, (int, float)):
+        return False  # not a delivery of the plus transport
+    parsed = parse_delivery_tag(tag)
+    if parsed is None:
+        return False
+    book = holdings.find(tag)
+    if book is not None:
+        if book.is_lost(tag):
+            return True
+        sure_until = max(sure_until, book.sure_until(tag) or sure_until)
+    if holdings.clock() < sure_until:
+        return False
+    return _lost_in_store(app, tag, parsed, book)
+
+
+def _lost_in_store(app: Any, tag: str, claim: tuple[str, int],
+                   book: holdings.Holdings | None) -> bool:
+    asked_at = holdings.clock()
+    try:
+        with app.pool.acquire(block=True) as connection:
+            lost = connection.default_channel.backend.heartbeat([claim])
+    except Exception as exc:
+        logger.warning("celery-plus: could not check the lease of job %s before it starts "
+                       "(%r); starting it", claim[0], exc)
+        return False
+    if book is not None:
+        if lost:
+            book.mark_lost(tag)
+        else:
+            book.confirmed([claim], (), asked_at)
+    return bool(lost)

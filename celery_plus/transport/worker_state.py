@@ -1,0 +1,88 @@
+"""What the transport asks of the Celery worker in its process (nothing outside a worker).
+
+kombu knows deliveries, not tasks; three decisions of the transport depend on the worker:
+stop waiting once it is shutting down; stop a task still running here whose lease another
+worker took over (:func:`stop_stale_runs`); and what to do with the unsettled deliveries of
+a connection that closes. In a worker that goes on (Celery reconnecting after a connection
+error), they stay claimed: the tasks already handed to the pool still run and ack, and
+what Celery drops instead is given back once nothing references its message any more
+(``Holdings.keep``). Anywhere else (a worker shutting down, a plain kombu consumer), they go
+back to their queue at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Collection
+from typing import Any
+
+from celery import signals
+
+logger = logging.getLogger("celery_plus.transport")
+
+_in_worker = False
+
+
+def worker_stopping() -> bool:
+    """True once a Celery worker in this process was asked to shut down."""
+    from celery.worker import state
+
+    # Celery stores the exit code there: 0 (EX_OK) means "stop" too.
+    flags = (state.should_stop, state.should_terminate)
+    return any(flag is not None and flag is not False for flag in flags)
+
+
+def worker_running() -> bool:
+    """True in a Celery worker's main process that is not shutting down."""
+    return _in_worker and not worker_stopping()
+
+
+@signals.worker_init.connect(weak=False)
+def _worker_started(**kwargs: Any) -> None:
+    global _in_worker
+    _in_worker = True
+
+
+def stop_stale_runs(tags: Collection[str]) -> None:
+    """Stop the tasks this worker still runs for deliveries whose leases were lost.
+
+    A worker frozen past its lease (``SIGSTOP``, a VM pause) goes on running, once it
+    thaws, a task another worker now runs under a live claim: two runs of one job at once,
+    and a concurrency limit exceeded. A task in a prefork pool process is stopped the way
+    ``revoke(terminate=True)`` stops one (SIGTERM to its process; Celery replaces the
+    process, and the requeue of the lost delivery is a fenced no-op). Tasks of the solo,
+    threads and green pools cannot be stopped from outside: they are logged.
+    """
+    if not tags or not _in_worker:
+        return
+    for request in _active_requests():
+        tag = getattr(getattr(request, "message", None), "delivery_tag", None)
+        if tag not in tags or request.acknowledged or not request.time_start:
+            continue
+        pid = request.worker_pid
+        if pid and pid != os.getpid():
+            logger.warning("celery-plus: stopping task %s[%s] in pool process %s: its lease "
+                           "was lost (another worker runs the job now)",
+                           request.name, request.id, pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        else:
+            logger.warning("celery-plus: task %s[%s] goes on running here although its "
+                           "lease was lost (another worker runs the job now): tasks of this "
+                           "pool cannot be stopped from outside", request.name, request.id)
+
+
+def _active_requests() -> list[Any]:
+    """A copy of Celery's set of executing requests (the main thread changes it meanwhile)."""
+    from celery.worker import state
+
+    for _ in range(10):
+        try:
+            return list(state.active_requests)
+        except RuntimeError:  # changed size during the copy: try again
+            continue
+    return []
+

@@ -1,0 +1,86 @@
+"""Issue 11, defect 12: a frozen worker does not start the jobs it no longer holds.
+
+Worker A claims four jobs (its prefetch window: one runs, three wait in the worker) and is
+frozen (``SIGSTOP`` of its process group) past its lease. Worker B recovers the four jobs
+and runs them. When A goes on (``SIGCONT``), the job it was running finishes there (that one
+ran twice: the worker froze mid-job, the at-least-once case), but the three that only
+waited must not start on A: their leases are gone, B runs them. Runs on each durable store
+(``broker_kind``) and pool: prefork (the waiting jobs sit in the pool's queue), threads (in
+the executor's queue) and solo (claimed, not yet handed to Celery).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from celery_plus.transport.backend import Backend
+
+from .conftest import Worker, wait_until
+from .proj import events
+
+VT_S = 2.0
+JOB_S = 1.0
+JOBS = 4
+
+
+@pytest.mark.parametrize("pool", ["prefork", "threads", "solo"])
+def test_a_frozen_worker_does_not_start_jobs_it_no_longer_holds(
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend, pool: str
+) -> None:
+    env = {"PLUS_TEST_VT": str(VT_S)}
+    ids = [client.tasks["proj.sleep_mark"].delay(n, JOB_S).id for n in range(JOBS)]
+    a = start_worker(pool=pool, concurrency=1, env=env)
+    wait_until(lambda: events(prefix, "start"), timeout=30, message="A's first job started")
+    wait_until(lambda: len(view.ids_in_state("running")) == JOBS, timeout=10,
+               message="A holds all four jobs")
+    holder_a = {(view.job(i) or {}).get("wk") for i in ids}
+    assert len(holder_a) == 1, holder_a
+
+    os.killpg(a.proc.pid, signal.SIGSTOP)
+    try:
+        b = start_worker(pool="prefork", concurrency=1, env=env)
+
+        def taken_over() -> bool:
+            return all((view.job(i) or {}).get("wk") not in holder_a | {None}
+                       and (view.job(i) or {}).get("st") in ("running", "completed")
+                       for i in ids)
+
+        wait_until(taken_over, timeout=30, message="B claimed A's four jobs")
+    finally:
+        os.killpg(a.proc.pid, signal.SIGCONT)
+
+    def all_completed() -> bool:
+        return all((view.job(i) or {}).get("st") == "completed" for i in ids)
+
+    wait_until(all_completed, timeout=60, message="every job completed")
+    # A had time to start what it still had queued (it would, right after its stale job).
+    time.sleep(JOB_S + 1.0)
+    starts = events(prefix, "start")
+    runs = Counter(e["n"] for e in starts)
+    on_a = Counter(e["n"] for e in starts if e["pid"] not in _pids(b))
+    assert runs[0] <= 2, (runs, a.log()[-3000:])
+    assert {n: runs[n] for n in range(1, JOBS)} == dict.fromkeys(range(1, JOBS), 1), \
+        (runs, on_a, a.log()[-3000:])
+    assert not any(on_a[n] for n in range(1, JOBS)), (on_a, a.log()[-3000:])
+    assert a.proc.poll() is None, a.log()
+    assert "lease was lost" in a.log() or "lease of job" in a.log(), a.log()[-3000:]
+    for job_id in ids:  # A's late acks were fenced: B's claims ended the jobs
+        record = view.job(job_id) or {}
+        assert record.get("wk") not in holder_a, record
+
+
+def _pids(worker: Worker) -> set[int]:
+    """The worker's process and its pool processes (prefork)."""
+    try:
+        text = Path(f"/proc/{worker.proc.pid}/task/{worker.proc.pid}/children").read_text()
+    except OSError:
+        text = ""
+    return {worker.proc.pid, *map(int, text.split())}

@@ -1,0 +1,83 @@
+"""The fault suite's record of every task execution, kept outside the store under test.
+
+Each run of a task writes a row when it starts and completes it when it ends, in a SQLite
+file of its own (``synchronous=FULL``: a row written is on disk before the task goes on), so
+a worker killed mid-task leaves a started run with no end, and runs lost or made twice are
+counted exactly, whatever happens to the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    job TEXT NOT NULL,      -- the task id
+    label TEXT NOT NULL,    -- what the harness called the job
+    grp TEXT NOT NULL,      -- concurrency group ('' for none)
+    pid INTEGER NOT NULL,
+    started REAL NOT NULL,  -- time.time()
+    ended REAL,             -- NULL: the run never finished
+    stopped INTEGER NOT NULL DEFAULT 0  -- 1: ended by SIGTERM (its worker stopped it)
+);
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    job: str
+    label: str
+    group: str
+    pid: int
+    started: float
+    ended: float | None
+    stopped: bool = False
+
+
+class Ledger:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        with contextlib.closing(self._connect()) as conn:
+            conn.executescript(SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        return conn
+
+    def start(self, job: str, label: str, group: str = "") -> int:
+        with contextlib.closing(self._connect()) as conn:
+            cur = conn.execute("INSERT INTO runs (job, label, grp, pid, started) "
+                               "VALUES (?, ?, ?, ?, ?)",
+                               (job, label, group, os.getpid(), time.time()))
+            return int(cur.lastrowid or 0)
+
+    def end(self, run_id: int, stopped: bool = False) -> None:
+        with contextlib.closing(self._connect()) as conn:
+            conn.execute("UPDATE runs SET ended = ?, stopped = ? WHERE id = ?",
+                         (time.time(), int(stopped), run_id))
+
+    def first(self, job: str) -> int | None:
+        """The id of ``job``'s first run."""
+        with contextlib.closing(self._connect()) as conn:
+            row = conn.execute("SELECT min(id) FROM runs WHERE job = ?", (job,)).fetchone()
+        return None if row is None else row[0]
+
+    def overtaken(self, job: str, run_id: int) -> bool:
+        """True once a later run of ``job`` has started."""
+        with contextlib.closing(self._connect()) as conn:
+            return conn.execute("SELECT 1 FROM runs WHERE job = ? AND id > ?",
+                                (job, run_id)).fetchone() is not None
+
+    def runs(self) -> list[Run]:
+        with contextlib.closing(self._connect()) as conn:
+            rows = conn.execute("SELECT job, label, grp, pid, started, ended, stopped FROM runs "
+                                "ORDER BY started").fetchall()
+        return [Run(*row[:6], stopped=bool(row[6])) for row in rows]

@@ -1,0 +1,97 @@
+"""``SIGSTOP`` of a worker past its lease, then ``SIGCONT``.
+
+While worker A is frozen, worker B recovers A's jobs and runs them. When A thaws: the
+deliveries it only had queued do not start (defect 12); the tasks it was running are
+stopped at once in the prefork pool (their jobs run on B under live claims, and two runs
+at once would break the concurrency limit); anything late from A — an ack, a retry, a
+result — is fenced by the lease token, so no slot or hold is left behind. Jobs A was
+running when it froze ran twice (the at-least-once case: a worker froze mid-job); no other.
+
+The threads variant cannot stop A's stale runs (tasks of in-process pools cannot be stopped
+from outside): they end on A right after B's runs of the same jobs started, and ask for a
+retry (a continuation published with the job's id). That late retry must not end B's live
+claim: if it does, the retry's run starts while B's still runs, and the concurrency group
+(limit 1) runs two jobs at once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import pytest
+
+from .harness import FROZE, MAINTENANCE_S, RETRIED, Deployment, check
+
+#: How long a thawed worker's stale run may go on before it is stopped: a lease keeper tick,
+#: a heartbeat and a signal (under load).
+STOP_WITHIN_S = 0.5
+#: How long the threads variant's stale runs go on after the thaw (they end themselves
+#: once they see B's run: a poll of the ledger, under load).
+THREADS_STALE_S = 1.0
+
+STORES = ["redis", "postgres", "sqlite"]
+
+
+def run_frozen(deployment: Deployment, pool: str, limited: bool) -> None:
+    """``limited``: with jobs of concurrency groups (prefork: A's stale runs are stopped).
+    Without (threads): A's stale runs go on, and its retries end right after B's runs of
+    the same jobs started, so they are published while B's claims are live."""
+    vt = deployment.vt
+    a = deployment.start_worker(pool=pool, concurrency=2)
+    # What A runs when it freezes: its first two claims (limited jobs, or retrying ones).
+    first = "l" if limited else "r"
+    for n in range(2):
+        if limited:
+            deployment.publish_limited("ab"[n], f"l{n}", 2.0)
+        else:  # long enough that B's run still goes on when A's stale run retries
+            deployment.publish_limited("ab"[n], f"r{n}", 4.0, True,
+                                       task="fault.limited_retry_once", runs=2)
+    for n in range(2):
+        deployment.publish("fault.unique", f"u{n}", 2.0)
+        if limited:
+            deployment.publish("fault.retry_once", f"r{n}", 2.0, runs=2)
+    for n in range(4):
+        deployment.publish("fault.work", f"w{n}", 0.5)
+    deployment.wait_running(2, prefix=first)
+    deployment.note_in_flight({a.proc.pid, *a.children()})
+    with deployment.frozen(a):
+        deployment.start_worker(pool="prefork", concurrency=2)
+        time.sleep(vt + 2 * MAINTENANCE_S + 1.0)  # the lease expires, B recovers the jobs
+    deployment.fault_ended = time.time()
+    deployment.wait_all_finished(timeout=120)
+    time.sleep(1.0)  # whatever A still does late happens now
+    report = deployment.finish(f"{pool} pool frozen {vt + 2 * MAINTENANCE_S + 1.0:.1f}s, "
+                               f"lease {vt:.0f}s")
+    if not limited:  # each job was continued once: by B's retry, never by A's stale one
+        retried = {label: _outcomes(deployment, label).count("retried")
+                   for label in ("r0", "r1")}
+        assert retried == {"r0": 1, "r1": 1}, (retried, report.notes)
+    check(report, recovery_within=vt + MAINTENANCE_S + 1.0, allow_twice=(FROZE, RETRIED),
+          overlap_s=STOP_WITHIN_S if limited else THREADS_STALE_S)
+
+
+def _outcomes(deployment: Deployment, label: str) -> list[str]:
+    """The outcomes in the store's attempt history of job ``label``."""
+    raw = (deployment.view.job(deployment.jobs[label]) or {}).get("hist") or "[]"
+    return [str(entry.get("outcome")) for entry in json.loads(raw) if isinstance(entry, dict)]
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_sigstop_past_the_lease_prefork(deploy: Callable[..., Deployment], store: str) -> None:
+    run_frozen(deploy("sigstop prefork", store, vt=3.0), "prefork", limited=True)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_sigstop_past_the_lease_threads_late_acks_and_retries_are_fenced(
+        deploy: Callable[..., Deployment], store: str) -> None:
+    run_frozen(deploy("sigstop threads", store, vt=3.0), "threads", limited=False)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("store", STORES)
+def test_sigstop_past_the_lease_prefork_long(deploy: Callable[..., Deployment],
+                                             store: str) -> None:
+    run_frozen(deploy("sigstop prefork-long", store, vt=30.0), "prefork", limited=True)
+

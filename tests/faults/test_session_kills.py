@@ -1,0 +1,68 @@
+"""The store ends every worker session mid-drain: PostgreSQL ``pg_terminate_backend`` of
+every client session, Redis ``CLIENT KILL`` of every client (issue 11, defect 3).
+
+Celery treats the broken consumer connection as a connection error: it closes the
+connection (kombu's ``collect``) and reconnects. The tasks still executing keep their
+claims through that (they used to be released, claimed again and run a second time while
+the first run went on), their leases are renewed by the lease keeper, and their acks land
+once they finish. Nothing is run twice, the concurrency limit holds, nothing is left held.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from .harness import Deployment, Publisher, check
+
+STORES = ["postgres", "redis"]
+
+
+def kill_sessions(deployment: Deployment) -> int:
+    server = deployment.server  # type: ignore[attr-defined]
+    if deployment.store == "postgres":
+        return int(server.terminate_sessions())
+    return int(server.kill_clients())
+
+
+def run_session_kills(deployment: Deployment, rounds: int, pool: str) -> None:
+    deployment.start_worker(pool=pool, concurrency=2)
+    deployment.start_worker(pool=pool, concurrency=2)
+    for n in range(8 * rounds):  # 2 s jobs on 4 processes: work for every round
+        if n % 3 == 0:
+            deployment.publish_limited("ab"[n % 2], f"l{n}", 2.0)
+        else:
+            deployment.publish("fault.work", f"w{n}", 2.0)
+    publisher = Publisher(deployment, every=0.2)
+    publisher.start()
+    killed = 0
+    for _ in range(rounds):
+        deployment.wait_running(2)  # tasks mid-run
+        killed += kill_sessions(deployment)
+        deployment.fault_ended = time.time()
+        time.sleep(2.5)
+    publisher.stop()
+    report = deployment.finish(f"{rounds} rounds, {killed} sessions ended, {pool} pool",
+                               timeout=180)
+    assert killed >= rounds, "no worker session was ended"
+    assert set(report.publish_errors) <= {"OperationalError"}, publisher.tracebacks
+    # Only the publisher's short jobs may have been hit while they were being published.
+    check(report, allow_twice=())
+
+
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
+@pytest.mark.parametrize("store", STORES)
+def test_every_worker_session_ended_mid_drain(deploy: Callable[..., Deployment], store: str,
+                                              pool: str) -> None:
+    run_session_kills(deploy("sessions ended", store, vt=6.0), rounds=3, pool=pool)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("store", STORES)
+def test_every_worker_session_ended_mid_drain_long(deploy: Callable[..., Deployment],
+                                                   store: str) -> None:
+    run_session_kills(deploy("sessions ended-long", store, vt=30.0), rounds=20,
+                      pool="prefork")
+

@@ -1,0 +1,104 @@
+"""The process's claims and pending settles (``transport/holdings.py``): pure bookkeeping."""
+
+from __future__ import annotations
+
+import gc
+
+from celery_plus.transport.backend import Claim, Settle
+from celery_plus.transport.holdings import SURE_SHARE, Holdings, tag_of
+from celery_plus.transport.keeper import plain_settle
+
+
+def claims(*ids: str) -> list[Claim]:
+    return [Claim(job_id, 1, b"{}", 1, "q") for job_id in ids]
+
+
+def book_with(*ids: str) -> Holdings:
+    book = Holdings(lease_s=10.0)
+    book.claimed(claims(*ids), asked_at=100.0)
+    return book
+
+
+def test_every_claim_is_renewed_delivered_or_not_until_its_settle_lands() -> None:
+    book = book_with("a", "b")
+    book.delivered(tag_of("a", 1))
+    assert sorted(book.renewable()) == [("a", 1), ("b", 1)]
+    book.settle("a", 1, "ack")
+    assert ("a", 1) in book.renewable()  # its ack is not stored yet
+    settles = book.take_settles()
+    book.landed(settles)
+    assert book.renewable() == [("b", 1)]
+
+
+def test_a_failed_store_call_keeps_its_settles_first_in_line() -> None:
+    book = book_with("a", "b", "c")
+    book.settle("a", 1, "ack")
+    book.settle("b", 1, "reject")
+    taken = book.take_settles()
+    book.settle("c", 1, "ack")
+    book.failed(taken)
+    assert [(s.job_id, s.action) for s in book.take_settles()] == [
+        ("a", "ack"), ("b", "reject"), ("c", "ack")]
+    assert len(book.renewable()) == 3
+
+
+def test_a_second_settle_of_one_delivery_is_ignored() -> None:
+    book = book_with("a")
+    book.settle("a", 1, "ack")
+    book.settle("a", 1, "requeue")
+    assert [s.action for s in book.take_settles()] == ["ack"]
+
+
+def test_a_lost_claim_is_no_longer_renewed_and_its_settle_is_dropped() -> None:
+    book = book_with("a", "b")
+    book.settle("a", 1, "ack")
+    lost = book.confirmed([("a", 1), ("b", 1)], ["a", "b"], asked_at=105.0)
+    assert sorted(lost) == [("a", 1), ("b", 1)]
+    assert book.take_settles() == []
+    assert book.renewable() == []
+    assert book.is_lost(tag_of("b", 1))
+    book.settle("b", 1, "ack")  # the late ack of a lost claim needs no store call
+    assert book.take_settles() == [] and len(book) == 0
+
+
+def test_a_heartbeat_confirms_the_lease_of_what_it_renewed() -> None:
+    book = book_with("a", "b")
+    assert book.sure_until(tag_of("a", 1)) == 100.0 + 10.0 * SURE_SHARE
+    book.confirmed([("a", 1), ("b", 1)], ["b"], asked_at=107.0)
+    assert book.sure_until(tag_of("a", 1)) == 107.0 + 10.0 * SURE_SHARE
+    assert book.sure_until(tag_of("b", 1)) == float("-inf")
+    assert book.sure_until(tag_of("zz", 1)) is None
+
+
+def test_a_kept_delivery_is_released_once_its_message_is_gone_unsettled() -> None:
+    class Message:
+        pass
+
+    book = book_with("a", "b")
+    kept_a, kept_b = Message(), Message()
+    book.keep(tag_of("a", 1), kept_a)
+    book.keep(tag_of("b", 1), kept_b)
+    book.settle("b", 1, "ack")  # the task still ran and acked
+    del kept_a, kept_b
+    gc.collect()
+    assert sorted((s.job_id, s.action) for s in book.take_settles()) == [
+        ("a", "release"), ("b", "ack")]
+
+
+def test_undelivered_claims_are_the_ones_to_give_back() -> None:
+    book = book_with("a", "b", "c")
+    book.delivered(tag_of("a", 1))
+    book.settle("c", 1, "fail")  # malformed: dead-lettered at delivery
+    assert book.undelivered([tag_of(j, 1) for j in "abc"]) == [tag_of("b", 1)]
+
+
+def test_a_plain_settle_keeps_its_meaning_in_printable_ascii() -> None:
+    name = b"bad-\xff-name".decode(errors="surrogateescape")
+    settle = Settle("a", 1, "fail", {"reason": "task failed", "exc_message": f"{name} \x00 é",
+                                     "n": 3})
+    plain = plain_settle(settle)
+    text = plain.detail["exc_message"]  # type: ignore[index]
+    assert text.isascii() and "\x00" not in text
+    assert "bad-" in text and "\\x00" in text and "\\xe9" in text
+    assert plain.detail["n"] == 3 and plain.action == "fail"  # type: ignore[index]
+    assert plain_settle(Settle("a", 1, "ack")) == Settle("a", 1, "ack")
