@@ -61,7 +61,7 @@ def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) 
         from .redis_backend import RedisBackend
         from .redis_connect import from_kombu
 
-        return RedisBackend(url, connect=from_kombu(url, connection), **options)
+        return RedisBackend(url, connector=from_kombu(url, connection), **options)
     # The store is reached when kombu connects (Transport.establish_connection), where a
     # store that is down is a connection error kombu and Celery retry; creating a transport
     # must not fail for it (Celery creates one inside its reconnection handler).
@@ -176,11 +176,7 @@ class Transport(virtual.Transport):
         """Connect only once the store answers: a store that is down raises one of
         ``connection_errors`` here, so Celery says "Cannot connect to plus+…: … Trying again
         in N seconds…" instead of "Connected…" then "Connection to broker lost" in a loop."""
-        backend = self.backend
-        for check in ("connect", "ping"):
-            step = getattr(backend, check, None)
-            if step is not None:
-                step()
+        self.backend.connect()
         return super().establish_connection()
 
     def new_backend(self) -> Backend:

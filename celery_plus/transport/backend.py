@@ -123,6 +123,11 @@ class Recovered:
 class Backend(Protocol):
     """Atomic store operations behind the ``plus`` transport."""
 
+    def connect(self) -> None:
+        """Reach the store now: a store that is down raises one of the transport's
+        connection errors (backends are made without connecting)."""
+        ...
+
     def publish(self, job: NewJob) -> PublishOutcome:
         """Store one message as a job, deciding uniqueness atomically.
 

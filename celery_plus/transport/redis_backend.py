@@ -45,7 +45,7 @@ def _text(value: Any) -> str:
 
 class RedisBackend:
     """Store operations on one Redis server (``redis://``, ``rediss://`` or a Sentinel
-    master, connected as ``connect`` says: ``redis_connect.py``)."""
+    master, connected as ``connector`` says: ``redis_connect.py``)."""
 
     def __init__(
         self,
@@ -57,7 +57,7 @@ class RedisBackend:
         scan_limit: int = 64,
         retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
         maintenance_interval_ms: int = 1000,
-        connect: RedisConnect | None = None,
+        connector: RedisConnect | None = None,
     ) -> None:
         self.url = url
         self.prefix = prefix
@@ -69,15 +69,16 @@ class RedisBackend:
         #: Maintenance renews the holds of waiting jobs (False for a coordination store,
         #: whose waiting records wait for another broker: see docs/coordination.md).
         self.renews_waiting_holds = True
-        self.connect = connect or RedisConnect(url)
-        self.client = self.connect.client()
+        self.connector = connector or RedisConnect(url)
+        self.client = self.connector.client()
         self.scripts = ScriptLibrary(self.client, *_sources())
         self._publish_lock = threading.Lock()
         self._publish_conn: Any = None
         self._publish_pid = 0
 
-    def ping(self) -> None:
-        """Raise a connection error unless the server answers (the transport's connect)."""
+    def connect(self) -> None:
+        """Raise a connection error unless the server answers (``Transport.establish_connection``;
+        redis-py itself connects on first use)."""
         self.client.ping()
 
     # -- keys -------------------------------------------------------------------------

@@ -46,6 +46,6 @@ def test_a_healthy_worker_never_runs_its_prefetched_jobs_twice(
     assert view.stats().get("recovered", 0) == 0
     for job_id in ids:
         record = view.job(job_id) or {}
-        assert record.get("tok") == "1", record  # claimed once, never taken over
+        assert record.get("dl") == "1", record  # delivered once, never taken over
     assert "recovered job" not in worker.log()
     assert "lease of job" not in worker.log()
