@@ -27,6 +27,7 @@ from .channel import Channel, is_transient
 from .channel import Channel as PlusChannel
 from .keeper import LeaseKeeper
 from .legacy import LegacyQueues
+from .transient import TransientQueues
 
 logger = logging.getLogger("celery_plus.transport")
 
@@ -128,6 +129,8 @@ class Transport(virtual.Transport):
         self.url = url
         self.backend = make_backend(url, self.config)
         self.legacy = make_legacy(url, self.config, options)
+        #: Which queues are transient (declared so here, or marked in the store).
+        self.transient = TransientQueues(self.backend)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._keeper: LeaseKeeper | None = None
         self._next_due_at: float | None = None
@@ -208,8 +211,14 @@ class Transport(virtual.Transport):
 
 
 def register() -> None:
-    """Make ``plus+<url>`` broker URLs resolve to this transport."""
+    """Make ``plus+<url>`` broker URLs resolve to this transport, and workers on it hand tasks
+    to a prefork pool without blocking (``prefork_gate.py``) and answer ``inspect scheduled``
+    from the store (``control.py``)."""
+    from .. import control, prefork_gate
+
     TRANSPORT_ALIASES.setdefault("plus", "celery_plus.transport:Transport")
+    prefork_gate.install()
+    control.install()
 
 
 register()

@@ -56,6 +56,7 @@ class LeaseKeeper(HelperThread):
     def _flush(self) -> None:
         for channel in self._channels():
             channel.flush_settles()
+            channel.renew_transient()  # throttled; a task may be blocking the drain loop
 
     def _heartbeat(self) -> None:
         held = [pair for channel in self._channels() for pair in channel.qos.held()]
