@@ -28,7 +28,8 @@ from kombu.utils.json import dumps
 from .. import signals
 from .backend import Backend, Claim, NewJob, PublishOutcome, Settle
 from .legacy import LegacyChannel, dead_letter_raw, parse_envelope
-from .transient import MIN_TTL_MS, TransientQueues, named_transient
+from . import transient
+from .transient import TransientQueues, named_transient
 
 if TYPE_CHECKING:
     from . import Transport
@@ -311,7 +312,7 @@ class Channel(virtual.Channel):
         self._legacy_order: list[str] = []
         self.transient: TransientQueues = connection.transient
         #: When the bindings of the transient queues consumed here are next renewed.
-        self._renew_at = time.monotonic() + MIN_TTL_MS / 3000
+        self._renew_at = time.monotonic() + transient.MIN_TTL_MS / 3000
         self._renew_lock = threading.Lock()
 
     # -- durable, transient or legacy --------------------------------------------------
@@ -447,7 +448,7 @@ class Channel(virtual.Channel):
         if now < self._renew_at or not self._renew_lock.acquire(blocking=False):
             return
         try:
-            lifetimes = [MIN_TTL_MS]
+            lifetimes = [transient.MIN_TTL_MS]
             for queue in [q for q in list(self._active_queues) if self.is_transient(q)]:
                 ttl = self.transient.binding_ttl_ms(queue)
                 lifetimes.append(ttl)
