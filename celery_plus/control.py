@@ -58,6 +58,8 @@ def _request(app: Any, hostname: str, channel: Any, raw: str | bytes) -> Any:
     task = app.tasks.get(headers.get("task"))
     if task is None or "id" not in headers:
         return None
+    # Not delivered: no delivery tag yet (the lean publish path stores none).
+    payload["properties"].setdefault("delivery_tag", headers["id"])
     return Request(Message(payload, channel=channel), app=app, hostname=hostname, task=task)
 
 

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from kombu.transport import virtual
+from kombu.transport.base import to_rabbitmq_queue_arguments
 from kombu.utils.json import dumps
 
 from .. import signals
@@ -380,6 +381,11 @@ class Channel(virtual.Channel):
             self.backend.push_transient(binding.split(BINDING_SEP)[-1], body)
         if self._durable is not None:  # mixed deployment: plain Celery workers listen there
             self.legacy.put_fanout(exchange, message, routing_key)
+
+    def prepare_queue_arguments(self, arguments: dict[str, Any], **kwargs: Any) -> Any:
+        """``expires=`` and friends as ``x-expires`` etc., as kombu's Redis channel has them
+        (a transient queue's bindings live twice its ``x-expires``)."""
+        return to_rabbitmq_queue_arguments(arguments, **kwargs)
 
     def _new_queue(self, queue: str, **kwargs: Any) -> None:
         self.transient.declare(queue, **kwargs)
