@@ -90,6 +90,10 @@ def environment(broker: Broker, redis_port: int) -> dict[str, str]:
     if broker.kind.startswith("plus+"):
         path.insert(0, str(SHIM))
     env["PYTHONPATH"] = os.pathsep.join(path)
+    # Some tests run the `celery` command: the one of this interpreter's environment.
+    scripts = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([scripts, *[p for p in env.get("PATH", "").split(os.pathsep)
+                                              if p != scripts]])
     return env
 
 
