@@ -27,9 +27,9 @@ from kombu.transport.base import to_rabbitmq_queue_arguments
 from kombu.utils.json import dumps
 
 from .. import signals
+from . import transient
 from .backend import Backend, Claim, NewJob, PublishOutcome, Settle
 from .legacy import LegacyChannel, dead_letter_raw, parse_envelope
-from . import transient
 from .transient import TransientQueues, named_transient
 
 if TYPE_CHECKING:
@@ -417,10 +417,17 @@ class Channel(virtual.Channel):
             self._purge(queue)
             self.transient.forget(queue)
 
+    def _queue_bindings(self, queue: str) -> list[tuple[str, str, Any]]:
+        """(exchange, routing key, arguments) of the bindings this connection declared for
+        ``queue`` (a copy: the lease keeper's thread reads it too)."""
+        state = self.state
+        keys = list(state.queue_index.get(queue, ()))
+        return [(k.exchange, k.routing_key, state.bindings.get(k)) for k in keys]
+
     def _binding_members(self, queue: str) -> list[tuple[str, str]]:
         """(exchange, binding) of each binding this connection declared for ``queue``."""
         members = []
-        for exchange, routing_key, arguments in list(self.state.queue_bindings(queue)):
+        for exchange, routing_key, arguments in self._queue_bindings(queue):
             key, pattern, _ = self.typeof(exchange).prepare_bind(
                 queue, exchange, routing_key, arguments)
             members.append((exchange, BINDING_SEP.join((key or "", pattern or "", queue))))
@@ -429,7 +436,7 @@ class Channel(virtual.Channel):
     def _broadcast_bound(self, queue: str) -> bool:
         """True for a queue bound to a fanout or topic exchange (a subscriber)."""
         return any(self.typeof(exchange).type in ("fanout", "topic")
-                   for exchange, _, _ in list(self.state.queue_bindings(queue)))
+                   for exchange, _, _ in self._queue_bindings(queue))
 
     def _subscribe(self, queue: str) -> None:
         """Start consuming a transient queue. A subscriber of a broadcast hears what is sent
