@@ -468,7 +468,7 @@ class Channel(virtual.Channel):
                 for exchange, binding in self._binding_members(queue):
                     self.backend.bind(exchange, binding, ttl)
                 if self.transient.marked(queue):
-                    self.backend.mark_transient(queue, ttl)
+                    self.transient.mark(queue, ttl)
             self._renew_at = now + min(lifetimes) / 3000
         finally:
             self._renew_lock.release()

@@ -23,6 +23,7 @@ permanent, as in kombu.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,9 @@ class TransientQueues:
         self.backend = backend
         self._declared: dict[str, Declared] = {}
         self._looked_up: dict[str, bool] = {}
+        #: When each queue was last marked here (monotonic s): re-declaring a queue, as
+        #: Celery's rpc:// backend does for every task sent, marks it again only when due.
+        self._marked_at: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def declare(self, queue: str, durable: bool = True, auto_delete: bool = False,
@@ -89,8 +93,17 @@ class TransientQueues:
             self._declared[queue] = declared
             self._looked_up.pop(queue, None)
         if transient and not named_transient(queue):
-            self.backend.mark_transient(queue, declared.ttl_ms)
+            self.mark(queue, declared.ttl_ms)
         return declared
+
+    def mark(self, queue: str, ttl_ms: int) -> None:
+        """Mark ``queue`` transient in the store, unless this connection did less than a
+        third of its lifetime ago."""
+        now = time.monotonic()
+        if now - self._marked_at.get(queue, -1e9) < ttl_ms / 3000:
+            return
+        self.backend.mark_transient(queue, ttl_ms)
+        self._marked_at[queue] = now
 
     def is_transient(self, queue: str) -> bool:
         if named_transient(queue):
