@@ -109,6 +109,10 @@ def gated_pool_class(base: type, worker: Any) -> type:
             worker._quick_release = gate.release
             worker.process_task = worker._process_task_sem
 
+    # Celery names a pool by its class path (``worker_concurrency='auto'`` maps it back to
+    # the alias "prefork"): this is the prefork pool, dispatching differently.
+    TaskPool.__module__, TaskPool.__qualname__ = base.__module__, base.__qualname__
+    TaskPool.__name__ = base.__name__
     return TaskPool
 
 
