@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -110,8 +111,17 @@ def run_suite(source: Path, broker: Broker, redis_port: int, workspace: Path,
     started = time.monotonic()
     output = open(log, "w") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     try:
-        subprocess.run(command, cwd=workspace, env=environment(broker, redis_port),
-                       stdout=output, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        process = subprocess.Popen(command, cwd=workspace, env=environment(broker, redis_port),
+                                   stdout=output, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # The session worker's pool processes are in the run's process group too.
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise RuntimeError(f"the suite on {broker.url} took more than {timeout:.0f}s"
+                               + (f"; see {log}" if log else "")) from None
     finally:
         if log is not None:
             output.close()  # type: ignore[union-attr]
