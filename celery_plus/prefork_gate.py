@@ -105,6 +105,9 @@ def gated_pool_class(base: type, worker: Any) -> type:
             options["semaphore"] = gate
             super().__init__(limit, putlocks=False, **options)
             self.slot_gate = gate
+            # As on the event loop: the consumer clears waiting requests when its
+            # connection closes (their deliveries cannot be acked any more).
+            worker.semaphore = gate
             worker._quick_acquire = gate.acquire
             worker._quick_release = gate.release
             worker.process_task = worker._process_task_sem
