@@ -14,6 +14,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
 
 import redis
@@ -127,13 +128,22 @@ class Transport(virtual.Transport):
         if "://" not in url:
             url = f"redis://{url}"
         self.url = url
-        self.backend = make_backend(url, self.config)
         self.legacy = make_legacy(url, self.config, options)
-        #: Which queues are transient (declared so here, or marked in the store).
-        self.transient = TransientQueues(self.backend)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._keeper: LeaseKeeper | None = None
         self._next_due_at: float | None = None
+
+    @cached_property
+    def backend(self) -> Backend:
+        """The store, opened with the first channel: kombu builds a transport for as little
+        as ``Connection(url).as_uri()`` (Celery's ``inspect conf`` and ``report`` do, to hide
+        passwords), which must not connect to a store, let alone create a schema in it."""
+        return make_backend(self.url, self.config)
+
+    @cached_property
+    def transient(self) -> TransientQueues:
+        """Which queues are transient (declared so here, or marked in the store)."""
+        return TransientQueues(self.backend)
 
     def driver_version(self) -> str:
         return "celery-plus"
@@ -207,7 +217,8 @@ class Transport(virtual.Transport):
         finally:
             if self.legacy is not None:
                 self.legacy.close()
-            self.backend.close()
+            if "backend" in self.__dict__:
+                self.backend.close()
 
 
 def register() -> None:
