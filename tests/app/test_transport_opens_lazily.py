@@ -35,6 +35,8 @@ def test_masking_a_postgres_url_neither_connects_nor_creates_a_schema() -> None:
         assert not schema_exists(schema)
     finally:
         conn.release()
+        with psycopg.connect(PG_URL, autocommit=True) as pg:  # if it was created after all
+            pg.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def test_celerys_bugreport_and_conf_do_not_touch_the_store() -> None:
