@@ -143,7 +143,7 @@ class Transport(virtual.Transport):
     @cached_property
     def transient(self) -> TransientQueues:
         """Which queues are transient (declared so here, or marked in the store)."""
-        return TransientQueues(self.backend)
+        return TransientQueues(lambda: self.backend)
 
     def driver_version(self) -> str:
         return "celery-plus"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,8 +73,9 @@ class TransientQueues:
     marked before any message is addressed to it, and a task queue never is.
     """
 
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
+    def __init__(self, store: Callable[[], Backend]) -> None:
+        #: The store as the calling thread must use it (the transport's ``backend``).
+        self._store = store
         self._declared: dict[str, Declared] = {}
         self._looked_up: dict[str, bool] = {}
         #: When each queue was last marked here (monotonic s): re-declaring a queue, as
@@ -102,7 +104,7 @@ class TransientQueues:
         now = time.monotonic()
         if now - self._marked_at.get(queue, -1e9) < ttl_ms / 3000:
             return
-        self.backend.mark_transient(queue, ttl_ms)
+        self._store().mark_transient(queue, ttl_ms)
         self._marked_at[queue] = now
 
     def is_transient(self, queue: str) -> bool:
@@ -113,7 +115,7 @@ class TransientQueues:
             return declared.transient
         known = self._looked_up.get(queue)
         if known is None:
-            known = self.backend.is_marked_transient(queue)
+            known = self._store().is_marked_transient(queue)
             with self._lock:
                 self._looked_up[queue] = known
         return known
