@@ -6,11 +6,6 @@ in step.
 
 from __future__ import annotations
 
-_ETA_IN_STORE = (
-    "an ETA/countdown task waits in the durable store until it is due, not in a worker's "
-    "memory (so no visibility timeout can duplicate it and a worker restart cannot lose it): "
-    "`inspect scheduled` has nothing to list before it is due"
-)
 _PURGE_TAKES_SCHEDULED = (
     "purge removes waiting jobs, and in celery-plus a job waiting for its ETA is one of them "
     "(docs/decisions.md, 'Purge removes what no worker holds'); plain Celery's worker already "
@@ -20,7 +15,6 @@ _PURGE_TAKES_SCHEDULED = (
 #: (scenario, outcome path) -> why celery-plus differs there on purpose. A path covers its
 #: sub-paths (``a`` covers ``a.b`` and ``a[0]``).
 INTENTIONAL: dict[tuple[str, str], str] = {
-    ("eta_waits_and_purge", "scheduled_in_worker"): _ETA_IN_STORE,
     ("eta_waits_and_purge", "purged"): _PURGE_TAKES_SCHEDULED,
     ("eta_waits_and_purge", "ran"): _PURGE_TAKES_SCHEDULED,
     ("eta_waits_and_purge", "state"): _PURGE_TAKES_SCHEDULED,

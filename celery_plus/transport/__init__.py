@@ -13,6 +13,7 @@ import os
 import socket
 import time
 import uuid
+from functools import cached_property
 from typing import Any
 
 import redis
@@ -28,6 +29,7 @@ from .channel import Channel, is_transient
 from .channel import Channel as PlusChannel
 from .holdings import Holdings, holdings_for
 from .legacy import LegacyQueues
+from .transient import TransientQueues
 from .worker_state import worker_stopping
 
 logger = logging.getLogger("celery_plus.transport")
@@ -149,6 +151,11 @@ class Transport(virtual.Transport):
         self._keeper: keeper.LeaseKeeper | None = None
         self._next_due_at: float | None = None
 
+    @cached_property
+    def transient(self) -> TransientQueues:
+        """Which queues are transient (declared so here, or marked in the store)."""
+        return TransientQueues(lambda: self.backend)
+
     def driver_version(self) -> str:
         return "celery-plus"
 
@@ -237,7 +244,7 @@ class Transport(virtual.Transport):
 
     def close_connection(self, connection: Any) -> None:
         if self._keeper is not None:
-            keeper.detach(self._keeper)
+            keeper.detach(self._keeper, self)
             self._keeper = None
         try:
             super().close_connection(connection)
@@ -249,8 +256,14 @@ class Transport(virtual.Transport):
 
 
 def register() -> None:
-    """Make ``plus+<url>`` broker URLs resolve to this transport."""
+    """Make ``plus+<url>`` broker URLs resolve to this transport, and workers on it hand tasks
+    to a prefork pool without blocking (``prefork_gate.py``) and answer ``inspect scheduled``
+    from the store (``control.py``)."""
+    from .. import control, prefork_gate
+
     TRANSPORT_ALIASES.setdefault("plus", "celery_plus.transport:Transport")
+    prefork_gate.install()
+    control.install()
 
 
 register()

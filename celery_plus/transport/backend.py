@@ -115,6 +115,16 @@ class JobClaim:
 
 
 @dataclass(frozen=True)
+class ScheduledJob:
+    """A job waiting for its ETA: what ``inspect scheduled`` reports about it."""
+
+    job_id: str
+    queue: str
+    due_ms: int
+    message: str | bytes
+
+
+@dataclass(frozen=True)
 class Recovered:
     job_id: str
     outcome: str  # requeued | coalesced | dead
@@ -183,9 +193,28 @@ class Backend(Protocol):
 
     def pop_transient(self, queue: str) -> bytes | None: ...
 
-    def bind(self, exchange: str, binding: str) -> None: ...
+    def bind(self, exchange: str, binding: str, ttl_ms: int = 0) -> None:
+        """Add ``binding`` to ``exchange``'s table (idempotent).
 
-    def bindings(self, exchange: str) -> list[str]: ...
+        ``ttl_ms > 0``: the binding lapses ``ttl_ms`` from now (store clock) unless bound
+        again — a transient queue's consumer keeps it alive that way, so the bindings of a
+        process that died go away by themselves. ``0``: it stays until unbound.
+        """
+        ...
+
+    def bindings(self, exchange: str) -> list[str]:
+        """``exchange``'s bindings that have not lapsed."""
+        ...
+
+    def mark_transient(self, queue: str, ttl_ms: int) -> None:
+        """Record that ``queue`` was declared transient (not durable, auto-delete or
+        exclusive), for ``ttl_ms`` from now; marking it again extends it. Publishers that
+        never declared the queue (a worker answering an ``rpc://`` client) learn it here."""
+        ...
+
+    def is_marked_transient(self, queue: str) -> bool:
+        """True while a mark of :meth:`mark_transient` on ``queue`` has not lapsed."""
+        ...
 
     def size(self, queue: str) -> int: ...
 
@@ -198,6 +227,11 @@ class Backend(Protocol):
         ...
 
     def transient_size(self, queue: str) -> int: ...
+
+    def scheduled_jobs(self, queues: Sequence[str], limit: int = 1000) -> list[ScheduledJob]:
+        """Jobs of ``queues`` waiting for their ETA (state ``scheduled``), soonest first (ties
+        by task id), at most ``limit`` — the store's answer to ``inspect scheduled``."""
+        ...
 
     def purge_transient(self, queue: str) -> int: ...
 

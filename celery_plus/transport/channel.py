@@ -2,8 +2,9 @@
 
 Task queues are durable: a published message becomes a job in the backend; consumers claim
 jobs in batches under a lease and settle them (ack / reject / requeue) in batches, fenced by
-the lease token carried in the delivery tag. Remote-control, reply and event queues are
-transient lists (they need no durability, as with any Celery broker). In a mixed deployment
+the lease token carried in the delivery tag. Remote-control, reply, event and every other
+queue declared transient are transient lists, with bindings that lapse unless their consumer
+renews them (``transient.py``), as kombu's Redis transport keeps them. In a mixed deployment
 (``plus_durable_queues``), the task queues not listed are *legacy* queues, handed to an
 embedded kombu Redis channel (``legacy.py``) with kombu's own semantics.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -19,15 +21,18 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from kombu.transport import virtual
+from kombu.transport.base import to_rabbitmq_queue_arguments
 from kombu.utils.json import dumps
 
 from .. import signals
 from ..helper_threads import native_lock
+from . import transient
 from .backend import Backend, Claim, ClaimResult, NewJob, PublishOutcome
 from .continuation import add_lease_header, continued_token
 from .holdings import SURE_SHARE, Holdings, clock
 from .keeper import flush, report_dead_letters
 from .legacy import LegacyChannel, dead_letter_raw, parse_envelope
+from .transient import TransientQueues, named_transient
 from .worker_state import worker_running, worker_stopping
 
 if TYPE_CHECKING:
@@ -85,8 +90,9 @@ current_transaction: ContextVar[Any] = ContextVar("plus_transaction", default=No
 
 
 def is_transient(queue: str) -> bool:
-    """Remote-control, reply and event queues need no durability."""
-    return queue.endswith(".pidbox") or queue.startswith("celeryev")
+    """Remote-control, reply and event queues need no durability (by name; a channel also
+    knows the queues declared transient: :meth:`Channel.is_transient`)."""
+    return named_transient(queue)
 
 
 def delivery_tag(job_id: str, token: int) -> str:
@@ -113,7 +119,13 @@ def _eta_ms(value: Any) -> int:
 
 
 def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int) -> NewJob:
-    """Describe a kombu envelope as a job, reading celery-plus's ``plus`` header."""
+    """Describe a kombu envelope as a job, reading celery-plus's ``plus`` header.
+
+    A job's identity is its task id (``headers['id']``) and nothing else: a correlation id
+    names the task a *reply* is about (``rpc://`` results carry the task's id there), so
+    taking it would make a reply overwrite the task's own record. A message without a task
+    id (a plain kombu message) gets an id of its own.
+    """
     headers = message.get("headers") or {}
     props = message.get("properties") or {}
     ext = headers.get("plus") or {}
@@ -123,7 +135,7 @@ def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int) -
         priority = min(max(int(props.get("priority") or 0), 0), 255)
     except (TypeError, ValueError):
         priority = 0
-    job_id = str(headers.get("id") or props.get("correlation_id") or uuid.uuid4())
+    job_id = str(headers.get("id") or uuid.uuid4())
     return NewJob(
         id=job_id,
         queue=queue,
@@ -139,6 +151,18 @@ def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int) -
         max_deliveries=int(ext.get("md") or max_deliveries),
         lease_token=continued_token(job_id, headers),
     )
+
+
+def mark_redelivered(raw: dict[str, Any]) -> None:
+    """Flag a message delivered again, where kombu's Redis transport flags a restored one
+    (Celery's ``request.delivery_info['redelivered']`` reads it)."""
+    raw["redelivered"] = True
+    headers = raw.get("headers")
+    if isinstance(headers, dict):
+        headers["redelivered"] = True
+    info = (raw.get("properties") or {}).get("delivery_info")
+    if isinstance(info, dict):
+        info["redelivered"] = True
 
 
 def failure_detail(reason: str, exc: BaseException | None = None, **extra: Any) -> dict[str, Any]:
@@ -304,22 +328,30 @@ class Channel(virtual.Channel):
         #: Tags of legacy messages being delivered, until QoS.append takes them.
         self._legacy_popped: set[str] = set()
         self._legacy_order: list[str] = []
+        self.transient: TransientQueues = connection.transient
+        #: When the bindings of the transient queues consumed here are next renewed.
+        self._renew_at = time.monotonic() + transient.MIN_TTL_MS / 3000
+        self._renew_lock = native_lock()
+
+    # -- durable, transient or legacy --------------------------------------------------
+    def is_transient(self, queue: str) -> bool:
+        """True for a queue whose messages are transient list items (``transient.py``)."""
+        return self.transient.is_transient(queue)
 
     @property
     def backend(self) -> Backend:
         """The store, as the calling OS thread must use it (``Transport.backend``)."""
         return self.connection.backend
 
-    # -- durable or legacy ------------------------------------------------------------
     def is_durable(self, queue: str) -> bool:
         """True for a queue stored in the durable store (the lean producer's check)."""
         durable = self._durable
-        return not is_transient(queue) and (durable is None or queue in durable)
+        return (durable is None or queue in durable) and not self.is_transient(queue)
 
     def is_legacy(self, queue: str) -> bool:
         """True for a task queue left in kombu's Redis layout (``plus_durable_queues``)."""
         durable = self._durable
-        return durable is not None and queue not in durable and not is_transient(queue)
+        return durable is not None and queue not in durable and not self.is_transient(queue)
 
     def bridges(self, queue: str) -> bool:
         """True for a reply queue of remote control in a mixed deployment: plain Celery
@@ -338,7 +370,7 @@ class Channel(virtual.Channel):
 
     # -- publishing -------------------------------------------------------------------
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
-        if is_transient(queue):
+        if self.is_transient(queue):
             self.backend.push_transient(queue, dumps(message))
             return
         if self._durable is not None and queue not in self._durable:
@@ -372,21 +404,27 @@ class Channel(virtual.Channel):
         if self._durable is not None:  # mixed deployment: plain Celery workers listen there
             self.legacy.put_fanout(exchange, message, routing_key)
 
+    def prepare_queue_arguments(self, arguments: dict[str, Any], **kwargs: Any) -> Any:
+        """``expires=`` and friends as ``x-expires`` etc., as kombu's Redis channel has them
+        (a transient queue's bindings live twice its ``x-expires``)."""
+        return to_rabbitmq_queue_arguments(arguments, **kwargs)
+
     def _new_queue(self, queue: str, **kwargs: Any) -> None:
+        self.transient.declare(queue, **kwargs)
         if self.bridges(queue):
             self.legacy.declare(queue, **kwargs)
 
     def _queue_bind(self, exchange: str, routing_key: str, pattern: str, queue: str) -> None:
-        self.backend.bind(exchange, BINDING_SEP.join((routing_key or "", pattern or "", queue)))
+        self.backend.bind(exchange, BINDING_SEP.join((routing_key or "", pattern or "", queue)),
+                          self.transient.binding_ttl_ms(queue))
         if self.is_legacy(queue) or self.bridges(queue):
             # kombu routes by its own table: restores, plain clients, plain workers' replies
             self.legacy.bind(exchange, routing_key, pattern, queue)
 
     def get_table(self, exchange: str) -> list[Any]:
-        table = super().get_table(exchange) if exchange in self.state.exchanges else []
-        if table:
-            return table
-        # Bindings declared by other processes (e.g. a client's reply queue).
+        """The exchange's bindings, read from the store as kombu's Redis transport reads
+        them: kombu's local table keeps the bindings of queues deleted since (a reply queue
+        after its reply), and misses those other processes declared."""
         return [tuple(b.split(BINDING_SEP)) for b in self.backend.bindings(exchange)]
 
     def _delete(self, queue: str, *args: Any, **kwargs: Any) -> None:
@@ -397,18 +435,75 @@ class Channel(virtual.Channel):
                 exchange, BINDING_SEP.join((routing_key or "", pattern or "", queue)))
             if self.is_legacy(queue) or self.bridges(queue):
                 self.legacy.delete(queue, exchange, routing_key, pattern)
-        if is_transient(queue):
+        if self.is_transient(queue):
             self._purge(queue)
+            self.transient.forget(queue)
+
+    def _queue_bindings(self, queue: str) -> list[tuple[str, str, Any]]:
+        """(exchange, routing key, arguments) of the bindings this connection declared for
+        ``queue`` (a copy: the lease keeper's thread reads it too)."""
+        state = self.state
+        keys = list(state.queue_index.get(queue, ()))
+        return [(k.exchange, k.routing_key, state.bindings.get(k)) for k in keys]
+
+    def _binding_members(self, queue: str) -> list[tuple[str, str]]:
+        """(exchange, binding) of each binding this connection declared for ``queue``."""
+        members = []
+        for exchange, routing_key, arguments in self._queue_bindings(queue):
+            key, pattern, _ = self.typeof(exchange).prepare_bind(
+                queue, exchange, routing_key, arguments)
+            members.append((exchange, BINDING_SEP.join((key or "", pattern or "", queue))))
+        return members
+
+    def _broadcast_bound(self, queue: str) -> bool:
+        """True for a queue bound to a fanout or topic exchange (a subscriber)."""
+        return any(self.typeof(exchange).type in ("fanout", "topic")
+                   for exchange, _, _ in self._queue_bindings(queue))
+
+    def _subscribe(self, queue: str) -> None:
+        """Start consuming a transient queue. A subscriber of a broadcast hears what is sent
+        from now on, as on Redis pub/sub: a command sent while a worker was down (into a list
+        its binding still named) is dropped, never replayed to the worker that starts."""
+        if self.is_transient(queue) and self._broadcast_bound(queue):
+            self.backend.purge_transient(queue)
+
+    def _unsubscribe(self, queue: str) -> None:
+        """A consumer of an auto-delete transient queue is gone: its bindings go with it (AMQP
+        deletes such a queue with its last consumer; kombu's Redis drops the subscription)."""
+        if not (self.is_transient(queue) and self.transient.auto_delete(queue)):
+            return
+        for exchange, binding in self._binding_members(queue):
+            self.backend.unbind(exchange, binding)
+
+    def renew_transient(self) -> None:
+        """Renew the bindings and marks of the transient queues consumed here, so they do
+        not lapse while this process lives (throttled; called by the drain loop and, while a
+        task blocks that loop, by the lease keeper)."""
+        now = time.monotonic()
+        if now < self._renew_at or not self._renew_lock.acquire(blocking=False):
+            return
+        try:
+            lifetimes = [transient.MIN_TTL_MS]
+            for queue in [q for q in list(self._active_queues) if self.is_transient(q)]:
+                ttl = self.transient.binding_ttl_ms(queue)
+                lifetimes.append(ttl)
+                for exchange, binding in self._binding_members(queue):
+                    self.backend.bind(exchange, binding, ttl)
+                if self.transient.marked(queue):
+                    self.transient.mark(queue, ttl)
+            self._renew_at = now + min(lifetimes) / 3000
+        finally:
+            self._renew_lock.release()
 
     def _purge(self, queue: str) -> int:
-        if is_transient(queue):
+        if self.is_transient(queue):
             return int(self.backend.purge_transient(queue))
         if self.is_legacy(queue):
             return self.legacy.purge(queue)
         return self.backend.purge(queue)
 
     def _size(self, queue: str) -> int:
-        if is_transient(queue):
+        if self.is_transient(queue):
             return int(self.backend.transient_size(queue))
         if self.is_legacy(queue):
             return self.legacy.size(queue)
@@ -426,9 +521,17 @@ class Channel(virtual.Channel):
             return self._on_raw(raw, no_ack, callback, queue)
 
         self.connection._callbacks[queue] = _callback
+        self._subscribe(queue)
         if self.is_durable(queue):
             self.connection.start_keeper()
         return consumer_tag
+
+    def basic_cancel(self, consumer_tag: str) -> Any:
+        queue = self._tag_to_queue.get(consumer_tag)
+        result = super().basic_cancel(consumer_tag)
+        if queue is not None and queue not in self._active_queues:
+            self._unsubscribe(queue)
+        return result
 
     def _on_raw(self, raw: dict[str, Any], no_ack: bool, callback: Callable[[Any], Any],
                 queue: str = "") -> Any:
@@ -489,7 +592,7 @@ class Channel(virtual.Channel):
 
     @property
     def transient_queues(self) -> list[str]:
-        return [q for q in self._active_queues if is_transient(q)]
+        return [q for q in self._active_queues if self.is_transient(q)]
 
     def wants_jobs(self) -> bool:
         return bool(self._consumers) and bool(self.durable_queues) and self.qos.can_consume()
@@ -502,6 +605,7 @@ class Channel(virtual.Channel):
         delivered = 0
         if not self._consumers:
             return 0
+        self.renew_transient()
         for queue in self.transient_queues:
             raw = self.backend.pop_transient(queue)
             if raw is None and self.bridges(queue):
@@ -634,7 +738,8 @@ class Channel(virtual.Channel):
         if isinstance(info, dict):
             info.setdefault("routing_key", claim.queue)
             info.setdefault("exchange", "")
-        raw["redelivered"] = claim.deliveries > 1
+        if claim.deliveries > 1:
+            mark_redelivered(raw)
         add_lease_header(raw, claim.token)
         self.connection._deliver(raw, claim.queue)
 
@@ -646,7 +751,7 @@ class Channel(virtual.Channel):
     def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
         from queue import Empty
 
-        if is_transient(queue):
+        if self.is_transient(queue):
             raw = self.backend.pop_transient(queue)
             if raw is None:
                 raise Empty()
@@ -662,6 +767,8 @@ class Channel(virtual.Channel):
         props = raw["properties"]
         props["delivery_tag"] = delivery_tag(claim.job_id, claim.token)
         props[SURE_UNTIL] = self._sure_until(asked_at)
+        if claim.deliveries > 1:
+            mark_redelivered(raw)
         add_lease_header(raw, claim.token)
         return raw
 
@@ -700,6 +807,12 @@ class Channel(virtual.Channel):
                 self.flush_settles()
             except Exception as exc:
                 logger.warning("celery-plus: could not flush settles on close: %r", exc)
+        if not self.closed:
+            for queue in list(self._active_queues):
+                try:
+                    self._unsubscribe(queue)
+                except Exception as exc:  # the store may be gone: the bindings lapse
+                    logger.debug("celery-plus: could not unbind %s on close: %r", queue, exc)
         super().close()
         if self._legacy_channel is not None:
             self._legacy_channel.close()

@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import os
 import time
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -151,8 +152,10 @@ class LeaseKeeper(HelperThread):
         self.connection_errors = connection_errors
         self._new_backend = new_backend
         self._backend: Backend | None = None
-        #: Connections attached (consuming); guarded by the module's ``_lock``.
+        #: Connections attached (consuming), and their transports (for their channels'
+        #: transient bindings); both guarded by the module's ``_lock``.
         self.users = 0
+        self.transports: weakref.WeakSet[Transport] = weakref.WeakSet()
         self._stopping = NativeEvent()
         #: time.monotonic() of the last failed store call (-inf: none yet).
         self._failed_at = float("-inf")
@@ -191,6 +194,7 @@ class LeaseKeeper(HelperThread):
             now = time.monotonic()
             # Each step on its own: a store refusing settles must not stop the heartbeats.
             self._step(flush, backend, self.holdings, self.connection_errors)
+            self._step(self._renew_transient)
             if now >= next_heartbeat:
                 ok = self._step(heartbeat, backend, self.holdings)
                 next_heartbeat = now + (interval if ok else min(interval, HEARTBEAT_RETRY_S))
@@ -218,6 +222,15 @@ class LeaseKeeper(HelperThread):
             if _keepers.get(self.store) is self:
                 del _keepers[self.store]
             return True
+
+    def _renew_transient(self) -> None:
+        """Renew the transient bindings of the attached connections' channels (throttled
+        there): a task may be blocking the drain loop that renews them otherwise."""
+        with _lock:
+            transports = list(self.transports)
+        for transport in transports:
+            for channel in transport._live_channels():
+                channel.renew_transient()
 
     def _store(self) -> Backend:
         if self._backend is None:
@@ -252,13 +265,15 @@ def attach(transport: Transport) -> LeaseKeeper:
             _keepers[transport.store] = keeper
             keeper.start()
         keeper.users += 1
+        keeper.transports.add(transport)
         return keeper
 
 
-def detach(keeper: LeaseKeeper) -> None:
+def detach(keeper: LeaseKeeper, transport: Transport) -> None:
     """One user less; the keeper stops by itself once nothing is held either."""
     with _lock:
         keeper.users = max(keeper.users - 1, 0)
+        keeper.transports.discard(transport)
 
 
 def _after_fork_in_child() -> None:

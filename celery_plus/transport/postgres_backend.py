@@ -33,7 +33,16 @@ from typing import Any, TypeVar
 from kombu.exceptions import ConnectionError as KombuConnectionError
 
 from . import pg_migrations, pg_pool
-from .backend import Claim, ClaimResult, JobClaim, NewJob, PublishOutcome, Recovered, Settle
+from .backend import (
+    Claim,
+    ClaimResult,
+    JobClaim,
+    NewJob,
+    PublishOutcome,
+    Recovered,
+    ScheduledJob,
+    Settle,
+)
 from .details import encode_detail
 
 logger = logging.getLogger("celery_plus.transport.postgres")
@@ -528,17 +537,29 @@ class PostgresBackend:
             "WITH gone AS (DELETE FROM transient WHERE queue = %s RETURNING expires_ms) "
             "SELECT count(*) FILTER (WHERE expires_ms >= now_ms()) FROM gone", [queue]))
 
-    def bind(self, exchange: str, binding: str) -> None:
-        self._rows("INSERT INTO bindings (exchange, binding) VALUES (%s, %s) "
-                   "ON CONFLICT DO NOTHING RETURNING 1", [exchange, binding])
+    def scheduled_jobs(self, queues: Sequence[str], limit: int = 1000) -> list[ScheduledJob]:
+        if not queues:
+            return []
+        rows = self._rows(
+            "SELECT id, queue, due_ms, msg FROM jobs WHERE state = 'scheduled' "
+            "AND queue = ANY(%s) ORDER BY due_ms, id LIMIT %s", [list(queues), limit])
+        return [ScheduledJob(r[0], r[1], int(r[2]), bytes(r[3])) for r in rows]
+
+    def bind(self, exchange: str, binding: str, ttl_ms: int = 0) -> None:
+        self._rows("SELECT bind(%s, %s, %s)", [exchange, binding, int(ttl_ms)])
 
     def unbind(self, exchange: str, binding: str) -> None:
-        self._rows("DELETE FROM bindings WHERE exchange = %s AND binding = %s RETURNING 1",
-                   [exchange, binding])
+        self._rows("SELECT unbind(%s, %s)", [exchange, binding])
 
     def bindings(self, exchange: str) -> list[str]:
-        return [row[0] for row in self._rows(
-            "SELECT binding FROM bindings WHERE exchange = %s ORDER BY binding", [exchange])]
+        return [row[0] for row in self._rows("SELECT live_bindings(%s)", [exchange])]
+
+    def mark_transient(self, queue: str, ttl_ms: int) -> None:
+        self._rows("SELECT mark_transient(%s, %s)", [queue, int(ttl_ms)])
+
+    def is_marked_transient(self, queue: str) -> bool:
+        return self._one("SELECT 1 FROM transient_marks WHERE queue = %s "
+                         "AND expires_ms >= now_ms()", [queue]) is not None
 
     # -- queue management ---------------------------------------------------------------
     def size(self, queue: str) -> int:

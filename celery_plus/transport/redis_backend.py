@@ -14,13 +14,46 @@ from typing import Any
 
 import redis
 
-from .backend import Claim, ClaimResult, JobClaim, NewJob, PublishOutcome, Recovered, Settle
+from .backend import (
+    Claim,
+    ClaimResult,
+    JobClaim,
+    NewJob,
+    PublishOutcome,
+    Recovered,
+    ScheduledJob,
+    Settle,
+)
 from .details import encode_detail
 from .redis_connect import RedisConnect
 from .redis_scripts import ScriptLibrary, pack
 
 _SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recover", "maintain", "purge")
 TRANSIENT_TTL_S = 300
+
+#: Drops the lapsed bindings of an exchange (by the server clock). KEYS[1]: the exchange's
+#: bindings (set), KEYS[2]: their deadlines (sorted set, binding -> ms; permanent bindings
+#: have none). Shared head of the two scripts below.
+_DROP_LAPSED = """
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ms)
+if #lapsed > 0 then
+    redis.call('SREM', KEYS[1], unpack(lapsed))
+    redis.call('ZREM', KEYS[2], unpack(lapsed))
+end
+"""
+#: ARGV[1]: the binding, ARGV[2]: its lifetime in ms (0: permanent).
+_BIND = _DROP_LAPSED + """
+redis.call('SADD', KEYS[1], ARGV[1])
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then
+    redis.call('ZADD', KEYS[2], ms + ttl, ARGV[1])
+else
+    redis.call('ZREM', KEYS[2], ARGV[1])
+end
+"""
+_BINDINGS = _DROP_LAPSED + "return redis.call('SMEMBERS', KEYS[1])\n"
 
 
 def _load_script_sources() -> tuple[str, dict[str, str]]:
@@ -72,6 +105,8 @@ class RedisBackend:
         self.connector = connector or RedisConnect(url)
         self.client = self.connector.client()
         self.scripts = ScriptLibrary(self.client, *_sources())
+        self._bind_script = self.client.register_script(_BIND)
+        self._bindings_script = self.client.register_script(_BINDINGS)
         self._publish_lock = threading.Lock()
         self._publish_conn: Any = None
         self._publish_pid = 0
@@ -251,14 +286,27 @@ class RedisBackend:
         value: Any = self.client.lpop(self.key("t", queue))
         return value if value is None or isinstance(value, bytes) else str(value).encode()
 
-    def bind(self, exchange: str, binding: str) -> None:
-        self.client.sadd(self.key("bind", exchange), binding)
+    def _binding_keys(self, exchange: str) -> list[str]:
+        return [self.key("bind", exchange), self.key("bindttl", exchange)]
+
+    def bind(self, exchange: str, binding: str, ttl_ms: int = 0) -> None:
+        self._bind_script(keys=self._binding_keys(exchange), args=[binding, int(ttl_ms)])
 
     def unbind(self, exchange: str, binding: str) -> None:
-        self.client.srem(self.key("bind", exchange), binding)
+        bindings, deadlines = self._binding_keys(exchange)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.srem(bindings, binding)
+        pipe.zrem(deadlines, binding)
+        pipe.execute()
 
     def bindings(self, exchange: str) -> list[str]:
-        return [_text(b) for b in self.client.smembers(self.key("bind", exchange))]
+        return [_text(b) for b in self._bindings_script(keys=self._binding_keys(exchange))]
+
+    def mark_transient(self, queue: str, ttl_ms: int) -> None:
+        self.client.set(self.key("tmark", queue), 1, px=max(int(ttl_ms), 1))
+
+    def is_marked_transient(self, queue: str) -> bool:
+        return bool(self.client.exists(self.key("tmark", queue)))
 
     # -- queue management -------------------------------------------------------------
     def size(self, queue: str) -> int:
@@ -266,6 +314,27 @@ class RedisBackend:
 
     def transient_size(self, queue: str) -> int:
         return int(self.client.llen(self.key("t", queue)))
+
+    def scheduled_jobs(self, queues: Sequence[str], limit: int = 1000) -> list[ScheduledJob]:
+        """Walk ``P:sched`` (by due ms) in chunks, keeping the jobs of ``queues``."""
+        wanted, start, chunk = set(queues), 0, 500
+        found: list[ScheduledJob] = []
+        while len(found) < limit:
+            entries: list[Any] = self.client.zrange(
+                self.key("sched"), start, start + chunk - 1, withscores=True)
+            if not entries:
+                break
+            pipe = self.client.pipeline(transaction=False)
+            for entry in entries:
+                pipe.hmget(self.key("job", _text(entry[0])), ["q", "msg", "st"])
+            for (job_id, due), fields in zip(entries, pipe.execute(), strict=True):
+                queue, message, state = fields
+                if message is not None and _text(state) == "scheduled" \
+                        and _text(queue or b"") in wanted:
+                    found.append(ScheduledJob(_text(job_id), _text(queue), int(due), message))
+            start += chunk
+        found.sort(key=lambda job: (job.due_ms, job.job_id))
+        return found[:limit]
 
     def purge(self, queue: str) -> int:
         """Delete the jobs waiting in ``queue`` and release their holds (``purge.lua``)."""

@@ -37,7 +37,16 @@ from urllib.parse import unquote
 from celery.exceptions import ImproperlyConfigured
 from kombu.exceptions import ConnectionError as KombuConnectionError
 
-from .backend import Claim, ClaimResult, JobClaim, NewJob, PublishOutcome, Recovered, Settle
+from .backend import (
+    Claim,
+    ClaimResult,
+    JobClaim,
+    NewJob,
+    PublishOutcome,
+    Recovered,
+    ScheduledJob,
+    Settle,
+)
 from .details import clean_detail
 
 logger = logging.getLogger("celery_plus.transport.sqlite")
@@ -989,6 +998,16 @@ class SQLiteBackend:
             conn, "SELECT COUNT(*) FROM transient WHERE queue = ? AND expires_ms >= ?",
             (queue, _now_ms())))[0])
 
+    def scheduled_jobs(self, queues: Sequence[str], limit: int = 1000) -> list[ScheduledJob]:
+        if not queues:
+            return []
+        marks = ", ".join("?" * len(queues))
+        rows = self._read(lambda conn: conn.execute(
+            f"SELECT id, queue, due_ms, msg FROM jobs WHERE state = 'scheduled' "
+            f"AND queue IN ({marks}) ORDER BY due_ms, id LIMIT ?",
+            (*queues, limit)).fetchall())
+        return [ScheduledJob(row[0], row[1], int(row[2]), bytes(row[3])) for row in rows]
+
     def purge_transient(self, queue: str) -> int:
         def body(tx: _Tx) -> int:
             live = int(tx.scalar("SELECT COUNT(*) FROM transient WHERE queue = ? "
@@ -998,18 +1017,52 @@ class SQLiteBackend:
 
         return self._write(body)
 
-    def bind(self, exchange: str, binding: str) -> None:
-        self._write(lambda tx: tx.run(
-            "INSERT OR IGNORE INTO bindings (exchange, binding) VALUES (?, ?)",
-            exchange, binding))
+    def bind(self, exchange: str, binding: str, ttl_ms: int = 0) -> None:
+        def body(tx: _Tx) -> None:
+            # Lapsed bindings of this exchange go first (reads only skip them).
+            tx.run("DELETE FROM bindings WHERE exchange = ? AND binding IN (SELECT binding "
+                   "FROM binding_deadlines WHERE exchange = ? AND expires_ms < ?)",
+                   exchange, exchange, tx.now)
+            tx.run("DELETE FROM binding_deadlines WHERE exchange = ? AND expires_ms < ?",
+                   exchange, tx.now)
+            tx.run("INSERT OR IGNORE INTO bindings (exchange, binding) VALUES (?, ?)",
+                   exchange, binding)
+            if ttl_ms > 0:
+                tx.run("INSERT OR REPLACE INTO binding_deadlines (exchange, binding, "
+                       "expires_ms) VALUES (?, ?, ?)", exchange, binding, tx.now + ttl_ms)
+            else:
+                tx.run("DELETE FROM binding_deadlines WHERE exchange = ? AND binding = ?",
+                       exchange, binding)
+
+        self._write(body)
 
     def unbind(self, exchange: str, binding: str) -> None:
-        self._write(lambda tx: tx.run(
-            "DELETE FROM bindings WHERE exchange = ? AND binding = ?", exchange, binding))
+        def body(tx: _Tx) -> None:
+            tx.run("DELETE FROM bindings WHERE exchange = ? AND binding = ?", exchange, binding)
+            tx.run("DELETE FROM binding_deadlines WHERE exchange = ? AND binding = ?",
+                   exchange, binding)
+
+        self._write(body)
 
     def bindings(self, exchange: str) -> list[str]:
         return [row[0] for row in self._read(lambda conn: conn.execute(
-            "SELECT binding FROM bindings WHERE exchange = ?", (exchange,)).fetchall())]
+            "SELECT b.binding FROM bindings b LEFT JOIN binding_deadlines d "
+            "ON d.exchange = b.exchange AND d.binding = b.binding "
+            "WHERE b.exchange = ? AND (d.expires_ms IS NULL OR d.expires_ms >= ?)",
+            (exchange, _now_ms())).fetchall())]
+
+    def mark_transient(self, queue: str, ttl_ms: int) -> None:
+        def body(tx: _Tx) -> None:
+            tx.run("DELETE FROM transient_marks WHERE expires_ms < ?", tx.now)
+            tx.run("INSERT OR REPLACE INTO transient_marks (queue, expires_ms) VALUES (?, ?)",
+                   queue, tx.now + max(int(ttl_ms), 1))
+
+        self._write(body)
+
+    def is_marked_transient(self, queue: str) -> bool:
+        return self._read(lambda conn: _first(
+            conn, "SELECT 1 FROM transient_marks WHERE queue = ? AND expires_ms >= ?",
+            (queue, _now_ms()))) is not None
 
     # -- queue management ---------------------------------------------------------------
     def size(self, queue: str) -> int:

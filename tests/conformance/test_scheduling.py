@@ -2,7 +2,8 @@
 
 Rules: a job with an eta in the future waits in the store (``scheduled``) and is claimable
 once due, never before; an eta in the past is enqueued at once; a claim reports when the next
-scheduled job is due; maintenance promotes due scheduled jobs to their queue.
+scheduled job is due; maintenance promotes due scheduled jobs to their queue; the scheduled
+jobs of given queues can be listed with their messages, soonest first (``inspect scheduled``).
 """
 
 from __future__ import annotations
@@ -52,3 +53,23 @@ def test_maintenance_promotes_due_scheduled_jobs(backend: Backend) -> None:
 
     wait_until(promoted, timeout=10, message="promotion")
     assert backend.ids_in_state("enqueued") == ["a"] and backend.size(Q) == 1
+
+
+def test_the_scheduled_jobs_of_given_queues_are_listed_soonest_first(backend: Backend) -> None:
+    now = backend.now_ms()
+    publish(backend, "b-later", message="msg-b \u00e9", eta_ms=now + 90_000)
+    publish(backend, "a-sooner", eta_ms=now + 30_000)
+    publish(backend, "tie-2", eta_ms=now + 60_000)
+    publish(backend, "tie-1", eta_ms=now + 60_000)
+    publish(backend, "elsewhere", eta_ms=now + 10_000, queue="other")
+    publish(backend, "ready")
+    listed = backend.scheduled_jobs([Q])
+    assert [j.job_id for j in listed] == ["a-sooner", "tie-1", "tie-2", "b-later"]
+    assert [j.due_ms for j in listed] == [now + 30_000, now + 60_000, now + 60_000, now + 90_000]
+    assert {j.queue for j in listed} == {Q}
+    message = listed[-1].message
+    assert (message.decode() if isinstance(message, bytes) else message) == "msg-b \u00e9"
+    assert [j.job_id for j in backend.scheduled_jobs([Q, "other"], limit=2)] == [
+        "elsewhere", "a-sooner"]
+    assert backend.scheduled_jobs(["nothing-here"]) == []
+    assert backend.scheduled_jobs([]) == []

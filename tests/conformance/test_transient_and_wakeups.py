@@ -2,7 +2,9 @@
 control; §1.6 no polling).
 
 Rules: a transient queue (remote control, replies, events) is FIFO, can be purged, and its
-messages expire 300 s after its last push; bindings are a set per exchange; ``wait`` returns
+messages expire 300 s after its last push; bindings are a set per exchange, and a binding bound
+with a lifetime lapses at its end unless bound again (a permanent one stays); a transient mark
+on a queue lasts its lifetime and is extended by marking again; ``wait`` returns
 ready work at once, is woken by a publish on one of its queues or a transient message from
 another thread, ends no later than a job scheduled on its queues meanwhile is due, and
 otherwise lasts its timeout — work for other queues does not end it.
@@ -59,6 +61,49 @@ def test_bindings_are_a_set_per_exchange(backend: Backend) -> None:
     backend.unbind("ex", "rk\x06\x16\x06\x16q1")
     assert backend.bindings("ex") == ["rk\x06\x16\x06\x16q2"]
     assert backend.bindings("none") == []
+
+
+def test_a_binding_with_a_lifetime_lapses_unless_bound_again(backend: Backend) -> None:
+    gone, kept, permanent = (f"\x06\x16\x06\x16{q}.pidbox" for q in ("gone", "kept", "perm"))
+    backend.bind("ex", gone, ttl_ms=300)
+    backend.bind("ex", kept, ttl_ms=300)
+    backend.bind("ex", permanent)
+    assert sorted(backend.bindings("ex")) == sorted([gone, kept, permanent])
+    time.sleep(0.2)
+    backend.bind("ex", kept, ttl_ms=300)  # its consumer's refresh
+    time.sleep(0.2)
+    assert sorted(backend.bindings("ex")) == sorted([kept, permanent])
+    time.sleep(0.25)
+    assert backend.bindings("ex") == [permanent]
+    # A lapsed binding comes back when its consumer binds it again.
+    backend.bind("ex", gone, ttl_ms=60_000)
+    assert sorted(backend.bindings("ex")) == sorted([gone, permanent])
+
+
+def test_binding_again_without_a_lifetime_makes_it_permanent(backend: Backend) -> None:
+    binding = "rk\x06\x16\x06\x16q"
+    backend.bind("ex", binding, ttl_ms=200)
+    backend.bind("ex", binding)
+    time.sleep(0.3)
+    assert backend.bindings("ex") == [binding]
+    backend.unbind("ex", binding)
+    backend.bind("ex", binding, ttl_ms=200)
+    time.sleep(0.3)
+    assert backend.bindings("ex") == []
+
+
+def test_a_transient_mark_lasts_its_lifetime_and_is_extended_by_marking_again(
+        backend: Backend) -> None:
+    assert not backend.is_marked_transient("oid-1")
+    backend.mark_transient("oid-1", 300)
+    backend.mark_transient("oid-2", 300)
+    assert backend.is_marked_transient("oid-1") and backend.is_marked_transient("oid-2")
+    time.sleep(0.2)
+    backend.mark_transient("oid-2", 300)
+    time.sleep(0.2)
+    assert not backend.is_marked_transient("oid-1")
+    assert backend.is_marked_transient("oid-2")
+    assert not backend.is_marked_transient("never-marked")
 
 
 def test_wait_returns_ready_work_at_once(backend: Backend) -> None:

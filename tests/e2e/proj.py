@@ -60,6 +60,9 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         worker_hijack_root_logger=False,
         # How long the prefork pool waits for a dead child's result before WorkerLostError.
         worker_lost_wait=float(os.environ.get("PLUS_TEST_LOST_WAIT", "10")),
+        # A remote-control node queue's x-expires (Celery's default: 10 s); its binding in the
+        # store lapses after twice that, at least 10 s, once its worker is gone.
+        control_queue_expires=float(os.environ.get("PLUS_TEST_CONTROL_EXPIRES", "10")),
         **settings,
     )
     counter = redis.Redis.from_url(REDIS_URL)
@@ -246,6 +249,17 @@ def make_app(prefix: str, **settings: Any) -> Celery:
     def x_three_fields(a: Any, b: Any, c: Any = None) -> int:
         record(prefix, "fields", size=len(json_dumps([a, b, c])))
         return 3
+
+    @app.task(name="proj.reject_then_succeed", bind=True)
+    def reject_then_succeed(self: Any) -> str:
+        """Celery's integration task: Reject(requeue=True) until delivered again."""
+        from celery.exceptions import Reject
+
+        redelivered = bool(self.request.delivery_info.get("redelivered"))
+        record(prefix, "delivery", redelivered=redelivered)
+        if not redelivered:
+            raise Reject(requeue=True)
+        return "second-pass"
 
     return app
 

@@ -23,8 +23,6 @@ from .harness import MAINTENANCE_S, Deployment, check
 STORES = ["redis", "postgres", "sqlite"]
 
 
-@pytest.mark.xfail(strict=True, reason="needs dropin-upstream: defect 5 (rpc:// results "
-                   "become continuations of their own task)")
 @pytest.mark.parametrize("store", STORES)
 def test_rpc_results_of_unique_jobs(deploy: Callable[..., Deployment], store: str) -> None:
     deployment = deploy("rpc results", store, vt=3.0, results="rpc://")

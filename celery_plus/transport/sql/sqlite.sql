@@ -35,6 +35,11 @@
 --   expires_ms      a queue's messages expire 300 s after its last push
 -- bindings    fanout / topic bindings (Redis P:bind:{exchange})
 --   exchange, binding    the binding string (routing key, pattern, queue)
+-- binding_deadlines  when a transient queue's binding lapses unless bound again (Redis
+--   P:bindttl:{exchange}); a binding without a row here is permanent
+--   exchange, binding, expires_ms
+-- transient_marks    queues declared transient, so publishers that never declared them know
+--   (Redis P:tmark:{queue}): queue, expires_ms
 -- meta        counters and flags
 --   key, value      'seq' (FIFO tie-break), 'token' (store-wide lease token counter), 'stats:<name>' (deduplicated, recovered,
 --                   dead_lettered, blocked), 'maint' (ms until which maintenance is taken)
@@ -107,6 +112,18 @@ CREATE TABLE IF NOT EXISTS bindings (
     exchange TEXT NOT NULL,
     binding  TEXT NOT NULL,
     PRIMARY KEY (exchange, binding)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS binding_deadlines (
+    exchange   TEXT NOT NULL,
+    binding    TEXT NOT NULL,
+    expires_ms INTEGER NOT NULL,
+    PRIMARY KEY (exchange, binding)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS transient_marks (
+    queue      TEXT PRIMARY KEY,
+    expires_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS meta (

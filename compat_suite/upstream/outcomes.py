@@ -1,0 +1,138 @@
+"""Outcomes of one run of the suite, stored baselines, and the comparison of two runs.
+
+An outcome is pytest's word for a test case: ``passed``, ``failed``, ``error``, ``skipped``,
+``xfailed`` (or ``missing`` when a test ran on one side only). Test ids are pytest node ids
+relative to ``t/integration`` (``test_inspect.py::test_Inspect::test_ping``).
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+PASSED = "passed"
+
+
+@dataclass
+class Run:
+    """One run of the suite on one broker."""
+
+    broker: str
+    celery: str
+    outcomes: dict[str, str]
+    #: The first line of each non-passing test's failure (what it said).
+    messages: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    #: The 1-minute load average when the run started and ended.
+    load: tuple[float, float] = (0.0, 0.0)
+    modules: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for outcome in self.outcomes.values():
+            out[outcome] = out.get(outcome, 0) + 1
+        return dict(sorted(out.items()))
+
+    def passed(self) -> set[str]:
+        return {name for name, outcome in self.outcomes.items() if outcome == PASSED}
+
+    def restricted(self, modules: list[str]) -> Run:
+        """This run's outcomes for tests of ``modules`` only (all when empty)."""
+        if not modules:
+            return self
+        keep = {name: o for name, o in self.outcomes.items()
+                if name.split("::", 1)[0] in modules}
+        return Run(self.broker, self.celery, keep,
+                   {n: m for n, m in self.messages.items() if n in keep},
+                   self.seconds, self.load, modules)
+
+    def save(self, path: Path) -> None:
+        data = asdict(self)
+        data["outcomes"] = dict(sorted(self.outcomes.items()))
+        data["messages"] = dict(sorted(self.messages.items()))
+        path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+    @classmethod
+    def load_file(cls, path: Path) -> Run:
+        data: dict[str, Any] = json.loads(path.read_text())
+        data["load"] = tuple(data.get("load") or (0.0, 0.0))
+        return cls(**data)
+
+
+def node_id(classname: str, name: str) -> str:
+    """``t.integration.test_x.test_C`` + ``test_y[p]`` -> ``test_x.py::test_C::test_y[p]``."""
+    parts = classname.split(".")
+    start = parts.index("integration") + 1 if "integration" in parts else 0
+    module, classes = parts[start], parts[start + 1:]
+    return "::".join([f"{module}.py", *classes, name])
+
+
+def read_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """Outcomes and failure messages from pytest's ``--junitxml`` report.
+
+    A test whose call passed but whose teardown errored appears twice; the worse outcome wins.
+    """
+    outcomes: dict[str, str] = {}
+    messages: dict[str, str] = {}
+    rank = {"passed": 0, "skipped": 1, "xfailed": 1, "failed": 2, "error": 3}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = node_id(case.get("classname", ""), case.get("name", ""))
+        outcome, message = PASSED, ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome, message = ("failed" if child.tag == "failure" else "error",
+                                    child.get("message") or "")
+            elif child.tag == "skipped":
+                xfail = child.get("type") == "pytest.xfail"
+                outcome, message = ("xfailed" if xfail else "skipped"), child.get("message") or ""
+        if rank[outcome] >= rank.get(outcomes.get(name, PASSED), 0):
+            outcomes[name] = outcome
+            if message:
+                messages[name] = message.strip().splitlines()[0][:300] if message.strip() else ""
+    return outcomes, messages
+
+
+@dataclass(frozen=True)
+class Difference:
+    test: str
+    reference: str
+    actual: str
+    message: str = ""
+
+    @property
+    def regression(self) -> bool:
+        """Passes on plain Celery, does not pass here."""
+        return self.reference == PASSED and self.actual != PASSED
+
+
+def compare(reference: Run, actual: Run) -> list[Difference]:
+    """Every test whose outcome differs between the two runs, regressions first."""
+    names = sorted(set(reference.outcomes) | set(actual.outcomes))
+    diffs = [Difference(n, reference.outcomes.get(n, "missing"), actual.outcomes.get(n, "missing"),
+                        actual.messages.get(n, ""))
+             for n in names
+             if reference.outcomes.get(n, "missing") != actual.outcomes.get(n, "missing")]
+    return sorted(diffs, key=lambda d: (not d.regression, d.test))
+
+
+def summary(reference: Run, actual: Run) -> str:
+    """The comparison as text: counts, then one line per difference."""
+    diffs = compare(reference, actual)
+    regressions = [d for d in diffs if d.regression]
+    ref_passed = reference.passed()
+    kept = len(ref_passed & actual.passed())
+    lines = [
+        f"{actual.broker}: {actual.counts()} in {actual.seconds:.0f}s "
+        f"(load {actual.load[0]:.1f} -> {actual.load[1]:.1f})",
+        f"  reference {reference.broker}: {len(ref_passed)} passed of {len(reference.outcomes)}",
+        f"  {kept} of the {len(ref_passed)} that pass on the reference pass here; "
+        f"{len(regressions)} do not",
+    ]
+    for d in diffs:
+        mark = "REGRESSION" if d.regression else "difference"
+        tail = f"  -- {d.message}" if d.message else ""
+        lines.append(f"  {mark}: {d.test}: {d.reference} -> {d.actual}{tail}")
+    return "\n".join(lines)
