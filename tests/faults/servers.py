@@ -24,7 +24,17 @@ import redis
 
 from tests.support import wait_until
 
-PG_BIN = Path(os.environ.get("PLUS_FAULT_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+def _pg_bin() -> Path:
+    """PostgreSQL's server programs: ``PLUS_FAULT_PG_BIN``, else Debian's newest install."""
+    if os.environ.get("PLUS_FAULT_PG_BIN"):
+        return Path(os.environ["PLUS_FAULT_PG_BIN"])
+    installed = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+                       key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0)
+    return installed[-1].parent if installed else Path("/usr/lib/postgresql/15/bin")
+
+
+PG_BIN = _pg_bin()
 
 
 def free_port() -> int:
@@ -109,8 +119,9 @@ def _as_postgres(cmd: list[str]) -> list[str]:
 class PostgresCluster:
     """A private PostgreSQL cluster (``initdb`` + ``pg_ctl``) on a free port."""
 
-    def __init__(self) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="plus-fault-pg-"))
+    def __init__(self, max_connections: int = 200, prefix: str = "plus-fault-pg-") -> None:
+        self.max_connections = max_connections
+        self.folder = Path(tempfile.mkdtemp(prefix=prefix))
         if os.geteuid() == 0:
             shutil.chown(self.folder, "postgres", "postgres")
         self.data = self.folder / "data"
@@ -122,7 +133,8 @@ class PostgresCluster:
 
     def start(self) -> None:
         options = (f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
-                   "-c fsync=off -c full_page_writes=off -c max_connections=200")
+                   "-c fsync=off -c full_page_writes=off "
+                   f"-c max_connections={self.max_connections}")
         subprocess.run(_as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-o",
                                      options, "-l", str(self.folder / "pg.log"), "-w", "-t",
                                      "60", "start"]), check=True, stdout=subprocess.DEVNULL)

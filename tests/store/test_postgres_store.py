@@ -468,7 +468,8 @@ def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
                              "DEFAULT clock_timestamp())")
                 conn.execute("INSERT INTO schema_migrations (version, name) "
                              "VALUES (1, 'initial'), (2, 'admin'), (3, 'claim_job')")
-            assert [m.version for m in pg_migrations.migrate(conn, schema)] == [4]
+            assert [m.version for m in pg_migrations.migrate(conn, schema)] == [
+                m.version for m in pg_migrations.migrations()[3:]]
             store = PostgresBackend(PG_URL, schema=schema)
             try:
                 publish(store, "new")
