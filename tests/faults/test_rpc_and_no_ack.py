@@ -37,7 +37,8 @@ def test_rpc_results_of_unique_jobs(deploy: Callable[..., Deployment], store: st
         # same call made before that joins the still-running job, as the running window
         # says. Once the job has finished, the call must run anew.
         job_id = result.id
-        wait_until(lambda: (deployment.view.job(job_id) or {}).get("st") == "completed",
+        wait_until(lambda job_id=job_id: (deployment.view.job(job_id) or {}).get("st")
+                   == "completed",
                    timeout=30, message=f"u{n} completed in the store")
         again = deployment.app.send_task("fault.unique", (f"u{n}", 0.1))
         assert not again.deduplicated, f"u{n} was deduplicated into a finished job"
