@@ -4,15 +4,18 @@ with real workers and prefork children holding pool, LISTEN and maintenance sess
 more) and never touches its data.
 
 The pytest process that starts the session (xdist's controller, or pytest itself without
-``-n``) makes the cluster with ``initdb`` on a free port and exports its URL as
-``PLUS_TEST_PG`` before any worker starts or any test module reads it; it stops and removes
-the cluster at the end. Set ``PLUS_TEST_PG`` yourself to use another server instead; without
+``-n``) makes the cluster with ``initdb`` on a free port, with a database ``test`` as on the
+shared server, and exports its URL as ``PLUS_TEST_PG`` when it loads this file: before any
+other conftest or test module reads it (pytest loads the conftests of the paths it is given
+before ``pytest_configure``) and before any xdist worker starts. It stops and removes the
+cluster at the end. Set ``PLUS_TEST_PG`` yourself to use another server instead; without
 PostgreSQL's server programs (``initdb``) the suite uses ``127.0.0.1:5432/test``.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -20,24 +23,26 @@ import pytest
 MAX_CONNECTIONS = 600
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    if hasattr(config, "workerinput") or os.environ.get("PLUS_TEST_PG"):
-        return  # an xdist worker (the controller exported it), or the user's own server
+def _start_private_cluster() -> Any:
+    if os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("PLUS_TEST_PG"):
+        return None  # an xdist worker (the controller exported it), or the user's own server
     from tests.faults.servers import PG_BIN, PostgresCluster
 
     if not (PG_BIN / "initdb").exists():
-        return
+        return None
     cluster = PostgresCluster(max_connections=MAX_CONNECTIONS, prefix="plus-test-pg-")
     cluster.start()
-    os.environ["PLUS_TEST_PG"] = cluster.url
-    config.stash[_CLUSTER] = cluster
+    # Database "test", as on the shared server: tests reach "postgres" as another database.
+    os.environ["PLUS_TEST_PG"] = cluster.create_database("test")
+    return cluster
+
+
+_cluster = _start_private_cluster()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    cluster = config.stash.get(_CLUSTER, None)
-    if cluster is not None:
-        cluster.close()
+    global _cluster
+    if _cluster is not None:
+        _cluster.close()
+        _cluster = None
         os.environ.pop("PLUS_TEST_PG", None)
-
-
-_CLUSTER = pytest.StashKey["object"]()

@@ -18,3 +18,48 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {message}")
         time.sleep(interval)
+
+
+def in_forked_child(target: Callable[..., Any], *args: Any, timeout: float = 60.0) -> Any:
+    """Run ``target(*args)`` in a child made by a bare ``os.fork()``; its return value.
+
+    Not ``multiprocessing``'s fork: that runs kombu's after-fork clean-up of every kombu
+    connection an earlier test left in this process, which can block on a socket forever.
+    An exception in the child is raised here as an ``AssertionError`` with its traceback.
+    """
+    import os
+    import pickle
+    import select
+    import traceback
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read_end)
+        try:
+            payload = pickle.dumps(("ok", target(*args)))
+        except BaseException:
+            payload = pickle.dumps(("error", traceback.format_exc()))
+        with os.fdopen(write_end, "wb") as out:
+            out.write(payload)
+        os._exit(0)
+    os.close(write_end)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    with os.fdopen(read_end, "rb") as inp:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([inp], [], [], remaining)[0]:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                raise AssertionError(f"forked child did not finish within {timeout}s")
+            chunk = os.read(inp.fileno(), 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, f"forked child exited with {status}"
+    kind, value = pickle.loads(b"".join(chunks))
+    if kind == "error":
+        raise AssertionError(f"forked child failed:\n{value}")
+    return value

@@ -139,6 +139,17 @@ class PostgresCluster:
                                      options, "-l", str(self.folder / "pg.log"), "-w", "-t",
                                      "60", "start"]), check=True, stdout=subprocess.DEVNULL)
 
+    def create_database(self, name: str) -> str:
+        """Create database ``name`` (unless it exists); its URL."""
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                 (name,)).fetchone()
+            if found is None:
+                conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url.rsplit("/", 1)[0] + "/" + name
+
     def stop(self, mode: str = "immediate") -> None:
         """``immediate`` is a crash (recovery from the WAL on start); ``fast`` a clean stop."""
         subprocess.run(_as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", mode,

@@ -36,8 +36,11 @@ from celery_plus.transport.backend import NewJob, Settle
 from celery_plus.transport.postgres_backend import PostgresBackend
 from tests.conformance.stores import PG_URL, backends_on_one_store
 from tests.conformance.support import Q, claim, ids, publish, record, wait_until
+from tests.support import in_forked_child
 
-FORK = multiprocessing.get_context("fork")
+#: Spawned, not forked: a forked child runs kombu's after-fork clean-up of the connections an
+#: earlier test left in this process, which can block on a socket forever.
+PROCESSES = multiprocessing.get_context("spawn")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -62,9 +65,9 @@ def query(backend: PostgresBackend, sql: str, *params: Any) -> list[Any]:
 
 def run_processes(target: Callable[..., Any], args_list: list[tuple[Any, ...]],
                   timeout: float = 120) -> list[Any]:
-    """Run ``target(*args, out)`` in forked processes; each puts one result on ``out``."""
-    out = FORK.Queue()
-    procs = [FORK.Process(target=target, args=(*args, out)) for args in args_list]
+    """Run ``target(*args, out)`` in new processes; each puts one result on ``out``."""
+    out = PROCESSES.Queue()
+    procs = [PROCESSES.Process(target=target, args=(*args, out)) for args in args_list]
     for proc in procs:
         proc.start()
     results = [out.get(timeout=timeout) for _ in procs]
@@ -95,7 +98,7 @@ def _migrate_at_once(schema: str, barrier: Any, out: Any) -> None:
 
 def test_schema_is_created_once_by_20_processes_starting_together() -> None:
     schema = f"m{os.urandom(5).hex()}"
-    barrier = FORK.Barrier(20)
+    barrier = PROCESSES.Barrier(20)
     try:
         applied = run_processes(_migrate_at_once, [(schema, barrier)] * 20)
         assert sum(applied) == len(pg_migrations.migrations()), applied
@@ -133,7 +136,7 @@ def _race_publishes(schema: str, name: str, barrier: Any, out: Any) -> None:
 
 def test_two_publisher_processes_racing_on_50_unique_keys_store_exactly_50_jobs(
         pg: PostgresBackend) -> None:
-    barrier = FORK.Barrier(2)
+    barrier = PROCESSES.Barrier(2)
     results = run_processes(_race_publishes, [(pg.schema, "a", barrier),
                                               (pg.schema, "b", barrier)])
     accepted = [job_id for result in results for job_id in result]
@@ -167,9 +170,9 @@ def _waiter(schema: str, samples: int, pipe: Any, out: Any) -> None:
 
 def test_listen_notify_wakes_an_idle_waiter_within_20_ms_median(pg: PostgresBackend) -> None:
     samples = 25
-    ours, theirs = FORK.Pipe()
-    out = FORK.Queue()
-    proc = FORK.Process(target=_waiter, args=(pg.schema, samples, theirs, out))
+    ours, theirs = PROCESSES.Pipe()
+    out = PROCESSES.Queue()
+    proc = PROCESSES.Process(target=_waiter, args=(pg.schema, samples, theirs, out))
     proc.start()
     published: list[float] = []
     try:
@@ -255,7 +258,7 @@ def _claimer(schema: str, barrier: Any, out: Any) -> None:
 
 def test_skip_locked_claimers_never_hand_one_job_to_two(pg: PostgresBackend) -> None:
     pg.publish_many([NewJob(id=f"j{i:04d}", queue=Q, message="m") for i in range(2000)])
-    barrier = FORK.Barrier(4)
+    barrier = PROCESSES.Barrier(4)
     results = run_processes(_claimer, [(pg.schema, barrier)] * 4)
     claimed = [job_id for result in results for job_id in result]
     assert len(claimed) == 2000 and len(set(claimed)) == 2000
@@ -284,7 +287,7 @@ def test_concurrent_claimers_never_oversubscribe_a_group(pg: PostgresBackend) ->
     for i in range(60):
         publish(pg, f"g{i:02d}", concurrency_group="g", concurrency_limit=3)
     rounds = 8
-    barrier = FORK.Barrier(4)
+    barrier = PROCESSES.Barrier(4)
     results = run_processes(_group_claimer, [(pg.schema, rounds, barrier)] * 4)
     per_round = [sum(len(result[r]) for result in results) for r in range(rounds)]
     assert max(per_round) <= 3, f"more than 3 slots taken at once: {per_round}"
@@ -306,8 +309,8 @@ def _lead_then_hang(schema: str, out: Any) -> None:
 def test_a_dead_leaders_lock_frees_and_another_worker_takes_over(
         make_pg: Callable[..., PostgresBackend]) -> None:
     other = make_pg(maintenance_interval_ms=60_000)
-    out = FORK.Queue()
-    proc = FORK.Process(target=_lead_then_hang, args=(other.schema, out))
+    out = PROCESSES.Queue()
+    proc = PROCESSES.Process(target=_lead_then_hang, args=(other.schema, out))
     proc.start()
     try:
         assert out.get(timeout=60) is True
@@ -340,13 +343,10 @@ def test_only_the_leader_runs_maintenance_and_a_stuck_one_is_covered(
 # -- fork safety, settings, CLI -------------------------------------------------------------
 
 
-def _use_in_child(backend: PostgresBackend, out: Any) -> None:
-    try:
-        publish(backend, f"child-{os.getpid()}")
-        backend.close()
-        out.put("ok")
-    except BaseException as exc:
-        out.put(RuntimeError(f"{type(exc).__name__}: {exc}"))
+def _use_in_child(backend: PostgresBackend) -> str:
+    publish(backend, f"child-{os.getpid()}")
+    backend.close()
+    return "ok"
 
 
 def test_a_forked_child_never_touches_the_parents_sessions(pg: PostgresBackend) -> None:
@@ -355,7 +355,7 @@ def test_a_forked_child_never_touches_the_parents_sessions(pg: PostgresBackend) 
     assert pg.maintain("w") is True  # opens the maintenance (leader) connection
     listener = pg._tls.listener.info.backend_pid
     leader = pg._maint_conn.info.backend_pid
-    assert run_processes(_use_in_child, [(pg,)] * 3) == ["ok"] * 3
+    assert [in_forked_child(_use_in_child, pg) for _ in range(3)] == ["ok"] * 3
     alive = {row[0] for row in query(pg, "SELECT pid FROM pg_stat_activity")}
     assert {listener, leader} <= alive, "a child ended one of the parent's sessions"
     publish(pg, "parent-2")

@@ -32,6 +32,7 @@ from celery_plus.transport import make_backend as make_transport_backend
 from celery_plus.transport.backend import NewJob, Settle
 from celery_plus.transport.sqlite_backend import SQLiteBackend, sqlite_path
 from tests.conformance.support import Q, claim, ids, maintain, publish, wait_until
+from tests.support import in_forked_child
 
 # -- URLs -------------------------------------------------------------------------------
 
@@ -96,26 +97,14 @@ def test_expired_holds_and_transient_messages_vanish_and_maintenance_drops_their
 
 # -- processes ------------------------------------------------------------------------------
 
-def _publish_in_child(backend: SQLiteBackend, conn: Any) -> None:
+def _publish_in_child(backend: SQLiteBackend) -> bool:
     """Forked child: use the parent's backend object (it must open its own connection)."""
-    try:
-        out = backend.publish(NewJob(id="from-child", queue=Q, message="m"))
-        conn.send(out.accepted)
-    except BaseException:
-        conn.send(traceback.format_exc())
-    finally:
-        conn.close()
+    return backend.publish(NewJob(id="from-child", queue=Q, message="m")).accepted
+
 
 def test_a_forked_child_opens_its_own_connection(store: SQLiteBackend) -> None:
     publish(store, "from-parent")
-    ctx = multiprocessing.get_context("fork")
-    parent_end, child_end = ctx.Pipe()
-    child = ctx.Process(target=_publish_in_child, args=(store, child_end))
-    child.start()
-    assert parent_end.poll(30), "child did not report"
-    assert parent_end.recv() is True
-    child.join(30)
-    assert child.exitcode == 0
+    assert in_forked_child(_publish_in_child, store) is True
     # The parent's connection still works and sees the child's job.
     assert ids(claim(store)) == ["from-parent", "from-child"]
 
