@@ -14,6 +14,7 @@ PostgreSQL's server programs (``initdb``) the suite uses ``127.0.0.1:5432/test``
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -38,6 +39,31 @@ def _start_private_cluster() -> Any:
 
 
 _cluster = _start_private_cluster()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the session's first process (xdist's controller)
+        from tests.faults.harness import REPORT_FILE
+
+        REPORT_FILE.unlink(missing_ok=True)  # a fresh fault-suite report per session
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The fault suite's report (``tests/faults/``), one line per scenario and store.
+
+    Here, not in ``tests/faults/conftest.py``: under xdist only this process prints, and it
+    loads no conftest below ``tests/``.
+    """
+    from tests.faults.harness import REPORT_FILE, Report
+
+    if not REPORT_FILE.exists():
+        return
+    lines = [Report(**json.loads(line)).line() for line in REPORT_FILE.read_text().splitlines()
+             if line.strip()]
+    if lines:
+        terminalreporter.section("fault suite report")
+        for line in sorted(lines):
+            terminalreporter.write_line(line)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -14,7 +14,6 @@ The fast variants run in the README's test command. Long variants (the issue's f
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import uuid
@@ -26,7 +25,7 @@ import pytest
 
 from celery_plus.transport.backend import Backend
 
-from .harness import REPORT_FILE, Deployment, Report
+from .harness import Deployment
 from .servers import PG_BIN, PostgresCluster, RedisServer, SmallDisk, small_disk_available
 
 LONG = os.environ.get("PLUS_FAULT_LONG") == "1"
@@ -34,8 +33,6 @@ LONG = os.environ.get("PLUS_FAULT_LONG") == "1"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "long: a long fault variant (PLUS_FAULT_LONG=1)")
-    if not hasattr(config, "workerinput") and REPORT_FILE.exists():
-        REPORT_FILE.unlink()  # a fresh report per session (the xdist controller only)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -44,17 +41,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         long = item.get_closest_marker("long") is not None
         if long and not LONG:
             item.add_marker(skip)
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not REPORT_FILE.exists():
-        return
-    lines = [Report(**json.loads(line)).line() for line in REPORT_FILE.read_text().splitlines()
-             if line.strip()]
-    if lines:
-        terminalreporter.section("fault suite report")
-        for line in sorted(lines):
-            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
