@@ -1,6 +1,6 @@
 """The ``rpc://`` result backend, and no-ack consumers, on every store.
 
-``rpc://`` (issue 11, defect 5; fixed on the ``dropin-upstream`` branch): Celery's RPC backend
+``rpc://`` (issue 11, defect 5): Celery's RPC backend
 publishes each result to the caller's reply queue with the task id as correlation id; a
 result must never be taken for a job of its own task. Unique jobs called one after another
 with ``.get()`` each run once and leave no hold behind, and the same call made again after
