@@ -211,6 +211,9 @@ class Transport(virtual.Transport):
             if self._next_due_at is not None:
                 wait = min(wait, max(self._next_due_at - time.monotonic(), 0.005))
             if wait <= 0 or worker_stopping():
+                # Under gevent/eventlet this loop may never have blocked on a green socket
+                # (SQLite): yield once, or the greenlet that ends the loop never runs.
+                time.sleep(0)
                 raise TimeoutError()
             durable: list[str] = []
             transient: list[str] = []

@@ -46,13 +46,18 @@ def test_green_pool_runs_tasks_concurrently(
         cli: str, broker_kind: str) -> None:
     if refused(broker_kind, pool, start_worker, cli):
         return
-    start_worker(app=APP, pool=pool, concurrency=10, cli=cli)
+    worker = start_worker(app=APP, pool=pool, concurrency=10, cli=cli)
     assert client.tasks["proj.add"].delay(2, 3).get(timeout=30) == 5
     started = time.monotonic()
     results = [client.tasks["proj.sleep_mark"].delay(n, 1.5) for n in range(6)]
     assert sorted(r.get(timeout=60) for r in results) == list(range(6))
     # Six 1.5 s waits, one worker: they overlap unless the pool is blocked.
     assert time.monotonic() - started < 6 * 1.5, "green tasks did not overlap"
+    # An idle worker's warm shutdown ends (its remote-control greenlet on SQLite used to spin
+    # without yielding, so the greenlet stopping it never ran: killed after 20 s).
+    worker.terminate()
+    wait_until(lambda: worker.proc.poll() is not None, timeout=10,
+               message=f"the {pool} worker to stop after SIGTERM")
 
 
 @pytest.mark.parametrize("cli", CLIS)
