@@ -122,10 +122,14 @@ class Task(celery.Task):
     concurrency: ClassVar[Any] = None
     concurrency_key: ClassVar[Any] = None
     max_deliveries: ClassVar[Any] = None
+    rate_limit_scope: ClassVar[Any] = None
+    rate_limit_key: ClassVar[Any] = None
 
     #: Resolved extension options (``None`` when the task uses none).
     plus_extensions: ClassVar[TaskExtensions | None] = None
     plus_binder: ClassVar[PayloadBinder | None] = None
+    #: Celery's ``rate_limit`` as given, when it is cluster-scoped (``rate_limit`` is then None).
+    plus_rate_limit: ClassVar[Any] = None
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: str | None = None,
                     producer: Any = None, link: Any = None, link_error: Any = None,
@@ -172,7 +176,14 @@ class Task(celery.Task):
             return
         fun, bound = _run_function(cls)
         name = cls.__dict__.get("name") or f"{cls.__module__}.{cls.__qualname__}"
-        ext = parse_extensions(fun, declared, bound=bound, task_name=name)
+        rate = cls.rate_limit if cls.rate_limit is not None else cls.plus_rate_limit
+        ext = parse_extensions(fun, {**declared, "rate_limit": rate}, bound=bound,
+                               task_name=name)
+        if ext.rate_limit is not None:
+            # Cluster-scoped: the store decides (docs/rate-limits.md); Celery's per-worker
+            # bucket would limit each worker again on top.
+            cls.plus_rate_limit = cls.rate_limit
+            cls.rate_limit = None
         cls.plus_extensions = None if ext.is_empty else ext
         cls.plus_binder = PayloadBinder(fun, bound=bound, task_name=name)
         if ext.needs_late_ack and cls.__dict__.get("acks_late") is False:

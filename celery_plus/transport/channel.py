@@ -131,6 +131,7 @@ def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int) -
     ext = headers.get("plus") or {}
     unique = ext.get("u") or ("", "", 0)
     group = ext.get("c") or ("", 0)
+    rate = ext.get("r") or ("", 0, 0)
     try:
         priority = min(max(int(props.get("priority") or 0), 0), 255)
     except (TypeError, ValueError):
@@ -149,6 +150,9 @@ def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int) -
         concurrency_group=group[0],
         concurrency_limit=int(group[1] or 0),
         max_deliveries=int(ext.get("md") or max_deliveries),
+        rate_group=rate[0],
+        rate_limit=int(rate[1] or 0),
+        rate_window_ms=int(rate[2] or 0),
         lease_token=continued_token(job_id, headers),
     )
 
