@@ -3,9 +3,9 @@
 This module owns the decorator keyword arguments celery-plus adds to ``@app.task`` (``unique``,
 ``unique_by``, ``unique_window``, ``unique_ttl``, ``unique_on_duplicate``, ``concurrency``,
 ``concurrency_key``, ``max_deliveries``, ``rate_limit_scope``, ``rate_limit_key``, and
-Celery's own ``rate_limit`` once it is cluster-scoped), their decoration-time validation, the binding of call
-arguments to the task signature (the *payload*) and the compact header that carries the resolved
-unique key / concurrency scope with each message.
+Celery's own ``rate_limit`` once it is cluster-scoped), their decoration-time validation, the
+binding of call arguments to the task signature (the *payload*) and the compact header that
+carries the resolved unique key / concurrency scope / rate group with each message.
 """
 
 from __future__ import annotations

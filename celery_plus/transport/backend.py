@@ -153,6 +153,17 @@ class ScheduleRecord:
     fired: int = 0
 
 
+#: The columns of the SQL stores' ``schedules`` table, in :func:`schedule_record`'s order.
+SCHEDULE_COLUMNS = "name, last_due_ms, paused, task, schedule, next_due_ms, last_job, fired"
+
+
+def schedule_record(row: Sequence[Any]) -> ScheduleRecord:
+    """A ``schedules`` row of a SQL store (columns as :data:`SCHEDULE_COLUMNS`)."""
+    name, last, paused, task, schedule, next_due, last_job, fired = row
+    return ScheduleRecord(str(name), int(last), bool(paused), str(task), str(schedule),
+                          int(next_due), str(last_job), int(fired))
+
+
 @dataclass(frozen=True)
 class Recovered:
     job_id: str

@@ -38,6 +38,7 @@ from celery.exceptions import ImproperlyConfigured
 from kombu.exceptions import ConnectionError as KombuConnectionError
 
 from .backend import (
+    SCHEDULE_COLUMNS,
     Claim,
     ClaimResult,
     JobClaim,
@@ -47,6 +48,7 @@ from .backend import (
     ScheduledJob,
     ScheduleRecord,
     Settle,
+    schedule_record,
 )
 from .details import clean_detail
 
@@ -119,17 +121,6 @@ def _add_columns(conn: sqlite3.Connection) -> None:
         if name not in have:
             conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
     conn.execute(_ON_ADDED_COLUMNS)
-
-
-_SCHEDULE_COLUMNS = "name, last_due_ms, paused, task, schedule, next_due_ms, last_job, fired"
-
-
-def _schedule_record(row: Sequence[Any]) -> ScheduleRecord:
-    """A ``schedules`` row (columns as :data:`_SCHEDULE_COLUMNS`) as a record; also used by
-    the PostgreSQL store, whose table has the same columns."""
-    name, last, paused, task, schedule, next_due, last_job, fired = row
-    return ScheduleRecord(str(name), int(last), bool(paused), str(task), str(schedule),
-                          int(next_due), str(last_job), int(fired))
 
 
 def _now_ms() -> int:
@@ -978,7 +969,7 @@ class SQLiteBackend:
             tx.run("INSERT INTO schedules (name, last_due_ms, task, schedule) "
                    "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET task = excluded.task, "
                    "schedule = excluded.schedule", name, int(last_due_ms), task, schedule)
-            return _schedule_record(tx.one(f"SELECT {_SCHEDULE_COLUMNS} FROM schedules "
+            return schedule_record(tx.one(f"SELECT {SCHEDULE_COLUMNS} FROM schedules "
                                            "WHERE name = ?", name))
 
         return self._write(body)
@@ -1009,8 +1000,8 @@ class SQLiteBackend:
 
     def schedules(self) -> list[ScheduleRecord]:
         rows = self._read(lambda conn: conn.execute(
-            f"SELECT {_SCHEDULE_COLUMNS} FROM schedules ORDER BY name").fetchall())
-        return [_schedule_record(row) for row in rows]
+            f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name").fetchall())
+        return [schedule_record(row) for row in rows]
 
     def schedule_pause(self, name: str, paused: bool) -> bool:
         return bool(self._write(lambda tx: tx.run(
