@@ -143,6 +143,30 @@ SETTINGS: tuple[Setting, ...] = (
         "How often (cluster-wide) expired leases are recovered and records pruned.",
     ),
     Setting(
+        "plus_beat_lease",
+        10.0,
+        _positive,
+        "seconds > 0",
+        "Beat's leader lease: the leading beat process renews it every third of this; when it "
+        "dies, another takes over within this (docs/schedules.md).",
+    ),
+    Setting(
+        "plus_beat_catch_up",
+        "once",
+        lambda value: value in ("once", "skip"),
+        "'once' or 'skip'",
+        "Ticks missed by more than plus_beat_catch_up_window (every beat process was down): "
+        "'once' runs the entry once for all of them, 'skip' runs none.",
+    ),
+    Setting(
+        "plus_beat_catch_up_window",
+        60.0,
+        _positive,
+        "seconds > 0",
+        "A tick overdue by at most this (a leader failover, a slow loop) is still run, each "
+        "tick once; older ones are missed ticks (plus_beat_catch_up).",
+    ),
+    Setting(
         "plus_poll_interval",
         1.0,
         _positive,
@@ -279,6 +303,9 @@ class PlusConfig:
     #: Mixed deployment: the durable queues (None: every task queue is durable).
     durable_queues: frozenset[str] | None = None
     legacy_url: str | None = None
+    beat_lease: float = 10.0
+    beat_catch_up: str = "once"
+    beat_catch_up_window: float = 60.0
 
 
 def _spelt_like(written: str, name: str) -> str:
@@ -387,4 +414,7 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         coordination_retry_delay=float(merged["plus_coordination_retry_delay"]),
         durable_queues=None if durable is None else frozenset(durable),
         legacy_url=merged["plus_legacy_url"],
+        beat_lease=float(merged["plus_beat_lease"]),
+        beat_catch_up=str(merged["plus_beat_catch_up"]),
+        beat_catch_up_window=float(merged["plus_beat_catch_up_window"]),
     )

@@ -141,7 +141,9 @@ def admin_store_for(backend: Backend, *, owns_backend: bool = False) -> AdminSto
         "(supported: plus+redis://, plus+sqlite://, plus+postgresql://)")
 
 
-def _url_and_config(app: Any) -> tuple[str, settings.PlusConfig]:
+def store_location(app: Any) -> tuple[str, settings.PlusConfig]:
+    """``app``'s store URL (without ``plus+``) and its ``plus_*`` settings; UnsupportedStore
+    for a broker that is not a plus store."""
     if isinstance(app, str):
         url = app
         if not url.startswith("plus+"):
@@ -177,7 +179,7 @@ def connect(app: Any) -> Admin:
         coordinated = coordinated_admin_store(app)
         if coordinated is not None:
             return Admin(coordinated, app=app)
-    url, config = _url_and_config(app)
+    url, config = store_location(app)
     backend = make_backend(url, config)
     try:
         return Admin(admin_store_for(backend, owns_backend=True),
