@@ -42,7 +42,7 @@ from typing import Any
 from .. import settings
 from ..transport.backend import Backend
 from .params import MAX_DURATION_S, check_page, check_text
-from .schedules import Schedule, ScheduleNotFound, list_schedules, set_paused
+from .schedules import Schedule, list_schedules, set_paused
 from .store import (
     MAX_PER_PAGE,
     STATES,
@@ -417,7 +417,7 @@ class Admin:
         backend = getattr(self.store, "backend", None)
         if backend is None:
             raise UnsupportedStore("this admin store keeps no schedules")
-        return backend  # type: ignore[no-any-return]
+        return backend
 
     @property
     def lease_ms(self) -> int | None:
