@@ -167,6 +167,15 @@ SETTINGS: tuple[Setting, ...] = (
         "tick once; older ones are missed ticks (plus_beat_catch_up).",
     ),
     Setting(
+        "plus_rate_limit_margin",
+        0.1,
+        lambda value: isinstance(value, (int, float)) and not isinstance(value, bool)
+        and 0 <= value <= 60,
+        "seconds from 0 to 60",
+        "A cluster rate limit's window is kept this much longer in the store, so the limit "
+        "holds for the tasks' starts (a little after their claims) too (docs/rate-limits.md).",
+    ),
+    Setting(
         "plus_poll_interval",
         1.0,
         _positive,
@@ -306,6 +315,7 @@ class PlusConfig:
     beat_lease: float = 10.0
     beat_catch_up: str = "once"
     beat_catch_up_window: float = 60.0
+    rate_limit_margin: float = 0.1
 
 
 def _spelt_like(written: str, name: str) -> str:
@@ -417,4 +427,5 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         beat_lease=float(merged["plus_beat_lease"]),
         beat_catch_up=str(merged["plus_beat_catch_up"]),
         beat_catch_up_window=float(merged["plus_beat_catch_up_window"]),
+        rate_limit_margin=float(merged["plus_rate_limit_margin"]),
     )
