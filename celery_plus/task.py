@@ -28,7 +28,7 @@ from celery.worker.request import Request as CeleryRequest
 
 from .options import EXTENSION_OPTIONS, PayloadBinder, TaskExtensions, parse_extensions
 from .transport.channel import QoS
-from .transport.start_check import lease_lost_before_start
+from .transport.start_check import lease_lost_before_start, note_rate_start
 
 if TYPE_CHECKING:
     from .coordination.gate import Claimed
@@ -149,7 +149,8 @@ class Task(celery.Task):
         return eager.apply_async(self, run, args, kwargs, task_id, options)
 
     def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
-        """Do not start a delivery whose lease was lost while it waited (``start_check``).
+        """Do not start a delivery whose lease was lost while it waited (``start_check``);
+        tell the store when a cluster rate-limited task starts (its window counts starts).
 
         The task is ignored (Celery's ``Ignore``: no result stored, its ack a fenced no-op);
         the job runs on the worker that holds it now. A subclass overriding this handler
@@ -161,6 +162,9 @@ class Task(celery.Task):
                            "it waited (it runs on the worker that holds it now)",
                            self.name, task_id)
             raise Ignore()
+        ext = self.plus_extensions
+        if isinstance(properties, dict) and ext is not None and ext.rate_limit is not None:
+            note_rate_start(self.app, properties)
         super().before_start(task_id, args, kwargs)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -40,9 +40,10 @@ class NewJob:
     #: claim is current; a publish of a running job's id without its current token changes
     #: nothing (``PublishOutcome.fenced``).
     lease_token: int = 0
-    #: Cluster rate limit: at most ``rate_limit`` claims of ``rate_group`` in any
-    #: ``rate_window_ms`` (``rate_group`` "" = none). Decided at claim time; a job over
-    #: the limit is parked (``blocked``) until the window has room.
+    #: Cluster rate limit: at most ``rate_limit`` starts of ``rate_group`` in any
+    #: ``rate_window_ms`` (``rate_group`` "" = none). Decided at claim time, counting the
+    #: claims not started yet (:meth:`Backend.rate_started`); a job over the limit is
+    #: parked (``blocked``) until the window has room.
     rate_group: str = ""
     rate_limit: int = 0
     rate_window_ms: int = 0
@@ -218,6 +219,16 @@ class Backend(Protocol):
         ...
 
     def settle(self, settles: Sequence[Settle]) -> list[tuple[str, str]]: ...
+
+    def rate_started(self, job_id: str, token: int) -> None:
+        """The task of claim ``(job_id, token)`` (a job of a rate group) starts now.
+
+        A claim counts in its group's window from the claim on, as not started yet, until
+        this (or its first lease deadline); from here on it counts by this start time, for
+        the group's window. So a prefetched job that waits in its worker still never puts
+        more than the limit's starts into one window. Nothing for a job of no rate group.
+        """
+        ...
 
     def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]: ...
 

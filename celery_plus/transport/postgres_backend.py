@@ -419,6 +419,9 @@ class PostgresBackend:
             except Exception as exc:
                 logger.debug("celery-plus: closing the maintenance connection: %r", exc)
 
+    def rate_started(self, job_id: str, token: int) -> None:
+        self._rows("SELECT rate_start(%s, %s::bigint)", [job_id, int(token)])
+
     # -- leases of roles and periodic schedules (migration 0006) --------------------------
     def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
         return bool(self._value("SELECT lead(%s, %s, %s::bigint)",

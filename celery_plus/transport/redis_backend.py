@@ -30,7 +30,7 @@ from .redis_connect import RedisConnect
 from .redis_scripts import ScriptLibrary, pack
 
 _SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recover", "maintain", "purge",
-            "lead", "fire")
+            "lead", "fire", "rate_start")
 TRANSIENT_TTL_S = 300
 
 #: Drops the lapsed bindings of an exchange (by the server clock). KEYS[1]: the exchange's
@@ -264,6 +264,9 @@ class RedisBackend:
         self.scripts.run("maintain", [self.prefix, 500, comp_ret, comp_max, dead_ret, dead_max,
                                       self.backstop_ms, int(self.renews_waiting_holds)])
         return True
+
+    def rate_started(self, job_id: str, token: int) -> None:
+        self.scripts.run("rate_start", [self.prefix, job_id, int(token)])
 
     # -- leases of roles and periodic schedules (lua/lead.lua, lua/fire.lua) ------------
     def lead(self, role: str, holder: str, ttl_ms: int) -> bool:

@@ -373,21 +373,24 @@ class _Tx:
 
     # -- cluster rate limits (lib.lua's rate_* helpers) ----------------------------------
     def rate_room(self, group: str, limit: int, window: int) -> int:
-        """``limit`` minus the group's claims of the last ``window`` ms (older ones dropped)."""
-        self.run("DELETE FROM rate_claims WHERE rate_group = ? AND claimed_ms < ?",
-                 group, self.now - window)
+        """``limit`` minus the group's starts of the last ``window`` ms and its claims not
+        started yet (lapsed ones dropped)."""
+        self.run("DELETE FROM rate_claims WHERE rate_group = ? AND ((started = 1 AND at_ms < ?) "
+                 "OR (started = 0 AND at_ms < ?))", group, self.now - window, self.now)
         return limit - int(self.scalar("SELECT COUNT(*) FROM rate_claims WHERE rate_group = ?",
                                        group))
 
-    def rate_take(self, group: str, job_id: str, token: int) -> None:
-        self.run("INSERT INTO rate_claims (rate_group, claimed_ms, job_id, token) "
-                 "VALUES (?, ?, ?, ?)", group, self.now, job_id, token)
+    def rate_take(self, group: str, job_id: str, token: int, lease_ms: int) -> None:
+        """Count the claim in the window, as not started yet (until its lease deadline)."""
+        self.run("INSERT INTO rate_claims (rate_group, started, at_ms, job_id, token) "
+                 "VALUES (?, 0, ?, ?, ?)", group, self.now + lease_ms, job_id, token)
 
     def rate_opens(self, group: str, window: int) -> int:
-        """When the group's window next has room: its oldest claim leaves it."""
-        oldest = self.scalar("SELECT MIN(claimed_ms) FROM rate_claims WHERE rate_group = ?",
-                             group)
-        return self.now if oldest is None else int(oldest) + window + 1
+        """When the group's window next has room: its oldest start leaves it, or its oldest
+        claim not started yet lapses."""
+        at = self.scalar("SELECT MIN(CASE WHEN started = 1 THEN at_ms + ? + 1 ELSE at_ms END) "
+                         "FROM rate_claims WHERE rate_group = ?", window, group)
+        return self.now if at is None else int(at)
 
     def rate_park(self, job_id: str, group: str, window: int) -> None:
         self.run("UPDATE jobs SET state = 'blocked', rate_parked = 1 WHERE id = ?", job_id)
@@ -724,7 +727,7 @@ class SQLiteBackend:
                     token, delivery = self._begin_claim(tx, job_id, lock, window, deliveries,
                                                         worker_id)
                     if rate_group:
-                        tx.rate_take(rate_group, job_id, token)
+                        tx.rate_take(rate_group, job_id, token, self.lease_ms)
                     result.claims.append(Claim(job_id, token, bytes(msg), delivery, queue))
                     taken += 1
         first_due = tx.scalar("SELECT MIN(due) FROM (SELECT MIN(due_ms) AS due FROM jobs "
@@ -944,6 +947,23 @@ class SQLiteBackend:
         return pruned
 
     # -- idle wake-up -------------------------------------------------------------------
+    def rate_started(self, job_id: str, token: int) -> None:
+        """lua/rate_start.lua: the claim counts by its start time from now on."""
+
+        def body(tx: _Tx) -> None:
+            row = tx.one("SELECT rate_group, rate_window_ms FROM jobs WHERE id = ?", job_id)
+            if row is None or not row[0]:
+                return
+            group, window = row[0], int(row[1] or 0)
+            tx.run("DELETE FROM rate_claims WHERE rate_group = ? AND job_id = ? AND token = ?",
+                   group, job_id, token)
+            tx.run("INSERT INTO rate_claims (rate_group, started, at_ms, job_id, token) "
+                   "VALUES (?, 1, ?, ?, ?)", group, tx.now, job_id, token)
+            tx.run("UPDATE rate_wake SET at_ms = MIN(at_ms, ?) WHERE rate_group = ?",
+                   tx.rate_opens(group, window), group)
+
+        self._write(body)
+
     # -- leases of roles and periodic schedules ----------------------------------------
     def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
         """Take or renew ``role``'s lease for ``holder`` (lua/lead.lua), one transaction."""

@@ -1,22 +1,32 @@
 """Conformance: cluster rate limits (docs/rate-limits.md).
 
-Rules: a job of a rate group is claimed only while the group's window (the last
-``rate_window_ms``) holds fewer than ``rate_limit`` claims, counted across every worker in the
-claim's own atomic step; a job over the limit is parked (``blocked``) — it never holds back
-other jobs of its queue — and is given back, oldest first and keeping its place in line, when
-the window has room (by the next claim or maintenance pass); groups are independent; a rate
-limit and a concurrency limit on the same job both hold.
+Rules: a job of a rate group is claimed only while the group's window holds fewer than
+``rate_limit`` entries, counted across every worker in the claim's own atomic step: the starts
+of the last ``rate_window_ms`` (``rate_started``) and the claims not started yet (a prefetched
+job: counted until it starts or its first lease deadline passes). A job over the limit is
+parked (``blocked``) — it never holds back other jobs of its queue — and is given back, oldest
+first and keeping its place in line, when the window has room (by the next claim or
+maintenance pass); groups are independent; a rate limit and a concurrency limit on the same
+job both hold.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
-from celery_plus.transport.backend import Backend, Settle
+from celery_plus.transport.backend import Backend, ClaimResult, Settle
 
 from .support import Q, claim, ids, maintain, publish, record, wait_until
 
 RATE = {"rate_group": "t:", "rate_limit": 2}
+
+
+def started(backend: Backend, result: ClaimResult) -> list[str]:
+    """The claimed ids, each task started now (as the worker reports it)."""
+    for c in result.claims:
+        backend.rate_started(c.job_id, c.token)
+    return ids(result)
 
 
 def test_a_full_window_parks_the_job_for_every_worker(
@@ -47,18 +57,19 @@ def test_parked_jobs_come_back_in_order_when_the_window_has_room(backend: Backen
     for name in ("a", "b", "c", "d", "e"):
         publish(backend, name, rate_window_ms=400, **RATE)
     first = claim(backend)
-    assert ids(first) == ["a", "b"] and first.blocked == ["c", "d", "e"]
+    assert started(backend, first) == ["a", "b"] and first.blocked == ["c", "d", "e"]
     # The claim tells an idle worker when to look again: when the window opens.
-    assert first.next_due is not None and 0 < first.next_due <= 0.401
+    assert first.next_due is not None and 0 < first.next_due <= 30.0
+    assert claim(backend).next_due is not None and 0 < claim(backend).next_due <= 0.401
     publish(backend, "later", rate_window_ms=400, **RATE)
     got: list[str] = []
-    wait_until(lambda: got.extend(ids(claim(backend))) or len(got) >= 2, timeout=10,
-               message="the window's room")
+    wait_until(lambda: got.extend(started(backend, claim(backend))) or len(got) >= 2,
+               timeout=10, message="the window's room")
     assert got == ["c", "d"]
     assert sorted(backend.ids_in_state("blocked")) == ["e", "later"]
     got = []
-    wait_until(lambda: got.extend(ids(claim(backend))) or len(got) >= 2, timeout=10,
-               message="the next window")
+    wait_until(lambda: got.extend(started(backend, claim(backend))) or len(got) >= 2,
+               timeout=10, message="the next window")
     assert got == ["e", "later"]
 
 
@@ -73,12 +84,17 @@ def test_no_window_ever_holds_more_claims_than_the_limit(
     def claim_some() -> bool:
         nonlocal turn
         turn += 1
-        claimed.extend(ids(claim(workers[turn % 2], max_jobs=2, worker=f"w{turn % 2}")))
+        result = claim(workers[turn % 2], max_jobs=2, worker=f"w{turn % 2}")
+        for c in result.claims:
+            workers[turn % 2].rate_started(c.job_id, c.token)
+            starts.append(workers[turn % 2].now_ms())
+        claimed.extend(ids(result))
         return len(claimed) == 12
 
+    starts: list[int] = []
     wait_until(claim_some, timeout=20, message="every job claimed")
     assert claimed == sorted(claimed)  # in order
-    starts = sorted(int(record(workers[0], i)["start"]) for i in claimed)
+    starts.sort()
     assert all(later - first > 250 for first, later in zip(starts, starts[3:], strict=False))
 
 
@@ -98,11 +114,11 @@ def test_a_rate_limit_and_a_concurrency_limit_both_hold(backend: Backend) -> Non
         publish(backend, name, **both)
     first = claim(backend)
     # b waits for the slot (not counted in the window); c too.
-    assert ids(first) == ["a"] and first.blocked == ["b", "c"]
+    assert started(backend, first) == ["a"] and first.blocked == ["b", "c"]
     backend.settle([Settle("a", first.claims[0].token, "ack")])
     assert record(backend, "b")["st"] == "enqueued"
     second = claim(backend)
-    assert ids(second) == ["b"]
+    assert started(backend, second) == ["b"]
     backend.settle([Settle("b", second.claims[0].token, "ack")])
     # The slot is free now, but the window holds two claims: c stays parked.
     assert ids(claim(backend)) == []
@@ -114,7 +130,9 @@ def test_maintenance_gives_parked_jobs_back_without_a_claim(
     backend = make_backend()
     for name in ("a", "b", "c"):
         publish(backend, name, rate_window_ms=200, **RATE)
-    assert claim(backend).blocked == ["c"]
+    first = claim(backend)
+    assert first.blocked == ["c"]
+    started(backend, first)
 
     def released() -> bool:
         maintain(backend)
@@ -134,3 +152,27 @@ def test_a_parked_job_is_purged_canceled_or_replaced_like_any_waiting_job(
     assert backend.purge(Q) == 2
     assert backend.ids_in_state("blocked") == []
     assert backend.job("c") is None
+
+
+def test_a_claim_not_started_yet_counts_until_it_starts_or_its_lease_lapses(
+        make_backend: Callable[..., Backend]) -> None:
+    backend = make_backend(lease_ms=800)
+    for name in ("a", "b", "c", "d"):
+        publish(backend, name, rate_window_ms=100, **RATE)
+    first = claim(backend)
+    claimed_at = backend.now_ms()
+    assert ids(first) == ["a", "b"] and first.blocked == ["c", "d"]
+    # Prefetched, not started: the window of 100 ms passes, and the claims still count.
+    time.sleep(0.25)
+    assert ids(claim(backend)) == [] and record(backend, "c")["st"] == "blocked"
+    # a starts: it counts for 100 ms from its start, then c may be claimed (b still counts).
+    backend.rate_started("a", first.claims[0].token)
+    got: list[str] = []
+    wait_until(lambda: got.extend(ids(claim(backend))) or got, timeout=10,
+               message="room once a's start left the window")
+    assert got == ["c"] and backend.now_ms() - claimed_at < 700
+    # b and c not started: d waits until b's claim lapses with its first lease deadline.
+    got = []
+    wait_until(lambda: got.extend(ids(claim(backend))) or got, timeout=10,
+               message="room once b lapsed")
+    assert got == ["d"] and backend.now_ms() - claimed_at >= 800

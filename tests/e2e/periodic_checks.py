@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,10 +118,10 @@ class TickReport:
 def tick_report(ticks: Sequence[Fired], every_ms: int) -> TickReport:
     counts = Counter(t.due_ms for t in ticks)
     dues = sorted(counts)
-    missing = [due for a, b in zip(dues, dues[1:], strict=False)
+    missing = [due for a, b in pairwise(dues)
                for due in range(a + every_ms, b, every_ms)]
     times = sorted(t.at for t in ticks)
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in pairwise(times)]
     return TickReport(ticks=len(ticks), duplicates=sorted(d for d, n in counts.items() if n > 1),
                       missing=missing, longest_gap_s=round(max(gaps, default=0.0), 3),
                       by_log=dict(Counter(t.log for t in ticks)))

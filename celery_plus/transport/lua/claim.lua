@@ -47,7 +47,7 @@ for qi = 7, #ARGV do
         end
         if free then
           local tok, dl = begin_claim(id, f[4], f[5], f[7], worker, lease_ms, backstop)
-          if rg ~= '' then rate_take(rg, id, tok, tonumber(f[10])) end
+          if rg ~= '' then rate_take(rg, id, tok, tonumber(f[10]), lease_ms) end
           out[#out + 1] = id
           out[#out + 1] = tok
           out[#out + 1] = f[6]

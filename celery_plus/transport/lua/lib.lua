@@ -33,9 +33,11 @@ Key schema (P = key prefix, default "plus"; single-node Redis: keys are built he
   P:discarded        ZSET    discarded dead letters by discard ms (admin discard)
   P:wake:{queue}     LIST    wake-up tokens for idle consumers
   P:stats            HASH    cluster counters (deduplicated, recovered, dead_lettered, blocked)
-  job fields of a cluster rate limit: rg (rate group), rl (claims allowed per window), rw
+  job fields of a cluster rate limit: rg (rate group), rl (starts allowed per window), rw
                      (window ms)
-  P:rate:{group}     ZSET    the group's claims in the current window: id:token by claim ms
+  P:rate:{group}     ZSET    the group's starts in the current window: id:token by start ms
+  P:ratep:{group}    ZSET    its claims not started yet (prefetched): id:token by the claim's
+                             first lease deadline (counted until they start, or until then)
   P:rblk:{group}     ZSET    jobs parked (st = blocked) because the group's window was full,
                              by their queue score
   P:rblkgroups       SET     groups having rate-parked jobs
@@ -288,27 +290,37 @@ local function renew_holds(batch, backstop, waiting)
   return renewed
 end
 
--- == cluster rate limits (a sliding log per group) ==
--- Room left in `group`'s window: `limit` minus the claims of the last `window` ms (claims
--- older than that are dropped). A claim at t lets the next one in at t + window + 1 ms.
+-- == cluster rate limits (a sliding log of starts per group) ==
+-- A claim counts in its group's window from the claim on: as not started yet (P:ratep) until
+-- its task starts (rate_start.lua), then by its start time (P:rate). So however long a
+-- prefetched job waits in its worker, no window of starts ever holds more than the limit.
+
+-- Room left in `group`'s window: `limit` minus its starts of the last `window` ms and its
+-- claims not started yet (lapsed entries dropped). A start at t lets the next claim in at
+-- t + window + 1 ms.
 local function rate_room(group, limit, window)
-  local rk = P .. ':rate:' .. group
+  local rk, pk = P .. ':rate:' .. group, P .. ':ratep:' .. group
   redis.call('ZREMRANGEBYSCORE', rk, '-inf', '(' .. (NOW - window))
-  return limit - redis.call('ZCARD', rk)
+  redis.call('ZREMRANGEBYSCORE', pk, '-inf', '(' .. NOW)
+  return limit - redis.call('ZCARD', rk) - redis.call('ZCARD', pk)
 end
 
--- Count claim `tok` of `id` in `group`'s window.
-local function rate_take(group, id, tok, window)
-  local rk = P .. ':rate:' .. group
-  redis.call('ZADD', rk, NOW, id .. ':' .. tok)
-  redis.call('PEXPIRE', rk, window + 1000)
+-- Count claim `tok` of `id` in `group`'s window, as not started yet.
+local function rate_take(group, id, tok, window, lease_ms)
+  local pk = P .. ':ratep:' .. group
+  redis.call('ZADD', pk, NOW + lease_ms, id .. ':' .. tok)
+  redis.call('PEXPIRE', pk, lease_ms + 1000)
 end
 
--- When `group`'s window next has room: its oldest claim leaves it.
+-- When `group`'s window next has room: its oldest start leaves the window, or its oldest
+-- claim not started yet lapses (NOW when it has neither).
 local function rate_opens(group, window)
+  local at = nil
   local oldest = redis.call('ZRANGE', P .. ':rate:' .. group, 0, 0, 'WITHSCORES')
-  if oldest[2] then return tonumber(oldest[2]) + window + 1 end
-  return NOW
+  if oldest[2] then at = tonumber(oldest[2]) + window + 1 end
+  local lapse = redis.call('ZRANGE', P .. ':ratep:' .. group, 0, 0, 'WITHSCORES')
+  if lapse[2] and (at == nil or tonumber(lapse[2]) < at) then at = tonumber(lapse[2]) end
+  return at or NOW
 end
 
 -- Park `id` (its group's window is full): blocked, in line by its queue score, woken when

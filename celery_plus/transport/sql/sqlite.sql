@@ -44,8 +44,9 @@
 --   exchange, binding, expires_ms
 -- transient_marks    queues declared transient, so publishers that never declared them know
 --   (Redis P:tmark:{queue}): queue, expires_ms
--- rate_claims the claims of each rate group in its current window (Redis P:rate:{group})
---   rate_group, claimed_ms, job_id, token
+-- rate_claims the claims counting in each rate group's window (Redis P:rate:{group} and
+--   P:ratep:{group}): rate_group, job_id, token, started (1: at_ms is its task's start;
+--   0: not started yet, at_ms is its claim's first lease deadline)
 -- rate_wake   rate groups with parked jobs, by when their window next has room (P:rwake)
 -- leases      role leases (Redis P:lead:{role}): role, holder, expires_ms
 -- schedules   periodic schedule entries (Redis P:beat:{name}): name, last_due_ms, next_due_ms,
@@ -147,11 +148,12 @@ INSERT OR IGNORE INTO meta (key, value) SELECT 'token', COALESCE(MAX(token), 0) 
 
 CREATE TABLE IF NOT EXISTS rate_claims (
     rate_group TEXT NOT NULL,
-    claimed_ms INTEGER NOT NULL,
+    started    INTEGER NOT NULL,
+    at_ms      INTEGER NOT NULL,
     job_id     TEXT NOT NULL,
     token      INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS rate_claims_by_group ON rate_claims (rate_group, claimed_ms);
+CREATE INDEX IF NOT EXISTS rate_claims_by_group ON rate_claims (rate_group, started, at_ms);
 
 CREATE TABLE IF NOT EXISTS rate_wake (
     rate_group TEXT PRIMARY KEY,

@@ -4,8 +4,10 @@
 -- jobs          + rate_group [rg] rate_limit [rl] rate_window_ms [rw]: the job's cluster rate
 --                 limit (NULL = none); + rate_parked: true while it is blocked because its
 --                 rate group's window was full (Redis P:rblk:{group}), false otherwise.
--- rate_claims   the claims of each rate group in its current window (Redis P:rate:{group}),
---               counted and taken under the group's advisory lock (rate_lock), as slots are.
+-- rate_claims   the claims counting in each rate group's window (Redis P:rate:{group} and
+--               P:ratep:{group}): started (at_ms: its task's start) or not started yet
+--               (at_ms: its claim's first lease deadline); counted and taken under the
+--               group's advisory lock (rate_key), as slots are.
 -- rate_wake     rate groups with parked jobs, by when their window next has room (P:rwake).
 -- leases        role leases (Redis P:lead:{role}): beat's leader.
 -- schedules     periodic schedule entries (Redis P:beat:{name}).
@@ -26,11 +28,12 @@ CREATE INDEX jobs_rate_parked ON jobs (rate_group, score)
 
 CREATE TABLE rate_claims (
     rate_group text NOT NULL,
-    claimed_ms bigint NOT NULL,
+    started    boolean NOT NULL,
+    at_ms      bigint NOT NULL,
     job_id     text NOT NULL,
     token      bigint NOT NULL
 );
-CREATE INDEX rate_claims_by_group ON rate_claims (rate_group, claimed_ms);
+CREATE INDEX rate_claims_by_group ON rate_claims (rate_group, started, at_ms);
 
 CREATE TABLE rate_wake (
     rate_group text PRIMARY KEY,
@@ -61,22 +64,45 @@ CREATE TABLE schedules (
 CREATE FUNCTION rate_key(p_group text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$ SELECT 'rate|' || p_group $$;
 
--- Room left in the group's window: the limit minus its claims of the last `p_window` ms
--- (older ones dropped). Caller holds the group's lock.
+-- Room left in the group's window: the limit minus its starts of the last `p_window` ms and
+-- its claims not started yet (lapsed ones dropped). Caller holds the group's lock.
 CREATE FUNCTION rate_room(p_group text, p_limit integer, p_window bigint, p_now bigint)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM rate_claims WHERE rate_group = p_group AND claimed_ms < p_now - p_window;
+    DELETE FROM rate_claims WHERE rate_group = p_group
+        AND ((started AND at_ms < p_now - p_window) OR (NOT started AND at_ms < p_now));
     RETURN p_limit - (SELECT count(*) FROM rate_claims WHERE rate_group = p_group);
 END
 $$;
 
--- When the group's window next has room: its oldest claim leaves it.
+-- When the group's window next has room: its oldest start leaves it, or its oldest claim
+-- not started yet lapses.
 CREATE FUNCTION rate_opens(p_group text, p_window bigint, p_now bigint) RETURNS bigint
 LANGUAGE sql AS $$
-    SELECT COALESCE(min(claimed_ms) + p_window + 1, p_now) FROM rate_claims
-    WHERE rate_group = p_group
+    SELECT COALESCE(min(CASE WHEN started THEN at_ms + p_window + 1 ELSE at_ms END), p_now)
+    FROM rate_claims WHERE rate_group = p_group
+$$;
+
+-- The task of claim (p_id, p_token) starts now: it counts by its start time from here on.
+CREATE FUNCTION rate_start(p_id text, p_token bigint) RETURNS void
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    v_group text;
+    v_window bigint;
+    v_now bigint := now_ms();
+BEGIN
+    SELECT j.rate_group, j.rate_window_ms INTO v_group, v_window FROM jobs j WHERE j.id = p_id;
+    IF v_group IS NULL OR v_group = '' THEN
+        RETURN;
+    END IF;
+    PERFORM group_lock(rate_key(v_group));
+    DELETE FROM rate_claims WHERE rate_group = v_group AND job_id = p_id AND token = p_token;
+    INSERT INTO rate_claims (rate_group, started, at_ms, job_id, token)
+    VALUES (v_group, true, v_now, p_id, p_token);
+    UPDATE rate_wake SET at_ms = least(at_ms, rate_opens(v_group, v_window, v_now))
+    WHERE rate_group = v_group;
+END
 $$;
 
 CREATE FUNCTION rate_park(p_id text, p_group text, p_window bigint, p_now bigint) RETURNS void
@@ -323,8 +349,8 @@ BEGIN
                 RETURNING jobs.token, jobs.msg, jobs.deliveries
                 INTO o_token, o_msg, o_deliveries;
                 IF r.rate_group IS NOT NULL AND r.rate_group <> '' THEN
-                    INSERT INTO rate_claims (rate_group, claimed_ms, job_id, token)
-                    VALUES (r.rate_group, v_now, r.id, o_token);
+                    INSERT INTO rate_claims (rate_group, started, at_ms, job_id, token)
+                    VALUES (r.rate_group, false, v_now + p_lease_ms, r.id, o_token);
                 END IF;
                 o_kind := 'c';
                 o_id := r.id;
