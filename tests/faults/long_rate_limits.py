@@ -26,6 +26,7 @@ import os
 import sys
 import time
 import warnings
+from itertools import pairwise
 from pathlib import Path
 
 from celery_plus.options import parse_rate
@@ -45,7 +46,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 def _inversions(starts: list[dict[str, object]]) -> int:
     order = [int(str(e["n"])) for e in sorted(starts, key=lambda e: float(str(e["t"])))]
-    return sum(1 for a, b in zip(order, order[1:], strict=False) if a > b)
+    return sum(1 for a, b in pairwise(order) if a > b)
 
 
 def run(store: str, minutes: float, rate: str) -> dict[str, object]:
