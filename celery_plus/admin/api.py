@@ -42,7 +42,7 @@ from typing import Any
 from .. import settings
 from ..transport.backend import Backend
 from .params import MAX_DURATION_S, check_page, check_text
-from .schedules import Schedule, list_schedules, set_paused
+from .schedules import Schedule, forget, list_schedules, set_paused
 from .store import (
     MAX_PER_PAGE,
     STATES,
@@ -412,6 +412,10 @@ class Admin:
     def resume_schedule(self, name: str) -> Schedule:
         """Resume entry ``name`` from its next tick. Raises ScheduleNotFound."""
         return set_paused(self._backend(), name, False)
+
+    def forget_schedule(self, name: str) -> None:
+        """Delete entry ``name`` from the store. Raises ScheduleNotFound."""
+        forget(self._backend(), name)
 
     def _backend(self) -> Backend:
         backend = getattr(self.store, "backend", None)

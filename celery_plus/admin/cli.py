@@ -612,5 +612,24 @@ def schedules_resume(ctx: click.Context, names: tuple[str, ...], as_json: bool) 
     _set_paused(ctx, names, False, as_json)
 
 
+@schedules.command(cls=CeleryCommand, name="rm")
+@click.argument("names", nargs=-1, required=True)
+@click.pass_context
+def schedules_rm(ctx: click.Context, names: tuple[str, ...]) -> None:
+    """Delete entries from the store: those no longer in beat_schedule (a configured one is
+    registered again, afresh, when a beat starts)."""
+    missing = []
+    with _admin(ctx) as admin:
+        for name in names:
+            try:
+                admin.forget_schedule(name)
+                _echo(f"deleted {visible(name)}")
+            except ScheduleNotFound:
+                missing.append(name)
+                _echo(f"no schedule entry named {visible(name)!r}", err=True)
+    if missing:
+        ctx.exit(1)
+
+
 #: The commands the ``plus`` group registers.
 COMMANDS: tuple[click.Command, ...] = (dlq, jobs, cancel, status, schedules, admin, dashboard)

@@ -1,4 +1,4 @@
-"""The admin of periodic schedules (docs/schedules.md): list, pause, resume.
+"""The admin of periodic schedules (docs/schedules.md): list, pause, resume, forget.
 
 Beat keeps its entries in the store (``celery_plus/beat.py``); these read and change them
 through the store interface (``Backend.schedules`` / ``schedule_pause``), the same on every
@@ -67,3 +67,12 @@ def set_paused(backend: Backend, name: str, paused: bool) -> Schedule:
         if schedule.name == name:
             return schedule
     raise ScheduleNotFound(name)
+
+
+def forget(backend: Backend, name: str) -> None:
+    """Delete entry ``name`` from the store (one no longer in ``beat_schedule``; a configured
+    one is registered again, afresh, by the next beat that starts or leads). Raises
+    :class:`ScheduleNotFound`."""
+    check_text("schedule", name)
+    if not name or not backend.schedule_delete(name):
+        raise ScheduleNotFound(name)
