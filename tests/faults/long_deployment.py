@@ -9,7 +9,9 @@ schema of its own); cleaned up on exit. Processes run :mod:`tests.e2e.periodic_p
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -31,6 +33,24 @@ from tests.e2e import proj
 from tests.e2e.periodic_checks import CELERY_PLUS, ROOT, Beat
 
 APP = "tests.e2e.periodic_proj"
+STORES = ("redis", "sqlite", "postgres")
+
+
+def store_arguments(description: str) -> argparse.ArgumentParser:
+    """A long run's command line: ``--store`` and the run's own options (added by it)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--store", choices=STORES, required=True)
+    return parser
+
+
+def report(result: dict[str, object], default_file: str) -> int:
+    """Print the run's JSON report, append it to ``PLUS_LONG_REPORT`` (or ``default_file``);
+    the exit status: 0 if the run's checks held."""
+    line = json.dumps(result)
+    print(line)
+    with open(Path(os.environ.get("PLUS_LONG_REPORT", default_file)), "a") as out:
+        out.write(line + "\n")
+    return 0 if result["ok"] else 1
 
 
 @dataclass

@@ -15,20 +15,16 @@ Exit status 1 if a check fails. Figures: docs/schedules.md. The CI variant is
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
-import os
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 from celery_plus.beat import tick_id
 from tests.e2e.periodic_checks import fired, leader, tick_report
 from tests.support import wait_until
 
-from .long_deployment import deployment
+from .long_deployment import deployment, report, store_arguments
 
 
 def run(store: str, minutes: float, every: float, lease: float, kills: int) -> dict[str, object]:
@@ -82,19 +78,14 @@ def run(store: str, minutes: float, every: float, lease: float, kills: int) -> d
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--store", choices=("redis", "sqlite", "postgres"), required=True)
+    parser = store_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--every", type=float, default=5.0)
     parser.add_argument("--lease", type=float, default=10.0)
     parser.add_argument("--kills", type=int, default=2)
     args = parser.parse_args(argv)
     result = run(args.store, args.minutes, args.every, args.lease, args.kills)
-    line = json.dumps(result)
-    print(line)
-    with open(Path(os.environ.get("PLUS_LONG_REPORT", ".long-periodic.jsonl")), "a") as out:
-        out.write(line + "\n")
-    return 0 if result["ok"] else 1
+    return report(result, ".long-periodic.jsonl")
 
 
 if __name__ == "__main__":

@@ -19,21 +19,18 @@ is ``tests/e2e/test_rate_limits.py``.
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import json
 import os
 import sys
 import time
 import warnings
 from itertools import pairwise
-from pathlib import Path
 
 from celery_plus.options import parse_rate
 from tests.e2e.periodic_checks import most_in_window
 from tests.e2e.proj import make_app
 
-from .long_deployment import deployment
+from .long_deployment import deployment, report, store_arguments
 
 KEYS = [f"k{i}" for i in range(5)]
 FREE_PER_SECOND = 10
@@ -106,17 +103,12 @@ def run(store: str, minutes: float, rate: str) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--store", choices=("redis", "sqlite", "postgres"), required=True)
+    parser = store_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=3.0)
     parser.add_argument("--rate", default="60/m")
     args = parser.parse_args(argv)
     result = run(args.store, args.minutes, args.rate)
-    line = json.dumps(result)
-    print(line)
-    with open(Path(os.environ.get("PLUS_LONG_REPORT", ".long-rate-limits.jsonl")), "a") as out:
-        out.write(line + "\n")
-    return 0 if result["ok"] else 1
+    return report(result, ".long-rate-limits.jsonl")
 
 
 if __name__ == "__main__":

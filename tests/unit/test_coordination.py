@@ -96,7 +96,7 @@ def test_a_coordinated_worker_refuses_a_cluster_rate_limit_it_cannot_enforce() -
     @app.task(name="unit.call_api", rate_limit="60/m", rate_limit_scope="cluster", shared=False)
     def call_api() -> None: ...
 
-    with pytest.raises(ImproperlyConfigured, match="unit.call_api.*cluster rate limit"):
+    with pytest.raises(ImproperlyConfigured, match=r"unit\.call_api.*cluster rate limit"):
         check_worker(app)
 
 

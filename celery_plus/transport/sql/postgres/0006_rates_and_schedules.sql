@@ -256,6 +256,7 @@ DECLARE
     v_due bigint;
     v_lock_key text;
     v_ok boolean;
+    v_parked boolean;
     r record;
 BEGIN
     IF NOT v_locking THEN
@@ -304,9 +305,25 @@ BEGIN
                     v_skipped := v_skipped || r.id;
                     CONTINUE;
                 END IF;
+                -- Parked (its rate group's window is full, or its concurrency group): it
+                -- keeps its score, so it keeps its place in line.
+                v_parked := false;
                 IF r.rate_group IS NOT NULL AND r.rate_group <> '' AND
                         rate_room(r.rate_group, r.rate_limit, r.rate_window_ms, v_now) <= 0 THEN
                     PERFORM rate_park(r.id, r.rate_group, r.rate_window_ms, v_now);
+                    v_parked := true;
+                ELSIF r.conc_group IS NOT NULL AND r.conc_group <> '' THEN
+                    SELECT count(*) INTO v_used FROM slots s WHERE s.conc_group = r.conc_group;
+                    IF v_used >= r.conc_limit THEN
+                        UPDATE jobs SET state = 'blocked', rate_parked = false WHERE id = r.id;
+                        PERFORM stat('blocked');
+                        v_parked := true;
+                    ELSE
+                        INSERT INTO slots (conc_group, job_id) VALUES (r.conc_group, r.id)
+                        ON CONFLICT DO NOTHING;
+                    END IF;
+                END IF;
+                IF v_parked THEN
                     o_kind := 'b';
                     o_id := r.id;
                     o_token := NULL;
@@ -315,24 +332,6 @@ BEGIN
                     o_queue := v_queue;
                     RETURN NEXT;
                     CONTINUE;
-                END IF;
-                IF r.conc_group IS NOT NULL AND r.conc_group <> '' THEN
-                    SELECT count(*) INTO v_used FROM slots s WHERE s.conc_group = r.conc_group;
-                    IF v_used >= r.conc_limit THEN
-                        -- Parked: keeps its score, so it keeps its place in line.
-                        UPDATE jobs SET state = 'blocked', rate_parked = false WHERE id = r.id;
-                        PERFORM stat('blocked');
-                        o_kind := 'b';
-                        o_id := r.id;
-                        o_token := NULL;
-                        o_msg := NULL;
-                        o_deliveries := NULL;
-                        o_queue := v_queue;
-                        RETURN NEXT;
-                        CONTINUE;
-                    END IF;
-                    INSERT INTO slots (conc_group, job_id) VALUES (r.conc_group, r.id)
-                    ON CONFLICT DO NOTHING;
                 END IF;
                 IF r.unique_lock IS NOT NULL AND r.unique_lock <> '' THEN
                     IF r.unique_window = 'pending' THEN
