@@ -48,6 +48,9 @@ DURABLE_DEFAULTS: dict[str, Any] = {
     # from its threaded timer, which sleeps up to this long between checks (the event loop
     # plain Redis uses has no such delay). Such tasks arrive already due: keep it short.
     "worker_timer_precision": 0.1,
+    # Beat keeps its entries, last runs and leader in the store (docs/schedules.md); on a
+    # broker that is not a plus store it is Celery's PersistentScheduler.
+    "beat_scheduler": "celery_plus.beat:Scheduler",
     **settings.DEFAULTS,
 }
 

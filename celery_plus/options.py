@@ -2,9 +2,10 @@
 
 This module owns the decorator keyword arguments celery-plus adds to ``@app.task`` (``unique``,
 ``unique_by``, ``unique_window``, ``unique_ttl``, ``unique_on_duplicate``, ``concurrency``,
-``concurrency_key``, ``max_deliveries``), their decoration-time validation, the binding of call
-arguments to the task signature (the *payload*) and the compact header that carries the resolved
-unique key / concurrency scope with each message.
+``concurrency_key``, ``max_deliveries``, ``rate_limit_scope``, ``rate_limit_key``, and
+Celery's own ``rate_limit`` once it is cluster-scoped), their decoration-time validation, the
+binding of call arguments to the task signature (the *payload*) and the compact header that
+carries the resolved unique key / concurrency scope / rate group with each message.
 """
 
 from __future__ import annotations
@@ -39,8 +40,13 @@ EXTENSION_OPTIONS: frozenset[str] = frozenset(
         "concurrency",
         "concurrency_key",
         "max_deliveries",
+        "rate_limit_scope",
+        "rate_limit_key",
     }
 )
+RATE_LIMIT_SCOPES = ("worker", "cluster")
+#: Seconds per unit of Celery's rate strings ("10/s", "60/m", "100/h").
+RATE_UNITS = {"s": 1, "m": 60, "h": 3600}
 UNIQUE_WINDOWS = ("pending", "running", "ttl")
 UNIQUE_ON_DUPLICATE = ("return", "raise")
 DEFAULT_UNIQUE_WINDOW = "running"
@@ -62,6 +68,12 @@ class TaskExtensions:
     concurrency: int | None = None
     concurrency_key: str | None = None
     max_deliveries: int | None = None
+    #: Cluster rate limit: at most ``rate_limit`` starts per ``rate_window_ms`` across every
+    #: worker (per value of ``rate_limit_key`` when given); None: Celery's own per-worker
+    #: ``rate_limit`` (if any) applies instead.
+    rate_limit: int | None = None
+    rate_window_ms: int = 0
+    rate_limit_key: str | None = None
     var_keyword: str | None = None
 
     @property
@@ -72,7 +84,8 @@ class TaskExtensions:
     @property
     def is_empty(self) -> bool:
         """True when no extension is in use."""
-        return not self.unique and self.concurrency is None and self.max_deliveries is None
+        return (not self.unique and self.concurrency is None and self.max_deliveries is None
+                and self.rate_limit is None)
 
 
 def _fail(
@@ -157,6 +170,51 @@ def _positive_int(task_name: str, option: str, value: object, fix: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise _fail(task_name, option, value, "must be an integer >= 1", fix)
     return value
+
+
+def parse_rate(task_name: str, value: object) -> tuple[int, int]:
+    """Celery's ``rate_limit`` (``"60/m"``, ``"10/s"``, ``"100/h"``, or a number per second)
+    as (starts, window ms): ``"60/m"`` is (60, 60000); below one per unit, one per longer
+    window (``"0.5/s"`` is (1, 2000))."""
+    fix = "use Celery's form, e.g. rate_limit='60/m' (per s, m or h)"
+    text = str(value).strip() if isinstance(value, (str, int, float)) else ""
+    count_text, _, unit = text.partition("/")
+    seconds = RATE_UNITS.get(unit.strip()[:1] or "s")
+    try:
+        count = float(count_text)
+    except ValueError:
+        count = -1.0
+    if isinstance(value, bool) or seconds is None or not math.isfinite(count) or count <= 0:
+        raise _fail(task_name, "rate_limit", value, "is not a rate", fix)
+    if count < 1:
+        return 1, round(seconds * 1000 / count)
+    if count != int(count):
+        raise _fail(task_name, "rate_limit", value, "a cluster rate needs a whole count",
+                    f"use e.g. rate_limit='{round(count * 60)}/m'")
+    return int(count), seconds * 1000
+
+
+def _cluster_rate(given: Mapping[str, object], options: Mapping[str, object],
+                  checker: _FieldChecker, task_name: str) -> tuple[int | None, int, str | None]:
+    """The cluster rate limit of the options: (starts, window ms, key field), or Nones."""
+    scope = given.get("rate_limit_scope")
+    if scope is not None and scope not in RATE_LIMIT_SCOPES:
+        raise _fail(task_name, "rate_limit_scope", scope,
+                    f"must be one of {', '.join(map(repr, RATE_LIMIT_SCOPES))}",
+                    "use 'cluster' (every worker together) or 'worker' (Celery's own)")
+    key = given.get("rate_limit_key")
+    if key is not None and scope == "worker":
+        raise _fail(task_name, "rate_limit_key", key, "needs the cluster scope",
+                    "drop rate_limit_scope='worker' (a keyed limit is cluster-wide)")
+    if scope != "cluster" and key is None:
+        return None, 0, None
+    option = "rate_limit_key" if key is not None else "rate_limit_scope"
+    if options.get("rate_limit") is None:
+        raise _fail(task_name, option, given[option], "needs a rate_limit",
+                    "add rate_limit='<starts>/<s|m|h>', e.g. rate_limit='60/m'")
+    limit, window_ms = parse_rate(task_name, options["rate_limit"])
+    field = checker.check("rate_limit_key", key, key) if key is not None else None
+    return limit, window_ms, field
 
 
 def parse_extensions(
@@ -310,7 +368,10 @@ def parse_extensions(
             task_name, "max_deliveries", given["max_deliveries"], "pass e.g. max_deliveries=5"
         )
 
-    uses_fields = bool(unique_by) or concurrency_key is not None
+    rate_limit, rate_window_ms, rate_limit_key = _cluster_rate(given, options, checker,
+                                                               task_name)
+
+    uses_fields = bool(unique_by) or concurrency_key is not None or rate_limit_key is not None
     return TaskExtensions(
         unique=unique,
         unique_by=unique_by,
@@ -320,6 +381,9 @@ def parse_extensions(
         concurrency=concurrency,
         concurrency_key=concurrency_key,
         max_deliveries=max_deliveries,
+        rate_limit=rate_limit,
+        rate_window_ms=rate_window_ms,
+        rate_limit_key=rate_limit_key,
         var_keyword=checker.var_keyword if uses_fields else None,
     )
 
@@ -395,13 +459,29 @@ def _not_json(task_name: str, option: str, fields: Mapping[str, object],
         "(unique_by=[...] / concurrency_key=...).")
 
 
+def _scope(ext: TaskExtensions, task_name: str, payload: Mapping[str, object],
+           field: str | None) -> str:
+    """The group scope of key ``field`` (concurrency_key, rate_limit_key): canonical JSON of
+    its value, "" without a key."""
+    if field is None:
+        return ""
+    value = {field: _lookup(ext, payload, field)}
+    try:
+        return concurrency_scope(value, field) or ""
+    except TypeError as exc:
+        option = "concurrency_key" if field == ext.concurrency_key else "rate_limit_key"
+        raise _not_json(task_name, f"{option}={field!r}", value, exc) from None
+
+
 def message_extensions(
     ext: TaskExtensions, task_name: str, payload: Mapping[str, object]
 ) -> dict[str, object]:
-    """Header dict carried with each message: ``u`` (unique), ``c`` (concurrency), ``md``.
+    """Header dict carried with each message: ``u`` (unique), ``c`` (concurrency), ``r``
+    (cluster rate limit), ``md``.
 
     ``u`` = ``[f"{task}:{unique_key}", window, ttl_ms]`` (ttl_ms 0 unless the window is ttl),
-    ``c`` = ``[f"{task}:{scope or ''}", limit]``, ``md`` = max deliveries.  Empty if none apply.
+    ``c`` = ``[f"{task}:{scope or ''}", limit]``, ``r`` = ``[f"{task}:{scope or ''}", starts,
+    window_ms]``, ``md`` = max deliveries.  Empty if none apply.
     A key that cannot be built (an argument that is not JSON) raises ``TypeError`` naming
     the task, the option and the argument.
     """
@@ -421,15 +501,11 @@ def message_extensions(
         )
         header["u"] = [f"{task_name}:{key}", ext.unique_window, ttl_ms]
     if ext.concurrency is not None:
-        scope = None
-        if ext.concurrency_key is not None:
-            field = ext.concurrency_key
-            value = {field: _lookup(ext, payload, field)}
-            try:
-                scope = concurrency_scope(value, field)
-            except TypeError as exc:
-                raise _not_json(task_name, f"concurrency_key={field!r}", value, exc) from None
-        header["c"] = [f"{task_name}:{scope or ''}", ext.concurrency]
+        header["c"] = [f"{task_name}:{_scope(ext, task_name, payload, ext.concurrency_key)}",
+                       ext.concurrency]
+    if ext.rate_limit is not None:
+        header["r"] = [f"{task_name}:{_scope(ext, task_name, payload, ext.rate_limit_key)}",
+                       ext.rate_limit, ext.rate_window_ms]
     if ext.max_deliveries is not None:
         header["md"] = ext.max_deliveries
     return header

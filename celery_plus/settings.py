@@ -143,6 +143,39 @@ SETTINGS: tuple[Setting, ...] = (
         "How often (cluster-wide) expired leases are recovered and records pruned.",
     ),
     Setting(
+        "plus_beat_lease",
+        10.0,
+        _positive,
+        "seconds > 0",
+        "Beat's leader lease: the leading beat process renews it every third of this; when it "
+        "dies, another takes over within this (docs/schedules.md).",
+    ),
+    Setting(
+        "plus_beat_catch_up",
+        "once",
+        lambda value: value in ("once", "skip"),
+        "'once' or 'skip'",
+        "Ticks missed by more than plus_beat_catch_up_window (every beat process was down): "
+        "'once' runs the entry once for all of them, 'skip' runs none.",
+    ),
+    Setting(
+        "plus_beat_catch_up_window",
+        60.0,
+        _positive,
+        "seconds > 0",
+        "A tick overdue by at most this (a leader failover, a slow loop) is still run, each "
+        "tick once; older ones are missed ticks (plus_beat_catch_up).",
+    ),
+    Setting(
+        "plus_rate_limit_margin",
+        0.1,
+        lambda value: isinstance(value, (int, float)) and not isinstance(value, bool)
+        and 0 <= value <= 60,
+        "seconds from 0 to 60",
+        "A cluster rate limit's window is kept this much longer in the store, so the limit "
+        "holds for the tasks' starts (a little after their claims) too (docs/rate-limits.md).",
+    ),
+    Setting(
         "plus_poll_interval",
         1.0,
         _positive,
@@ -279,6 +312,10 @@ class PlusConfig:
     #: Mixed deployment: the durable queues (None: every task queue is durable).
     durable_queues: frozenset[str] | None = None
     legacy_url: str | None = None
+    beat_lease: float = 10.0
+    beat_catch_up: str = "once"
+    beat_catch_up_window: float = 60.0
+    rate_limit_margin: float = 0.1
 
 
 def _spelt_like(written: str, name: str) -> str:
@@ -387,4 +424,8 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         coordination_retry_delay=float(merged["plus_coordination_retry_delay"]),
         durable_queues=None if durable is None else frozenset(durable),
         legacy_url=merged["plus_legacy_url"],
+        beat_lease=float(merged["plus_beat_lease"]),
+        beat_catch_up=str(merged["plus_beat_catch_up"]),
+        beat_catch_up_window=float(merged["plus_beat_catch_up_window"]),
+        rate_limit_margin=float(merged["plus_rate_limit_margin"]),
     )

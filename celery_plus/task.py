@@ -28,7 +28,7 @@ from celery.worker.request import Request as CeleryRequest
 
 from .options import EXTENSION_OPTIONS, PayloadBinder, TaskExtensions, parse_extensions
 from .transport.channel import QoS
-from .transport.start_check import lease_lost_before_start
+from .transport.start_check import lease_lost_before_start, note_rate_start
 
 if TYPE_CHECKING:
     from .coordination.gate import Claimed
@@ -122,10 +122,14 @@ class Task(celery.Task):
     concurrency: ClassVar[Any] = None
     concurrency_key: ClassVar[Any] = None
     max_deliveries: ClassVar[Any] = None
+    rate_limit_scope: ClassVar[Any] = None
+    rate_limit_key: ClassVar[Any] = None
 
     #: Resolved extension options (``None`` when the task uses none).
     plus_extensions: ClassVar[TaskExtensions | None] = None
     plus_binder: ClassVar[PayloadBinder | None] = None
+    #: Celery's ``rate_limit`` as given, when it is cluster-scoped (``rate_limit`` is then None).
+    plus_rate_limit: ClassVar[Any] = None
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: str | None = None,
                     producer: Any = None, link: Any = None, link_error: Any = None,
@@ -145,7 +149,8 @@ class Task(celery.Task):
         return eager.apply_async(self, run, args, kwargs, task_id, options)
 
     def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
-        """Do not start a delivery whose lease was lost while it waited (``start_check``).
+        """Do not start a delivery whose lease was lost while it waited (``start_check``);
+        tell the store when a cluster rate-limited task starts (its window counts starts).
 
         The task is ignored (Celery's ``Ignore``: no result stored, its ack a fenced no-op);
         the job runs on the worker that holds it now. A subclass overriding this handler
@@ -157,6 +162,9 @@ class Task(celery.Task):
                            "it waited (it runs on the worker that holds it now)",
                            self.name, task_id)
             raise Ignore()
+        ext = self.plus_extensions
+        if isinstance(properties, dict) and ext is not None and ext.rate_limit is not None:
+            note_rate_start(self.app, properties)
         super().before_start(task_id, args, kwargs)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -172,7 +180,14 @@ class Task(celery.Task):
             return
         fun, bound = _run_function(cls)
         name = cls.__dict__.get("name") or f"{cls.__module__}.{cls.__qualname__}"
-        ext = parse_extensions(fun, declared, bound=bound, task_name=name)
+        rate = cls.rate_limit if cls.rate_limit is not None else cls.plus_rate_limit
+        ext = parse_extensions(fun, {**declared, "rate_limit": rate}, bound=bound,
+                               task_name=name)
+        if ext.rate_limit is not None:
+            # Cluster-scoped: the store decides (docs/rate-limits.md); Celery's per-worker
+            # bucket would limit each worker again on top.
+            cls.plus_rate_limit = cls.rate_limit
+            cls.rate_limit = None
         cls.plus_extensions = None if ext.is_empty else ext
         cls.plus_binder = PayloadBinder(fun, bound=bound, task_name=name)
         if ext.needs_late_ack and cls.__dict__.get("acks_late") is False:

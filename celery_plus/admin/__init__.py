@@ -1,4 +1,5 @@
-"""The celery-plus admin (DESIGN §4): dead letters and jobs, from Python, the CLI and the web.
+"""The celery-plus admin (DESIGN §4): dead letters, jobs and beat's schedules, from Python, the
+CLI and the web.
 
 ``from celery_plus import admin; admin.counts(app)`` — see :mod:`celery_plus.admin.api`.
 One implementation of :class:`~celery_plus.admin.store.AdminStore` per store
@@ -17,14 +18,18 @@ from .api import (
     counts,
     discard,
     jobs,
+    pause_schedule,
     purge,
     register_admin,
+    resume_schedule,
     retry,
     retry_many,
+    schedules,
     show,
     status,
     throughput,
 )
+from .schedules import Schedule, ScheduleNotFound
 from .store import (
     STATES,
     AdminError,
@@ -48,7 +53,8 @@ from .store import (
 __all__ = [
     "STATES", "Admin", "AdminError", "AdminStore", "BulkResult", "Counts", "GroupStatus",
     "JobDetail", "JobNotFound", "JobSummary", "OpResult", "Page", "QueueStatus",
-    "RetryConflict", "Status", "Throughput", "UnscopedOperation", "UnsupportedStore",
-    "admin_store_for", "cancel", "connect", "counts", "discard", "jobs", "purge",
-    "register_admin", "retry", "retry_many", "show", "status", "throughput",
+    "RetryConflict", "Schedule", "ScheduleNotFound", "Status", "Throughput",
+    "UnscopedOperation", "UnsupportedStore", "admin_store_for", "cancel", "connect", "counts",
+    "discard", "jobs", "pause_schedule", "purge", "register_admin", "resume_schedule", "retry",
+    "retry_many", "schedules", "show", "status", "throughput",
 ]

@@ -15,6 +15,9 @@
     admin.purge(app, state="failed", queue="mail", all=False)
     admin.status(app)                               # per-queue depth, groups, oldest waiting
     admin.throughput(app)                           # completed / failed in the last 5 and 60 min
+    admin.schedules(app)                            # beat's entries: last / next tick, paused
+    admin.pause_schedule(app, "nightly-report")     # its ticks pass without jobs
+    admin.resume_schedule(app, "nightly-report")
 
 Each function opens the app's store (its ``broker_url``, resolved by the transport's
 ``make_backend`` with the app's ``plus_*`` settings), does one operation and closes it;
@@ -39,6 +42,7 @@ from typing import Any
 from .. import settings
 from ..transport.backend import Backend
 from .params import MAX_DURATION_S, check_page, check_text
+from .schedules import Schedule, forget, list_schedules, set_paused
 from .store import (
     MAX_PER_PAGE,
     STATES,
@@ -141,7 +145,9 @@ def admin_store_for(backend: Backend, *, owns_backend: bool = False) -> AdminSto
         "(supported: plus+redis://, plus+sqlite://, plus+postgresql://)")
 
 
-def _url_and_config(app: Any) -> tuple[str, settings.PlusConfig]:
+def store_location(app: Any) -> tuple[str, settings.PlusConfig]:
+    """``app``'s store URL (without ``plus+``) and its ``plus_*`` settings; UnsupportedStore
+    for a broker that is not a plus store."""
     if isinstance(app, str):
         url = app
         if not url.startswith("plus+"):
@@ -177,7 +183,7 @@ def connect(app: Any) -> Admin:
         coordinated = coordinated_admin_store(app)
         if coordinated is not None:
             return Admin(coordinated, app=app)
-    url, config = _url_and_config(app)
+    url, config = store_location(app)
     backend = make_backend(url, config)
     try:
         return Admin(admin_store_for(backend, owns_backend=True),
@@ -395,6 +401,28 @@ class Admin:
         """Per worker id, the running jobs it holds and its newest lease deadline."""
         return self.store.worker_leases()
 
+    def schedules(self) -> list[Schedule]:
+        """Beat's schedule entries in the store, by name (docs/schedules.md)."""
+        return list_schedules(self._backend())
+
+    def pause_schedule(self, name: str) -> Schedule:
+        """Pause entry ``name``: its ticks pass without jobs. Raises ScheduleNotFound."""
+        return set_paused(self._backend(), name, True)
+
+    def resume_schedule(self, name: str) -> Schedule:
+        """Resume entry ``name`` from its next tick. Raises ScheduleNotFound."""
+        return set_paused(self._backend(), name, False)
+
+    def forget_schedule(self, name: str) -> None:
+        """Delete entry ``name`` from the store. Raises ScheduleNotFound."""
+        forget(self._backend(), name)
+
+    def _backend(self) -> Backend:
+        backend = getattr(self.store, "backend", None)
+        if backend is None:
+            raise UnsupportedStore("this admin store keeps no schedules")
+        return backend
+
     @property
     def lease_ms(self) -> int | None:
         """The lease length of this store's claims as this app configures it."""
@@ -495,6 +523,21 @@ def purge(app: Any, state: str = "failed", *, task: str | None = None,
 def status(app: Any) -> Status:
     with connect(app) as a:
         return a.status()
+
+
+def schedules(app: Any) -> list[Schedule]:
+    with connect(app) as a:
+        return a.schedules()
+
+
+def pause_schedule(app: Any, name: str) -> Schedule:
+    with connect(app) as a:
+        return a.pause_schedule(name)
+
+
+def resume_schedule(app: Any, name: str) -> Schedule:
+    with connect(app) as a:
+        return a.resume_schedule(name)
 
 
 def throughput(app: Any, windows: Sequence[int] = WINDOWS) -> list[Throughput]:

@@ -1,5 +1,5 @@
-"""The admin on the command line: ``celery-plus dlq ...``, ``jobs``, ``cancel``, ``status``
-(and ``admin``, the web dashboard of ``admin/web.py``; ``dashboard`` is its old name).
+"""The admin on the command line: ``celery-plus dlq ...``, ``jobs``, ``cancel``, ``status``,
+``schedules`` (and ``admin``, the web dashboard of ``admin/web.py``; ``dashboard`` is its old name).
 
 Registered on the ``plus`` group (``celery_plus/cli.py``), so they run as
 ``celery-plus dlq ls -A proj`` and ``celery -A proj plus dlq ls``. They use the Python API
@@ -32,6 +32,7 @@ from celery.bin.base import CeleryCommand
 from ..settings import BY_NAME as _SETTINGS
 from . import api
 from .params import MAX_PAGE, parse_duration, parse_moment
+from .schedules import Schedule, ScheduleNotFound
 from .store import (
     BATCH,
     PURGEABLE,
@@ -544,5 +545,91 @@ dashboard.name = "dashboard"
 dashboard.hidden = True
 dashboard.help = "Alias of 'celery-plus admin'."
 
+def schedules_text(entries: Sequence[Schedule]) -> str:
+    if not entries:
+        return "no schedule entries in the store (beat registers them when it starts)"
+    return table(["SCHEDULE", "TASK", "EVERY", "STATE", "LAST TICK", "NEXT TICK", "FIRED"],
+                 [[visible(s.name), visible(s.task), clip(visible(s.schedule), 40),
+                   "paused" if s.paused else "active", when(s.last_due_ms or None),
+                   when(s.next_due_ms or None), s.fired] for s in entries])
+
+
+@click.group(name="schedules")
+def schedules() -> None:
+    """Beat's periodic schedules in the store: list, pause, resume (docs/schedules.md)."""
+
+
+@schedules.command(cls=CeleryCommand, name="ls")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def schedules_ls(ctx: click.Context, as_json: bool) -> None:
+    """Every entry: its task, schedule, state, last and next tick, jobs fired."""
+    with _admin(ctx) as admin:
+        entries = admin.schedules()
+    if as_json:
+        _emit_json([s.to_dict() for s in entries])
+    else:
+        _echo(schedules_text(entries))
+
+
+def _set_paused(ctx: click.Context, names: Sequence[str], paused: bool, as_json: bool) -> None:
+    """Pause or resume each entry; exit 1 if any was not found."""
+    done: list[Schedule] = []
+    missing: list[str] = []
+    with _admin(ctx) as admin:
+        for name in names:
+            try:
+                done.append(admin.pause_schedule(name) if paused
+                            else admin.resume_schedule(name))
+            except ScheduleNotFound:
+                missing.append(name)
+    if as_json:
+        _emit_json({"changed": [s.to_dict() for s in done], "not_found": missing})
+    else:
+        for entry in done:
+            _echo(f"{'paused' if paused else 'resumed'} {visible(entry.name)}")
+        for name in missing:
+            _echo(f"no schedule entry named {visible(name)!r}", err=True)
+    if missing:
+        ctx.exit(1)
+
+
+@schedules.command(cls=CeleryCommand, name="pause")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def schedules_pause(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
+    """Pause entries: their ticks pass without jobs until resumed."""
+    _set_paused(ctx, names, True, as_json)
+
+
+@schedules.command(cls=CeleryCommand, name="resume")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def schedules_resume(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
+    """Resume paused entries from their next tick."""
+    _set_paused(ctx, names, False, as_json)
+
+
+@schedules.command(cls=CeleryCommand, name="rm")
+@click.argument("names", nargs=-1, required=True)
+@click.pass_context
+def schedules_rm(ctx: click.Context, names: tuple[str, ...]) -> None:
+    """Delete entries from the store: those no longer in beat_schedule (a configured one is
+    registered again, afresh, when a beat starts)."""
+    missing = []
+    with _admin(ctx) as admin:
+        for name in names:
+            try:
+                admin.forget_schedule(name)
+                _echo(f"deleted {visible(name)}")
+            except ScheduleNotFound:
+                missing.append(name)
+                _echo(f"no schedule entry named {visible(name)!r}", err=True)
+    if missing:
+        ctx.exit(1)
+
+
 #: The commands the ``plus`` group registers.
-COMMANDS: tuple[click.Command, ...] = (dlq, jobs, cancel, status, admin, dashboard)
+COMMANDS: tuple[click.Command, ...] = (dlq, jobs, cancel, status, schedules, admin, dashboard)

@@ -100,6 +100,11 @@ class Urls:
         path = f"/job/{quote(job_id, safe='')}" + (f"/{action}" if action else "")
         return self(path, **query)
 
+    def schedules(self, name: str = "", action: str = "") -> str:
+        if not name:
+            return self("/schedules")
+        return self(f"/schedules/{quote(name, safe='')}/{action}")
+
     def workers(self, node: str = "", action: str = "") -> str:
         if not node:
             return self("/workers")
@@ -143,6 +148,7 @@ def layout(urls: Urls, title: str, body: str, counts: Counts | None = None,
         f'<a href="{attr(urls.jobs(s))}" id="nav-{s}">{e(s)}'
         + (f" ({counts[s]:,})" if counts is not None else "") + "</a>" for s in STATES)
     nav += f' <a href="{attr(urls.workers())}" id="nav-workers">workers</a>'
+    nav += f' <a href="{attr(urls.schedules())}" id="nav-schedules">schedules</a>'
     head = ""
     if live is not None:
         seconds, reload_url, choices = live

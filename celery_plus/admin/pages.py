@@ -27,6 +27,7 @@ from .markup import (
     table,
     token_field,
 )
+from .schedules import Schedule
 from .store import (
     STATES,
     Activity,
@@ -420,4 +421,32 @@ def workers_page(urls: Urls, views: Sequence[WorkerView], now_ms: int, msg: str,
     if not control:
         out += ("<p>remote control is not available here (the dashboard was given a broker "
                 "URL, not the Celery app)</p>")
+    return out
+
+
+# -- schedules ------------------------------------------------------------------------------
+def schedules_page(urls: Urls, entries: Sequence[Schedule], msg: str,
+                   token: str | None) -> str:
+    rows = []
+    for s in entries:
+        button = ""
+        if token is not None:
+            action = "resume" if s.paused else "pause"
+            button = (f'<form method="post" action="{attr(urls.schedules(s.name, action))}">'
+                      f'{token_field(token)}<button id="{action}-{attr(s.name)}">'
+                      f"{e(action)}</button></form>")
+        state = '<span class="stale">paused</span>' if s.paused else "active"
+        last_job = (f'<a href="{attr(urls.job(s.last_job_id))}">{e(s.last_job_id)}</a>'
+                    if s.last_job_id else "-")
+        rows.append([cell(s.name), cell(s.task), cell(s.schedule), state,
+                     e(when(s.last_due_ms or None)), e(when(s.next_due_ms or None)),
+                     e(s.fired), last_job, button])
+    out = message(msg) + table(["schedule", "task", "every", "state", "last tick (UTC)",
+                                "next tick (UTC)", "fired", "last job", ""], rows,
+                               ident="schedules")
+    if not entries:
+        out += "<p>no schedule entries in the store: beat registers them when it starts</p>"
+    out += ("<p class=\"more\">entries of Celery's beat_schedule, kept in the store by "
+            "celery-plus beat; a paused entry's ticks pass without jobs until it is resumed "
+            "(they are not run later).</p>")
     return out

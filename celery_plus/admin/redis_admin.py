@@ -143,8 +143,10 @@ class RedisAdmin:
     def _queues(self) -> list[str]:
         return sorted(self._members(self.key("queues")))
 
-    def _blocked_groups(self) -> list[str]:
-        return sorted(self._members(self.key("blkgroups")))
+    def _blocked_indexes(self) -> list[str]:
+        """The sorted sets of blocked jobs: per concurrency group, then per rate group."""
+        return ([self.key("blk", g) for g in sorted(self._members(self.key("blkgroups")))]
+                + [self.key("rblk", g) for g in sorted(self._members(self.key("rblkgroups")))])
 
     def _candidates(self, state: str, query: Query) -> list[str]:
         """Ids the index of ``state`` (not a finished state) lists; filters not applied."""
@@ -155,15 +157,15 @@ class RedisAdmin:
         if state == "enqueued":
             queues = [query.queue] if query.queue else self._queues()
             return [i for q in queues for i in self._zall(self.key("q", q))]
-        return [i for g in self._blocked_groups() for i in self._zall(self.key("blk", g))]
+        return [i for k in self._blocked_indexes() for i in self._zall(k)]
 
     def counts(self) -> Counts:
         pipe = self.client.pipeline(transaction=False)
-        queues, groups = self._queues(), self._blocked_groups()
+        queues, groups = self._queues(), self._blocked_indexes()
         for q in queues:
             pipe.zcard(self.key("q", q))
         for g in groups:
-            pipe.zcard(self.key("blk", g))
+            pipe.zcard(g)
         for index in ("sched", "lease", "done", "dead", "canceled", "discarded"):
             pipe.zcard(self.key(index))
         replies = [int(r) for r in pipe.execute()]
@@ -491,16 +493,18 @@ class RedisAdmin:
             if rec.get("st") == "scheduled":
                 bucket = per.setdefault(rec["q"], {})
                 bucket["scheduled"] = bucket.get("scheduled", 0) + 1
-        for group in self._blocked_groups():
-            ids = self._zall(self.key("blk", group))
+        for index in self._blocked_indexes():
+            ids = self._zall(index)
+            group = index[len(self.key("blk")) + 1:]
             for rec in self._records(ids, ("st", "q", "enq", "due", "cl")):
                 if rec.get("st") == "blocked":
                     bucket = per.setdefault(rec["q"], {})
                     bucket["blocked"] = bucket.get("blocked", 0) + 1
                     note_waiting(rec)
-                    g = groups.setdefault(group, {"blocked": 0, "limit": 0})
-                    g["blocked"] += 1
-                    g["limit"] = max(g["limit"], int(rec.get("cl") or 0))
+                    if index.startswith(self.key("blk", "")):  # a concurrency group
+                        g = groups.setdefault(group, {"blocked": 0, "limit": 0})
+                        g["blocked"] += 1
+                        g["limit"] = max(g["limit"], int(rec.get("cl") or 0))
         # Slots in use: running jobs of a group that hold one of its slots (read from the
         # running jobs, not by scanning the keyspace for P:slot:* sets).
         running_ids = self._zall(self.key("lease"))

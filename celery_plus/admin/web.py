@@ -47,6 +47,7 @@ from .markup import Urls, layout
 from .metrics import metrics_text
 from .pages import Bulk, ListingView
 from .params import MAX_PAGE, MAX_TEXT, parse_duration, parse_int, parse_moment, shown
+from .schedules import ScheduleNotFound
 from .security import (
     OPERATOR,
     Access,
@@ -282,6 +283,12 @@ class Dashboard:
             return self._listing(r, parts[1], refresh)
         if parts == ["workers"]:
             return self._workers(r, refresh)
+        if parts == ["schedules"]:
+            admin = self.admin()
+            body = pages.schedules_page(r.urls, admin.schedules(), self._message(r),
+                                        self._form_token(r))
+            return self._html(r, "schedules", body, refresh,
+                              lambda n: r.urls("/schedules", refresh=n or None))
         if parts[0] == "job":
             job_id = r.query["id"] if "id" in r.query else path[len("/job/"):]
             if not path.startswith("/job/") and "id" not in r.query:
@@ -391,6 +398,8 @@ class Dashboard:
             data = [vars(q) for q in admin.latency()]
         elif parts == ["workers"]:
             data = [v.to_dict() for v in workers.workers(admin)]
+        elif parts == ["schedules"]:
+            data = [s.to_dict() for s in admin.schedules()]
         elif len(parts) == 2 and parts[0] == "jobs":
             data = self._page(self._listing_view(r, parts[1])).to_dict()
         elif parts[:1] == ["job"] and (len(parts) >= 2 or "id" in r.query):
@@ -459,6 +468,9 @@ class Dashboard:
         if path.startswith("/workers/"):
             node, _, action = path[len("/workers/"):].rpartition("/")
             return self._worker_action(r, node, action, form)
+        if path.startswith("/schedules/"):
+            name, _, action = path[len("/schedules/"):].rpartition("/")
+            return self._schedule_action(r, name, action)
         if path == "/job" or path.startswith("/job/"):
             if "id" in r.query:
                 job_id, action = r.query["id"], path[len("/job/"):]
@@ -506,6 +518,19 @@ class Dashboard:
         text = (f"{action}: {result.previous} -> {result.state}" if result.changed
                 else result.message)
         return self._done(lambda **q: r.urls.job(job_id, **q), text)
+
+    def _schedule_action(self, r: Request, name: str, action: str
+                         ) -> tuple[str, list[tuple[str, str]], str]:
+        if action not in ("pause", "resume"):
+            raise HttpError("404 Not Found", "no such operation")
+        admin = self.admin()
+        try:
+            entry = (admin.pause_schedule(name) if action == "pause"
+                     else admin.resume_schedule(name))
+        except ScheduleNotFound as exc:
+            raise HttpError("404 Not Found", str(exc)) from None
+        text = f"{'paused' if entry.paused else 'resumed'} {entry.name}"
+        return self._done(lambda **q: r.urls("/schedules", **q), text)
 
     def _worker_action(self, r: Request, node: str, action: str, form: dict[str, list[str]]
                        ) -> tuple[str, list[tuple[str, str]], str]:

@@ -75,7 +75,9 @@ def check_worker(app: Any) -> str:
     """Validate the mode at worker start-up; returns it.
 
     A worker of a plain-mode app whose tasks declare extension options refuses to start: they
-    would run without uniqueness, concurrency limits or dead letters, silently.
+    would run without uniqueness, concurrency limits or dead letters, silently; so does one
+    of a coordinated app whose tasks declare a cluster rate limit (only the durable transport
+    enforces it).
     """
     current = mode(app)
     if current == PLAIN:
@@ -91,6 +93,18 @@ def check_worker(app: Any) -> str:
                 "nothing would enforce them. Fix: set plus_coordination_url to a Redis or "
                 "PostgreSQL URL (e.g. 'redis://localhost:6379/0'), or use a plus+... broker "
                 "(see docs/coordination.md).")
+    if current == COORDINATED:
+        limited = sorted(name for name, task in app.tasks.items()
+                         if getattr(getattr(task, "plus_extensions", None), "rate_limit",
+                                    None) is not None)
+        if limited:
+            raise ImproperlyConfigured(
+                f"Tasks {', '.join(limited[:5])} declare a cluster rate limit "
+                "(rate_limit_scope='cluster' or rate_limit_key), which the durable transport "
+                "decides when it claims a job; with a coordination store the broker delivers "
+                "the jobs, so nothing would enforce it. Fix: use a plus+... broker, or drop "
+                "rate_limit_scope/rate_limit_key to keep Celery's per-worker rate_limit "
+                "(see docs/rate-limits.md).")
     return current
 
 

@@ -40,6 +40,13 @@ class NewJob:
     #: claim is current; a publish of a running job's id without its current token changes
     #: nothing (``PublishOutcome.fenced``).
     lease_token: int = 0
+    #: Cluster rate limit: at most ``rate_limit`` starts of ``rate_group`` in any
+    #: ``rate_window_ms`` (``rate_group`` "" = none). Decided at claim time, counting the
+    #: claims not started yet (:meth:`Backend.rate_started`); a job over the limit is
+    #: parked (``blocked``) until the window has room.
+    rate_group: str = ""
+    rate_limit: int = 0
+    rate_window_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,40 @@ class ScheduledJob:
     message: str | bytes
 
 
+#: Outcomes of :meth:`Backend.schedule_fire`.
+FIRE_OUTCOMES = ("fired", "skipped", "paused", "stale", "missing")
+
+
+@dataclass(frozen=True)
+class ScheduleRecord:
+    """One periodic schedule entry as the store keeps it (``celery_plus/beat.py``).
+
+    ``last_due_ms``: the due time of the last tick that was fired, skipped or passed while
+    paused (the fence: a tick fires only from the ``last_due_ms`` it was computed from);
+    ``next_due_ms``: the next tick as the leader last computed it; ``fired``: jobs published.
+    """
+
+    name: str
+    last_due_ms: int
+    paused: bool = False
+    task: str = ""
+    schedule: str = ""
+    next_due_ms: int = 0
+    last_job_id: str = ""
+    fired: int = 0
+
+
+#: The columns of the SQL stores' ``schedules`` table, in :func:`schedule_record`'s order.
+SCHEDULE_COLUMNS = "name, last_due_ms, paused, task, schedule, next_due_ms, last_job, fired"
+
+
+def schedule_record(row: Sequence[Any]) -> ScheduleRecord:
+    """A ``schedules`` row of a SQL store (columns as :data:`SCHEDULE_COLUMNS`)."""
+    name, last, paused, task, schedule, next_due, last_job, fired = row
+    return ScheduleRecord(str(name), int(last), bool(paused), str(task), str(schedule),
+                          int(next_due), str(last_job), int(fired))
+
+
 @dataclass(frozen=True)
 class Recovered:
     job_id: str
@@ -179,6 +220,16 @@ class Backend(Protocol):
 
     def settle(self, settles: Sequence[Settle]) -> list[tuple[str, str]]: ...
 
+    def rate_started(self, job_id: str, token: int) -> None:
+        """The task of claim ``(job_id, token)`` (a job of a rate group) starts now.
+
+        A claim counts in its group's window from the claim on, as not started yet, until
+        this (or its first lease deadline); from here on it counts by this start time, for
+        the group's window. So a prefetched job that waits in its worker still never puts
+        more than the limit's starts into one window. Nothing for a job of no rate group.
+        """
+        ...
+
     def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]: ...
 
     def recover(self, limit: int = 100) -> list[Recovered]: ...
@@ -188,6 +239,52 @@ class Backend(Protocol):
     def wait(
         self, queues: Sequence[str], transient: Sequence[str], timeout: float
     ) -> tuple[str, str, bytes | None] | None: ...
+
+    # -- leases of roles and periodic schedules (celery_plus/beat.py) ---------------------
+    def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
+        """Take or renew the lease of ``role`` for ``holder`` for ``ttl_ms`` (store clock).
+
+        True while ``holder`` has it: it was free, lapsed, or ``holder``'s already (renewed).
+        One atomic step, so two contenders never both get it.
+        """
+        ...
+
+    def resign(self, role: str, holder: str) -> None:
+        """Give up ``role`` if ``holder`` has it (another contender may take it at once)."""
+        ...
+
+    def schedule_register(self, name: str, last_due_ms: int, task: str = "",
+                          schedule: str = "") -> ScheduleRecord:
+        """Record entry ``name`` with ``last_due_ms`` unless the store has it already (then
+        its stored times and pause flag are kept; ``task`` and ``schedule`` are updated).
+        Returns the entry as stored."""
+        ...
+
+    def schedule_fire(self, name: str, expected_last_ms: int, due_ms: int, next_ms: int,
+                      job: NewJob | None) -> str:
+        """Advance entry ``name`` from ``expected_last_ms`` to the tick ``due_ms``, and
+        publish ``job`` for it, in one atomic step.
+
+        ``stale``: the stored last due time is not ``expected_last_ms`` (another beat
+        process fired or skipped this tick): nothing changes. ``missing``: no such entry.
+        Otherwise the entry's last due time becomes ``due_ms`` (its next, for display,
+        ``next_ms``) and: ``paused`` (a paused entry publishes nothing), ``skipped`` (``job``
+        is None: a tick skipped by the catch-up policy), or ``fired`` (``job`` published
+        as :meth:`publish` would).
+        """
+        ...
+
+    def schedules(self) -> list[ScheduleRecord]:
+        """Every schedule entry the store has, by name."""
+        ...
+
+    def schedule_pause(self, name: str, paused: bool) -> bool:
+        """Pause (no jobs for its ticks) or resume entry ``name``; False if there is none."""
+        ...
+
+    def schedule_delete(self, name: str) -> bool:
+        """Forget entry ``name`` (its ticks are fired again from scratch if it comes back)."""
+        ...
 
     def push_transient(self, queue: str, message: bytes) -> None: ...
 

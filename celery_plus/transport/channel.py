@@ -118,8 +118,13 @@ def _eta_ms(value: Any) -> int:
     return int(when.timestamp() * 1000)
 
 
-def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int) -> NewJob:
+def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int,
+                     rate_margin_ms: int = 0) -> NewJob:
     """Describe a kombu envelope as a job, reading celery-plus's ``plus`` header.
+
+    A cluster rate limit's window is stored ``rate_margin_ms`` longer
+    (``plus_rate_limit_margin``): the limit holds for the tasks' starts, a little after their
+    claims, too.
 
     A job's identity is its task id (``headers['id']``) and nothing else: a correlation id
     names the task a *reply* is about (``rpc://`` results carry the task's id there), so
@@ -131,6 +136,7 @@ def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int) -
     ext = headers.get("plus") or {}
     unique = ext.get("u") or ("", "", 0)
     group = ext.get("c") or ("", 0)
+    rate = ext.get("r") or ("", 0, 0)
     try:
         priority = min(max(int(props.get("priority") or 0), 0), 255)
     except (TypeError, ValueError):
@@ -149,6 +155,9 @@ def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int) -
         concurrency_group=group[0],
         concurrency_limit=int(group[1] or 0),
         max_deliveries=int(ext.get("md") or max_deliveries),
+        rate_group=rate[0],
+        rate_limit=int(rate[1] or 0),
+        rate_window_ms=int(rate[2] or 0) + (rate_margin_ms if rate[0] else 0),
         lease_token=continued_token(job_id, headers),
     )
 
@@ -376,7 +385,9 @@ class Channel(virtual.Channel):
         if self._durable is not None and queue not in self._durable:
             self.legacy.put(queue, message)
             return
-        job = job_from_message(queue, message, self.connection.config.max_deliveries)
+        config = self.connection.config
+        job = job_from_message(queue, message, config.max_deliveries,
+                               round(config.rate_limit_margin * 1000))
         transaction = current_transaction.get()
         if transaction is not None:
             last_publish.set(transaction.publish(self.backend, job))

@@ -34,6 +34,7 @@ from kombu.exceptions import ConnectionError as KombuConnectionError
 
 from . import pg_migrations, pg_pool
 from .backend import (
+    SCHEDULE_COLUMNS,
     Claim,
     ClaimResult,
     JobClaim,
@@ -41,7 +42,9 @@ from .backend import (
     PublishOutcome,
     Recovered,
     ScheduledJob,
+    ScheduleRecord,
     Settle,
+    schedule_record,
 )
 from .details import encode_detail
 
@@ -72,7 +75,7 @@ FIELDS: dict[str, str] = {
 }
 
 _PUBLISH_ARGS = ("%s, %s, %s, %s, %s::integer, %s::bigint, %s, %s, %s::bigint, %s, "
-                 "%s::integer, %s::integer, %s::bigint, %s::bigint")
+                 "%s::integer, %s::integer, %s::bigint, %s::bigint, %s, %s::integer, %s::bigint")
 _CLAIM = ("SELECT * FROM claim(%s::text[], %s, %s::integer, %s::integer, %s::bigint, "
           "%s::bigint, %s::text[], %s::bigint[], %s::text[], %s::text[])")
 _SETTLE = "SELECT * FROM settle(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint)"
@@ -249,7 +252,8 @@ class PostgresBackend:
     def _publish_params(self, job: NewJob) -> list[Any]:
         return [job.id, job.queue, _as_bytes(job.message), job.name, job.priority, job.eta_ms,
                 job.unique_lock, job.unique_window, job.unique_ttl_ms, job.concurrency_group,
-                job.concurrency_limit, job.max_deliveries, self.backstop_ms, job.lease_token]
+                job.concurrency_limit, job.max_deliveries, self.backstop_ms, job.lease_token,
+                job.rate_group, job.rate_limit, job.rate_window_ms]
 
     @staticmethod
     def _outcome(job: NewJob, row: Sequence[Any]) -> PublishOutcome:
@@ -383,9 +387,10 @@ class PostgresBackend:
                                     worker_id, self.schema)
                 return conn.execute(
                     "SELECT m.*, CASE WHEN m.o_ran THEN renew_holds(%s::integer, %s::bigint, "
-                    "%s) END FROM maintain(%s, %s::bigint, %s::integer, %s::bigint, "
+                    "%s) END, CASE WHEN m.o_ran THEN maintain_rates(%s::integer) END "
+                    "FROM maintain(%s, %s::bigint, %s::integer, %s::bigint, "
                     "%s::bigint, %s::bigint, %s::bigint) m",
-                    [MAINTAIN_BATCH, self.backstop_ms, self.renews_waiting_holds,
+                    [MAINTAIN_BATCH, self.backstop_ms, self.renews_waiting_holds, MAINTAIN_BATCH,
                      self.is_leader, self.maintenance_interval_ms, MAINTAIN_BATCH, comp_ret,
                      comp_max, dead_ret, dead_max]).fetchone()
 
@@ -413,6 +418,46 @@ class PostgresBackend:
                 conn.close()  # ends the session: the leader lock is released with it
             except Exception as exc:
                 logger.debug("celery-plus: closing the maintenance connection: %r", exc)
+
+    def rate_started(self, job_id: str, token: int) -> None:
+        self._rows("SELECT rate_start(%s, %s::bigint)", [job_id, int(token)])
+
+    # -- leases of roles and periodic schedules (migration 0006) --------------------------
+    def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
+        return bool(self._value("SELECT lead(%s, %s, %s::bigint)",
+                                [role, holder, max(int(ttl_ms), 1)]))
+
+    def resign(self, role: str, holder: str) -> None:
+        self._rows("DELETE FROM leases WHERE role = %s AND holder = %s RETURNING role",
+                   [role, holder])
+
+    def schedule_register(self, name: str, last_due_ms: int, task: str = "",
+                          schedule: str = "") -> ScheduleRecord:
+        return schedule_record(self._one(
+            "INSERT INTO schedules AS s (name, last_due_ms, task, schedule) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET task = excluded.task, "
+            f"schedule = excluded.schedule RETURNING {SCHEDULE_COLUMNS}",
+            [name, int(last_due_ms), task, schedule]))
+
+    def schedule_fire(self, name: str, expected_last_ms: int, due_ms: int, next_ms: int,
+                      job: NewJob | None) -> str:
+        params = (self._publish_params(job) if job is not None
+                  else ["", "", b"", "", 0, 0, "", "", 0, "", 0, 0, 0, 0, "", 0, 0])
+        return str(self._value(
+            f"SELECT fire(%s, %s::bigint, %s::bigint, %s::bigint, %s, {_PUBLISH_ARGS})",
+            [name, int(expected_last_ms), int(due_ms), int(next_ms), job is not None,
+             *params]))
+
+    def schedules(self) -> list[ScheduleRecord]:
+        return [schedule_record(row) for row in self._rows(
+            f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name")]
+
+    def schedule_pause(self, name: str, paused: bool) -> bool:
+        return bool(self._rows("UPDATE schedules SET paused = %s WHERE name = %s "
+                               "RETURNING name", [paused, name]))
+
+    def schedule_delete(self, name: str) -> bool:
+        return bool(self._rows("DELETE FROM schedules WHERE name = %s RETURNING name", [name]))
 
     # -- idle wake-up -------------------------------------------------------------------
     def wait(

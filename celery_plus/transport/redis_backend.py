@@ -22,13 +22,15 @@ from .backend import (
     PublishOutcome,
     Recovered,
     ScheduledJob,
+    ScheduleRecord,
     Settle,
 )
 from .details import encode_detail
 from .redis_connect import RedisConnect
 from .redis_scripts import ScriptLibrary, pack
 
-_SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recover", "maintain", "purge")
+_SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recover", "maintain", "purge",
+            "lead", "fire", "rate_start")
 TRANSIENT_TTL_S = 300
 
 #: Drops the lapsed bindings of an exchange (by the server clock). KEYS[1]: the exchange's
@@ -54,12 +56,21 @@ else
 end
 """
 _BINDINGS = _DROP_LAPSED + "return redis.call('SMEMBERS', KEYS[1])\n"
+#: Sets a schedule entry's pause flag (ARGV[1]) if the entry (KEYS[1]) exists.
+_PAUSE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'paused', ARGV[1])
+return 1
+"""
 
 
 def _load_script_sources() -> tuple[str, dict[str, str]]:
     lua = resources.files("celery_plus.transport") / "lua"
     lib = (lua / "lib.lua").read_text()
-    return lib, {name: (lua / f"{name}.lua").read_text() for name in _SCRIPTS}
+    bodies = {name: (lua / f"{name}.lua").read_text() for name in _SCRIPTS}
+    # A tick is published by publish.lua's own body, in the same script as its fence.
+    bodies["fire"] += "\n" + bodies["publish"]
+    return lib, bodies
 
 
 _SOURCES: tuple[str, dict[str, str]] | None = None
@@ -107,6 +118,7 @@ class RedisBackend:
         self.scripts = ScriptLibrary(self.client, *_sources())
         self._bind_script = self.client.register_script(_BIND)
         self._bindings_script = self.client.register_script(_BINDINGS)
+        self._pause_script = self.client.register_script(_PAUSE)
         self._publish_lock = threading.Lock()
         self._publish_conn: Any = None
         self._publish_pid = 0
@@ -161,9 +173,10 @@ class RedisBackend:
         # field is an argument of its own, so a key or name may hold any character.
         numbers = (f"{int(job.priority)} {int(job.eta_ms)} {int(job.unique_ttl_ms)} "
                    f"{int(job.concurrency_limit)} {int(job.max_deliveries)} "
-                   f"{int(self.backstop_ms)} {int(job.lease_token)}")
+                   f"{int(self.backstop_ms)} {int(job.lease_token)} "
+                   f"{int(job.rate_limit)} {int(job.rate_window_ms)}")
         return [self.prefix, job.id, job.queue, job.message, numbers, job.name,
-                job.unique_lock, job.unique_window, job.concurrency_group]
+                job.unique_lock, job.unique_window, job.concurrency_group, job.rate_group]
 
     @staticmethod
     def _outcome(job: NewJob, reply: Any) -> PublishOutcome:
@@ -251,6 +264,63 @@ class RedisBackend:
         self.scripts.run("maintain", [self.prefix, 500, comp_ret, comp_max, dead_ret, dead_max,
                                       self.backstop_ms, int(self.renews_waiting_holds)])
         return True
+
+    def rate_started(self, job_id: str, token: int) -> None:
+        self.scripts.run("rate_start", [self.prefix, job_id, int(token)])
+
+    # -- leases of roles and periodic schedules (lua/lead.lua, lua/fire.lua) ------------
+    def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
+        return bool(self.scripts.run("lead", [self.prefix, role, holder, max(int(ttl_ms), 1)]))
+
+    def resign(self, role: str, holder: str) -> None:
+        self.scripts.run("lead", [self.prefix, role, holder, 0])
+
+    def schedule_register(self, name: str, last_due_ms: int, task: str = "",
+                          schedule: str = "") -> ScheduleRecord:
+        key = self.key("beat", name)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hsetnx(key, "last", int(last_due_ms))
+        pipe.hset(key, mapping={"task": task, "sched": schedule})
+        pipe.sadd(self.key("beats"), name)
+        pipe.hgetall(key)
+        return self._schedule_record(name, pipe.execute()[-1])
+
+    def schedule_fire(self, name: str, expected_last_ms: int, due_ms: int, next_ms: int,
+                      job: NewJob | None) -> str:
+        publish = self._publish_args(job) if job is not None else [
+            self.prefix, "", "", "", "0 0 0 0 0 0 0 0 0", "", "", "", "", ""]
+        reply = self.scripts.run("fire", [*publish, name, int(expected_last_ms), int(due_ms),
+                                          int(next_ms), "1" if job is not None else "0"])
+        if isinstance(reply, list) and reply and _text(reply[0]) == "beat":
+            return _text(reply[1])
+        return "fired"
+
+    def schedules(self) -> list[ScheduleRecord]:
+        names = sorted(_text(n) for n in self.client.smembers(self.key("beats")))
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.hgetall(self.key("beat", name))
+        return [self._schedule_record(name, raw)
+                for name, raw in zip(names, pipe.execute(), strict=True) if raw]
+
+    def schedule_pause(self, name: str, paused: bool) -> bool:
+        return bool(self._pause_script(keys=[self.key("beat", name)],
+                                       args=["1" if paused else "0"]))
+
+    def schedule_delete(self, name: str) -> bool:
+        pipe = self.client.pipeline(transaction=True)
+        pipe.delete(self.key("beat", name))
+        pipe.srem(self.key("beats"), name)
+        return bool(pipe.execute()[0])
+
+    @staticmethod
+    def _schedule_record(name: str, raw: Any) -> ScheduleRecord:
+        f = {_text(k): _text(v) for k, v in raw.items()}
+        return ScheduleRecord(
+            name=name, last_due_ms=int(f.get("last") or 0), paused=f.get("paused") == "1",
+            task=f.get("task", ""), schedule=f.get("sched", ""),
+            next_due_ms=int(f.get("next") or 0), last_job_id=f.get("job", ""),
+            fired=int(f.get("fired") or 0))
 
     def wait(
         self, queues: Sequence[str], transient: Sequence[str], timeout: float

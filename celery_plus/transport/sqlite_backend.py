@@ -38,6 +38,7 @@ from celery.exceptions import ImproperlyConfigured
 from kombu.exceptions import ConnectionError as KombuConnectionError
 
 from .backend import (
+    SCHEDULE_COLUMNS,
     Claim,
     ClaimResult,
     JobClaim,
@@ -45,7 +46,9 @@ from .backend import (
     PublishOutcome,
     Recovered,
     ScheduledJob,
+    ScheduleRecord,
     Settle,
+    schedule_record,
 )
 from .details import clean_detail
 
@@ -60,6 +63,8 @@ LOCKED_GIVE_UP_S = 120.0
 PRIORITY_FACTOR = 1 << 40
 HISTORY_MAX = 50
 PROMOTE_BATCH = 100
+#: Rate groups a claim gives parked jobs back to, at most.
+RATE_RELEASE_GROUPS = 20
 MAINTAIN_BATCH = 500
 UNBLOCK_GROUPS = 50
 #: States of a job that has ended (a publish of its id starts it anew).
@@ -74,7 +79,8 @@ FIELDS: dict[str, str] = {
     "ut": "unique_ttl_ms", "cg": "conc_group", "cl": "conc_limit", "due": "due_ms",
     "enq": "enqueued_ms", "start": "started_ms", "fin": "finished_ms", "wk": "worker",
     "reason": "reason", "etype": "exc_type", "emsg": "exc_message", "tb": "traceback",
-    "hist": "history", "score": "score",
+    "hist": "history", "score": "score", "rg": "rate_group", "rl": "rate_limit",
+    "rw": "rate_window_ms",
 }
 
 _SCHEMA: str | None = None
@@ -97,6 +103,24 @@ def _schema() -> str:
         sql = resources.files("celery_plus.transport") / "sql" / "sqlite.sql"
         _SCHEMA = sql.read_text()
     return _SCHEMA
+
+
+#: Columns added to ``jobs`` after its first release (``ALTER TABLE`` on older stores), and
+#: what is built on them.
+ADDED_COLUMNS = (("rate_group", "TEXT"), ("rate_limit", "INTEGER"), ("rate_window_ms", "INTEGER"),
+                 ("rate_parked", "INTEGER NOT NULL DEFAULT 0"))
+_ON_ADDED_COLUMNS = ("CREATE INDEX IF NOT EXISTS jobs_rate_parked ON jobs (rate_group, score) "
+                     "WHERE state = 'blocked' AND rate_parked = 1")
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    """Give a store made before :data:`ADDED_COLUMNS` those columns (inside the caller's
+    schema transaction)."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
+    for name, kind in ADDED_COLUMNS:
+        if name not in have:
+            conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
+    conn.execute(_ON_ADDED_COLUMNS)
 
 
 def _now_ms() -> int:
@@ -261,13 +285,13 @@ class _Tx:
     # -- state changes ------------------------------------------------------------------
     def enqueue(self, job_id: str) -> None:
         """Back to (or into) its queue; the job keeps its score, hence its place in line."""
-        self.run("UPDATE jobs SET state = 'enqueued' WHERE id = ?", job_id)
+        self.run("UPDATE jobs SET state = 'enqueued', rate_parked = 0 WHERE id = ?", job_id)
         self.woke = True
 
     def unblock_one(self, group: str) -> None:
-        """Move the oldest blocked job of ``group`` back to its queue."""
+        """Move the oldest job blocked on a slot of ``group`` back to its queue."""
         job_id = self.scalar("SELECT id FROM jobs WHERE state = 'blocked' AND conc_group = ? "
-                             "ORDER BY score LIMIT 1", group)
+                             "AND rate_parked = 0 ORDER BY score LIMIT 1", group)
         if job_id is not None:
             self.enqueue(job_id)
 
@@ -346,6 +370,61 @@ class _Tx:
                 self.refresh_hold(lock, job_id)
         self.enqueue(job_id)
         return "requeued"
+
+    # -- cluster rate limits (lib.lua's rate_* helpers) ----------------------------------
+    def rate_room(self, group: str, limit: int, window: int) -> int:
+        """``limit`` minus the group's starts of the last ``window`` ms and its claims not
+        started yet (lapsed ones dropped)."""
+        self.run("DELETE FROM rate_claims WHERE rate_group = ? AND ((started = 1 AND at_ms < ?) "
+                 "OR (started = 0 AND at_ms < ?))", group, self.now - window, self.now)
+        return limit - int(self.scalar("SELECT COUNT(*) FROM rate_claims WHERE rate_group = ?",
+                                       group))
+
+    def rate_take(self, group: str, job_id: str, token: int, lease_ms: int) -> None:
+        """Count the claim in the window, as not started yet (until its lease deadline)."""
+        self.run("INSERT INTO rate_claims (rate_group, started, at_ms, job_id, token) "
+                 "VALUES (?, 0, ?, ?, ?)", group, self.now + lease_ms, job_id, token)
+
+    def rate_opens(self, group: str, window: int) -> int:
+        """When the group's window next has room: its oldest start leaves it, or its oldest
+        claim not started yet lapses."""
+        at = self.scalar("SELECT MIN(CASE WHEN started = 1 THEN at_ms + ? + 1 ELSE at_ms END) "
+                         "FROM rate_claims WHERE rate_group = ?", window, group)
+        return self.now if at is None else int(at)
+
+    def rate_park(self, job_id: str, group: str, window: int) -> None:
+        self.run("UPDATE jobs SET state = 'blocked', rate_parked = 1 WHERE id = ?", job_id)
+        self.stat("rate_limited")
+        self.run("INSERT INTO rate_wake (rate_group, at_ms) VALUES (?, ?) ON CONFLICT "
+                 "(rate_group) DO UPDATE SET at_ms = MIN(at_ms, excluded.at_ms)",
+                 group, self.rate_opens(group, window))
+
+    def release_rate(self, max_groups: int) -> int:
+        """Groups whose window has room get that many parked jobs back, oldest first."""
+        released = 0
+        for (group,) in self.all("SELECT rate_group FROM rate_wake WHERE at_ms <= ? "
+                                 "ORDER BY at_ms LIMIT ?", self.now, max_groups):
+            parked = "FROM jobs WHERE state = 'blocked' AND rate_parked = 1 AND rate_group = ?"
+            first = self.one(f"SELECT rate_limit, rate_window_ms {parked} ORDER BY score "
+                             "LIMIT 1", group)
+            window = 0
+            if first is not None:
+                window = int(first[1] or 0)
+                room = self.rate_room(group, int(first[0] or 0), window)
+                if room > 0:
+                    for (job_id,) in self.all(f"SELECT id {parked} ORDER BY score LIMIT ?",
+                                              group, room):
+                        self.enqueue(job_id)
+                        released += 1
+            if self.scalar(f"SELECT 1 {parked} LIMIT 1", group) is None:
+                self.run("DELETE FROM rate_wake WHERE rate_group = ?", group)
+            else:
+                # (an empty window: the jobs given back are not claimed yet; look again in a
+                # second)
+                opens = self.rate_opens(group, window)
+                self.run("UPDATE rate_wake SET at_ms = ? WHERE rate_group = ?",
+                         opens if opens > self.now else self.now + 1000, group)
+        return released
 
     def promote_due(self, limit: int) -> int:
         """Move due scheduled jobs to their queues (bounded)."""
@@ -444,7 +523,9 @@ class SQLiteBackend:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         try:
-            conn.executescript("BEGIN IMMEDIATE;\n" + _schema() + "\nCOMMIT;")
+            conn.executescript("BEGIN IMMEDIATE;\n" + _schema())
+            _add_columns(conn)
+            conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
@@ -559,13 +640,16 @@ class SQLiteBackend:
                                       job.concurrency_limit)
         if prev is None and not lock and not job.concurrency_group:
             extension = (None,) * 5  # absent fields, as publish.lua leaves them out
+        rate = ((job.rate_group, job.rate_limit, job.rate_window_ms) if job.rate_group
+                else (None, None, None))
         values = (job.queue, job.name, _as_bytes(job.message), state, score, job.max_deliveries,
-                  *extension, tx.now, job.eta_ms)
+                  *extension, tx.now, job.eta_ms, *rate)
         if prev is None:
             tx.run(
                 "INSERT INTO jobs (queue, name, msg, state, score, deliveries, max_deliveries, "
                 "unique_lock, unique_window, unique_ttl_ms, conc_group, conc_limit, "
-                "enqueued_ms, due_ms, id) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "enqueued_ms, due_ms, rate_group, rate_limit, rate_window_ms, id) "
+                "VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 *values, job.id)
         else:
             # Same task id again: the new message replaces the job's previous one. A
@@ -577,7 +661,8 @@ class SQLiteBackend:
                 "UPDATE jobs SET queue = ?, name = ?, msg = ?, state = ?, score = ?, "
                 "deliveries = 0, max_deliveries = ?, unique_lock = ?, unique_window = ?, "
                 "unique_ttl_ms = ?, conc_group = ?, conc_limit = ?, enqueued_ms = ?, "
-                f"due_ms = ?, lease_expires_ms = NULL{fresh} WHERE id = ?",
+                "due_ms = ?, rate_group = ?, rate_limit = ?, rate_window_ms = ?, "
+                f"rate_parked = 0, lease_expires_ms = NULL{fresh} WHERE id = ?",
                 *values, job.id)
         # A scheduled job wakes waiters too: they learn its due time and sleep until then.
         tx.woke = True
@@ -609,23 +694,31 @@ class SQLiteBackend:
     def _claim(self, tx: _Tx, queues: Sequence[str], worker_id: str, max_jobs: int,
                result: ClaimResult) -> None:
         tx.promote_due(PROMOTE_BATCH)
+        tx.release_rate(RATE_RELEASE_GROUPS)
         scan_limit = max(self.scan_limit, 4 * max_jobs)
         taken = scanned = 0
         for queue in queues:
             while taken < max_jobs and scanned < scan_limit:
                 rows = tx.all(
                     "SELECT id, conc_group, conc_limit, unique_lock, unique_window, msg, "
-                    "deliveries FROM jobs WHERE state = 'enqueued' AND queue = ? "
-                    "ORDER BY score LIMIT ?", queue, max_jobs - taken)
+                    "deliveries, rate_group, rate_limit, rate_window_ms FROM jobs "
+                    "WHERE state = 'enqueued' AND queue = ? ORDER BY score LIMIT ?",
+                    queue, max_jobs - taken)
                 if not rows:
                     break
-                for job_id, group, limit, lock, window, msg, deliveries in rows:
+                for (job_id, group, limit, lock, window, msg, deliveries, rate_group,
+                     rate_limit, rate_window) in rows:
                     scanned += 1
+                    if rate_group and tx.rate_room(rate_group, rate_limit, rate_window) <= 0:
+                        tx.rate_park(job_id, rate_group, rate_window)
+                        result.blocked.append(job_id)
+                        continue
                     if group:
                         used = tx.scalar("SELECT COUNT(*) FROM slots WHERE conc_group = ?", group)
                         if used >= limit:
                             # Parked: keeps its score, so it keeps its place in line.
-                            tx.run("UPDATE jobs SET state = 'blocked' WHERE id = ?", job_id)
+                            tx.run("UPDATE jobs SET state = 'blocked', rate_parked = 0 "
+                                   "WHERE id = ?", job_id)
                             tx.stat("blocked")
                             result.blocked.append(job_id)
                             continue
@@ -633,9 +726,13 @@ class SQLiteBackend:
                                group, job_id)
                     token, delivery = self._begin_claim(tx, job_id, lock, window, deliveries,
                                                         worker_id)
+                    if rate_group:
+                        tx.rate_take(rate_group, job_id, token, self.lease_ms)
                     result.claims.append(Claim(job_id, token, bytes(msg), delivery, queue))
                     taken += 1
-        first_due = tx.scalar("SELECT MIN(due_ms) FROM jobs WHERE state = 'scheduled'")
+        first_due = tx.scalar("SELECT MIN(due) FROM (SELECT MIN(due_ms) AS due FROM jobs "
+                              "WHERE state = 'scheduled' UNION ALL "
+                              "SELECT MIN(at_ms) FROM rate_wake)")
         result.next_due = None if first_due is None else max(first_due - tx.now, 0) / 1000.0
 
     def _begin_claim(self, tx: _Tx, job_id: str, lock: str | None, window: str | None,
@@ -650,7 +747,7 @@ class SQLiteBackend:
         delivery = int(deliveries) + 1
         token = tx.next_token(job_id)
         tx.run("UPDATE jobs SET state = 'running', worker = ?, started_ms = ?, "
-               "deliveries = ?, token = ?, lease_expires_ms = ? WHERE id = ?",
+               "deliveries = ?, token = ?, lease_expires_ms = ?, rate_parked = 0 WHERE id = ?",
                worker_id, tx.now, delivery, token, tx.now + self.lease_ms, job_id)
         return token, delivery
 
@@ -788,7 +885,11 @@ class SQLiteBackend:
         """maintain.lua: promote, unblock, prune. Returns (promoted, unblocked, pruned)."""
         promoted = tx.promote_due(MAINTAIN_BATCH)
         tx.renew_holds(MAINTAIN_BATCH, self.renews_waiting_holds)
-        unblocked = 0
+        # Every rate group with parked jobs is looked at again (a wake-up lost to nothing else).
+        tx.run("INSERT OR IGNORE INTO rate_wake (rate_group, at_ms) SELECT DISTINCT "
+               "rate_group, ? FROM jobs WHERE state = 'blocked' AND rate_parked = 1 LIMIT ?",
+               tx.now, UNBLOCK_GROUPS)
+        unblocked = tx.release_rate(MAINTAIN_BATCH)
         for group in self._blocked_groups(tx):
             # Slot entries whose job is no longer running are stale.
             tx.run("DELETE FROM slots WHERE conc_group = ? AND NOT EXISTS (SELECT 1 FROM jobs "
@@ -797,7 +898,8 @@ class SQLiteBackend:
                               "AND conc_group = ? ORDER BY score LIMIT 1", group) or 0
             free = limit - tx.scalar("SELECT COUNT(*) FROM slots WHERE conc_group = ?", group)
             while free > 0 and tx.scalar("SELECT 1 FROM jobs WHERE state = 'blocked' "
-                                         "AND conc_group = ? LIMIT 1", group):
+                                         "AND conc_group = ? AND rate_parked = 0 LIMIT 1",
+                                         group):
                 tx.unblock_one(group)
                 free -= 1
                 unblocked += 1
@@ -845,6 +947,89 @@ class SQLiteBackend:
         return pruned
 
     # -- idle wake-up -------------------------------------------------------------------
+    def rate_started(self, job_id: str, token: int) -> None:
+        """lua/rate_start.lua: the claim counts by its start time from now on."""
+
+        def body(tx: _Tx) -> None:
+            row = tx.one("SELECT rate_group, rate_window_ms FROM jobs WHERE id = ?", job_id)
+            if row is None or not row[0]:
+                return
+            group, window = row[0], int(row[1] or 0)
+            tx.run("DELETE FROM rate_claims WHERE rate_group = ? AND job_id = ? AND token = ?",
+                   group, job_id, token)
+            tx.run("INSERT INTO rate_claims (rate_group, started, at_ms, job_id, token) "
+                   "VALUES (?, 1, ?, ?, ?)", group, tx.now, job_id, token)
+            tx.run("UPDATE rate_wake SET at_ms = MIN(at_ms, ?) WHERE rate_group = ?",
+                   tx.rate_opens(group, window), group)
+
+        self._write(body)
+
+    # -- leases of roles and periodic schedules ----------------------------------------
+    def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
+        """Take or renew ``role``'s lease for ``holder`` (lua/lead.lua), one transaction."""
+
+        def body(tx: _Tx) -> bool:
+            return tx.scalar(
+                "INSERT INTO leases (role, holder, expires_ms) VALUES (?, ?, ?) "
+                "ON CONFLICT (role) DO UPDATE SET holder = excluded.holder, "
+                "expires_ms = excluded.expires_ms "
+                "WHERE leases.holder = excluded.holder OR leases.expires_ms < ? "
+                "RETURNING holder", role, holder, tx.now + max(int(ttl_ms), 1), tx.now,
+            ) is not None
+
+        return self._write(body)
+
+    def resign(self, role: str, holder: str) -> None:
+        self._write(lambda tx: tx.run("DELETE FROM leases WHERE role = ? AND holder = ?",
+                                      role, holder))
+
+    def schedule_register(self, name: str, last_due_ms: int, task: str = "",
+                          schedule: str = "") -> ScheduleRecord:
+        def body(tx: _Tx) -> ScheduleRecord:
+            tx.run("INSERT INTO schedules (name, last_due_ms, task, schedule) "
+                   "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET task = excluded.task, "
+                   "schedule = excluded.schedule", name, int(last_due_ms), task, schedule)
+            return schedule_record(tx.one(f"SELECT {SCHEDULE_COLUMNS} FROM schedules "
+                                           "WHERE name = ?", name))
+
+        return self._write(body)
+
+    def schedule_fire(self, name: str, expected_last_ms: int, due_ms: int, next_ms: int,
+                      job: NewJob | None) -> str:
+        """lua/fire.lua: the fence, the entry's advance and the tick's publish, one
+        transaction."""
+
+        def body(tx: _Tx) -> str:
+            row = tx.one("SELECT last_due_ms, paused FROM schedules WHERE name = ?", name)
+            if row is None:
+                return "missing"
+            if int(row[0]) != int(expected_last_ms):
+                return "stale"
+            tx.run("UPDATE schedules SET last_due_ms = ?, next_due_ms = ? WHERE name = ?",
+                   int(due_ms), int(next_ms), name)
+            if row[1]:
+                return "paused"
+            if job is None:
+                return "skipped"
+            tx.run("UPDATE schedules SET last_job = ?, fired = fired + 1 WHERE name = ?",
+                   job.id, name)
+            self._publish(tx, job)
+            return "fired"
+
+        return self._write(body)
+
+    def schedules(self) -> list[ScheduleRecord]:
+        rows = self._read(lambda conn: conn.execute(
+            f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name").fetchall())
+        return [schedule_record(row) for row in rows]
+
+    def schedule_pause(self, name: str, paused: bool) -> bool:
+        return bool(self._write(lambda tx: tx.run(
+            "UPDATE schedules SET paused = ? WHERE name = ?", int(paused), name)))
+
+    def schedule_delete(self, name: str) -> bool:
+        return bool(self._write(lambda tx: tx.run("DELETE FROM schedules WHERE name = ?", name)))
+
     def wait(
         self, queues: Sequence[str], transient: Sequence[str], timeout: float
     ) -> tuple[str, str, bytes | None] | None:

@@ -59,3 +59,20 @@ def _lost_in_store(app: Any, tag: str, claim: tuple[str, int],
         else:
             book.confirmed([claim], (), asked_at)
     return bool(lost)
+
+
+def note_rate_start(app: Any, properties: dict[str, Any]) -> None:
+    """Tell the store that the task of this delivery (a job of a cluster rate group) starts
+    now: its claim counts by this start from here on (``Backend.rate_started``). A store
+    that cannot be told is logged: the claim keeps counting, as not started, until its
+    lease deadline — fewer starts than the limit allows meanwhile, never more."""
+    tag = properties.get("delivery_tag")
+    parsed = parse_delivery_tag(tag) if isinstance(tag, str) else None
+    if parsed is None or SURE_UNTIL not in properties:
+        return  # not a delivery of the plus transport
+    try:
+        with app.pool.acquire(block=True) as connection:
+            connection.default_channel.backend.rate_started(*parsed)
+    except Exception as exc:
+        logger.warning("celery-plus: could not record the start of rate-limited job %s "
+                       "(%r)", parsed[0], exc)

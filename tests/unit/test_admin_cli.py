@@ -431,3 +431,32 @@ def test_admin_without_waitress_names_the_extra(store: Store,
     done = run(store, "admin", "--port", "8099")
     assert done.exit_code == 1
     assert "pip install 'celery-plus[admin]'" in done.output
+
+
+# -- beat's schedules ---------------------------------------------------------------------
+def test_schedules_ls_pause_resume_and_rm(store: Store) -> None:
+    store.backend.schedule_register("nightly", 1_796_000_000_000, "proj.report",
+                                    "<crontab: 0 3 * * * (m/h/dM/MY/d)>")
+    store.backend.schedule_register("every-5s", 1_796_000_000_000, "proj.tick",
+                                    "<freq: 5.00 seconds>")
+    result = run(store, "schedules", "ls")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:4] == ["SCHEDULE", "TASK", "EVERY", "STATE"]
+    assert [line.split()[0] for line in lines[1:]] == ["every-5s", "nightly"]
+    assert "active" in lines[2] and "2026-" in lines[2]
+
+    result = run(store, "schedules", "pause", "nightly", "missing")
+    assert result.exit_code == 1
+    assert "paused nightly" in result.stdout and "no schedule entry named 'missing'" in (
+        result.stderr)
+    [paused] = [e for e in as_json(run(store, "schedules", "ls", "--json"))
+                if e["name"] == "nightly"]
+    assert paused["paused"] is True and paused["task"] == "proj.report"
+    result = run(store, "schedules", "resume", "nightly", "--json")
+    assert result.exit_code == 0
+    assert as_json(result)["changed"][0]["paused"] is False
+
+    assert run(store, "schedules", "rm", "every-5s").exit_code == 0
+    assert run(store, "schedules", "rm", "every-5s").exit_code == 1
+    assert [s.name for s in store.backend.schedules()] == ["nightly"]

@@ -514,3 +514,26 @@ def test_a_text_search_says_when_it_looked_at_the_newest_jobs_only(
     page = call(web, path, query=query)[2]
     assert "3 jobs, page 1 of 1" in page and 'id="searched"' not in page
     assert 'id="searched"' not in call(web, "/jobs/failed")[2]
+
+
+def test_the_schedules_page_json_and_pause_resume(store: Store, web: Dashboard) -> None:
+    store.backend.schedule_register("night<ly>", 1_796_000_000_000, "proj.report",
+                                    "<crontab: 0 3 * * *>")
+    status, _, page = call(web, "/schedules")
+    assert status == "200 OK"
+    assert "night&lt;ly&gt;" in page and "night<ly>" not in page  # escaped
+    assert 'id="nav-schedules"' in page and "active" in page
+    status, _, body = call(web, "/api/schedules")
+    assert json.loads(body)[0]["name"] == "night<ly>"
+    status, headers, _ = call(web, "/schedules/night<ly>/pause",
+                              method="POST")
+    assert status.startswith("303") and "paused" in headers["Location"]
+    assert store.backend.schedules()[0].paused
+    call(web, "/schedules/night<ly>/resume", method="POST")
+    assert not store.backend.schedules()[0].paused
+    assert call(web, "/schedules/nope/pause", method="POST")[0].startswith("404")
+    assert call(web, "/schedules/night/explode", method="POST")[0].startswith("404")
+    # Without the operator's token: no change.
+    assert not call(web, "/schedules/night<ly>/pause", method="POST",
+                    headers={})[0].startswith("303")
+    assert not store.backend.schedules()[0].paused

@@ -90,6 +90,16 @@ def test_a_worker_refuses_unenforced_extension_options_naming_tasks_and_fix() ->
     assert check_worker(_app(AMQP, plus_coordination_url="redis://h:6379/0")) == COORDINATED
 
 
+def test_a_coordinated_worker_refuses_a_cluster_rate_limit_it_cannot_enforce() -> None:
+    app = _app(AMQP, unique=False, plus_coordination_url="redis://h:6379/0")
+
+    @app.task(name="unit.call_api", rate_limit="60/m", rate_limit_scope="cluster", shared=False)
+    def call_api() -> None: ...
+
+    with pytest.raises(ImproperlyConfigured, match=r"unit\.call_api.*cluster rate limit"):
+        check_worker(app)
+
+
 def test_a_plain_mode_client_warns_once_per_task_and_still_sends(
         caplog: pytest.LogCaptureFixture) -> None:
     sent: list[str] = []

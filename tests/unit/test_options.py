@@ -54,6 +54,8 @@ def test_constants() -> None:
                 "concurrency",
                 "concurrency_key",
                 "max_deliveries",
+                "rate_limit_scope",
+                "rate_limit_key",
             }
         )
         == EXTENSION_OPTIONS
@@ -472,3 +474,67 @@ def test_positional_and_keyword_calls_share_unique_key() -> None:
     c = message_extensions(ext, "t", binder.bind((2,), {"amount": 2.0}))
     assert a == b
     assert a != c
+
+
+
+# -- cluster rate limits (docs/rate-limits.md) ----------------------------------------------
+def test_celery_rate_strings_become_starts_per_window() -> None:
+    from celery_plus.options import parse_rate
+
+    assert parse_rate("t", "60/m") == (60, 60_000)
+    assert parse_rate("t", "10/s") == (10, 1_000)
+    assert parse_rate("t", "100/h") == (100, 3_600_000)
+    assert parse_rate("t", 5) == (5, 1_000)
+    assert parse_rate("t", "0.5/s") == (1, 2_000)
+    for bad in ("fast", "10/d", "0/m", "-1/s", True, "1.5/s", None):
+        with pytest.raises(ImproperlyConfigured, match="rate_limit"):
+            parse_rate("t", bad)
+
+
+def test_a_cluster_scoped_rate_limit_is_the_stores_not_celerys_per_worker_bucket() -> None:
+    from celery_plus import Celery
+    from celery_plus.options import message_extensions
+
+    app = Celery("rates", broker="memory://", set_as_current=False)
+
+    @app.task(rate_limit="60/m", rate_limit_scope="cluster")
+    def cluster(x: int) -> None: ...
+
+    @app.task(rate_limit="10/s", rate_limit_key="customer")
+    def keyed(customer: str, n: int) -> None: ...
+
+    @app.task(rate_limit="10/s")
+    def per_worker(x: int) -> None: ...
+
+    @app.task(rate_limit="10/s", rate_limit_scope="worker")
+    def explicit_worker(x: int) -> None: ...
+
+    assert cluster.rate_limit is None and cluster.plus_rate_limit == "60/m"
+    assert (cluster.plus_extensions.rate_limit, cluster.plus_extensions.rate_window_ms) == (
+        60, 60_000)
+    assert message_extensions(cluster.plus_extensions, cluster.name, {"x": 1}) == {
+        "r": [f"{cluster.name}:", 60, 60_000]}
+    assert message_extensions(keyed.plus_extensions, keyed.name,
+                              {"customer": "acme", "n": 1}) == {
+        "r": [f'{keyed.name}:"acme"', 10, 1_000]}
+    # Celery's own meaning stays unless the cluster scope is asked for.
+    assert per_worker.rate_limit == "10/s" and per_worker.plus_extensions is None
+    assert explicit_worker.rate_limit == "10/s" and explicit_worker.plus_extensions is None
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"rate_limit_scope": "cluster"}, "needs a rate_limit"),
+    ({"rate_limit": "5/s", "rate_limit_scope": "everywhere"}, "must be one of"),
+    ({"rate_limit": "5/s", "rate_limit_key": "nope"}, "no parameter named 'nope'"),
+    ({"rate_limit": "5/s", "rate_limit_key": "x", "rate_limit_scope": "worker"},
+     "needs the cluster scope"),
+    ({"rate_limit": "often", "rate_limit_scope": "cluster"}, "is not a rate"),
+])
+def test_rate_limit_options_fail_at_decoration(options: dict[str, object],
+                                               fragment: str) -> None:
+    from celery_plus import Celery
+
+    app = Celery("rates", broker="memory://", set_as_current=False)
+    with pytest.raises(ImproperlyConfigured, match=fragment):
+        @app.task(**options)
+        def task(x: int) -> None: ...

@@ -1,5 +1,5 @@
 --[[ admin cancel: enqueued | scheduled | blocked -> canceled; each job re-checked here.
-Keys touched: P:job:{id}, P:q:{queue}, P:sched, P:blk:{group}, P:blkgroups, P:u:{lock},
+Keys touched: P:job:{id}, P:q:{queue}, P:sched, P:blk:{group}, P:blkgroups, P:rblk:{rate group}, P:u:{lock},
 P:canceled (schema in transport/lua/lib.lua).
 ARGV: 1 prefix, 2.. job ids
 The job leaves its queue, the schedule or its group's blocked set; its non-TTL unique hold is
@@ -12,7 +12,7 @@ local out = {}
 for i = 2, #ARGV do
   local id = ARGV[i]
   local jk = jkey(id)
-  local f = redis.call('HMGET', jk, 'st', 'q', 'cg', 'uk', 'uw', 'dl')
+  local f = redis.call('HMGET', jk, 'st', 'q', 'cg', 'uk', 'uw', 'dl', 'rg')
   local outcome, extra = 'canceled', f[1]
   if not f[1] then
     outcome, extra = 'missing', ''
@@ -25,6 +25,7 @@ for i = 2, #ARGV do
       redis.call('ZREM', P .. ':blk:' .. f[3], id)
       forget_if_unblocked(f[3])
     end
+    rate_unpark(id, f[7])
     release_hold(f[4], f[5], id)
     push_history(jk, {delivery = tonumber(f[6] or '0'), worker = '', started_ms = NOW,
                       finished_ms = NOW, outcome = 'admin cancel'})

@@ -2,12 +2,15 @@
 ARGV: 1 prefix, 2 worker id, 3 lease ms, 4 max jobs, 5 scan limit, 6 hold backstop ms, 7.. queues
 Each claim: token+1, deliveries+1, lease = now + lease ms, slot taken atomically (a full
 group parks the job as blocked and scanning goes on), pending-window hold released,
-running-window hold refreshed. Due scheduled jobs are promoted first.
+running-window hold refreshed. A job of a rate group whose window is full is parked as
+blocked (rate_park) and counts nothing; a claim counts in its group's window. Due scheduled
+jobs are promoted and rate groups whose window has room get their parked jobs back first.
 Returns {{id, token, msg, deliveries, queue, ...}, {blocked id, ...}, ms until the next
 scheduled job is due (-1 if none)}. ]]
 local worker, lease_ms = ARGV[2], tonumber(ARGV[3])
 local max_n, scan_limit, backstop = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 promote_due(100)
+release_rate(20)
 local out, blocked = {}, {}
 local n, scanned = 0, 0
 for qi = 7, #ARGV do
@@ -20,10 +23,16 @@ for qi = 7, #ARGV do
       local id, score = popped[i], popped[i + 1]
       scanned = scanned + 1
       local jk = jkey(id)
-      local f = redis.call('HMGET', jk, 'st', 'cg', 'cl', 'uk', 'uw', 'msg', 'dl')
+      local f = redis.call('HMGET', jk, 'st', 'cg', 'cl', 'uk', 'uw', 'msg', 'dl', 'rg', 'rl',
+                           'rw')
       if f[1] == 'enqueued' then
         local free = true
-        if f[2] and f[2] ~= '' then
+        local rg = f[8] or ''
+        if rg ~= '' and rate_room(rg, tonumber(f[9]), tonumber(f[10])) <= 0 then
+          free = false
+          rate_park(id, rg, score, tonumber(f[10]))
+          blocked[#blocked + 1] = id
+        elseif f[2] and f[2] ~= '' then
           local sk = P .. ':slot:' .. f[2]
           if redis.call('SCARD', sk) >= tonumber(f[3]) then
             free = false
@@ -38,6 +47,7 @@ for qi = 7, #ARGV do
         end
         if free then
           local tok, dl = begin_claim(id, f[4], f[5], f[7], worker, lease_ms, backstop)
+          if rg ~= '' then rate_take(rg, id, tok, tonumber(f[10]), lease_ms) end
           out[#out + 1] = id
           out[#out + 1] = tok
           out[#out + 1] = f[6]
@@ -52,4 +62,8 @@ end
 local next_due = -1
 local first = redis.call('ZRANGE', P .. ':sched', 0, 0, 'WITHSCORES')
 if first[2] then next_due = math.max(tonumber(first[2]) - NOW, 0) end
+local opens = redis.call('ZRANGE', P .. ':rwake', 0, 0, 'WITHSCORES')
+if opens[2] and (next_due < 0 or tonumber(opens[2]) - NOW < next_due) then
+  next_due = math.max(tonumber(opens[2]) - NOW, 0)
+end
 return {out, blocked, next_due}

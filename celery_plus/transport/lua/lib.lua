@@ -33,6 +33,20 @@ Key schema (P = key prefix, default "plus"; single-node Redis: keys are built he
   P:discarded        ZSET    discarded dead letters by discard ms (admin discard)
   P:wake:{queue}     LIST    wake-up tokens for idle consumers
   P:stats            HASH    cluster counters (deduplicated, recovered, dead_lettered, blocked)
+  job fields of a cluster rate limit: rg (rate group), rl (starts allowed per window), rw
+                     (window ms)
+  P:rate:{group}     ZSET    the group's starts in the current window: id:token by start ms
+  P:ratep:{group}    ZSET    its claims not started yet (prefetched): id:token by the claim's
+                             first lease deadline (counted until they start, or until then)
+  P:rblk:{group}     ZSET    jobs parked (st = blocked) because the group's window was full,
+                             by their queue score
+  P:rblkgroups       SET     groups having rate-parked jobs
+  P:rwake            ZSET    rate groups with parked jobs by the ms their window next has room
+  P:lead:{role}      STRING  holder of a role's lease (PX = its ttl): beat's leader
+  P:beat:{name}      HASH    a periodic schedule entry: last (due ms of the last tick fired,
+                             skipped or passed while paused), next (ms, for display), paused
+                             ('1'), task, sched (text), job (last job id), fired (count)
+  P:beats            SET     names of the schedule entries
 ]]
 
 -- @prelude begin  (per call: the key prefix and the server clock; in the Redis Function
@@ -274,6 +288,94 @@ local function renew_holds(batch, backstop, waiting)
     end
   end
   return renewed
+end
+
+-- == cluster rate limits (a sliding log of starts per group) ==
+-- A claim counts in its group's window from the claim on: as not started yet (P:ratep) until
+-- its task starts (rate_start.lua), then by its start time (P:rate). So however long a
+-- prefetched job waits in its worker, no window of starts ever holds more than the limit.
+
+-- Room left in `group`'s window: `limit` minus its starts of the last `window` ms and its
+-- claims not started yet (lapsed entries dropped). A start at t lets the next claim in at
+-- t + window + 1 ms.
+local function rate_room(group, limit, window)
+  local rk, pk = P .. ':rate:' .. group, P .. ':ratep:' .. group
+  redis.call('ZREMRANGEBYSCORE', rk, '-inf', '(' .. (NOW - window))
+  redis.call('ZREMRANGEBYSCORE', pk, '-inf', '(' .. NOW)
+  return limit - redis.call('ZCARD', rk) - redis.call('ZCARD', pk)
+end
+
+-- Count claim `tok` of `id` in `group`'s window, as not started yet.
+local function rate_take(group, id, tok, window, lease_ms)
+  local pk = P .. ':ratep:' .. group
+  redis.call('ZADD', pk, NOW + lease_ms, id .. ':' .. tok)
+  redis.call('PEXPIRE', pk, lease_ms + 1000)
+end
+
+-- When `group`'s window next has room: its oldest start leaves the window, or its oldest
+-- claim not started yet lapses (NOW when it has neither).
+local function rate_opens(group, window)
+  local at = nil
+  local oldest = redis.call('ZRANGE', P .. ':rate:' .. group, 0, 0, 'WITHSCORES')
+  if oldest[2] then at = tonumber(oldest[2]) + window + 1 end
+  local lapse = redis.call('ZRANGE', P .. ':ratep:' .. group, 0, 0, 'WITHSCORES')
+  if lapse[2] and (at == nil or tonumber(lapse[2]) < at) then at = tonumber(lapse[2]) end
+  return at or NOW
+end
+
+-- Park `id` (its group's window is full): blocked, in line by its queue score, woken when
+-- the window has room.
+local function rate_park(id, group, score, window)
+  redis.call('ZADD', P .. ':rblk:' .. group, score, id)
+  redis.call('SADD', P .. ':rblkgroups', group)
+  redis.call('HSET', jkey(id), 'st', 'blocked')
+  redis.call('HINCRBY', P .. ':stats', 'rate_limited', 1)
+  redis.call('ZADD', P .. ':rwake', 'LT', rate_opens(group, window), group)
+end
+
+-- Drop `id` from its rate group's parked jobs (it leaves the blocked state another way).
+local function rate_unpark(id, group)
+  if group and group ~= '' then
+    redis.call('ZREM', P .. ':rblk:' .. group, id)
+  end
+end
+
+-- Give the groups whose window has room (at most `max_groups`) their parked jobs back, as
+-- many as there is room, oldest first and keeping their place in line. A job given back
+-- is decided again when claimed.
+local function release_rate(max_groups)
+  local due = redis.call('ZRANGEBYSCORE', P .. ':rwake', '-inf', NOW, 'LIMIT', 0, max_groups)
+  local released = 0
+  for _, group in ipairs(due) do
+    local bk = P .. ':rblk:' .. group
+    local window = 0
+    local first = redis.call('ZRANGE', bk, 0, 0)
+    if first[1] then
+      local f = redis.call('HMGET', jkey(first[1]), 'rl', 'rw')
+      window = tonumber(f[2] or '0')
+      local room = rate_room(group, tonumber(f[1] or '0'), window)
+      while room > 0 do
+        local popped = redis.call('ZPOPMIN', bk, 1)
+        if not popped[1] then break end
+        local g = redis.call('HMGET', jkey(popped[1]), 'st', 'q')
+        if g[1] == 'blocked' then
+          enqueue(popped[1], g[2], popped[2])
+          room = room - 1
+          released = released + 1
+        end
+      end
+    end
+    if redis.call('ZCARD', bk) == 0 then
+      redis.call('ZREM', P .. ':rwake', group)
+      redis.call('SREM', P .. ':rblkgroups', group)
+    else
+      -- (an empty window: the jobs given back are not claimed yet; look again in a second)
+      local at = rate_opens(group, window)
+      if at <= NOW then at = NOW + 1000 end
+      redis.call('ZADD', P .. ':rwake', at, group)
+    end
+  end
+  return released
 end
 
 -- Move due scheduled jobs to their queues (bounded).

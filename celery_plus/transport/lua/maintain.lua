@@ -2,13 +2,19 @@
 ARGV: 1 prefix, 2 batch, 3 completed retention ms, 4 completed max count,
       5 dead retention ms, 6 dead max count, 7 hold backstop ms, 8 '1' to renew the holds of
       waiting jobs too ('0': of running jobs only, for a coordination store)
-Promotes due scheduled jobs, unblocks groups with free slots (and drops slot entries whose job
+Promotes due scheduled jobs, gives rate groups whose window has room their parked jobs
+back, unblocks groups with free slots (and drops slot entries whose job
 is no longer running), renews the holds of jobs that still need them, prunes completed and dead records past retention (canceled and
 discarded records with the completed retention).
 Returns {promoted, unblocked, pruned, renewed}. ]]
 local batch = tonumber(ARGV[2])
 local promoted = promote_due(batch)
 local renewed = renew_holds(batch, tonumber(ARGV[7]), ARGV[8] == '1')
+-- Every rate group with parked jobs is looked at again (a wake-up lost to nothing else).
+for _, group in ipairs(redis.call('SRANDMEMBER', P .. ':rblkgroups', 50)) do
+  redis.call('ZADD', P .. ':rwake', 'NX', NOW, group)
+end
+local released = release_rate(100)
 local unblocked = 0
 for _, group in ipairs(redis.call('SRANDMEMBER', P .. ':blkgroups', 50)) do
   local sk = P .. ':slot:' .. group
@@ -49,4 +55,4 @@ prune(P .. ':done', tonumber(ARGV[3]), tonumber(ARGV[4]))
 prune(P .. ':dead', tonumber(ARGV[5]), tonumber(ARGV[6]))
 prune(P .. ':canceled', tonumber(ARGV[3]), tonumber(ARGV[4]))
 prune(P .. ':discarded', tonumber(ARGV[3]), tonumber(ARGV[4]))
-return {promoted, unblocked, pruned, renewed}
+return {promoted, unblocked + released, pruned, renewed}

@@ -1,8 +1,8 @@
 --[[ publish: store one task message as a job, deciding uniqueness atomically.
 ARGV: 1 prefix, 2 id, 3 queue, 4 msg, 5 the numbers, separated by spaces: priority, eta ms
       (0 = now), unique ttl ms, slot limit, delivery limit (0 = none), hold backstop ms, lease
-      token continued (0 = none); 6 task name, 7 unique lock ('' = none), 8 window,
-      9 concurrency group ('' = none). Text fields are separate arguments: a key or a name
+      token continued (0 = none), rate limit, rate window ms; 6 task name, 7 unique lock
+      ('' = none), 8 window, 9 concurrency group ('' = none), 10 rate group ('' = none). Text fields are separate arguments: a key or a name
       may contain any character.
 Returns 1 (enqueued), 2 (scheduled), +10 when the publish continued a running job, the
 holder's id (a string) when the key is held by another job, or {'fenced', state} when the
@@ -16,9 +16,11 @@ local id, queue, msg = ARGV[2], ARGV[3], ARGV[4]
 local n = {}
 for field in string.gmatch(ARGV[5], '%S+') do n[#n + 1] = tonumber(field) end
 local pri, eta, ttl, limit, mdl, backstop, continues = n[1], n[2], n[3], n[4], n[5], n[6], n[7]
+local rate_limit, rate_window = n[8] or 0, n[9] or 0
 local name, lock, window, group = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local rate_group = ARGV[10] or ''
 local jk = jkey(id)
-local prev = redis.call('HMGET', jk, 'st', 'q', 'cg', 'tok', 'uk', 'uw')
+local prev = redis.call('HMGET', jk, 'st', 'q', 'cg', 'tok', 'uk', 'uw', 'rg')
 local st, tok = prev[1], tonumber(prev[4] or '0')
 local continued = st == 'running' and continues > 0 and tok == continues
 -- A job its own delivery already finished (an early ack) is published anew, as any
@@ -66,6 +68,7 @@ if prev[1] and not continued then
   redis.call('ZREM', P .. ':canceled', id)
   redis.call('ZREM', P .. ':discarded', id)
   if prev[3] and prev[3] ~= '' then redis.call('ZREM', P .. ':blk:' .. prev[3], id) end
+  rate_unpark(id, prev[7])
 end
 
 local seq = redis.call('INCR', P .. ':seq')
@@ -83,6 +86,11 @@ elseif lock ~= '' or group ~= '' then
 end
 redis.call('HSET', jk, 'msg', msg, 'q', queue, 'name', name, 'score', score, 'dl', 0,
            'mdl', mdl, 'enq', NOW, 'due', eta, 'st', state)
+if rate_group ~= '' then
+  redis.call('HSET', jk, 'rg', rate_group, 'rl', rate_limit, 'rw', rate_window)
+elseif prev[7] then
+  redis.call('HDEL', jk, 'rg', 'rl', 'rw')
+end
 local bonus = continued and 10 or 0
 redis.call('SADD', P .. ':queues', queue)
 if state == 'scheduled' then

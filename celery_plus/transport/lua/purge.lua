@@ -25,6 +25,9 @@ for _, group in ipairs(redis.call('SMEMBERS', P .. ':blkgroups')) do
   take(P .. ':blk:' .. group, 'blocked')
   forget_if_unblocked(group)
 end
+for _, group in ipairs(redis.call('SMEMBERS', P .. ':rblkgroups')) do
+  take(P .. ':rblk:' .. group, 'blocked')
+end
 local purged = 0
 for _, id in ipairs(victims) do
   local jk = jkey(id)

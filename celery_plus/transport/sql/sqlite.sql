@@ -24,6 +24,10 @@
 --   lease_expires_ms  lease deadline while running (Redis P:lease), NULL otherwise
 --   reason [reason] exc_type [etype] exc_message [emsg] traceback [tb]   dead-letter details
 --   history [hist]  JSON array of attempts (at most 50)
+--   rate_group [rg] rate_limit [rl] rate_window_ms [rw]   cluster rate limit (NULL = none)
+--   rate_parked     1 while blocked because its rate group's window was full (Redis
+--                   P:rblk:{group}); 0 otherwise (these four are added by sqlite_backend.py
+--                   to stores made before them: ADDED_COLUMNS)
 --   A NULL column is a field the Redis hash does not have.
 -- holds       unique holds (Redis P:u:{lock})
 --   lock            unique key     holder  task id holding it
@@ -40,6 +44,13 @@
 --   exchange, binding, expires_ms
 -- transient_marks    queues declared transient, so publishers that never declared them know
 --   (Redis P:tmark:{queue}): queue, expires_ms
+-- rate_claims the claims counting in each rate group's window (Redis P:rate:{group} and
+--   P:ratep:{group}): rate_group, job_id, token, started (1: at_ms is its task's start;
+--   0: not started yet, at_ms is its claim's first lease deadline)
+-- rate_wake   rate groups with parked jobs, by when their window next has room (P:rwake)
+-- leases      role leases (Redis P:lead:{role}): role, holder, expires_ms
+-- schedules   periodic schedule entries (Redis P:beat:{name}): name, last_due_ms, next_due_ms,
+--             paused, task, schedule, last_job, fired
 -- meta        counters and flags
 --   key, value      'seq' (FIFO tie-break), 'token' (store-wide lease token counter), 'stats:<name>' (deduplicated, recovered,
 --                   dead_lettered, blocked), 'maint' (ms until which maintenance is taken)
@@ -134,3 +145,34 @@ CREATE TABLE IF NOT EXISTS meta (
 -- The lease token counter starts above every token already issued (a store of an earlier
 -- version counted tokens per job).
 INSERT OR IGNORE INTO meta (key, value) SELECT 'token', COALESCE(MAX(token), 0) FROM jobs;
+
+CREATE TABLE IF NOT EXISTS rate_claims (
+    rate_group TEXT NOT NULL,
+    started    INTEGER NOT NULL,
+    at_ms      INTEGER NOT NULL,
+    job_id     TEXT NOT NULL,
+    token      INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rate_claims_by_group ON rate_claims (rate_group, started, at_ms);
+
+CREATE TABLE IF NOT EXISTS rate_wake (
+    rate_group TEXT PRIMARY KEY,
+    at_ms      INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS leases (
+    role       TEXT PRIMARY KEY,
+    holder     TEXT NOT NULL,
+    expires_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS schedules (
+    name        TEXT PRIMARY KEY,
+    last_due_ms INTEGER NOT NULL,
+    next_due_ms INTEGER NOT NULL DEFAULT 0,
+    paused      INTEGER NOT NULL DEFAULT 0,
+    task        TEXT NOT NULL DEFAULT '',
+    schedule    TEXT NOT NULL DEFAULT '',
+    last_job    TEXT NOT NULL DEFAULT '',
+    fired       INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;

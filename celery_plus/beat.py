@@ -1,0 +1,291 @@
+"""Cluster-wide periodic schedules: Celery beat with its entries, last runs and leader in the
+store (docs/schedules.md).
+
+:class:`Scheduler` is ``celery_plus.Celery``'s default ``beat_scheduler``, so ``celery-plus
+beat -A proj`` and ``celery-plus worker -B`` use it. It reads Celery's own ``beat_schedule``
+(Celery's schedule classes: intervals, ``crontab``, ``solar``) and Celery's beat service loop
+runs it. On a plus store:
+
+* every beat process registers the entries in the store (an entry keeps its stored last run
+  when it is there already), and one of them leads: the holder of the store's ``beat`` role
+  lease (``plus_beat_lease``), renewed every third of it; another takes over when it lapses;
+* the leader computes each entry's next tick from the *stored* last due time, with the entry's
+  Celery schedule, and fires it with :meth:`Backend.schedule_fire`: the store advances the
+  entry from that last due time and stores the tick's job (task id from the entry's name and
+  the due time) in one atomic step — so two processes that both believe they lead still fire
+  each tick once, and a restart neither skips nor repeats one;
+* a tick overdue by at most ``plus_beat_catch_up_window`` is fired (each tick once, in order);
+  older ones were missed by every beat process: ``plus_beat_catch_up`` ``once`` fires the
+  entry once for all of them, ``skip`` fires none;
+* a paused entry (the admin) passes its ticks without jobs.
+
+On any other broker it is Celery's ``PersistentScheduler``, unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import socket
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from celery import beat as celery_beat
+from celery import schedules as celery_schedules
+
+from .transport.backend import Backend, NewJob, PublishOutcome
+
+logger = logging.getLogger("celery_plus.beat")
+
+#: The store's role lease the leading beat process holds.
+ROLE = "beat"
+#: Task ids of ticks: uuid5 of "<entry name>@<due ms>" in this namespace.
+TICK_NAMESPACE = uuid.UUID("6f1c8f4e-5b2a-4d0e-9a51-3c1d7c9e2b10")
+#: Message header naming the tick a job was published for: {"entry": name, "due_ms": ms}.
+TICK_HEADER = "plus_beat"
+#: Ticks one entry fires in one loop at most (then the loop comes back to it at once).
+MAX_TICKS_PER_LOOP = 100
+
+
+def tick_id(name: str, due_ms: int) -> str:
+    """The task id of entry ``name``'s tick due at ``due_ms``: the same in every process."""
+    return str(uuid.uuid5(TICK_NAMESPACE, f"{name}@{due_ms}"))
+
+
+def _at(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+def _ms(when: datetime) -> int:
+    return round(when.timestamp() * 1000)
+
+
+def due_after(schedule: Any, last_ms: int) -> int:
+    """The due time (ms) of the tick after ``last_ms`` by a Celery schedule.
+
+    Celery's schedules answer "how long until the next run after ``last_run_at``, from now";
+    with the schedule's clock pinned to one instant, now + that is the next run itself, the
+    same in every process for the same ``last_ms``. Always after ``last_ms``.
+    """
+    now = schedule.now()
+    pinned = copy.copy(schedule)
+    pinned.nowfun = lambda: now
+    due = _ms(now + pinned.remaining_estimate(_at(last_ms)))
+    return max(due, last_ms + 1)
+
+
+def latest_due(schedule: Any, last_ms: int, now_ms: int) -> int:
+    """The latest tick due at or before ``now_ms`` after ``last_ms`` (``last_ms`` if none)."""
+    if type(schedule) is celery_schedules.schedule and not schedule.relative:
+        step = max(round(schedule.run_every.total_seconds() * 1000), 1)
+        return last_ms + max((now_ms - last_ms) // step, 0) * step
+    latest = last_ms
+    for _ in range(1_000_000):
+        due = due_after(schedule, latest)
+        if due > now_ms:
+            break
+        latest = due
+    return latest
+
+
+class TickFence:
+    """The publish of one tick, as the transport's ``current_transaction`` hands it over:
+    the store fires the tick (fence, advance, publish) in one step."""
+
+    def __init__(self, name: str, expected_ms: int, due_ms: int, next_ms: int) -> None:
+        self.name = name
+        self.expected_ms = expected_ms
+        self.due_ms = due_ms
+        self.next_ms = next_ms
+        #: What the store did (``FIRE_OUTCOMES``); None while nothing reached the store.
+        self.outcome: str | None = None
+
+    def publish(self, backend: Backend, job: NewJob) -> PublishOutcome:
+        self.outcome = backend.schedule_fire(self.name, self.expected_ms, self.due_ms,
+                                             self.next_ms, job)
+        if self.outcome == "fired":
+            return PublishOutcome(True, job.id, state="enqueued")
+        return PublishOutcome(False, job.id, holder_id=job.id, state=self.outcome, fenced=True)
+
+
+def _describe(schedule: Any) -> str:
+    text = repr(schedule)
+    return text[:200]
+
+
+class Scheduler(celery_beat.PersistentScheduler):
+    """Celery's beat scheduler on the plus store (module docstring); Celery's
+    ``PersistentScheduler`` on any other broker."""
+
+    def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
+        self.clustered = _on_plus_store(app)
+        self.backend: Backend | None = None
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.leading = False
+        self._last: dict[str, int] = {}
+        self._renewed_at = 0.0
+        if self.clustered:
+            config = app.plus_config()
+            self.lease_s = config.beat_lease
+            self.catch_up = config.beat_catch_up
+            self.catch_up_window_ms = round(config.beat_catch_up_window * 1000)
+        super().__init__(app, *args, **kwargs)
+
+    # -- Celery's scheduler interface ----------------------------------------------------
+    def setup_schedule(self) -> None:
+        if not self.clustered:
+            super().setup_schedule()
+            return
+        from .admin.api import store_location
+        from .transport import make_backend
+
+        url, config = store_location(self.app)
+        self.backend = make_backend(url, config)
+        self.install_default_entries(self.data)
+        self.merge_inplace(self.app.conf.beat_schedule)
+        self._register()
+        logger.info("celery-plus beat %s: %d schedule entries in the store", self.holder,
+                    len(self.data))
+
+    @property
+    def schedule(self) -> dict[str, Any]:
+        return self.data if self.clustered else super().schedule
+
+    @property
+    def info(self) -> str:
+        if not self.clustered:
+            return str(super().info)
+        return f"    . store -> entries, last runs and leader (lease {self.lease_s:g} s)"
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        if not self.clustered:
+            return float(super().tick(*args, **kwargs))
+        renew = self.lease_s / 3
+        try:
+            if not self._lead():
+                return min(renew, self.max_interval)
+            wait = float(self.max_interval)
+            for name, entry in list(self.schedule.items()):
+                wait = min(wait, self._run_entry(name, entry))
+        except Exception as exc:  # the store is down, or slow: try again soon
+            logger.warning("celery-plus beat %s: the store failed (%r); trying again",
+                           self.holder, exc)
+            self.leading = False
+            return min(1.0, renew)
+        return max(min(wait, renew - (time.monotonic() - self._renewed_at)), 0.0)
+
+    def sync(self) -> None:
+        if not self.clustered:
+            super().sync()
+
+    def close(self) -> None:
+        if not self.clustered:
+            super().close()
+            return
+        if self.backend is not None:
+            try:
+                if self.leading:
+                    self.backend.resign(ROLE, self.holder)  # another may lead at once
+            except Exception as exc:
+                logger.debug("celery-plus beat: resigning failed: %r", exc)
+            self.backend.close()
+            self.backend = None
+        self.leading = False
+
+    # -- leader and ticks -----------------------------------------------------------------
+    def _store(self) -> Backend:
+        if self.backend is None:
+            raise RuntimeError("celery-plus beat: the scheduler is closed")
+        return self.backend
+
+    def _lead(self) -> bool:
+        """Take or renew the lease when a third of it has passed; True while leading."""
+        if self.leading and time.monotonic() - self._renewed_at < self.lease_s / 3:
+            return True
+        started = time.monotonic()
+        leading = self._store().lead(ROLE, self.holder, round(self.lease_s * 1000))
+        if leading != self.leading:
+            logger.info("celery-plus beat %s %s", self.holder,
+                        "leads: it fires the ticks" if leading else "follows: another leads")
+            if leading:
+                self._refresh()  # another leader may have fired ticks meanwhile
+        self.leading = leading
+        self._renewed_at = started
+        return leading
+
+    def _register(self) -> None:
+        now_ms = _ms(self.app.now())
+        for name, entry in self.schedule.items():
+            record = self._store().schedule_register(name, now_ms, entry.task,
+                                                     _describe(entry.schedule))
+            self._last[name] = record.last_due_ms
+
+    def _refresh(self) -> None:
+        records = {r.name: r for r in self._store().schedules()}
+        missing = [name for name in self.schedule if name not in records]
+        self._last = {name: r.last_due_ms for name, r in records.items()}
+        if missing:  # deleted from the admin while configured: registered anew
+            self._register()
+
+    def _run_entry(self, name: str, entry: Any) -> float:
+        """Fire the entry's due ticks; seconds until its next one."""
+        for _ in range(MAX_TICKS_PER_LOOP):
+            last = self._last.get(name)
+            if last is None:
+                self._refresh()
+                continue
+            now_ms = _ms(self.app.now())
+            due = due_after(entry.schedule, last)
+            if due > now_ms:
+                return (due - now_ms) / 1000
+            publish = True
+            if now_ms - due > self.catch_up_window_ms:
+                # Missed by every beat process: one tick stands for all of them.
+                due = latest_due(entry.schedule, last, now_ms)
+                publish = self.catch_up == "once"
+                logger.warning("celery-plus beat: %s missed its ticks since %s; catch-up "
+                               "policy %r", name, _at(last).isoformat(), self.catch_up)
+            outcome = self._fire(name, entry, last, due, due_after(entry.schedule, due),
+                                 publish)
+            if outcome in ("stale", "missing"):
+                self._refresh()
+            else:
+                self._last[name] = due
+        return 0.0
+
+    def _fire(self, name: str, entry: Any, last: int, due: int, next_due: int,
+              publish: bool) -> str:
+        from .transport.channel import current_transaction
+
+        fence = TickFence(name, last, due, next_due)
+        if publish:
+            tick = copy.copy(entry)
+            tick.options = {**entry.options, "task_id": tick_id(name, due),
+                            "headers": {**(entry.options.get("headers") or {}),
+                                        TICK_HEADER: {"entry": name, "due_ms": due}}}
+            token = current_transaction.set(fence)
+            try:
+                self.apply_async(tick, producer=self.producer, advance=False)
+            finally:
+                current_transaction.reset(token)
+        if fence.outcome is None:
+            # Skipped, or its queue is not a durable one (no fence there): advance alone.
+            if publish:
+                logger.warning("celery-plus beat: %s's tick went to a queue that is not "
+                               "durable: it is not fenced against a second beat", name)
+            fence.outcome = self._store().schedule_fire(name, last, due, next_due, None)
+        if fence.outcome == "fired":
+            logger.info("celery-plus beat: %s fired (%s, due %s)", name, entry.task,
+                        _at(due).isoformat())
+        return fence.outcome
+
+
+def _on_plus_store(app: Any) -> bool:
+    conn = app.connection_for_read()
+    try:
+        return bool(conn.transport_cls == "plus")
+    finally:
+        conn.release()

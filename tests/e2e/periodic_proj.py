@@ -1,0 +1,53 @@
+"""The project of the schedule and rate-limit tests (e2e, browser, and the long runs in
+``tests/faults/``): :mod:`tests.e2e.proj`'s app with a beat schedule and rate-limited tasks.
+
+Read from the environment: ``PLUS_TEST_PREFIX`` (key prefix), ``PLUS_TEST_BEAT_EVERY``
+(seconds between ticks of the entry ``tick``, default 1), ``PLUS_TEST_BEAT_LEASE`` (beat's
+lease, default 2 s), ``PLUS_TEST_RATE`` (the cluster rate limit, default ``5/s``),
+``PLUS_TEST_PREFETCH`` (``worker_prefetch_multiplier``, default Celery's 4). Every task
+records its start in Redis (``{prefix}:events``, :func:`tests.e2e.proj.record`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+from typing import Any
+
+from tests.e2e.proj import make_app, record
+
+PREFIX = os.environ.get("PLUS_TEST_PREFIX", "plus-e2e")
+EVERY = float(os.environ.get("PLUS_TEST_BEAT_EVERY", "1"))
+RATE = os.environ.get("PLUS_TEST_RATE", "5/s")
+
+app = make_app(
+    PREFIX,
+    plus_beat_lease=float(os.environ.get("PLUS_TEST_BEAT_LEASE", "2")),
+    worker_prefetch_multiplier=int(os.environ.get("PLUS_TEST_PREFETCH", "4")),
+    beat_schedule={"tick": {"task": "periodic.tick", "schedule": timedelta(seconds=EVERY)}},
+)
+
+
+@app.task(name="periodic.tick", bind=True)
+def tick(self: Any) -> None:
+    beat = self.request.get("plus_beat") or {}
+    record(PREFIX, "tick", id=self.request.id, entry=beat.get("entry"), due_ms=beat.get("due_ms"))
+
+
+@app.task(name="periodic.limited", rate_limit=RATE, rate_limit_scope="cluster")
+def limited(n: int, seconds: float = 0.0) -> None:
+    record(PREFIX, "limited", n=n)
+    time.sleep(seconds)
+
+
+@app.task(name="periodic.per_key", rate_limit=RATE, rate_limit_key="key")
+def per_key(key: str, n: int, seconds: float = 0.0) -> None:
+    record(PREFIX, "per_key", key=key, n=n)
+    time.sleep(seconds)
+
+
+@app.task(name="periodic.free")
+def free(n: int, seconds: float = 0.0) -> None:
+    record(PREFIX, "free", n=n)
+    time.sleep(seconds)

@@ -1,0 +1,145 @@
+"""Beat on the store, end to end (docs/schedules.md; issue #16 acceptance 1, short variant).
+
+Real ``celery-plus beat`` processes of :mod:`tests.e2e.periodic_proj` (a 1 s entry, a 2 s
+lease) and a real worker running the ticks, on every store: three beats fire each tick once
+while the leader is SIGKILLed (a follower takes over within the lease; every tick is still
+enqueued once, none missing); a beat restarted after a stop neither skips nor repeats a tick;
+``worker -B`` runs beat too; the catch-up policy after a total outage (``once``/``skip``).
+The long variant (10 minutes, three beats, two leader kills) is ``tests/faults/long_periodic.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from celery_plus.beat import Scheduler, tick_id
+from celery_plus.transport.backend import Backend
+from tests.e2e.conftest import Worker
+from tests.e2e.periodic_checks import Beat, fired, leader, tick_report
+from tests.e2e.proj import events
+from tests.support import wait_until
+
+APP = "tests.e2e.periodic_proj"
+EVERY_MS = 1000
+LEASE_S = 2.0
+
+
+@pytest.fixture
+def beats(tmp_path: Path, prefix: str, broker_url: str) -> Iterator[Callable[[], Beat]]:
+    started: list[Beat] = []
+
+    def start() -> Beat:
+        beat = Beat(tmp_path / f"beat-{len(started)}.log",
+                    {"PLUS_TEST_PREFIX": prefix, "PLUS_TEST_BEAT_EVERY": str(EVERY_MS / 1000),
+                     "PLUS_TEST_BEAT_LEASE": str(LEASE_S)})
+        started.append(beat)
+        return beat
+
+    yield start
+    for beat in started:
+        beat.stop()
+
+
+def ticks_run(prefix: str) -> list[dict[str, Any]]:
+    return events(prefix, "tick")
+
+
+def check_every_tick_once(prefix: str, logs: dict[str, str]) -> None:
+    """Each tick enqueued once and none missing (beat logs), each run once (the worker)."""
+    ticks = fired(logs)
+    report = tick_report(ticks, EVERY_MS)
+    assert report.ticks >= 5 and report.ok(), (report, logs)
+    assert report.longest_gap_s <= LEASE_S + EVERY_MS / 1000 + 1.5, report
+    wait_until(lambda: len(ticks_run(prefix)) >= report.ticks, timeout=30,
+               message="the worker ran every tick")
+    runs = ticks_run(prefix)
+    assert sorted(r["due_ms"] for r in runs) == [t.due_ms for t in ticks]
+    assert sorted(r["id"] for r in runs) == sorted(tick_id("tick", t.due_ms) for t in ticks)
+
+
+def test_three_beats_fire_each_tick_once_while_the_leader_is_killed(
+        beats: Callable[[], Beat], start_worker: Callable[..., Worker], prefix: str) -> None:
+    start_worker(app=APP)
+    group = [beats() for _ in range(3)]
+    wait_until(lambda: len(ticks_run(prefix)) >= 3, timeout=30, message="three ticks")
+    first = leader(group)
+    assert first is not None
+    first.kill()
+    before = len(ticks_run(prefix))
+    wait_until(lambda: len(ticks_run(prefix)) >= before + 4, timeout=30,
+               message="ticks after the leader's death")
+    second = leader(group)
+    assert second is not None and second is not first
+    for beat in group:
+        beat.stop()
+    check_every_tick_once(prefix, {b.log_path.name: b.log() for b in group})
+
+
+def test_a_restarted_beat_neither_skips_nor_repeats_a_tick(
+        beats: Callable[[], Beat], start_worker: Callable[..., Worker], prefix: str) -> None:
+    start_worker(app=APP)
+    one = beats()
+    wait_until(lambda: len(ticks_run(prefix)) >= 3, timeout=30, message="three ticks")
+    one.stop()
+    time.sleep(2.5)  # ticks fall due while no beat runs
+    two = beats()
+    wait_until(lambda: "fired" in two.log(), timeout=30, message="the restarted beat fires")
+    before = len(ticks_run(prefix))
+    wait_until(lambda: len(ticks_run(prefix)) >= before + 2, timeout=30, message="more ticks")
+    two.stop()
+    check_every_tick_once(prefix, {"one": one.log(), "two": two.log()})
+
+
+def test_a_worker_with_beat_embedded_fires_the_ticks(
+        start_worker: Callable[..., Worker], prefix: str, view: Backend, tmp_path: Path) -> None:
+    worker = start_worker("-B", f"--schedule={tmp_path / 'celerybeat-schedule'}", app=APP,
+                          env={"PLUS_TEST_BEAT_EVERY": "1"})
+    wait_until(lambda: len(ticks_run(prefix)) >= 2, timeout=30, message="ticks run")
+    [entry] = view.schedules()
+    assert entry.name == "tick" and entry.fired >= 2
+    assert "fired" in worker.log()
+    assert not (tmp_path / "celerybeat-schedule").exists()  # the store keeps the entries
+
+
+@pytest.mark.parametrize("policy, fired_jobs", [("once", 1), ("skip", 0)])
+def test_ticks_missed_by_every_beat_follow_the_catch_up_policy(
+        client: Any, view: Backend, policy: str, fired_jobs: int) -> None:
+    client.conf.beat_schedule = {"tick": {"task": "proj.add", "args": (1, 2),
+                                          "schedule": timedelta(seconds=10)}}
+    client.conf.plus_beat_catch_up = policy
+    now_ms = view.now_ms()
+    view.schedule_register("tick", now_ms - 3_600_000)  # last run an hour ago
+    scheduler = Scheduler(client)
+    try:
+        assert scheduler.tick() > 0
+    finally:
+        scheduler.close()
+    [entry] = view.schedules()
+    assert entry.fired == fired_jobs
+    # Advanced to the latest tick due: the next one is in the future.
+    assert now_ms - 10_000 < entry.last_due_ms <= now_ms + 1000
+    assert (entry.last_job_id == tick_id("tick", entry.last_due_ms)) == (fired_jobs == 1)
+    waiting = view.ids_in_state("enqueued")
+    assert waiting == ([tick_id("tick", entry.last_due_ms)] if fired_jobs else [])
+
+
+def test_a_tick_within_the_window_is_run_each_time(client: Any, view: Backend) -> None:
+    client.conf.beat_schedule = {"tick": {"task": "proj.add", "args": (1, 2),
+                                          "schedule": timedelta(seconds=10)}}
+    now_ms = view.now_ms()
+    view.schedule_register("tick", now_ms - 35_000)  # three ticks overdue, within 60 s
+    scheduler = Scheduler(client)
+    try:
+        scheduler.tick()
+    finally:
+        scheduler.close()
+    [entry] = view.schedules()
+    assert entry.fired == 3
+    assert sorted(view.ids_in_state("enqueued")) == sorted(
+        tick_id("tick", now_ms - 35_000 + k * 10_000) for k in (1, 2, 3))

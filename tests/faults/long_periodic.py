@@ -1,0 +1,92 @@
+"""Issue #16 acceptance 1, the long run: three ``celery-plus beat`` processes for 10 minutes
+of a 5-second schedule, the leader SIGKILLed twice (each time a new beat process is started
+in its place, as a supervisor would), and a worker running the ticks; on one store.
+
+    python -m tests.faults.long_periodic --store redis [--minutes 10 --every 5 --lease 10]
+
+Prints one JSON report (and appends it to ``PLUS_LONG_REPORT``, default
+``.long-periodic.jsonl``): ticks enqueued (from the beat logs: each firing is logged by the
+process that fired it), duplicates, ticks missing between the first and the last, the longest
+gap between two enqueues against the bound (lease + one interval), the runs the worker made
+(each tick must run once), and for each kill how long until the next tick was enqueued.
+Exit status 1 if a check fails. Figures: docs/schedules.md. The CI variant is
+``tests/e2e/test_periodic.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections import Counter
+
+from celery_plus.beat import tick_id
+from tests.e2e.periodic_checks import fired, leader, tick_report
+from tests.support import wait_until
+
+from .long_deployment import deployment, report, store_arguments
+
+
+def run(store: str, minutes: float, every: float, lease: float, kills: int) -> dict[str, object]:
+    every_ms = round(every * 1000)
+    with deployment(store, PLUS_TEST_BEAT_EVERY=str(every),
+                    PLUS_TEST_BEAT_LEASE=str(lease)) as dep:
+        dep.worker(pool="solo", concurrency=1)
+        for _ in range(3):
+            dep.beat()
+        started = time.time()
+        end = started + minutes * 60
+        kill_at = [started + minutes * 60 * (k + 1) / (kills + 1) for k in range(kills)]
+        killed: list[float] = []
+        for moment in kill_at:
+            time.sleep(max(moment - time.time(), 0))
+            victim = leader(dep.beats)
+            if victim is None:
+                raise SystemExit("no leader to kill")
+            victim.kill()
+            killed.append(time.time())
+            dep.beat()  # a supervisor starts another
+        time.sleep(max(end - time.time(), 0))
+        for beat in dep.beats:
+            beat.stop()
+        logs = {b.log_path.name: b.log() for b in dep.beats}
+        ticks = fired(logs)
+        report = tick_report(ticks, every_ms)
+        with contextlib.suppress(AssertionError):  # the report says what is missing
+            wait_until(lambda: len(dep.events("tick")) >= report.ticks, timeout=120,
+                       message="the worker ran every tick")
+        runs = dep.events("tick")
+        run_counts = Counter(str(r["id"]) for r in runs)
+        expected = {tick_id("tick", t.due_ms) for t in ticks}
+        takeovers = [round(min((t.at for t in ticks if t.at > k), default=float("nan")) - k, 2)
+                     for k in killed]
+        entry = next(s for s in dep.view.schedules() if s.name == "tick")
+        return {
+            "scenario": "beat: 3 processes, leader SIGKILLed", "store": store,
+            "minutes": minutes, "every_s": every, "lease_s": lease, "kills": len(killed),
+            "ticks_enqueued": report.ticks, "store_fired_count": entry.fired,
+            "duplicates": report.duplicates, "missing": report.missing,
+            "longest_gap_s": report.longest_gap_s, "gap_bound_s": lease + every,
+            "enqueued_by_process": report.by_log,
+            "next_tick_after_kill_s": takeovers,
+            "runs": len(runs), "run_twice": sorted(i for i, n in run_counts.items() if n > 1),
+            "runs_missing": len(expected - set(run_counts)),
+            "ok": (report.ok() and report.longest_gap_s <= lease + every
+                   and entry.fired == report.ticks and set(run_counts) == expected
+                   and all(n == 1 for n in run_counts.values())),
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = store_arguments(__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--every", type=float, default=5.0)
+    parser.add_argument("--lease", type=float, default=10.0)
+    parser.add_argument("--kills", type=int, default=2)
+    args = parser.parse_args(argv)
+    result = run(args.store, args.minutes, args.every, args.lease, args.kills)
+    return report(result, ".long-periodic.jsonl")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,15 @@
+#!/bin/sh
+# Issue #16's long runs on every store: beat (10 minutes, three processes, two leader
+# SIGKILLs; the stores in parallel) and cluster rate limits (3 minutes, 60/m, four workers of
+# two processes; one store after another). Needs Redis (PLUS_TEST_REDIS) and PostgreSQL
+# (PLUS_TEST_PG). One JSON report a line in .long-periodic.jsonl / .long-rate-limits.jsonl;
+# figures: docs/schedules.md, docs/rate-limits.md.
+set -e
+cd "$(dirname "$0")/../.."
+for store in redis sqlite postgres; do
+    .venv/bin/python -W ignore -m tests.faults.long_periodic --store "$store" &
+done
+for store in redis sqlite postgres; do
+    .venv/bin/python -W ignore -m tests.faults.long_rate_limits --store "$store"
+done
+wait
