@@ -43,12 +43,23 @@ class Run:
 class Ledger:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        with contextlib.closing(self._connect()) as conn:
-            conn.executescript(SCHEMA)
+        for attempt in range(50):
+            try:
+                with contextlib.closing(self._connect()) as conn:
+                    # WAL is a property of the file: set once, by whichever process comes first.
+                    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                        conn.execute("PRAGMA journal_mode = WAL")
+                    conn.executescript(SCHEMA)
+                return
+            except sqlite3.OperationalError as exc:
+                # SQLITE_PROTOCOL ("locking protocol"): processes opening the file at once
+                # raced for the WAL index; the next try finds it settled.
+                if "locking protocol" not in str(exc) or attempt == 49:
+                    raise
+                time.sleep(0.05)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
         return conn
 
