@@ -57,8 +57,8 @@ class Beat:
 
     def leading_since(self) -> float | None:
         """When this process last became the leader (None: never), if it is alive."""
-        found = _LEADS.findall(self.log())
-        return _log_time(found[-1]) if found and self.alive() else None
+        found = leads(self.log())
+        return found[-1] if found and self.alive() else None
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -72,6 +72,11 @@ class Beat:
                 self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def leads(log: str) -> list[float]:
+    """When the process writing ``log`` became the leader, each time (epoch seconds)."""
+    return [_log_time(at) for at in _LEADS.findall(log)]
 
 
 def leader(beats: Sequence[Beat]) -> Beat | None:

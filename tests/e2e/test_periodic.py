@@ -21,7 +21,7 @@ import pytest
 from celery_plus.beat import Scheduler, tick_id
 from celery_plus.transport.backend import Backend
 from tests.e2e.conftest import Worker
-from tests.e2e.periodic_checks import Beat, fired, leader, tick_report
+from tests.e2e.periodic_checks import Beat, fired, leader, leads, tick_report
 from tests.e2e.proj import events
 from tests.support import wait_until
 
@@ -50,12 +50,14 @@ def ticks_run(prefix: str) -> list[dict[str, Any]]:
     return events(prefix, "tick")
 
 
-def check_every_tick_once(prefix: str, logs: dict[str, str]) -> None:
-    """Each tick enqueued once and none missing (beat logs), each run once (the worker)."""
+def check_every_tick_once(prefix: str, logs: dict[str, str], *,
+                          max_gap_s: float | None = LEASE_S + EVERY_MS / 1000 + 1.5) -> None:
+    """Each tick enqueued once and none missing (beat logs), each run once (the worker);
+    no two enqueues further apart than ``max_gap_s`` (None: a gap was made on purpose)."""
     ticks = fired(logs)
     report = tick_report(ticks, EVERY_MS)
     assert report.ticks >= 5 and report.ok(), (report, logs)
-    assert report.longest_gap_s <= LEASE_S + EVERY_MS / 1000 + 1.5, report
+    assert max_gap_s is None or report.longest_gap_s <= max_gap_s, report
     wait_until(lambda: len(ticks_run(prefix)) >= report.ticks, timeout=30,
                message="the worker ran every tick")
     runs = ticks_run(prefix)
@@ -93,7 +95,13 @@ def test_a_restarted_beat_neither_skips_nor_repeats_a_tick(
     before = len(ticks_run(prefix))
     wait_until(lambda: len(ticks_run(prefix)) >= before + 2, timeout=30, message="more ticks")
     two.stop()
-    check_every_tick_once(prefix, {"one": one.log(), "two": two.log()})
+    # No beat ran for 2.5 s plus the restart, so the gap between enqueues is made on purpose;
+    # what counts is that the restarted beat fires (the missed ticks, caught up) as soon as it
+    # leads: within one interval and a margin for a loaded machine.
+    [led] = leads(two.log())
+    first = min(t.at for t in fired({"two": two.log()}))
+    assert first - led <= EVERY_MS / 1000 + 1.5, (led, first)
+    check_every_tick_once(prefix, {"one": one.log(), "two": two.log()}, max_gap_s=None)
 
 
 def test_a_worker_with_beat_embedded_fires_the_ticks(
