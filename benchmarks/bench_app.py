@@ -5,6 +5,11 @@ on ``plus+redis://``), ``plus-sqlite`` (celery-plus on ``plus+sqlite://``, a fil
 the system's temp folder) or ``plus-pg`` (celery-plus on ``plus+postgresql://``, a schema
 of its own: :func:`pg_schema`); ``BENCH_RUN`` isolates each run's queue, keys, file and schema. The
 first and the last job write their wall-clock time to Redis, which gives the drain rate.
+
+``counted`` (optionally sleeping, for the I/O-bound pool rows) counts completions instead, so
+the rate holds for pools that run many jobs at once; ``timed`` writes when its body returns,
+for the ack-latency rows (``benchmarks/pools.py``). Plain Celery's keys carry the run's prefix
+(``global_keyprefix``), so its unacked hash is the run's own.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ else:
     from celery import Celery  # type: ignore[assignment]
 
     app = Celery("bench", broker=REDIS_URL, set_as_current=False)
+    app.conf.broker_transport_options = {"global_keyprefix": f"{RUN}:"}
 
 app.conf.update(
     task_default_queue=QUEUE,
@@ -60,3 +66,17 @@ _marks = redis.Redis.from_url(REDIS_URL)
 def noop(i: int, n: int) -> None:
     if i == 0 or i == n - 1:
         _marks.set(f"{RUN}:mark:{i}", repr(time.time()))
+
+
+@app.task(name="bench.counted")
+def counted(i: int, n: int, sleep_s: float = 0.0) -> None:
+    if sleep_s:
+        time.sleep(sleep_s)
+    done = _marks.incr(f"{RUN}:bench-done")
+    if done == 1 or done == n:
+        _marks.set(f"{RUN}:mark:{'first' if done == 1 else 'last'}", repr(time.time()))
+
+
+@app.task(name="bench.timed")
+def timed(i: int) -> None:
+    _marks.set(f"{RUN}:returned:{i}", repr(time.time()))

@@ -100,6 +100,15 @@ class NativeEvent:
     def is_set(self) -> bool:
         return self._flag
 
+    def clear(self) -> None:
+        """Unset; a :meth:`set` racing with it leaves the event set (never lost)."""
+        if self._flag:
+            self._flag = False
+            self._gate.acquire(False)
+            if self._flag:  # set() ran in between, after the gate was taken back
+                with contextlib.suppress(RuntimeError):
+                    self._gate.release()
+
     def wait(self, timeout: float | None = None) -> bool:
         """Block the calling OS thread until set or ``timeout`` seconds; True if set."""
         if self._flag:

@@ -27,6 +27,7 @@ from . import keeper
 from .backend import Backend
 from .channel import Channel, is_transient
 from .channel import Channel as PlusChannel
+from .event_loop import LoopDriver
 from .holdings import Holdings, holdings_for
 from .legacy import LegacyQueues
 from .transient import TransientQueues
@@ -126,7 +127,7 @@ class Transport(virtual.Transport):
         *virtual.Transport.channel_errors, redis.exceptions.ResponseError,
     )
     implements = virtual.Transport.implements.extend(
-        asynchronous=False,
+        asynchronous=True,  # event_loop.py: a worker runs Celery's asynloop on it
         exchange_type=frozenset(["direct", "topic", "fanout"]),
         heartbeats=False,
     )
@@ -150,6 +151,7 @@ class Transport(virtual.Transport):
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._keeper: keeper.LeaseKeeper | None = None
         self._next_due_at: float | None = None
+        self._loop_driver: LoopDriver | None = None
 
     @cached_property
     def transient(self) -> TransientQueues:
@@ -199,6 +201,18 @@ class Transport(virtual.Transport):
         """Remember when the next scheduled job is due, to wake for it on time."""
         self._next_due_at = None if seconds is None else time.monotonic() + seconds
 
+    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
+        """Consume on Celery's event loop (``event_loop.py``) instead of ``drain_events``."""
+        self._stop_loop_driver()
+        self._loop_driver = LoopDriver(self, loop)
+        self._loop_driver.start()
+        logger.info("celery-plus: consuming on Celery's event loop")
+
+    def _stop_loop_driver(self) -> None:
+        driver, self._loop_driver = self._loop_driver, None
+        if driver is not None:
+            driver.stop()
+
     def drain_events(  # type: ignore[override]
         self, connection: Any, timeout: float | None = None
     ) -> None:
@@ -246,6 +260,7 @@ class Transport(virtual.Transport):
         return sum(channel.drain_ready() for channel in self._live_channels())
 
     def close_connection(self, connection: Any) -> None:
+        self._stop_loop_driver()
         if self._keeper is not None:
             keeper.detach(self._keeper, self)
             self._keeper = None

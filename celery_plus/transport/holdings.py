@@ -21,7 +21,7 @@ import os
 import time
 import weakref
 from collections import deque
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +69,18 @@ class Holdings:
         #: Settles waiting for a store call, oldest first (tags of ``_held``, or bare
         #: settles of claims this process never recorded).
         self._pending: deque[Settle] = deque()
+        #: Called (outside the lock, in the settling thread) when a settle is queued: the
+        #: lease keeper and the event loop store it at once instead of on their next turn.
+        self._on_settle: list[Callable[[], None]] = []
+
+    def on_settle(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            self._on_settle.append(callback)
+
+    def off_settle(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            if callback in self._on_settle:
+                self._on_settle.remove(callback)
 
     # -- claims -----------------------------------------------------------------------
     def claimed(self, claims: Iterable[Claim], asked_at: float) -> None:
@@ -184,6 +196,9 @@ class Holdings:
                     return
                 held.settle = settle
             self._pending.append(settle)
+            listeners = list(self._on_settle)
+        for notify in listeners:
+            notify()
 
     def take_settles(self) -> list[Settle]:
         """The settles to send now; give them back with :meth:`landed` or :meth:`failed`."""

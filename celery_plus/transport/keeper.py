@@ -2,8 +2,9 @@
 
 It renews the lease of every claim the process holds in the store (``holdings.py``) every
 ``plus_heartbeat_interval`` (sooner again after a failed attempt), stores the settles other
-threads queued (kept and retried while the store fails), and runs the cluster's throttled
-maintenance (recovery of expired leases, promotion of due jobs, unblocking, pruning).
+threads queued as soon as they are queued (kept and retried each turn while the store fails),
+and runs the cluster's throttled maintenance (recovery of expired leases, promotion of due
+jobs, unblocking, pruning).
 
 The keeper outlives the kombu connections that start it: a connection consuming a durable
 queue attaches to it and detaches when it closes, and the keeper goes on while claims or
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("celery_plus.keeper")
 
+#: Longest wait between two turns; a queued settle starts a turn at once.
 TICK_S = 0.1
 #: Longest wait before a failed heartbeat is tried again.
 HEARTBEAT_RETRY_S = 1.0
@@ -157,16 +159,21 @@ class LeaseKeeper(HelperThread):
         self.users = 0
         self.transports: weakref.WeakSet[Transport] = weakref.WeakSet()
         self._stopping = NativeEvent()
+        #: Set to start a turn now: stopping, or a settle queued (``Holdings.on_settle``).
+        self._wake = NativeEvent()
         #: time.monotonic() of the last failed store call (-inf: none yet).
         self._failed_at = float("-inf")
 
     def stop(self) -> None:
         self._stopping.set()
+        self._wake.set()
 
     def run(self) -> None:
+        self.holdings.on_settle(self._wake.set)
         try:
             self._loop()
         finally:
+            self.holdings.off_settle(self._wake.set)
             backend, self._backend = self._backend, None
             if backend is not None:
                 try:
@@ -179,8 +186,10 @@ class LeaseKeeper(HelperThread):
         next_heartbeat = time.monotonic() + interval
         next_maintenance = time.monotonic()
         turn = time.monotonic()
-        while not self._stopping.wait(TICK_S):
-            if self._done():
+        while True:
+            self._wake.wait(TICK_S)
+            self._wake.clear()
+            if self._stopping.is_set() or self._done():
                 return
             if time.monotonic() - turn > STALL_S:
                 next_heartbeat = 0.0  # frozen or stalled: renew now
