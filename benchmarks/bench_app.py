@@ -20,6 +20,8 @@ import time
 
 import redis
 
+from .marks import count_done
+
 REDIS_URL = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/0")
 PG_URL = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 KIND = os.environ.get("BENCH_KIND", "celery")
@@ -70,11 +72,7 @@ def noop(i: int, n: int) -> None:
 
 @app.task(name="bench.counted")
 def counted(i: int, n: int, sleep_s: float = 0.0) -> None:
-    if sleep_s:
-        time.sleep(sleep_s)
-    done = _marks.incr(f"{RUN}:bench-done")
-    if done == 1 or done == n:
-        _marks.set(f"{RUN}:mark:{'first' if done == 1 else 'last'}", repr(time.time()))
+    count_done(_marks, RUN, n, sleep_s)
 
 
 @app.task(name="bench.timed")

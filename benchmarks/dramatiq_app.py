@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 import os
-import time
 
 import dramatiq
 import redis
 from dramatiq.brokers.redis import RedisBroker
+
+from benchmarks.marks import count_done
 
 REDIS_URL = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/0")
 RUN = os.environ.get("BENCH_RUN", "bench")
@@ -23,8 +24,4 @@ _marks = redis.Redis.from_url(REDIS_URL)
 
 @dramatiq.actor(queue_name=f"{RUN}-q", max_retries=0)
 def counted(i: int, n: int, sleep_s: float = 0.0) -> None:
-    if sleep_s:
-        time.sleep(sleep_s)
-    done = _marks.incr(f"{RUN}:bench-done")
-    if done == 1 or done == n:
-        _marks.set(f"{RUN}:mark:{'first' if done == 1 else 'last'}", repr(time.time()))
+    count_done(_marks, RUN, n, sleep_s)

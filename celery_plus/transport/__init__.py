@@ -40,6 +40,10 @@ SCHEMES = ("redis", "rediss", "sentinel", "sqlite", "postgresql")
 #: Longest idle wait while kombu lists are consumed (legacy queues, plain workers' replies):
 #: they have no wake-ups, so they are polled (plain Celery workers keep their blocking pops).
 LEGACY_POLL_S = 0.1
+#: Longest wait while every prefetch slot is taken (a freed slot ends it sooner).
+BUSY_WAIT_S = 0.05
+#: Shortest wait for a scheduled job about to fall due.
+DUE_WAIT_S = 0.005
 
 
 def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) -> Backend:
@@ -222,27 +226,12 @@ class Transport(virtual.Transport):
             if self._drain_ready():
                 return
             wait = poll if deadline is None else min(poll, deadline - time.monotonic())
-            if self._next_due_at is not None:
-                wait = min(wait, max(self._next_due_at - time.monotonic(), 0.005))
+            durable, transient, wait, _busy = self._wait_plan(wait)
             if wait <= 0 or worker_stopping():
                 # Under gevent/eventlet this loop may never have blocked on a green socket
                 # (SQLite): yield once, or the greenlet that ends the loop never runs.
                 time.sleep(0)
                 raise TimeoutError()
-            durable: list[str] = []
-            transient: list[str] = []
-            busy = legacy = False
-            for channel in self._live_channels():
-                transient += channel.transient_queues
-                if channel.wants_jobs():
-                    durable += channel.durable_queues
-                elif channel.durable_queues:
-                    busy = True
-                legacy = legacy or channel.polls_kombu()
-            if busy:
-                wait = min(wait, 0.05)  # capacity frees as other threads ack
-            if legacy:
-                wait = min(wait, LEGACY_POLL_S)
             if not durable and not transient:
                 time.sleep(wait)
                 continue
@@ -252,6 +241,31 @@ class Transport(virtual.Transport):
 
                 self._deliver(json.loads(hit[2]), hit[1])
                 return
+
+    def _wait_plan(self, wait: float) -> tuple[list[str], list[str], float, bool]:
+        """What the next store wait watches, and for how long (at most ``wait``).
+
+        Returns the durable queues with a free prefetch slot, the transient queues, the
+        timeout, and whether some channel is full (capacity frees as other threads ack, so
+        the wait is short). Both consuming loops (``drain_events``, ``event_loop.py``) use it.
+        """
+        if self._next_due_at is not None:
+            wait = min(wait, max(self._next_due_at - time.monotonic(), DUE_WAIT_S))
+        durable: list[str] = []
+        transient: list[str] = []
+        busy = legacy = False
+        for channel in self._live_channels():
+            transient += channel.transient_queues
+            if channel.wants_jobs():
+                durable += channel.durable_queues
+            elif channel.durable_queues:
+                busy = True
+            legacy = legacy or channel.polls_kombu()
+        if busy:
+            wait = min(wait, BUSY_WAIT_S)
+        if legacy:
+            wait = min(wait, LEGACY_POLL_S)
+        return durable, transient, wait, busy
 
     def _live_channels(self) -> list[PlusChannel]:
         return [c for c in list(self.channels) if c is not None and not c.closed]

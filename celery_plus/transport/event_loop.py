@@ -36,12 +36,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("celery_plus.transport")
 
-#: Longest wait while every prefetch slot is taken (a freed slot wakes the loop sooner).
-BUSY_WAIT_S = 0.05
-#: Shortest wait for a scheduled job about to fall due.
-DUE_WAIT_S = 0.005
-
-
 class Pipe:
     """A self-pipe: any thread makes the read end readable; the hub drains it."""
 
@@ -211,26 +205,7 @@ class LoopDriver:
     def _arm(self) -> None:
         """Start the next wait, with the timeout the synchronous loop would use."""
         transport = self.transport
-        wait = transport.config.poll_interval
-        due_at = transport._next_due_at
-        if due_at is not None:
-            wait = min(wait, max(due_at - time.monotonic(), DUE_WAIT_S))
-        durable: list[str] = []
-        transient: list[str] = []
-        busy = legacy = False
-        for channel in transport._live_channels():
-            transient += channel.transient_queues
-            if channel.wants_jobs():
-                durable += channel.durable_queues
-            elif channel.durable_queues:
-                busy = True
-            legacy = legacy or channel.polls_kombu()
-        if busy:
-            wait = min(wait, BUSY_WAIT_S)
-        if legacy:
-            from . import LEGACY_POLL_S
-
-            wait = min(wait, LEGACY_POLL_S)
+        durable, transient, wait, busy = transport._wait_plan(transport.config.poll_interval)
         self._armed_busy = busy
         if not durable and not transient:
             # Nothing to wait on in the store: look again later, as the synchronous loop sleeps.
