@@ -11,11 +11,18 @@ from __future__ import annotations
 import ast
 import re
 import shutil
+import threading
 from pathlib import Path
 
 FROM_CELERY = re.compile(r"^(\s*from\s+)celery(\.[\w.]+)?(\s+import\b)", re.MULTILINE)
 IMPORT_CELERY = re.compile(r"^(\s*import\s+)celery(\s*(?:#.*)?)$", re.MULTILINE)
 IMPORT_CELERY_SUBMODULE = re.compile(r"^\s*import\s+celery\.", re.MULTILINE)
+
+
+#: ``ast.parse`` is not thread-safe on CPython 3.11 (the AST converter's recursion counter is
+#: shared: "SystemError: AST constructor recursion depth mismatch", CPython gh-106905), and
+#: ``compat_suite.run`` materialises configurations on a thread pool.
+_PARSE_LOCK = threading.Lock()
 
 
 class SwapError(ValueError):
@@ -38,7 +45,9 @@ def swap_source(source: str, filename: str = "<source>") -> str:
 def celery_imports(source: str) -> list[str]:
     """Modules named ``celery``/``celery.*`` that ``source`` imports (absolute imports only)."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    with _PARSE_LOCK:
+        tree = ast.parse(source)
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
         elif isinstance(node, ast.Import):

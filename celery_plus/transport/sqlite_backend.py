@@ -37,6 +37,7 @@ from urllib.parse import unquote
 from celery.exceptions import ImproperlyConfigured
 from kombu.exceptions import ConnectionError as KombuConnectionError
 
+from ..fork_guard import guard_across_fork
 from .backend import (
     SCHEDULE_COLUMNS,
     Claim,
@@ -472,6 +473,7 @@ class SQLiteBackend:
         self.renews_waiting_holds = True
         self._group_cursor = ""
         self._reset_process_state()
+        guard_across_fork(self)
         if connect:
             self.connect()
 
@@ -493,6 +495,10 @@ class SQLiteBackend:
         self._dir_fd: int | None = None
         self._waiters: list[tuple[socket.socket, str]] = []
         self._tls = threading.local()
+
+    def fork_lock(self) -> threading.RLock:
+        """Held by every SQLite call, and across forks (:mod:`celery_plus.fork_guard`)."""
+        return self._lock
 
     def _check_process(self) -> None:
         if self._pid != os.getpid():

@@ -79,6 +79,18 @@ def dead(backend: Backend, job_id: str, task: str = "proj.work", queue: str = Q,
     assert record(backend, job_id)["st"] == "failed"
 
 
+def midpoint_of_a_gap(backend: Backend, gap_ms: int = 400) -> int:
+    """A store time with ``gap_ms / 2`` of nothing on either side (waits the gap out).
+
+    An age cutoff the admin computes from its own clock lands at this mark plus the call's
+    latency; the half gap absorbs that latency so the cutoff never overtakes what comes next.
+    """
+    start = backend.now_ms()
+    wait_until(lambda: backend.now_ms() > start + gap_ms, timeout=5,
+               message="the store clock moves")
+    return start + gap_ms // 2
+
+
 def later(backend: Backend) -> int:
     """A store time strictly after everything done so far (waits for the clock to move)."""
     mark = backend.now_ms() + 1
@@ -490,10 +502,10 @@ def test_bulk_operations_without_a_scope_need_all(backend: Backend, admin: Admin
 def test_retry_many_is_scoped_by_task_queue_and_age(backend: Backend, admin: Admin) -> None:
     dead(backend, "m-old", task="proj.mail")
     dead(backend, "b-old", task="proj.bill", queue="other")
-    mark = later(backend)
+    mark = midpoint_of_a_gap(backend)
     dead(backend, "m-new", task="proj.mail")
     dead(backend, "b-new", task="proj.bill")
-    age = (backend.now_ms() - mark) / 1000 + 0.001
+    age = (backend.now_ms() - mark) / 1000
     result = admin.retry_many(task="proj.mail", older_than=age)
     assert (result.matched, result.changed) == (1, ["m-old"])
     assert admin.retry_many(queue="other").changed == ["b-old"]
