@@ -28,6 +28,7 @@ from celery.worker.request import Request as CeleryRequest
 
 from .options import EXTENSION_OPTIONS, PayloadBinder, TaskExtensions, parse_extensions
 from .transport.channel import QoS
+from .transport.details import exception_text
 from .transport.start_check import lease_lost_before_start, note_rate_start
 
 if TYPE_CHECKING:
@@ -98,8 +99,8 @@ class Request(CeleryRequest):
         self._note(reason, exc, traceback or "")
 
     def _note(self, reason: str, exc: BaseException, traceback: str) -> None:
-        detail = {"reason": reason, "exc_type": _exception_type(exc), "exc_message": str(exc),
-                  "traceback": traceback}
+        detail = {"reason": reason, "exc_type": _exception_type(exc),
+                  "exc_message": exception_text(exc), "traceback": traceback}
         if self.plus_claim is not None:
             self.plus_claim.failure = detail
             return

@@ -17,6 +17,17 @@ TEXT_MAX = 65_536
 TRUNCATED = "\u2026 [truncated: {n} characters in all]"
 
 
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``; for an exception whose ``__str__`` raises, its ``repr``, and when that
+    raises too, a stand-in naming its type (a broken exception never stops a settle)."""
+    for render in (str, repr):
+        try:
+            return render(exc)
+        except Exception:  # user code: any error of it is the case handled here
+            continue
+    return f"<{type(exc).__qualname__} object: str() and repr() raised>"
+
+
 def clean_text(value: Any, limit: int = TEXT_MAX) -> str:
     """``value`` as text every store accepts: valid UTF-8, no NUL, at most ``limit`` chars.
 

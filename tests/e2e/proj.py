@@ -44,6 +44,16 @@ def pg_schema(prefix: str) -> str:
     return ("p" + name if not name[:1].isalpha() or name.startswith("pg_") else name)[:48]
 
 
+class Unprintable(ValueError):
+    """An exception that cannot be turned into text (its ``__str__`` and ``__repr__`` raise)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no str for you")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr either")
+
+
 def make_app(prefix: str, **settings: Any) -> Celery:
     # PLUS_TEST_BROKER swaps the durable store (set per test by conftest.py's broker_url).
     broker = os.environ.get("PLUS_TEST_BROKER", f"plus+{REDIS_URL}")
@@ -215,7 +225,10 @@ def make_app(prefix: str, **settings: Any) -> Celery:
     @app.task(name="proj.fail_with")
     def fail_with(message: str) -> None:
         """Fails with ``message`` (a JSON-safe spelling: "<sur>" is a lone surrogate, "<nul>"
-        a NUL, "<huge>" a megabyte)."""
+        a NUL, "<huge>" a megabyte); "<unprintable>" raises an exception whose ``__str__``
+        and ``__repr__`` raise."""
+        if message == "<unprintable>":
+            raise Unprintable()
         text = (message.replace("<sur>", "\udce9").replace("<nul>", "\x00")
                 .replace("<huge>", "x" * 1_000_000))
         record(prefix, "fail_with", message=message)

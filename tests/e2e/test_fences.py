@@ -103,7 +103,7 @@ def test_a_late_retry_from_a_worker_whose_lease_was_recovered_changes_nothing(
     assert frozen.proc.poll() is None, frozen.log()
 
 
-@pytest.mark.parametrize("pool", ["prefork", "solo"])
+@pytest.mark.parametrize("pool", ["prefork", "solo", "threads"])
 def test_odd_failure_details_are_dead_lettered_and_never_stop_the_worker(
         client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
         pool: str) -> None:
@@ -112,11 +112,12 @@ def test_odd_failure_details_are_dead_lettered_and_never_stop_the_worker(
            "name-<sur>-<nul>": "cannot open name-\\udce9-\\x00"}
     failing = {message: client.tasks["proj.fail_with"].delay(message) for message in odd}
     huge = client.tasks["proj.fail_with"].delay("<huge>")
+    unprintable = client.tasks["proj.fail_with"].delay("<unprintable>")
     results = [m.delay() for m in marks[:15]] + [m.delay() for m in marks[15:]]
     worker = start_worker(pool=pool, concurrency=2)
     wait_until(lambda: len(view.ids_in_state("completed")) == 30, timeout=60,
                message="every normal task completed")
-    wait_until(lambda: len(view.ids_in_state("failed")) == 4, timeout=30,
+    wait_until(lambda: len(view.ids_in_state("failed")) == 5, timeout=30,
                message="every odd failure dead-lettered")
     for message, result in failing.items():
         record = view.job(result.id) or {}
@@ -124,6 +125,9 @@ def test_odd_failure_details_are_dead_lettered_and_never_stop_the_worker(
         assert record["emsg"] == odd[message], record["emsg"]
     huge_record = view.job(huge.id) or {}
     assert huge_record["emsg"].endswith("characters in all]")
+    unprintable_record = view.job(unprintable.id) or {}
+    assert unprintable_record["etype"] == "tests.e2e.proj.Unprintable", unprintable_record
+    assert unprintable_record["emsg"] == "<Unprintable object: str() and repr() raised>"
     assert sorted(e["n"] for e in events(prefix, "mark")) == list(range(30))
     assert all(view.job(r.id)["st"] == "completed" for r in results)  # type: ignore[index]
     assert worker.proc.poll() is None and "Unrecoverable error" not in worker.log()

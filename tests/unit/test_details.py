@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 
-from celery_plus.transport.details import TEXT_MAX, clean_detail, clean_text, encode_detail
+from celery_plus.transport.details import (
+    TEXT_MAX,
+    clean_detail,
+    clean_text,
+    encode_detail,
+    exception_text,
+)
 
 
 def test_lone_surrogates_and_nul_are_kept_visible_as_escapes() -> None:
@@ -37,3 +43,17 @@ def test_the_encoded_detail_is_json_every_store_accepts() -> None:
     encoded.encode("utf-8")
     assert json.loads(encoded)["exc_message"].startswith("\\udce9\\x00x")
     assert encode_detail(None) is None
+
+
+def test_an_exception_that_cannot_be_printed_still_has_a_text() -> None:
+    class NoStr(ValueError):
+        def __str__(self) -> str:
+            raise RuntimeError("broken __str__")
+
+    class NoText(NoStr):
+        def __repr__(self) -> str:
+            raise RuntimeError("broken __repr__")
+
+    assert exception_text(ValueError("plain")) == "plain"
+    assert exception_text(NoStr("x")) == "NoStr('x')"
+    assert exception_text(NoText()) == "<NoText object: str() and repr() raised>"
