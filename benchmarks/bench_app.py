@@ -8,8 +8,9 @@ first and the last job write their wall-clock time to Redis, which gives the dra
 
 ``counted`` (optionally sleeping, for the I/O-bound pool rows) counts completions instead, so
 the rate holds for pools that run many jobs at once; ``timed`` writes when its body returns,
-for the ack-latency rows (``benchmarks/pools.py``). Plain Celery's keys carry the run's prefix
-(``global_keyprefix``), so its unacked hash is the run's own.
+for the ack-latency rows (``benchmarks/pools.py``); ``returned`` records its first return
+and counts its runs, for the kill -9 window (``benchmarks/kill_window.py``). Plain Celery's
+keys carry the run's prefix (``global_keyprefix``), so its unacked hash is the run's own.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ if KIND.startswith("plus"):
     app = Celery("bench", broker=broker, backend=None, set_as_current=False)
     app.conf.plus_key_prefix = RUN
     app.conf.plus_pg_schema = pg_schema(RUN)
+    app.conf.plus_visibility_timeout = float(os.environ.get("BENCH_VISIBILITY_TIMEOUT", 30))
 else:
     from celery import Celery  # type: ignore[assignment]
 
@@ -73,6 +75,16 @@ def noop(i: int, n: int) -> None:
 @app.task(name="bench.counted")
 def counted(i: int, n: int, sleep_s: float = 0.0) -> None:
     count_done(_marks, RUN, n, sleep_s)
+
+
+@app.task(name="bench.returned")
+def returned(i: int, sleep_s: float) -> None:
+    """Sleeps, then records its first return time and counts its runs (the kill -9 window)."""
+    time.sleep(sleep_s)
+    pipe = _marks.pipeline()
+    pipe.hsetnx(f"{RUN}:first", str(i), repr(time.time()))
+    pipe.hincrby(f"{RUN}:runs", str(i), 1)
+    pipe.execute()
 
 
 @app.task(name="bench.timed")

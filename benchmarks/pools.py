@@ -11,7 +11,13 @@ the outside reference, in one invocation.
   again). Reported as the median, the 95th percentile and the maximum; the maximum is the
   kill -9 window: a worker SIGKILLed later than that after a task returned re-runs nothing.
 
-    python -m benchmarks.pools [--jobs 3000] [--latency-jobs 40]
+* **Enqueue** (``benchmarks/publishers.py``): ``delay()`` from 1 and from 8 publisher processes,
+  plain Celery and celery-plus on Redis and on PostgreSQL.
+* **Kill -9 window** (``benchmarks/kill_window.py``): which returned jobs a SIGKILLed prefork
+  worker runs again, on every store.
+
+    python -m benchmarks.pools [--jobs 3000] [--latency-jobs 40] [--publish-jobs 4000]
+                               [--kill-jobs 600]
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 
 import redis
 
+from . import kill_window, publishers
 from .throughput import CONFIGS, REDIS_URL, ROOT, _cleanup, _env
 
 SLEEP_S = 0.01
@@ -171,6 +178,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--latency-jobs", type=int, default=40)
+    parser.add_argument("--publish-jobs", type=int, default=4000)
+    parser.add_argument("--kill-jobs", type=int, default=600)
     parser.add_argument("--pools", default="solo,prefork,threads,gevent",
                         help="the pools to run (comma-separated first words)")
     args = parser.parse_args(argv)
@@ -185,6 +194,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ratio = rates["plus", pool.name] / rates["celery", pool.name]
         print(f"{pool.name:16} {rates['celery', pool.name]:15.0f} "
               f"{rates['plus', pool.name]:15.0f} {ratio:6.2f}x")
+    if POOLS[0] in pools:
+        solo = POOLS[0].name
+        rates["plus-pg", solo] = drain("plus-pg", POOLS[0], args.jobs)
+        print(f"{CONFIGS['plus-pg'][0]}, solo: {rates['plus-pg', solo]:.0f}/s; vs plain "
+              f"Celery solo on redis://: {rates['plus-pg', solo] / rates['celery', solo]:.2f}x")
     for pool in (p for p in pools if p.name.split()[0] in ("solo", "threads")):
         rates["dramatiq", pool.name] = drain("dramatiq", pool, args.jobs)
         print(f"Dramatiq, 1 process x 8 threads, {'no-op' if not pool.sleep_s else '10 ms'} "
@@ -200,9 +214,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for kind, pool in rows:
         found = latencies[kind, pool.name] = ack_latency(kind, pool, args.latency_jobs)
         print(f"{CONFIGS[kind][0] + ', ' + pool.name:44} {_ms(found)}")
+    print()
+    enqueue = publishers.report(args.publish_jobs, [1, 8])
+    windows = kill_window.report(args.kill_jobs, ["plus", "plus-pg", "plus-sqlite"])
     return {"drain": {f"{k}/{p}": v for (k, p), v in rates.items()},
             "ack_latency_ms": {f"{k}/{p}": [round(x * 1000, 2) for x in v]
-                               for (k, p), v in latencies.items()}}
+                               for (k, p), v in latencies.items()},
+            "enqueue": enqueue, "kill_window": {k: vars(w) for k, w in windows.items()}}
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ def exception_text(exc: BaseException) -> str:
             return render(exc)
         except Exception:  # user code: any error of it is the case handled here
             continue
-    return f"<{type(exc).__qualname__} object: str() and repr() raised>"
+    return f"<{type(exc).__name__} object: str() and repr() raised>"
 
 
 def clean_text(value: Any, limit: int = TEXT_MAX) -> str:
