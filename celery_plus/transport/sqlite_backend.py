@@ -837,12 +837,18 @@ class SQLiteBackend:
 
         def body(tx: _Tx) -> list[str]:
             deadline = tx.now + self.lease_ms
-            return [
-                job_id for job_id, token in held
+            lost = []
+            for job_id, token in held:
                 if tx.run("UPDATE jobs SET lease_expires_ms = ? WHERE id = ? "
                           "AND state = 'running' AND token = ?", deadline, job_id,
-                          int(token)) == 0
-            ]
+                          int(token)) == 0:
+                    lost.append(job_id)
+                    continue
+                # A rate-group claim not started yet counts on (heartbeat.lua).
+                tx.run("UPDATE rate_claims SET at_ms = ? WHERE job_id = ? AND token = ? "
+                       "AND started = 0 AND rate_group = (SELECT rate_group FROM jobs "
+                       "WHERE id = ?)", deadline, job_id, int(token), job_id)
+            return lost
 
         return self._write(body)
 

@@ -176,3 +176,27 @@ def test_a_claim_not_started_yet_counts_until_it_starts_or_its_lease_lapses(
     wait_until(lambda: got.extend(ids(claim(backend))) or got, timeout=10,
                message="room once b lapsed")
     assert got == ["d"] and backend.now_ms() - claimed_at >= 800
+
+
+def test_a_claim_not_started_counts_while_its_lease_is_renewed(
+        make_backend: Callable[..., Backend]) -> None:
+    # A worker prefetched a and b behind a long task and keeps renewing their leases: they
+    # count in the window until they start, however long that takes (review of issue #16).
+    backend = make_backend(lease_ms=400)
+    for name in ("a", "b", "c"):
+        publish(backend, name, rate_window_ms=100, **RATE)
+    first = claim(backend)
+    assert ids(first) == ["a", "b"] and first.blocked == ["c"]
+    held = [(c.job_id, c.token) for c in first.claims]
+    renewed_until = backend.now_ms() + 1200  # three leases
+    while backend.now_ms() < renewed_until:
+        assert backend.heartbeat(held) == []
+        assert ids(claim(backend)) == [], "the window took c while a and b still counted"
+        time.sleep(0.1)
+    # They start: they count by their start time, and c follows once the window has passed.
+    for job_id, token in held:
+        backend.rate_started(job_id, token)
+    got: list[str] = []
+    wait_until(lambda: got.extend(ids(claim(backend))) or got, timeout=10,
+               message="room once a's and b's starts left the window")
+    assert got == ["c"]

@@ -291,9 +291,10 @@ local function renew_holds(batch, backstop, waiting)
 end
 
 -- == cluster rate limits (a sliding log of starts per group) ==
--- A claim counts in its group's window from the claim on: as not started yet (P:ratep) until
--- its task starts (rate_start.lua), then by its start time (P:rate). So however long a
--- prefetched job waits in its worker, no window of starts ever holds more than the limit.
+-- A claim counts in its group's window from the claim on: as not started yet (P:ratep, until
+-- its lease deadline, renewed by heartbeat.lua) until its task starts (rate_start.lua), then
+-- by its start time (P:rate). So however long a prefetched job waits in a live worker, no
+-- window of starts ever holds more than the limit.
 
 -- Room left in `group`'s window: `limit` minus its starts of the last `window` ms and its
 -- claims not started yet (lapsed entries dropped). A start at t lets the next claim in at
