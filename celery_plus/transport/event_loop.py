@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("celery_plus.transport")
 
+
 class Pipe:
     """A self-pipe: any thread makes the read end readable; the hub drains it."""
 
