@@ -657,9 +657,10 @@ class PostgresBackend:
             "SELECT job_id FROM slots WHERE conc_group = store_key(%s)", [group])}
 
     def blocked_groups(self) -> set[str]:
-        """Concurrency groups having blocked jobs."""
+        """Concurrency groups having jobs blocked on their slots (not rate-parked ones)."""
         return {row[0] for row in self._rows(
-            "SELECT DISTINCT conc_group FROM jobs WHERE state = 'blocked'")}
+            "SELECT DISTINCT conc_group FROM jobs WHERE state = 'blocked' AND NOT rate_parked "
+            "AND conc_group <> ''")}
 
     def ids_in_state(self, state: str, limit: int = 1000) -> list[str]:
         """Ids of jobs in ``state``, in the order of the Redis store's index of that state."""

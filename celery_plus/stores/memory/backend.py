@@ -233,7 +233,7 @@ class MemoryBackend(Messaging):
     def blocked_groups(self) -> set[str]:
         with self.store.lock:
             return {j.group for j in self.store.jobs.values()
-                    if j.state == "blocked" and j.group}
+                    if j.state == "blocked" and j.group and not j.rate_parked}
 
     def stats(self) -> dict[str, int]:
         with self.store.lock:
