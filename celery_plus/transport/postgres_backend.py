@@ -71,7 +71,8 @@ FIELDS: dict[str, str] = {
     "ut": "unique_ttl_ms", "cg": "conc_group", "cl": "conc_limit", "due": "due_ms",
     "enq": "enqueued_ms", "start": "started_ms", "fin": "finished_ms", "wk": "worker",
     "reason": "reason", "etype": "exc_type", "emsg": "exc_message", "tb": "traceback",
-    "hist": "history::text", "score": "score",
+    "hist": "history::text", "score": "score", "rg": "rate_group", "rl": "rate_limit",
+    "rw": "rate_window_ms",
 }
 
 _PUBLISH_ARGS = ("%s, %s, %s, %s, %s::integer, %s::bigint, %s, %s, %s::bigint, %s, "
