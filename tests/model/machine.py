@@ -51,6 +51,8 @@ KEYS = ("k1", "k2", "k\x1f3")
 WINDOWS = ("pending", "running", "ttl")
 TTLS = (60_000, 300_000)
 GROUPS = {"g1": 1, "g2": 2}
+#: One cluster rate group: at most 1 or 2 starts (the message says which) a minute.
+RATE_GROUP, RATE_WINDOW_MS = "r", 60_000
 WORKERS = ("w1", "w2", "w3")
 #: ETA relative to now (None: no ETA).
 ETAS = (None, None, None, None, -1_000, 5_000, 45_000, 200_000)
@@ -159,7 +161,7 @@ class StoreVsModel(RuleBasedStateMachine):
 
     def message(self, job_id: str, queue: str, key: str | None, window: str, ttl: int,
                 group: str | None, eta: int | None, priority: int, limit: int,
-                carry: int) -> NewJob:
+                rate: int | None, carry: int) -> NewJob:
         self.messages += 1
         return NewJob(
             id=job_id, queue=queue, message=f"m{self.messages}", name="t", priority=priority,
@@ -167,13 +169,16 @@ class StoreVsModel(RuleBasedStateMachine):
             unique_window=window if key else "",
             unique_ttl_ms=ttl if key and window == "ttl" else 0,
             concurrency_group=group or "", concurrency_limit=GROUPS[group] if group else 0,
-            max_deliveries=limit, lease_token=self.carried(job_id, carry))
+            max_deliveries=limit, lease_token=self.carried(job_id, carry),
+            rate_group=RATE_GROUP if rate else "", rate_limit=rate or 0,
+            rate_window_ms=RATE_WINDOW_MS if rate else 0)
 
     MESSAGE = {"job_id": st.sampled_from(JOBS), "queue": st.sampled_from(QUEUES),
                "key": st.sampled_from((None, *KEYS)), "window": st.sampled_from(WINDOWS),
                "ttl": st.sampled_from(TTLS), "group": st.sampled_from((None, "g1", "g1", "g2")),
                "eta": st.sampled_from(ETAS), "priority": st.sampled_from((0, 0, 3, 9)),
                "limit": st.sampled_from((0, 0, 1, 2, 3)),
+               "rate": st.sampled_from((None, None, None, 1, 2)),
                "carry": st.sampled_from((0, 0, 0, 1, 1, 2, 3))}
 
     @initialize(first=st.lists(st.fixed_dictionaries(MESSAGE), min_size=1, max_size=4))
@@ -272,6 +277,15 @@ class StoreVsModel(RuleBasedStateMachine):
         gone = [d for d in self.deliveries if not d.alive]
         self.settle_some([gone[n % len(gone)]], action, None)
 
+    @precondition(lambda self: any(d.alive for d in self.deliveries))
+    @rule(n=st.integers(0, 200))
+    def task_starts(self, n: int) -> None:
+        """A held delivery's task starts (it counts in its rate group's window by its start
+        from now on)."""
+        held = [d for d in self.deliveries if d.alive]
+        d = held[n % len(held)]
+        self.both("rate_started", lambda b, a: b.rate_started(d.job_id, d.token))
+
     @rule(worker=st.sampled_from(WORKERS))
     def heartbeat(self, worker: str) -> None:
         held = self.held(worker)
@@ -288,18 +302,28 @@ class StoreVsModel(RuleBasedStateMachine):
             d.alive = False
 
     # -- time, recovery, maintenance ----------------------------------------------------
+    def deadlines(self) -> list[tuple[int, bool]]:
+        """(When, whether a hold) of what Redis keeps in keys with a TTL: unique holds, and
+        a rate group's claims not started yet and starts (each counts until then)."""
+        out = [(hold.deadline, True) for hold in self.model.store.holds.values()]
+        for group in self.model.store.rates.values():
+            out += [(at, False) for at in group.pending.values()]
+            out += [(at + RATE_WINDOW_MS, False) for at in group.starts.values()]
+        return out
+
     def advance_to(self, target: int) -> None:
-        """Move the clock, never leaving a live hold within GUARD_MS of its deadline (Redis
-        expires keys by real time) nor exactly at half a backstop from it (the stores renew
-        holds lapsing within half a backstop, one of them inclusive of the bound)."""
+        """Move the clock, never leaving what Redis keeps in a key with a TTL within
+        GUARD_MS of its deadline (Redis expires keys by real time), nor a hold exactly at half
+        a backstop from it (the stores renew holds lapsing within half a backstop, Redis
+        inclusive of that bound, the others not)."""
         half = OPTIONS["backstop_ms"] // 2
         moved = True
         while moved:
             moved = False
-            for hold in self.model.store.holds.values():
-                if 0 <= hold.deadline - target < GUARD_MS:
-                    target, moved = hold.deadline + 1, True
-                elif hold.deadline - target == half:
+            for deadline, hold in self.deadlines():
+                if 0 <= deadline - target < GUARD_MS:
+                    target, moved = deadline + 1, True
+                elif hold and deadline - target == half:
                     target, moved = target + 1, True
         by = target - self.clock.now
         self.clock.now = target
@@ -368,7 +392,8 @@ class StoreVsModel(RuleBasedStateMachine):
             "jobs": jobs, "holds": backend.holds(),
             "slots": {g: sorted(backend.slot_holders(g)) for g in GROUPS},
             "states": {s: sorted(backend.ids_in_state(s))
-                       for s in ("scheduled", "running", "completed", "failed")},
+                       for s in ("scheduled", "blocked", "running", "completed", "failed")},
+            "blocked groups": sorted(backend.blocked_groups()),
             "sizes": {q: backend.size(q) for q in QUEUES},
             "scheduled": [(j.job_id, j.due_ms) for j in backend.scheduled_jobs(QUEUES)],
             "stats": backend.stats(),
