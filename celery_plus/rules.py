@@ -171,6 +171,18 @@ RULES: Mapping[str, Rule] = {
     "prune": Rule(FINISHED, "(deleted)",
                   note="maintenance: finished past retention age or beyond the count "
                        "bound, oldest first; a ttl hold outlives its record"),
+    "rate park": Rule(
+        ("enqueued",), "blocked",
+        note="claim of a job of a rate group whose window is full (rate_room <= 0); it counts "
+             "nothing and keeps its place in line"),
+    "rate release": Rule(
+        ("blocked",), "enqueued",
+        note="claim or maintenance, once the window has room: that many parked jobs of the "
+             "group, oldest first"),
+    "task start": Rule(
+        ("running",), "running",
+        note="a claim of a rate group counts from the claim on: as not started until its "
+             "first lease deadline (renewed by heartbeats), then by its start time"),
     "renew holds": Rule(
         (*WAITING, "running"), "(unchanged)",
         note="maintenance: a pending/running hold lapsing within half a backstop whose job "
@@ -259,6 +271,23 @@ def needs_hold(state: str, window: str, waiting_too: bool = True) -> bool:
 
 def prunable(finished_ms: int, now: int, retention_ms: int) -> bool:
     return finished_ms <= now - retention_ms
+
+
+def rate_start_counts(started_ms: int, now: int, window_ms: int) -> bool:
+    """A start counts in its group's window for ``window_ms`` after it."""
+    return started_ms >= now - window_ms
+
+
+def rate_claim_counts(deadline: int, now: int) -> bool:
+    """A claim not started yet counts until its lease deadline (heartbeats renew it)."""
+    return deadline >= now
+
+
+def rate_opens(starts: list[int], claims: list[int], window_ms: int, now: int) -> int:
+    """When a rate group's window next has room: its oldest start leaves it (1 ms after
+    the window), or its oldest claim not started yet lapses; now when it has neither."""
+    times = [at + window_ms + 1 for at in starts] + claims
+    return min(times) if times else now
 
 
 def delivery_limit_message(deliveries: int, by_recovery: bool) -> str:

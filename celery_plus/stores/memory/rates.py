@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ... import rules
 from .state import Job, RateGroup
 
 if TYPE_CHECKING:
@@ -29,8 +30,10 @@ def room(step: Step, rate: tuple[str, int, int]) -> int:
     started yet (lapsed entries dropped)."""
     name, limit, window = rate
     group = _group(step, name)
-    group.starts = {k: at for k, at in group.starts.items() if at >= step.now - window}
-    group.pending = {k: at for k, at in group.pending.items() if at >= step.now}
+    group.starts = {k: at for k, at in group.starts.items()
+                    if rules.rate_start_counts(at, step.now, window)}
+    group.pending = {k: at for k, at in group.pending.items()
+                     if rules.rate_claim_counts(at, step.now)}
     return limit - len(group.starts) - len(group.pending)
 
 
@@ -51,8 +54,8 @@ def opens(step: Step, name: str, window: int) -> int:
     """When the window next has room: its oldest start leaves it, or its oldest claim not
     started yet lapses (now when it has neither)."""
     group = _group(step, name)
-    times = [at + window + 1 for at in group.starts.values()] + list(group.pending.values())
-    return min(times) if times else step.now
+    return rules.rate_opens(list(group.starts.values()), list(group.pending.values()), window,
+                            step.now)
 
 
 def _wake_by(group: RateGroup, at: int) -> None:
