@@ -103,10 +103,11 @@ class Rule:
 _FREE_ALL = _windows(Hold.RELEASE, Hold.RELEASE, Hold.KEEP)
 _BACK_TO_WAIT = _windows(Hold.RETAKE, Hold.REFRESH, Hold.KEEP)
 
-#: The event table. A state ``"(any)"`` target means the rule's decision function says.
+#: The event table: per event, the states it applies to, the state it leaves the job in, and
+#: its effects (per window for the hold). Targets in words are decided as the note says.
 RULES: Mapping[str, Rule] = {
     "publish": Rule(
-        ("(none)", *WAITING, *FINISHED), "enqueued | scheduled (due > now)",
+        ("(none)", *WAITING, *FINISHED), "enqueued or scheduled (due > now)",
         hold=_windows(Hold.TAKE, Hold.TAKE, Hold.TAKE), deliveries=Count.RESET,
         note="new id: a record; waiting id: its message replaced (place in line anew); "
              "finished id: started anew (history kept). A key other than the job's old one "
@@ -116,14 +117,14 @@ RULES: Mapping[str, Rule] = {
         note="a running id without its claim's current token, or a token that is not "
              "current: nothing changes (publish_kind)"),
     "continuation": Rule(
-        ("running",), "enqueued | scheduled (due > now)",
+        ("running",), "enqueued or scheduled (due > now)",
         hold=_windows(Hold.TAKE, Hold.TAKE, Hold.TAKE), slot=Slot.FREE, lease=Lease.DROP,
         deliveries=Count.RESET, history="retried",
         note="the message carries the running claim's current token: the claim ends and "
              "the new message takes the job's place; its key held by another job: the job "
              "coalesces (completed, reason coalesced) and releases its old key"),
     "claim": Rule(
-        ("enqueued",), "running | blocked (group full, or rate window full)",
+        ("enqueued",), "running, or blocked (group full, or rate window full)",
         hold=_windows(Hold.RELEASE, Hold.REFRESH, Hold.KEEP), slot=Slot.TAKE,
         lease=Lease.NEW, deliveries=Count.ADD,
         note="by priority then FIFO, queues in the order asked; due scheduled jobs are "
