@@ -21,10 +21,10 @@ from ...transport.backend import (
     ScheduledJob,
     Settle,
 )
-from . import rates
+from . import maintenance, rates
 from .messaging import Messaging
 from .state import Clock, MemoryState
-from .step import MAINTAIN_BATCH, Step
+from .step import Step
 
 T = TypeVar("T")
 
@@ -130,17 +130,7 @@ class MemoryBackend(Messaging):
             if self.store.maintenance_until >= step.now:
                 return False
             self.store.maintenance_until = step.now + self.maintenance_interval_ms
-            step.promote_due(MAINTAIN_BATCH)
-            step.renew_holds(MAINTAIN_BATCH, self.renews_waiting_holds)
-            rates.wake_all(step)
-            rates.release(step, MAINTAIN_BATCH)
-            step.sweep_slots()
-            comp_ret, comp_max, dead_ret, dead_max = self.retention
-            for state, retention, count in (("completed", comp_ret, comp_max),
-                                            ("failed", dead_ret, dead_max),
-                                            ("canceled", comp_ret, comp_max),
-                                            ("discarded", comp_ret, comp_max)):
-                step.prune(state, retention, count)
+            maintenance.run(step, self.retention, self.renews_waiting_holds)
             return True
 
         return self._step(body)

@@ -29,9 +29,6 @@ from .state import Job, MemoryState
 #: Jobs a claim promotes / rate groups it gives parked jobs back to, at most.
 PROMOTE_BATCH = 100
 RATE_RELEASE_GROUPS = 20
-#: Bounds of one maintenance pass.
-MAINTAIN_BATCH = 500
-UNBLOCK_GROUPS = 50
 
 
 def _truthy(value: Any) -> bool:
@@ -361,59 +358,7 @@ class Step:
             out.append(Recovered(job.id, "coalesced" if outcome == "coalesced" else "requeued"))
         return out
 
-    # -- maintenance, purge ----------------------------------------------------------------
-    def renew_holds(self, limit: int, waiting_too: bool) -> int:
-        due = sorted(((lock, h) for lock, h in self.state.holds.items()
-                      if rules.renew_due(h.deadline, self.now, self.backstop_ms)),
-                     key=lambda item: item[1].deadline)[:limit]
-        renewed = 0
-        for lock, hold in due:
-            job = self.state.jobs.get(hold.holder)
-            if job is not None and job.lock == lock and rules.needs_hold(
-                    job.state, job.window, waiting_too):
-                hold.deadline = self.now + self.backstop_ms
-                renewed += 1
-        return renewed
-
-    def blocked_groups(self) -> list[str]:
-        """Up to UNBLOCK_GROUPS groups having blocked jobs, going on after the last pass's."""
-        every = sorted({j.group for j in self.state.jobs.values()
-                        if j.state == "blocked" and j.group})
-        start = self.state.group_cursor
-        ordered = [g for g in every if g > start] + [g for g in every if g <= start]
-        groups = ordered[:UNBLOCK_GROUPS]
-        self.state.group_cursor = groups[-1] if len(groups) >= UNBLOCK_GROUPS else ""
-        return groups
-
-    def sweep_slots(self) -> int:
-        """Slot entries of jobs no longer running go; one parked job per free slot is
-        unblocked."""
-        unblocked = 0
-        for group in self.blocked_groups():
-            holders = self.state.slots.setdefault(group, set())
-            jobs = self.state.jobs
-            holders -= {i for i in holders if i not in jobs or jobs[i].state != "running"}
-            parked = [j for j in self.state.jobs.values()
-                      if j.state == "blocked" and j.group == group]
-            free = min(parked, key=lambda j: j.score).limit - len(holders)
-            while free > 0 and self.unblock_one(group):
-                free -= 1
-                unblocked += 1
-        return unblocked
-
-    def prune(self, state: str, retention_ms: int, max_count: int) -> int:
-        done = sorted((j for j in self.state.jobs.values() if j.state == state),
-                      key=lambda j: (j.finished_ms or 0, j.id))
-        old = [j for j in done if rules.prunable(j.finished_ms or 0, self.now, retention_ms)]
-        gone = old[:MAINTAIN_BATCH]
-        rest = done[len(gone):]  # ``old`` is a prefix of ``done``
-        excess = len(rest) - max_count
-        if excess > 0:
-            gone += rest[:min(excess, MAINTAIN_BATCH)]
-        for job in gone:
-            del self.state.jobs[job.id]
-        return len(gone)
-
+    # -- purge -------------------------------------------------------------------------
     def purge(self, queue: str) -> int:
         waiting = [j for j in self.state.jobs.values()
                    if j.state in WAITING and j.queue == queue]
