@@ -113,9 +113,10 @@ RULES: Mapping[str, Rule] = {
              "finished id: started anew (history kept). A key other than the job's old one "
              "releases the old key once the new one is decided (rekey)."),
     "publish (fenced)": Rule(
-        ("running",), "(unchanged)",
-        note="a running id without its claim's current token, or a token that is not "
-             "current: nothing changes (publish_kind)"),
+        ("(none)", *STATES), "(unchanged)",
+        note="a running id without its claim's current token; any id with a token that is "
+             "not current (a late or repeated continuation) unless that token's claim "
+             "finished the job itself: nothing changes (publish_kind)"),
     "continuation": Rule(
         ("running",), "enqueued or scheduled (due > now)",
         hold=_windows(Hold.TAKE, Hold.TAKE, Hold.TAKE), slot=Slot.FREE, lease=Lease.DROP,
