@@ -26,7 +26,7 @@ from .machine import OPTIONS, StoreVsModel
 
 #: Examples per store in CI: about 10 s each on this machine's busy two cores (figures in
 #: docs/model.md).
-CI_EXAMPLES = {"redis": 50, "sqlite": 200, "postgres": 35}
+CI_EXAMPLES = {"redis": 50, "sqlite": 150, "postgres": 50}
 
 
 def _settings(kind: str) -> settings:

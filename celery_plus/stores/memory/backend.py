@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ...transport.backend import (
+    Backend,
     ClaimResult,
     JobClaim,
     NewJob,
@@ -238,3 +239,8 @@ class MemoryBackend(Messaging):
             job = self.store.jobs.get(job_id)
             if job is not None:
                 job.state = state
+
+
+def _is_a_backend(backend: MemoryBackend) -> Backend:
+    """(Type check only: MemoryBackend implements the ``Backend`` protocol.)"""
+    return backend
