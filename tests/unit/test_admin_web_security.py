@@ -33,7 +33,7 @@ from celery.exceptions import ImproperlyConfigured
 
 from celery_plus import Celery, settings
 from celery_plus.admin import connect
-from celery_plus.admin.web import Dashboard, make_app
+from celery_plus.admin.web import Dashboard, Mount, make_app
 from celery_plus.transport.details import clean_text
 from tests.conformance.stores import PG_URL
 from tests.unit.test_admin_cli import REDIS_URL, Store, drop_store
@@ -93,7 +93,11 @@ def test_a_post_from_another_origin_is_refused(store: Store, web: Dashboard) -> 
                     {"HTTP_ORIGIN": "http://127.0.0.1:9999", "HTTP_HOST": "127.0.0.1:8055"},
                     {"HTTP_SEC_FETCH_SITE": "cross-site"},
                     {"HTTP_SEC_FETCH_SITE": "same-site"},
-                    {"HTTP_ORIGIN": "http://127.0.0.1", "HTTP_SEC_FETCH_SITE": "cross-site"}):
+                    {"HTTP_ORIGIN": "http://127.0.0.1", "HTTP_SEC_FETCH_SITE": "cross-site"},
+                    # another program on the operator's machine: a loopback name is listed
+                    # by default, but not on another port
+                    {"HTTP_ORIGIN": "http://localhost:9999", "HTTP_HOST": "127.0.0.1:8055"},
+                    {"HTTP_ORIGIN": "http://[::1]:9999", "HTTP_HOST": "localhost:8055"}):
         status, _, text = browser_post(web, "/job/d1/discard", {}, session, **headers)
         assert status == "403 Forbidden" and "refused" in text, headers
         # a Bearer client is checked the same way
@@ -169,6 +173,12 @@ def test_the_session_cookie_is_strict_http_only_and_scoped_to_the_mount(web: Das
     _, headers, _ = call(web, "/", headers={**OPERATOR, "HTTP_COOKIE": cookie.split(";")[0]})
     assert "Set-Cookie" not in headers  # kept, not renewed
     assert "Set-Cookie" not in call(web, "/", headers=basic("r", READ_TOKEN))[1]
+    # under a prefix, the Path is the prefix as the links spell it (percent-encoded): a
+    # space or ';' in it can neither end the attribute nor leave the cookie unsent
+    status, headers, page = call(Mount(web, "/ops cel;ery"), "/ops cel;ery/",
+                                 headers=OPERATOR)
+    assert status == "200 OK" and 'href="/ops%20cel%3Bery/jobs/failed"' in page
+    assert "; Path=/ops%20cel%3Bery; HttpOnly;" in headers["Set-Cookie"]
 
 
 # -- 3: reading, the read token, allowed hosts ----------------------------------------------
@@ -235,6 +245,50 @@ def test_only_allowed_hosts_are_answered(store: Store, web: Dashboard) -> None:
         assert status == "303 See Other"
     finally:
         listed.close()
+
+
+def test_a_proxys_public_origin_is_accepted_on_the_upstream_host(store: Store) -> None:
+    """Behind a proxy that does not pass the public ``Host`` on, the browser's origin is the
+    listed public name (on any port) and the request's Host the upstream address."""
+    store.dead("d1")
+    store.app.conf.plus_admin_allowed_hosts = ["ops.example.com", "127.0.0.1"]
+    listed = make_app(store.app)
+    try:
+        session = browser_session_on(listed, "127.0.0.1:8055")
+        for origin, status in (("http://localhost:9999", "403 Forbidden"),
+                               ("https://ops.example.com:8443", "303 See Other")):
+            assert browser_post(listed, "/job/d1/discard", {}, session,
+                                HTTP_HOST="127.0.0.1:8055", HTTP_ORIGIN=origin)[0] == status
+    finally:
+        listed.close()
+
+
+def test_secrets_are_compared_as_fixed_length_digests(store: Store, web: Dashboard,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A constant-time compare of values of different lengths returns at once, telling the
+    secret's length: every compare is of two equal-length digests, whatever was presented."""
+    import hmac
+
+    from celery_plus.admin import security
+
+    compare = hmac.compare_digest
+    lengths: list[tuple[int, int]] = []
+
+    def recording(a: bytes, b: bytes) -> bool:
+        lengths.append((len(a), len(b)))
+        return compare(a, b)
+
+    monkeypatch.setattr(security.hmac, "compare_digest", recording)
+    store.dead("d1")
+    cookie, _ = browser_session(web, "/job/d1")
+    for wrong in ("x", "y" * 200):
+        call(web, "/api/status", headers={"HTTP_AUTHORIZATION": f"Bearer {wrong}"})
+        call(web, "/api/status", headers=basic("op", wrong))
+        call(web, "/job/d1/discard", "POST", {"token": wrong},
+             headers={**OPERATOR, "HTTP_COOKIE": cookie})
+        call(web, "/job/d1", query=f"msg=hello&sig={wrong}", headers=OPERATOR)
+    assert store.state("d1") == "failed"
+    assert lengths and all(a == b for a, b in lengths), lengths
 
 
 def browser_session_on(web: Dashboard, host: str) -> tuple[str, str]:
