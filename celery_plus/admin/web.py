@@ -142,7 +142,7 @@ def _path_text(environ: Environ) -> str:
     try:
         data = raw.encode("latin-1")
     except UnicodeEncodeError:
-        return raw  # a server that decoded it already (Django's request.path_info)
+        return raw  # not a WSGI string (decoded already by a bridge): taken as it is
     return data.decode("utf-8", "replace")
 
 
