@@ -521,7 +521,7 @@ def admin(ctx: click.Context, host: str, port: int, allowed_hosts: tuple[str, ..
     otherwise). With plus_admin_token set, reading needs it (or plus_admin_read_token) and
     every action needs it, as the HTTP Basic password or a Bearer token; without it the
     dashboard is read-only and open to whoever reaches it. See docs/admin.md."""
-    from .server import MissingServer, serve
+    from .server import BadAddress, MissingServer, serve
 
     for name in allowed_hosts:
         if not settings_hosts_ok([name]):
@@ -534,9 +534,12 @@ def admin(ctx: click.Context, host: str, port: int, allowed_hosts: tuple[str, ..
               trusted_proxy=trusted_proxy)
     except MissingServer as exc:
         raise click.ClickException(str(exc)) from None
+    except BadAddress as exc:
+        raise click.BadParameter(f"cannot listen on {visible(host)!r} port {port}: {exc}",
+                                 param_hint="--host") from None
     except OSError as exc:
-        raise click.ClickException(f"cannot serve on {host}:{port}: {exc.strerror or exc}"
-                                   ) from None
+        raise click.ClickException(f"cannot serve on {visible(host)}:{port}: "
+                                   f"{visible(exc.strerror or exc)}") from None
 
 
 #: ``celery-plus dashboard``: the name ``admin`` had before; kept, hidden from the help.

@@ -76,6 +76,10 @@ def _channel_class(request_timeout: float, per_client: int, exempt: str | None) 
     return DashboardChannel
 
 
+class BadAddress(ValueError):
+    """The host or port is not one to listen on (waitress refused it)."""
+
+
 class MissingServer(RuntimeError):
     """waitress is not installed."""
 
@@ -106,11 +110,16 @@ def create(target: Any, host: str, port: int, *, allowed_hosts: Sequence[str] = 
         options = {"trusted_proxy": trusted_proxy, "trusted_proxy_count": 1,
                    "trusted_proxy_headers": {"x-forwarded-for", "x-forwarded-host",
                                              "x-forwarded-proto", "x-forwarded-port"}}
-    server = create_server(app, host=host, port=port, threads=threads,
-                           channel_timeout=CHANNEL_TIMEOUT, connection_limit=CONNECTION_LIMIT,
-                           backlog=BACKLOG, max_request_body_size=MAX_FORM_BYTES,
-                           cleanup_interval=min(CHANNEL_TIMEOUT, 10), ident="celery-plus",
-                           **options)
+    try:
+        server = create_server(app, host=host, port=port, threads=threads,
+                               channel_timeout=CHANNEL_TIMEOUT,
+                               connection_limit=CONNECTION_LIMIT, backlog=BACKLOG,
+                               max_request_body_size=MAX_FORM_BYTES,
+                               cleanup_interval=min(CHANNEL_TIMEOUT, 10), ident="celery-plus",
+                               **options)
+    except ValueError as exc:  # waitress: "Invalid host/port specified."
+        app.close()
+        raise BadAddress(str(exc)) from None
     channel = _channel_class(request_timeout, per_client, trusted_proxy)
     for listener in _listeners(server):
         listener.channel_class = channel
@@ -137,7 +146,7 @@ def serve(target: Any, host: str = "127.0.0.1", port: int = 8055, **options: Any
         mode = "pages open, actions need plus_admin_token"
     else:
         mode = "plus_admin_token (or plus_admin_read_token) required"
-    if host not in LOOPBACK_HOSTS and dashboard.access.read_only:
+    if host.strip("[]") not in LOOPBACK_HOSTS and dashboard.access.read_only:
         print(f"warning: {host}:{port} serves the dashboard to anyone who reaches it: set "
               "plus_admin_token (and plus_admin_read_token) or keep it on 127.0.0.1",
               file=sys.stderr)
