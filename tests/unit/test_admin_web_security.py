@@ -454,3 +454,27 @@ def test_hidden_characters_show_as_escapes_and_messages_must_be_signed(
     page = call(web, "/job/odd", headers=OPERATOR,
                 query=urlencode({"msg": "Your session expired: sign in at evil.example"}))[2]
     assert "evil.example" not in page and 'id="msg"' not in page
+
+
+def test_the_operator_feature_pages_escape_what_workers_and_beat_report(
+        store: Store, web: Dashboard, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Node and host names, queues and schedule entries come from workers and beat configs,
+    not from the dashboard: the workers page, its confirmation pages and the schedules page
+    show them as text."""
+    from celery_plus.admin import workers
+    from celery_plus.admin.workers import WorkerView
+
+    evil = '"><script>alert(1)</script><img src=x onerror=alert(2)>\u202e'
+    view = WorkerView(node=f"w{evil}@h", host=f"h{evil}", pid=7, jobs=1,
+                      lease_deadline_ms=1, last_heartbeat_ms=1, queues=[f"q{evil}"])
+    monkeypatch.setattr(workers, "workers", lambda admin, timeout=1.0: [view])
+    store.backend.schedule_register(f"n{evil}", 1_796_000_000_000, f"t{evil}", f"s{evil}")
+    pages = [call(web, "/workers", headers=OPERATOR)[2], call(web, "/schedules")[2]]
+    session = browser_session(web, "/workers")
+    for action in ("stop", "shutdown"):
+        status, _, page = browser_post(web, f"/workers/{view.node}/{action}", {}, session)
+        assert status == "200 OK" and 'id="confirm"' in page, page[:300]
+        pages.append(page)
+    for page in pages:
+        assert "<script" not in page and "<img" not in page
+        assert "&lt;script&gt;" in page and '<span class="esc">\\u202e</span>' in page
