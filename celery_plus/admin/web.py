@@ -238,7 +238,10 @@ class Dashboard:
         raw = body.encode("utf-8", "replace")
         start_response(status, [*headers, ("Content-Length", str(len(raw))),
                                  *SECURITY_HEADERS])
-        return [raw]
+        # HEAD: the headers of the GET, no body (waitress sends what it is given, and a body
+        # after a HEAD's headers would be read as the next response on a kept-alive
+        # connection, e.g. a proxy's)
+        return [b""] if environ.get("REQUEST_METHOD") == "HEAD" else [raw]
 
     def _request(self, environ: Environ) -> Request:
         problem = self.access.host_problem(environ)

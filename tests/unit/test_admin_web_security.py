@@ -478,3 +478,12 @@ def test_the_operator_feature_pages_escape_what_workers_and_beat_report(
     for page in pages:
         assert "<script" not in page and "<img" not in page
         assert "&lt;script&gt;" in page and '<span class="esc">\\u202e</span>' in page
+
+
+def test_a_head_request_gets_the_headers_and_no_body(store: Store, web: Dashboard) -> None:
+    store.dead("d1")
+    for path in ("/", "/jobs/failed", "/job/d1", "/metrics", "/nowhere"):
+        get_status, get_headers, _ = call(web, path, headers=OPERATOR)
+        status, headers, body = call(web, path, "HEAD", headers=OPERATOR)
+        assert status == get_status and body == "", path
+        assert headers["Content-Length"] == get_headers["Content-Length"] != "0", path
