@@ -212,8 +212,11 @@ def test_public_read_opens_the_pages_and_login_asks_for_the_operator(store: Stor
         assert call(web, "/job/d1/discard", "POST", {}, headers={})[0] == "401 Unauthorized"
         status, headers, _ = call(web, "/login", headers={})
         assert status == "401 Unauthorized" and "WWW-Authenticate" in headers
-        status, headers, _ = call(web, "/login", headers=OPERATOR)
-        assert status == "303 See Other" and headers["Location"] == "/"
+        for query in ("", "next=https://evil.example/", "next=//evil.example",
+                      "msg=x&sig=y&next=/%2F%2Fevil.example"):
+            # the dashboard's own root, whatever the link said (no open redirect)
+            status, headers, _ = call(web, "/login", query=query, headers=OPERATOR)
+            assert status == "303 See Other" and headers["Location"] == "/", query
     finally:
         web.close()
 
