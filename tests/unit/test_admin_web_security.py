@@ -490,3 +490,34 @@ def test_a_head_request_gets_the_headers_and_no_body(store: Store, web: Dashboar
         status, headers, body = call(web, path, "HEAD", headers=OPERATOR)
         assert status == get_status and body == "", path
         assert headers["Content-Length"] == get_headers["Content-Length"] != "0", path
+
+
+def test_every_answer_forbids_framing_caching_and_sniffing(store: Store, web: Dashboard) -> None:
+    """Clickjacking, a shared cache keeping an operator's page, a browser sniffing a job's
+    text as HTML: refused by the headers of every answer, errors and redirects included."""
+    store.dead("d1")
+    session = browser_session(web, "/job/d1")
+    answers = {
+        "page": call(web, "/job/d1", headers=OPERATOR),
+        "json": call(web, "/api/job/d1", headers=OPERATOR),
+        "metrics": call(web, "/metrics", headers=OPERATOR),
+        "raw": call(web, "/job/d1", query="raw=args", headers=OPERATOR),
+        "redirect": browser_post(web, "/job/d1/retry", {}, session),
+        "bad host": call(web, "/", headers={**OPERATOR, "HTTP_HOST": "evil.example"}),
+        "no credentials": call(web, "/", headers={}),
+        "cross-site": call(web, "/job/d1/discard", "POST", {}, headers={
+            **OPERATOR, "HTTP_SEC_FETCH_SITE": "cross-site"}),
+        "not found": call(web, "/job/nope", headers=OPERATOR),
+    }
+    statuses = {name: status[:3] for name, (status, _, _) in answers.items()}
+    assert statuses == {"page": "200", "json": "200", "metrics": "200", "raw": "200",
+                        "redirect": "303", "bad host": "400", "no credentials": "401",
+                        "cross-site": "403", "not found": "404"}
+    for name, (_, headers, _) in answers.items():
+        assert headers["Cache-Control"] == "no-store", name
+        assert headers["X-Frame-Options"] == "DENY", name
+        assert "frame-ancestors 'none'" in headers["Content-Security-Policy"], name
+        assert "default-src 'none'" in headers["Content-Security-Policy"], name
+        assert headers["X-Content-Type-Options"] == "nosniff", name
+        assert headers["Referrer-Policy"] == "same-origin", name
+    assert answers["raw"][1]["Content-Type"].startswith("text/plain")
