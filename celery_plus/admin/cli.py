@@ -19,6 +19,7 @@ Registered on the ``plus`` group (``celery_plus/cli.py``), so they run as
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
 import json
@@ -28,6 +29,7 @@ from typing import Any
 
 import click
 from celery.bin.base import CeleryCommand
+from celery.exceptions import ImproperlyConfigured
 
 from ..settings import BY_NAME as _SETTINGS
 from . import api
@@ -47,6 +49,7 @@ from .store import (
     RetryConflict,
     Status,
     UnscopedOperation,
+    unreachable_errors,
 )
 from .text import one_line, visible
 
@@ -230,10 +233,13 @@ def _admin(ctx: click.Context) -> Iterator[api.Admin]:
     app = ctx.obj.app if ctx.obj is not None else None
     if app is None:
         raise click.UsageError("no app: give -A proj")
+    unreachable = unreachable_errors()
     try:
         admin = api.connect(app)
-    except AdminError as exc:
-        raise click.UsageError(str(exc)) from None
+    except (AdminError, ImproperlyConfigured) as exc:  # (a setting the store refuses)
+        raise click.UsageError(visible(str(exc))) from None
+    except unreachable as exc:
+        raise _unreachable(exc) from None
     try:
         yield admin
     except UnscopedOperation as exc:
@@ -242,8 +248,17 @@ def _admin(ctx: click.Context) -> Iterator[api.Admin]:
         if isinstance(exc, AdminError):
             raise
         raise click.UsageError(str(exc)) from None
+    except unreachable as exc:
+        raise _unreachable(exc) from None
     finally:
-        admin.close()
+        with contextlib.suppress(*unreachable):
+            admin.close()
+
+
+def _unreachable(exc: BaseException) -> click.ClickException:
+    """The store cannot be reached: said in one line (exit 1), not a traceback."""
+    return click.ClickException(f"the store cannot be reached: {type(exc).__name__}: "
+                                f"{clip(str(exc), 300)}")
 
 
 def _per_id(ctx: click.Context, ids: Sequence[str], operation: Callable[[str], OpResult],

@@ -56,7 +56,15 @@ from .security import (
     session_header,
     session_of,
 )
-from .store import STATES, AdminError, BulkResult, JobNotFound, Page, RetryConflict
+from .store import (
+    STATES,
+    AdminError,
+    BulkResult,
+    JobNotFound,
+    Page,
+    RetryConflict,
+    unreachable_errors,
+)
 
 logger = logging.getLogger("celery_plus.admin.web")
 
@@ -95,24 +103,6 @@ class HttpError(Exception):
 
 
 _CHALLENGE = [("WWW-Authenticate", 'Basic realm="celery-plus admin", charset="UTF-8"')]
-
-
-def _store_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions meaning the store cannot be reached (answered 503, not 500)."""
-    import sqlite3
-
-    import redis
-
-    errors: list[type[BaseException]] = [redis.ConnectionError, redis.TimeoutError,
-                                         sqlite3.OperationalError, ConnectionError]
-    try:
-        import psycopg
-        import psycopg_pool
-
-        errors += [psycopg.OperationalError, psycopg_pool.PoolTimeout]
-    except ImportError:  # pragma: no cover  (the postgres extra is not installed)
-        pass
-    return tuple(errors)
 
 
 @dataclass
@@ -193,7 +183,7 @@ class Dashboard:
             allowed_hosts=(*hosts, *extra_hosts))
         self._lock = threading.Lock()
         self._admin: api.Admin | None = None
-        self._store_errors = _store_errors()
+        self._store_errors = unreachable_errors()
 
     @property
     def admin_token(self) -> str | None:

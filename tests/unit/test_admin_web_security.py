@@ -521,3 +521,18 @@ def test_every_answer_forbids_framing_caching_and_sniffing(store: Store, web: Da
         assert headers["X-Content-Type-Options"] == "nosniff", name
         assert headers["Referrer-Policy"] == "same-origin", name
     assert answers["raw"][1]["Content-Type"].startswith("text/plain")
+
+
+@pytest.mark.parametrize("broker", ["plus+redis://127.0.0.1:1/0",
+                                    "plus+postgresql://root@127.0.0.1:1/test"])
+def test_a_store_that_cannot_be_reached_is_a_503(broker: str) -> None:
+    app = Celery("down", broker=broker, set_as_current=False)
+    web = make_app(app)
+    try:
+        for path in ("/", "/jobs/failed", "/job/x", "/metrics", "/api/status"):
+            status, _, text = call(web, path, headers={})
+            assert status == "503 Service Unavailable", (path, status, text[:200])
+            assert text.startswith("the store cannot be reached: "), text
+    finally:
+        web.close()
+        app.close()
