@@ -550,7 +550,7 @@ def admin(ctx: click.Context, host: str, port: int, allowed_hosts: tuple[str, ..
     except MissingServer as exc:
         raise click.ClickException(str(exc)) from None
     except BadAddress as exc:
-        raise click.BadParameter(f"cannot listen on {visible(host)!r} port {port}: {exc}",
+        raise click.BadParameter(f"cannot listen on '{visible(host)}' port {port}: {exc}",
                                  param_hint="--host") from None
     except OSError as exc:
         raise click.ClickException(f"cannot serve on {visible(host)}:{port}: "

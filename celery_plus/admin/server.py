@@ -7,11 +7,12 @@ and ``/metrics`` keep answering. Idle connections are closed after :data:`CHANNE
 seconds, at most :data:`CONNECTION_LIMIT` are open at once, and request bodies over the
 dashboard's own limit are refused before they are read.
 
-A client that sends slowly cannot hold the connections either (slowloris: 250 connections
-each sending a header line every 5 s kept every page and ``/metrics`` from answering, for as
-long as they went on): a request must arrive whole within :data:`REQUEST_TIMEOUT` seconds of
-its first byte, and one client address holds at most :data:`PER_CLIENT_LIMIT` connections
-(the trusted proxy's address excepted; more are closed at once).
+A client that sends slowly cannot hold the connections either (slowloris: more than
+:data:`CONNECTION_LIMIT` connections, each sending a header line every few seconds, kept every
+page and ``/metrics`` from answering for as long as they went on): a request must arrive
+whole within :data:`REQUEST_TIMEOUT` seconds of its first byte, and one client address holds
+at most :data:`PER_CLIENT_LIMIT` connections (the trusted proxy's address excepted; more are
+closed at once).
 
 Behind a reverse proxy that terminates TLS, ``--trusted-proxy <its address>`` makes waitress
 take the client's scheme, host and address from its ``X-Forwarded-*`` headers (only from that
