@@ -50,7 +50,7 @@ def run(store: str, minutes: float, every: float, lease: float, kills: int) -> d
                 raise SystemExit("no leader to kill")
             kill = kill_before_tick(victim, dep.view, every_ms, before_ms=300,
                                     after_renewal_ms=round(lease * TRY_SHARE * 1000) + 100)
-            killed.append((time.time(), kill))
+            killed.append((kill.at_ms / 1000, kill))
             dep.beat()  # a supervisor starts another
         time.sleep(max(end - time.time(), 0))
         for beat in dep.beats:
@@ -64,12 +64,18 @@ def run(store: str, minutes: float, every: float, lease: float, kills: int) -> d
         runs = dep.events("tick")
         run_counts = Counter(str(r["id"]) for r in runs)
         expected = {tick_id("tick", t.due_ms) for t in ticks}
-        kills = [{"before_due_s": round((k.due_ms - k.at_ms) / 1000, 2),
-                  "after_renewal": k.just_renewed,
-                  "lease_left_s": round((k.lapses_ms - k.at_ms) / 1000, 2),
-                  "gap_s": round(min((t.at for t in ticks if t.at > at), default=float("nan"))
-                                 - max((t.at for t in ticks if t.at <= at), default=at), 2)}
-                 for at, k in killed]
+        kills = []
+        for at, k in killed:
+            last = max((t.at for t in ticks if t.at <= at), default=at)
+            after = min((t.at for t in ticks if t.at > at), default=float("nan"))
+            # The proof's terms (docs/schedules.md): gap = (kill - last tick) + the lease
+            # left at the kill + (lapse -> the successor's first tick).
+            kills.append({"last_tick_to_kill_s": round(at - last, 2),
+                          "before_due_s": round((k.due_ms - k.at_ms) / 1000, 2),
+                          "after_renewal": k.just_renewed,
+                          "lease_left_s": round((k.lapses_ms - k.at_ms) / 1000, 2),
+                          "lapse_to_next_tick_s": round(after - k.lapses_ms / 1000, 2),
+                          "gap_s": round(after - last, 2)})
         entry = next(s for s in dep.view.schedules() if s.name == "tick")
         return {
             "scenario": "beat: 3 processes, leader SIGKILLed", "store": store,
