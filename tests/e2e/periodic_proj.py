@@ -41,6 +41,11 @@ def limited(n: int, seconds: float = 0.0) -> None:
     time.sleep(seconds)
 
 
+@app.task(name="periodic.per_minute", rate_limit="3/m", rate_limit_scope="cluster")
+def per_minute(n: int) -> None:
+    record(PREFIX, "per_minute", n=n)
+
+
 @app.task(name="periodic.per_key", rate_limit=RATE, rate_limit_key="key")
 def per_key(key: str, n: int, seconds: float = 0.0) -> None:
     record(PREFIX, "per_key", key=key, n=n)
