@@ -133,6 +133,8 @@ class Scheduler(celery_beat.PersistentScheduler):
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.leading = False
         self._last: dict[str, int] = {}
+        #: A tick came back ``stale``: re-read the entries (once) and the lease first.
+        self._stale = False
         self._renewed_at = 0.0
         if self.clustered:
             config = app.plus_config()
@@ -174,9 +176,14 @@ class Scheduler(celery_beat.PersistentScheduler):
         try:
             if not self._lead():
                 return min(renew, self.max_interval)
+            if self._stale:
+                self._stale = False
+                self._refresh()
             wait = float(self.max_interval)
             for name, entry in list(self.schedule.items()):
                 wait = min(wait, self._run_entry(name, entry))
+                if self._stale or not self._lead():  # a long loop still renews on time
+                    return 0.0
         except Exception as exc:  # the store is down, or slow: try again soon
             logger.warning("celery-plus beat %s: the store failed (%r); trying again",
                            self.holder, exc)
@@ -245,6 +252,8 @@ class Scheduler(celery_beat.PersistentScheduler):
     def _run_entry(self, name: str, entry: Any) -> float:
         """Fire the entry's due ticks; seconds until its next one."""
         for _ in range(MAX_TICKS_PER_LOOP):
+            if not self._lead():
+                return 0.0
             last = self._last.get(name)
             if last is None:
                 self._refresh()
@@ -262,7 +271,13 @@ class Scheduler(celery_beat.PersistentScheduler):
                                "policy %r", name, _at(last).isoformat(), self.catch_up)
             outcome = self._fire(name, entry, last, due, due_after(entry.schedule, due),
                                  publish)
-            if outcome in ("stale", "missing"):
+            if outcome == "stale":
+                # Another process fired it: ask the store whether this one still leads
+                # before the next tick, and re-read the entries once then (not per entry).
+                self._stale = True
+                self._renewed_at = float("-inf")
+                return 0.0
+            if outcome == "missing":  # deleted from the admin: registered anew
                 self._refresh()
             else:
                 self._last[name] = due

@@ -107,6 +107,33 @@ def test_a_standby_leads_within_two_thirds_of_the_lease_after_the_last_renewal(
     assert took <= lease_s * 1000 * 2 / 3 + 250, took
 
 
+def test_a_leader_keeps_its_lease_through_a_loop_longer_than_the_lease(
+        client: Any, view: Backend) -> None:
+    """Many entries (here: slow fires) make one loop outlast the role's hold: the leader
+    renews it between ticks, so no standby takes over and no two processes fire at once."""
+    client.conf.plus_beat_lease = 0.6  # held for 0.3 s from each renewal
+    client.conf.beat_schedule = {f"e{i}": {"task": "proj.add", "args": (1, 2),
+                                           "schedule": timedelta(seconds=60)} for i in range(4)}
+    now_ms = view.now_ms()
+    for i in range(4):
+        view.schedule_register(f"e{i}", now_ms - 61_000)  # each has a tick due
+    one = Scheduler(client)
+    fire = one._fire
+
+    def slow_fire(*args: Any) -> str:
+        time.sleep(0.25)
+        return fire(*args)
+
+    one._fire = slow_fire  # type: ignore[method-assign]
+    try:
+        one.tick()  # four fires: 1 s, over three times the hold
+        held = view.role_holder(ROLE)
+    finally:
+        one.close()
+    assert [e.fired for e in view.schedules()] == [1, 1, 1, 1]
+    assert held is not None and held[0] == one.holder, held
+
+
 def test_a_restarted_beat_neither_skips_nor_repeats_a_tick(
         beats: Callable[[], Beat], start_worker: Callable[..., Worker], prefix: str) -> None:
     start_worker(app=APP)
