@@ -24,7 +24,7 @@ from celery_plus.beat import ROLE, Scheduler, tick_id
 from celery_plus.transport.backend import Backend
 from tests.e2e.conftest import Worker
 from tests.e2e.periodic_checks import Beat, fired, kill_before_tick, leader, leads, tick_report
-from tests.e2e.proj import events
+from tests.e2e.proj import events, make_app
 from tests.support import wait_until
 
 APP = "tests.e2e.periodic_proj"
@@ -132,6 +132,56 @@ def test_a_leader_keeps_its_lease_through_a_loop_longer_than_the_lease(
         one.close()
     assert [e.fired for e in view.schedules()] == [1, 1, 1, 1]
     assert held is not None and held[0] == one.holder, held
+
+
+def run_until_fired(scheduler: Scheduler, count: int, log: list[tuple[str, int, float]],
+                    name: str) -> None:
+    """Run ``scheduler`` as Celery's beat loop does until it fired ``count`` ticks, noting
+    (who, due ms, when) for each tick it fired."""
+    fire = scheduler._fire
+
+    def noting(*args: Any) -> str:
+        outcome = fire(*args)
+        if outcome == "fired":
+            log.append((name, args[3], time.time()))
+        return outcome
+
+    scheduler._fire = noting  # type: ignore[method-assign]
+    mine = lambda: sum(1 for who, _, _ in log if who == name)  # noqa: E731
+    goal = mine() + count
+    deadline = time.monotonic() + 30
+    while mine() < goal and time.monotonic() < deadline:
+        time.sleep(min(scheduler.tick(), 0.1))
+    scheduler.close()  # resigns: the next one leads at once
+    assert mine() >= goal, log
+
+
+def test_a_leader_whose_clock_runs_ahead_fires_early_but_each_tick_once(
+        client: Any, view: Backend, prefix: str) -> None:
+    """Clock skew between beat hosts: a standby 2 s ahead takes over and fires its ticks 2 s
+    early (as Celery beat on that host would); the store still fires each tick once, none
+    skipped, and a leader with the right clock after it continues from the stored tick."""
+    ahead = make_app(prefix)
+    real_now = ahead.now
+    ahead.now = lambda: real_now() + timedelta(seconds=2)  # type: ignore[method-assign]
+    for app in (client, ahead):
+        app.conf.plus_beat_lease = 1.2
+        app.conf.beat_schedule = {"tick": {"task": "proj.add", "args": (1, 2),
+                                           "schedule": timedelta(seconds=0.5)}}
+    log: list[tuple[str, int, float]] = []
+    try:
+        run_until_fired(Scheduler(client), 3, log, "right")
+        run_until_fired(Scheduler(ahead), 6, log, "ahead")
+        run_until_fired(Scheduler(client), 3, log, "right again")
+    finally:
+        ahead.close()
+    dues = [due for _, due, _ in log]
+    assert dues == list(range(dues[0], dues[0] + 500 * len(dues), 500)), log  # once each
+    [entry] = view.schedules()
+    assert entry.fired == len(dues)
+    early = {who: max(due / 1000 - at for w, due, at in log if w == who) for who, _, _ in log}
+    assert early["right"] <= 0.05 and early["right again"] <= 0.05, early
+    assert 1.5 <= early["ahead"] <= 2.1, early  # up to 2 s early
 
 
 def test_a_restarted_beat_neither_skips_nor_repeats_a_tick(
