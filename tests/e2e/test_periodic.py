@@ -25,6 +25,7 @@ from celery_plus.transport.backend import Backend
 from tests.e2e.conftest import Worker
 from tests.e2e.periodic_checks import Beat, fired, kill_before_tick, leader, leads, tick_report
 from tests.e2e.proj import events, make_app
+from tests.faults.servers import RedisServer
 from tests.support import wait_until
 
 APP = "tests.e2e.periodic_proj"
@@ -182,6 +183,33 @@ def test_a_leader_whose_clock_runs_ahead_fires_early_but_each_tick_once(
     early = {who: max(due / 1000 - at for w, due, at in log if w == who) for who, _, _ in log}
     assert early["right"] <= 0.05 and early["right again"] <= 0.05, early
     assert 1.5 <= early["ahead"] <= 2.1, early  # up to 2 s early
+
+
+def test_a_store_outage_between_ticks_neither_repeats_nor_skips_one(
+        tmp_path: Path, prefix: str) -> None:
+    """A private Redis store (AOF) crashes for 3 s under two beats of a 1 s entry: the beats
+    retry, the ticks due meanwhile are fired late once the store is back, each once."""
+    server = RedisServer(tmp_path / "redis", aof=True)
+    server.start()
+    env = {"PLUS_TEST_PREFIX": prefix, "PLUS_TEST_BROKER": f"plus+{server.url}",
+           "PLUS_TEST_BEAT_EVERY": "1", "PLUS_TEST_BEAT_LEASE": str(LEASE_S)}
+    group = [Beat(tmp_path / f"beat-{i}.log", env) for i in range(2)]
+    try:
+        wait_until(lambda: len(fired({b.log_path.name: b.log() for b in group})) >= 3,
+                   timeout=30, message="three ticks")
+        server.break_for(3.0)
+        back = time.time()
+        wait_until(lambda: sum(t.at > back for t in fired(
+            {b.log_path.name: b.log() for b in group})) >= 3, timeout=30,
+            message="three ticks after the outage")
+    finally:
+        for beat in group:
+            beat.stop()
+        server.close()
+    logs = {b.log_path.name: b.log() for b in group}
+    assert "the store failed" in "".join(logs.values())  # the outage was seen
+    report = tick_report(fired(logs), EVERY_MS)
+    assert report.ok(), report  # none twice, none missing across the outage
 
 
 def test_a_restarted_beat_neither_skips_nor_repeats_a_tick(
