@@ -233,9 +233,12 @@ def test_a_restarted_beat_neither_skips_nor_repeats_a_tick(
     check_every_tick_once(prefix, {"one": one.log(), "two": two.log()}, max_gap_s=None)
 
 
+@pytest.mark.parametrize("pool", ["solo", "prefork"])
 def test_a_worker_with_beat_embedded_fires_the_ticks(
-        start_worker: Callable[..., Worker], prefix: str, view: Backend, tmp_path: Path) -> None:
+        start_worker: Callable[..., Worker], prefix: str, view: Backend, tmp_path: Path,
+        pool: str) -> None:
     worker = start_worker("-B", f"--schedule={tmp_path / 'celerybeat-schedule'}", app=APP,
+                          pool=pool, concurrency=2 if pool == "prefork" else 1,
                           env={"PLUS_TEST_BEAT_EVERY": "1"})
     wait_until(lambda: len(ticks_run(prefix)) >= 2, timeout=30, message="ticks run")
     [entry] = view.schedules()
@@ -280,3 +283,25 @@ def test_a_tick_within_the_window_is_run_each_time(client: Any, view: Backend) -
     assert entry.fired == 3
     assert sorted(view.ids_in_state("enqueued")) == sorted(
         tick_id("tick", now_ms - 35_000 + k * 10_000) for k in (1, 2, 3))
+
+
+def test_an_edited_schedule_continues_from_the_stored_tick(client: Any, view: Backend) -> None:
+    """``beat_schedule`` edited between runs of beat: a changed interval continues from the
+    stored last tick by the new interval; a renamed entry starts afresh under its new name and
+    the old one stays listed, no longer fired."""
+    now_ms = view.now_ms()
+    view.schedule_register("kept", now_ms - 25_000)
+    view.schedule_register("old-name", now_ms - 25_000)
+    client.conf.beat_schedule = {
+        "kept": {"task": "proj.add", "args": (1, 2), "schedule": timedelta(seconds=20)},
+        "new-name": {"task": "proj.add", "args": (1, 2), "schedule": timedelta(seconds=20)}}
+    scheduler = Scheduler(client)
+    try:
+        scheduler.tick()
+        entries = {e.name: e for e in view.schedules()}
+        assert entries["kept"].fired == 1  # at -25 s + 20 s, not at -25 s + 10 s
+        assert entries["kept"].last_due_ms == now_ms - 5_000
+        assert entries["old-name"].fired == 0 and entries["old-name"].last_due_ms == now_ms - 25_000
+        assert entries["new-name"].fired == 0 and entries["new-name"].last_due_ms >= now_ms
+    finally:
+        scheduler.close()
