@@ -83,14 +83,14 @@ def test_per_key_each_key_keeps_the_limit_and_keys_do_not_wait_for_each_other(
 
 def test_a_job_prefetched_behind_a_long_task_keeps_its_place_in_the_window(
         start_worker: Callable[..., Worker], prefix: str) -> None:
-    """The review's repro of b370b54: "3/m", a 2 s visibility timeout, a 6 s task ahead of
+    """The review's repro of b370b54: "3/m", a 1.5 s visibility timeout, a 4 s task ahead of
     three prefetched limited jobs on a solo worker, then a second worker. Without the renewal
     the three claims stopped counting at their first lease deadline, the second worker started
     three more, and one 60 s window held 6 starts."""
-    env = {"PLUS_TEST_VT": "2", "PLUS_TEST_PREFETCH": "4"}
+    env = {"PLUS_TEST_VT": "1.5", "PLUS_TEST_PREFETCH": "4"}
     app = make_app(prefix)
     with app.publish_batch():
-        app.send_task(free.name, (0, 6.0))
+        app.send_task(free.name, (0, 4.0))
         for n in range(6):
             app.send_task(per_minute.name, (n,))
     start_worker(app="tests.e2e.periodic_proj", env=env)  # solo: claims the task and three
@@ -99,11 +99,11 @@ def test_a_job_prefetched_behind_a_long_task_keeps_its_place_in_the_window(
     long_start = starts(prefix, "free")[0]["t"]
     wait_until(lambda: len(starts(prefix, "per_minute")) >= 3, timeout=30,
                message="three limited jobs started")
-    # Past the long task (6 s), the lease deadlines (2 s) and the second worker's claims.
-    wait_until(lambda: time.time() > long_start + 9.0, timeout=30, message="9 s")
+    # Past the long task (4 s), the lease deadlines (1.5 s) and the second worker's claims.
+    wait_until(lambda: time.time() > long_start + 6.0, timeout=30, message="6 s")
     runs = sorted(starts(prefix, "per_minute"), key=lambda e: e["t"])
     assert [e["n"] for e in runs] == [0, 1, 2], [(e["t"] - long_start, e["n"]) for e in runs]
-    assert runs[0]["t"] >= long_start + 5.5  # the prefetched ones, after the long task
+    assert runs[0]["t"] >= long_start + 3.9  # the prefetched ones, after the long task
     app.close()
 
 
@@ -191,7 +191,7 @@ def test_a_worker_killed_mid_window_leaves_the_window_within_the_limit(
     app = make_app(prefix)
     with app.publish_batch():
         for n in range(8):
-            app.send_task(limited.name, (n, 1.0))
+            app.send_task(limited.name, (n, 0.5))
     doomed = start_worker(app="tests.e2e.periodic_proj", env=env)
     wait_until(lambda: starts(prefix, "limited"), timeout=30, message="a first start")
     start_worker(app="tests.e2e.periodic_proj", env=env)
