@@ -1,7 +1,8 @@
 """Beat's tick arithmetic (celery_plus/beat.py): the due time after a stored last tick, by
-Celery's own schedule classes, is the same whenever and wherever it is computed — the
-premise of a tick's identity (entry, due time) — including crontab entries across daylight
-saving time changes in a non-UTC ``timezone``."""
+Celery's own schedule classes (intervals, crontab, solar) and a user's ``BaseSchedule``
+subclass, is the same whenever and wherever it is computed — the premise of a tick's
+identity (entry, due time) — including crontab entries across daylight saving time changes
+in a non-UTC ``timezone``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from celery import Celery
-from celery.schedules import crontab, schedule
+from celery.schedules import BaseSchedule, crontab, schedule, solar
 
 from celery_plus.beat import _at, _ms, due_after, latest_due
 
@@ -78,3 +79,28 @@ def test_the_latest_missed_tick_is_the_one_ticks_reach(berlin: Celery) -> None:
     every = ticks(entry, start, 9)
     entry.nowfun = lambda: _at(every[-1] + 1000)
     assert latest_due(entry, _ms(start), every[-1] + 1000) == every[-1]
+
+
+def test_a_solar_schedule_ticks_at_each_sunrise(berlin: Celery) -> None:
+    due = ticks(solar("sunrise", 52.52, 13.40, app=berlin),
+                datetime(2026, 3, 27, 12, tzinfo=timezone.utc), 4)
+    days = [_at(d).astimezone(ZoneInfo("Europe/Berlin")) for d in due]
+    assert [d.day for d in days] == [28, 29, 30, 31]
+    assert all(5 <= d.hour <= 7 for d in days), days  # Berlin's sunrise, in late March
+
+
+class EveryOtherMinute(BaseSchedule):
+    """A user's schedule class: honours ``nowfun`` through ``self.now()``, as Celery's do."""
+
+    def remaining_estimate(self, last_run_at: datetime) -> timedelta:
+        return last_run_at + timedelta(minutes=2) - self.now()
+
+    def is_due(self, last_run_at: datetime) -> tuple[bool, float]:
+        left = self.remaining_estimate(last_run_at).total_seconds()
+        return left <= 0, max(left, 0.0)
+
+
+def test_a_users_schedule_class_ticks_from_the_stored_last_tick(berlin: Celery) -> None:
+    start = datetime(2026, 10, 25, 0, 30, tzinfo=timezone.utc)
+    due = ticks(EveryOtherMinute(app=berlin), start, 3)
+    assert [b - a for a, b in pairwise([_ms(start), *due])] == [120_000] * 3
