@@ -305,3 +305,27 @@ def test_an_edited_schedule_continues_from_the_stored_tick(client: Any, view: Ba
         assert entries["new-name"].fired == 0 and entries["new-name"].last_due_ms >= now_ms
     finally:
         scheduler.close()
+
+
+def test_an_entry_deleted_from_the_admin_while_configured_starts_afresh(
+        client: Any, view: Backend) -> None:
+    """``schedules rm`` of an entry still in ``beat_schedule``: the leader finds it gone at its
+    next tick and registers it anew from that moment (that tick is not fired: a tick is
+    never fired from a last run the store no longer vouches for)."""
+    client.conf.beat_schedule = {"tick": {"task": "proj.add", "args": (1, 2),
+                                          "schedule": timedelta(seconds=1)}}
+    view.schedule_register("tick", view.now_ms() - 1500)
+    scheduler = Scheduler(client)
+    try:
+        scheduler.tick()
+        [fired_once] = view.schedules()
+        assert fired_once.fired == 1
+        assert view.schedule_delete("tick")
+        due = fired_once.last_due_ms + 1000
+        wait_until(lambda: view.now_ms() > due + 50, timeout=5, message="the next tick due")
+        scheduler.tick()
+        [again] = view.schedules()
+    finally:
+        scheduler.close()
+    assert again.fired == 0 and again.last_due_ms > due  # registered anew, after that tick
+    assert tick_id("tick", due) not in view.ids_in_state("enqueued")
