@@ -60,6 +60,13 @@ def retried(self: Any, n: int) -> None:
         raise self.retry(countdown=0)
 
 
+@app.task(name="periodic.both", rate_limit=RATE, rate_limit_scope="cluster", concurrency=2)
+def both(n: int, seconds: float) -> None:
+    record(PREFIX, "both", n=n, edge="start")
+    time.sleep(seconds)
+    record(PREFIX, "both", n=n, edge="end")
+
+
 @app.task(name="periodic.per_key", rate_limit=RATE, rate_limit_key="key")
 def per_key(key: str, n: int, seconds: float = 0.0) -> None:
     record(PREFIX, "per_key", key=key, n=n)

@@ -24,7 +24,15 @@ from celery import chain, chord, group
 
 from tests.e2e.conftest import Worker
 from tests.e2e.periodic_checks import most_in_window
-from tests.e2e.periodic_proj import free, limited, per_key, per_minute, per_worker, retried
+from tests.e2e.periodic_proj import (
+    both,
+    free,
+    limited,
+    per_key,
+    per_minute,
+    per_worker,
+    retried,
+)
 from tests.e2e.proj import events, make_app
 from tests.support import wait_until
 
@@ -199,5 +207,28 @@ def test_a_worker_killed_mid_window_leaves_the_window_within_the_limit(
     wait_until(lambda: {e["n"] for e in starts(prefix, "limited")} == set(range(8)),
                timeout=60, message="every job started, the dead worker's again elsewhere")
     at = sorted(e["t"] for e in starts(prefix, "limited"))
-    assert most_in_window(at, 1.0) <= LIMIT, at
+    assert most_in_window(at, 1.0) <= LIMIT and at[-1] - at[0] > 2.0, at
+    app.close()
+
+
+def test_a_rate_limit_and_concurrency_on_the_same_task_both_hold(
+        start_worker: Callable[..., Worker], prefix: str) -> None:
+    """``rate_limit="5/s"`` cluster-scoped and ``concurrency=2`` on one task, 0.15 s each, on
+    four pool processes: never more than 2 running, never more than 5 starts a second (each
+    limit alone would allow more)."""
+    two_workers(start_worker)
+    app = make_app(prefix)
+    with app.publish_batch():
+        for n in range(15):
+            app.send_task(both.name, (n, 0.15))
+    wait_until(lambda: sum(e["edge"] == "end" for e in starts(prefix, "both")) >= 15,
+               timeout=60, message="every job ran")
+    events_ = sorted(starts(prefix, "both"), key=lambda e: (e["t"], e["edge"] == "start"))
+    running = most = 0
+    for e in events_:
+        running += 1 if e["edge"] == "start" else -1
+        most = max(most, running)
+    assert most == 2, events_  # the slots were used, and never exceeded
+    at = [e["t"] for e in events_ if e["edge"] == "start"]
+    assert most_in_window(at, 1.0) <= LIMIT and at[-1] - at[0] > 2.0, at
     app.close()
