@@ -25,7 +25,7 @@ from celery_plus.transport.backend import Backend
 from tests.e2e.conftest import Worker
 from tests.e2e.periodic_checks import Beat, fired, kill_before_tick, leader, leads, tick_report
 from tests.e2e.proj import events, make_app
-from tests.faults.servers import RedisServer
+from tests.faults.servers import PostgresCluster, RedisServer
 from tests.support import wait_until
 
 APP = "tests.e2e.periodic_proj"
@@ -185,13 +185,22 @@ def test_a_leader_whose_clock_runs_ahead_fires_early_but_each_tick_once(
     assert 1.5 <= early["ahead"] <= 2.1, early  # up to 2 s early
 
 
+@pytest.mark.parametrize("store", ["redis", "postgres"])
 def test_a_store_outage_between_ticks_neither_repeats_nor_skips_one(
-        tmp_path: Path, prefix: str) -> None:
-    """A private Redis store (AOF) crashes for 3 s under two beats of a 1 s entry: the beats
-    retry, the ticks due meanwhile are fired late once the store is back, each once."""
-    server = RedisServer(tmp_path / "redis", aof=True)
-    server.start()
-    env = {"PLUS_TEST_PREFIX": prefix, "PLUS_TEST_BROKER": f"plus+{server.url}",
+        tmp_path: Path, prefix: str, store: str) -> None:
+    """A private store (Redis with AOF, crashed; a PostgreSQL cluster, stopped in immediate
+    mode) goes away for 3 s under two beats of a 1 s entry: the beats retry, the ticks due
+    meanwhile are fired late once the store is back, each once."""
+    server: RedisServer | PostgresCluster
+    if store == "redis":
+        server = RedisServer(tmp_path / "redis", aof=True)
+        server.start()
+        url = server.url
+    else:
+        server = PostgresCluster()
+        server.start()
+        url = server.create_database("test")
+    env = {"PLUS_TEST_PREFIX": prefix, "PLUS_TEST_BROKER": f"plus+{url}",
            "PLUS_TEST_BEAT_EVERY": "1", "PLUS_TEST_BEAT_LEASE": str(LEASE_S)}
     group = [Beat(tmp_path / f"beat-{i}.log", env) for i in range(2)]
     try:
