@@ -182,7 +182,7 @@ def test_a_leader_whose_clock_runs_ahead_fires_early_but_each_tick_once(
     assert entry.fired == len(dues)
     early = {who: max(due / 1000 - at for w, due, at in log if w == who) for who, _, _ in log}
     assert early["right"] <= 0.05 and early["right again"] <= 0.05, early
-    assert 1.5 <= early["ahead"] <= 2.1, early  # up to 2 s early
+    assert 1.0 <= early["ahead"] <= 2.1, early  # up to 2 s early (less on a loaded machine)
 
 
 @pytest.mark.parametrize("store", ["redis", "postgres"])
