@@ -147,8 +147,9 @@ SETTINGS: tuple[Setting, ...] = (
         10.0,
         _positive,
         "seconds > 0",
-        "Beat's leader lease: the leading beat process renews it every third of this; when it "
-        "dies, another takes over within this (docs/schedules.md).",
+        "Beat's leader lease: the store holds the role for half of this from each renewal, the "
+        "leader renews it and the others try for it every sixth of it, so when it dies another "
+        "fires within two thirds of this (docs/schedules.md).",
     ),
     Setting(
         "plus_beat_catch_up",

@@ -431,6 +431,11 @@ class PostgresBackend:
         self._rows("DELETE FROM leases WHERE role = %s AND holder = %s RETURNING role",
                    [role, holder])
 
+    def role_holder(self, role: str) -> tuple[str, int] | None:
+        rows = self._rows("SELECT holder, expires_ms FROM leases "
+                          "WHERE role = %s AND expires_ms >= now_ms()", [role])
+        return (str(rows[0][0]), int(rows[0][1])) if rows else None
+
     def schedule_register(self, name: str, last_due_ms: int, task: str = "",
                           schedule: str = "") -> ScheduleRecord:
         return schedule_record(self._one(
