@@ -156,12 +156,14 @@ class LoopDriver:
         self.hub.add_reader(self.pipe.read_fd, self._on_readable)
         self.hub.on_tick.add(self._on_tick)
         self.transport.holdings.on_settle(self.pipe.wake)
+        self.transport.holdings.loop_started()
 
     def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
         self.transport.holdings.off_settle(self.pipe.wake)
+        self.transport.holdings.loop_stopped()
         self.hub.on_tick.discard(self._on_tick)
         with contextlib.suppress(Exception):  # the hub may have been reset or closed
             self.hub.remove_reader(self.pipe.read_fd)
