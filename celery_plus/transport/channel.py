@@ -624,20 +624,24 @@ class Channel(virtual.Channel):
         return bool(self._consumers) and bool(self.legacy_queues) and self.qos.can_consume()
 
     def drain_ready(self, transient: bool = True) -> tuple[int, int | None]:
-        """Deliver what is ready now: transient messages (unless ``transient`` is false),
-        then a batch of claimed jobs. Returns how many messages were delivered, and how
-        many jobs the claim brought (None: no claim was made)."""
+        """Store the pending settles with a claim (or alone, if the prefetch window has no
+        room), deliver the jobs claimed, then what transient queues hold (unless
+        ``transient`` is false) and legacy queues. Returns how many messages were
+        delivered, and how many jobs the claim brought (None: no claim was made)."""
         if not self._consumers:
             return 0, None
         self.renew_transient()
-        delivered = self._deliver_transient() if transient else 0
+        claimed: int | None = None
+        if self.wants_jobs():
+            claimed = self._claim_and_deliver()
+        else:
+            self.flush_settles()
+        delivered = claimed or 0
+        if transient:
+            delivered += self._deliver_transient()
         if self.wants_legacy():
             delivered += self._deliver_legacy()
-        if not self.wants_jobs():
-            self.flush_settles()
-            return delivered, None
-        claimed = self._claim_and_deliver()
-        return delivered + claimed, claimed
+        return delivered, claimed
 
     def _deliver_transient(self) -> int:
         """Pop and deliver one message from each transient queue consumed here."""

@@ -190,7 +190,10 @@ class LoopDriver:
         # A prefetch slot freed while the wait in flight was armed for a full prefetch
         # (without the durable queues): fill it now rather than when that wait ends.
         freed = self._armed_busy and self.waiter.armed and self._has_capacity()
-        if outcome is not None or self._more or idle_over or freed:
+        # A settle queued (a pool's result acked): store it now, with a claim if there is
+        # room, whatever the wait in flight is waiting for (the lease keeper leaves it to us).
+        settles = transport.holdings.has_settles()
+        if outcome is not None or self._more or idle_over or freed or settles:
             self._idle_until = None
             delivered = transport._drain_ready()
             self._more = delivered > 0
