@@ -91,7 +91,8 @@ def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) 
                 "-P gevent, -P threads or -P prefork with PostgreSQL, or a plus+redis:// store.")
         from .postgres_backend import PostgresBackend
 
-        return PostgresBackend(url, schema=config.pg_schema, connect=False, **options)
+        return PostgresBackend(url, schema=config.pg_schema, connect=False,
+                               synchronous_commit=config.pg_synchronous_commit, **options)
     raise ImproperlyConfigured(
         f"broker_url 'plus+{maybe_sanitize_url(url)}': unsupported store {scheme!r}. "
         f"Use one of: {', '.join('plus+' + s + '://' for s in SCHEMES)}."
