@@ -102,6 +102,13 @@ class Messaging:
             if current is not None and current.holder == holder:
                 del self.store.leases[role]
 
+    def role_holder(self, role: str) -> tuple[str, int] | None:
+        with self.store.lock:
+            current = self.store.leases.get(role)
+            if current is None or current.deadline < self._now():
+                return None
+            return current.holder, current.deadline
+
     def schedule_register(self, name: str, last_due_ms: int, task: str = "",
                           schedule: str = "") -> ScheduleRecord:
         with self.store.lock:
