@@ -230,12 +230,7 @@ class Deployment:
         worker.proc.wait(timeout=10)
 
     def kill_child(self, worker: Worker) -> int | None:
-        """kill -9 of a pool process that is running a task (None: none is).
-
-        Only busy ones: an idle process of the prefork pool waits for work holding the
-        lock of the queue its siblings share (billiard's blocking pool, which Celery uses
-        with a synchronous transport), and killing it wedges the whole pool
-        (``docs/reliability.md``)."""
+        """kill -9 of a pool process that is running a task (None: none is)."""
         busy = {r.pid for r in self.runs() if r.ended is None}
         children = [pid for pid in worker.children() if pid in busy]
         if not children:
@@ -246,6 +241,16 @@ class Deployment:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         return pid
+
+    def kill_idle_children(self, worker: Worker) -> list[int]:
+        """kill -9 of every pool process of ``worker`` that runs no task."""
+        busy = {r.pid for r in self.runs() if r.ended is None}
+        victims = [pid for pid in worker.children() if pid not in busy]
+        for pid in victims:
+            self.deaths[pid] = time.time()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return victims
 
     @contextlib.contextmanager
     def frozen(self, worker: Worker) -> Iterator[None]:
