@@ -1,26 +1,34 @@
-"""A reconnect's pool flush keeps the jobs already handed to a pool process (``prefork_flush``).
+"""The pool guards (``celery_plus/pool_guards.py``) on Celery's own pools.
 
-Celery's own prefork pool (``AsynPool``, one real process) on a kombu hub driven step by step:
-a job is written to the process, and before the pool reads the process's acknowledgement the
-consumer's reconnect resets the hub and flushes the pool, as ``Consumer.on_close`` does. The
-process runs the job either way; its result must still reach the worker (whose callback acks
-the delivery), or the delivery is dropped, its claim given back, and the job runs again.
+A reconnect's flush keeps the jobs already handed to a pool process: Celery's own prefork pool
+(``AsynPool``, one real process) on a kombu hub driven step by step. A job is written to the
+process, and before the pool reads the process's acknowledgement the consumer's reconnect resets
+the hub and flushes the pool, as ``Consumer.on_close`` does. The process runs the job either
+way; its result must still reach the worker (whose callback acks the delivery), or the delivery
+is dropped, its claim given back, and the job runs again.
+
+A task leaving with SystemExit or KeyboardInterrupt in the solo and threads pools reaches the
+request's success callback as Celery's failure triple of a lost worker.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from billiard.einfo import ExceptionInfo
 from celery import Celery
+from celery.concurrency import solo, thread
 from celery.concurrency.prefork import TaskPool
+from celery.exceptions import WorkerLostError
 from kombu.asynchronous import Hub
 
-from celery_plus.prefork_flush import keep_handed_jobs
+from celery_plus.pool_guards import keep_handed_jobs, report_base_exceptions
 
 
 def mark(path: str) -> int:
@@ -78,3 +86,39 @@ def test_without_it_celerys_flush_drops_the_result_of_a_job_that_ran(
     """What the module guards against (if Celery changes this, the guard may go)."""
     results, ran = _run_through_reconnect(pool, tmp_path)
     assert ran.exists() and results == []
+
+
+# -- a task raising SystemExit or KeyboardInterrupt in the solo and threads pools ----------
+def leave(how: str) -> None:
+    if how == "exit":
+        raise SystemExit(3)
+    raise KeyboardInterrupt()
+
+
+def _callback_gets(pool_cls: type, how: str, guarded: bool) -> Any:
+    pool = pool_cls(2)
+    pool.start()
+    got: list[Any] = []
+    done = threading.Event()
+    try:
+        if guarded:
+            report_base_exceptions(pool)
+        pool.apply_async(leave, (how,), callback=lambda r: (got.append(r), done.set()))
+        assert done.wait(10), "the callback was never called"
+    finally:
+        pool.stop()
+    return got[0]
+
+
+@pytest.mark.parametrize("how", ["exit", "interrupt"])
+@pytest.mark.parametrize("pool_cls", [solo.TaskPool, thread.TaskPool], ids=["solo", "threads"])
+def test_a_task_leaving_with_a_base_exception_reaches_the_callback_as_a_lost_worker(
+        pool_cls: type, how: str) -> None:
+    failed, einfo, _runtime = _callback_gets(pool_cls, how, guarded=True)
+    exc = getattr(einfo.exception, "exc", einfo.exception)  # ExceptionWithTraceback
+    assert failed and isinstance(exc, WorkerLostError), exc
+
+
+def test_without_it_celerys_apply_target_hands_the_success_callback_a_bare_exception() -> None:
+    """What the guard repairs (if Celery changes this, the guard may go)."""
+    assert isinstance(_callback_gets(solo.TaskPool, "exit", guarded=False), ExceptionInfo)
