@@ -47,9 +47,9 @@ def run_session_kills(deployment: Deployment, rounds: int, pool: str) -> None:
     report = deployment.finish(f"{rounds} rounds, {killed} sessions ended, {pool} pool",
                                timeout=180)
     assert killed >= rounds, "no worker session was ended"
-    assert set(report.publish_errors) <= {"OperationalError"}, publisher.tracebacks
     # Only the publisher's short jobs may have been hit while they were being published.
     check(report, allow_twice=())
+    assert set(report.publish_errors) <= {"OperationalError"}, publisher.tracebacks
 
 
 #: Ended PostgreSQL sessions cause no reconnect (every call is retried on a fresh connection),
@@ -65,7 +65,7 @@ def test_connections_lost_while_a_prefork_pool_is_handed_jobs(
         deploy: Callable[..., Deployment]) -> None:
     """Redis ``CLIENT KILL`` every 0.3 s while a prefork pool is handed short jobs: Celery
     flushes its pool on each reconnect, and a job already written to a pool process runs
-    there and is acked there (``celery_plus/prefork_flush.py``; before, it was also given
+    there and is acked there (``celery_plus/pool_guards.py``; before, it was also given
     back and claimed again: 2-10 of 300 ran twice in every run). (Ended PostgreSQL
     sessions cause no reconnect: their calls are retried on fresh connections.)"""
     deployment = deploy("pool handed jobs", "redis", vt=6.0)
