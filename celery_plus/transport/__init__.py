@@ -310,12 +310,14 @@ class Transport(virtual.Transport):
 
 def register() -> None:
     """Make ``plus+<url>`` broker URLs resolve to this transport, and workers on it hand tasks
-    to a prefork pool without blocking (``prefork_gate.py``) and answer ``inspect scheduled``
-    from the store (``control.py``)."""
-    from .. import control, prefork_gate
+    to a prefork pool without blocking (``prefork_gate.py``), guard their pools against two
+    Celery quirks that would run a job twice or hold it for ever (``pool_guards.py``) and
+    answer ``inspect scheduled`` from the store (``control.py``)."""
+    from .. import control, pool_guards, prefork_gate
 
     TRANSPORT_ALIASES.setdefault("plus", "celery_plus.transport:Transport")
     prefork_gate.install()
+    pool_guards.install()
     control.install()
 
 

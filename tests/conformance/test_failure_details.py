@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from celery_plus.transport.backend import Backend, Settle
-from celery_plus.transport.details import TEXT_MAX
 
 from .support import claim, history, ids, publish, record
 
@@ -44,6 +43,8 @@ def _settles(tokens: dict[str, int]) -> list[Settle]:
 
 
 def _check_stored(backend: Backend) -> None:
+    from celery_plus.transport.details import TEXT_MAX
+
     assert record(backend, "ack-1")["st"] == "completed"
     assert record(backend, "ack-2")["st"] == "completed"
     assert sorted(backend.ids_in_state("failed")) == sorted(POISON)

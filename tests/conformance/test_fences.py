@@ -32,14 +32,16 @@ def _taken_over(make_backend: Callable[..., Backend]) -> tuple[Backend, int, int
     return backend, old.token, new.token
 
 
+@pytest.mark.parametrize("carries", ["its token", "no token"])
 def test_a_late_continuation_of_a_claim_taken_over_changes_nothing(
-        make_backend: Callable[..., Backend]) -> None:
+        make_backend: Callable[..., Backend], carries: str) -> None:
+    """``no token``: the late retry of a worker whose release sent none (a rolling upgrade)."""
     backend, old, new = _taken_over(make_backend)
     before = record(backend, "a")
     deadline = backend.lease_deadline("a")
     eta = backend.now_ms() + 60_000
-    out = publish(backend, "a", "late-retry", eta_ms=eta, lease_token=old, **GROUP)
-    assert (out.accepted, out.fenced, out.holder_id, out.state) == (False, True, "a", "running")
+    token = {"lease_token": old} if carries == "its token" else {}
+    out = publish(backend, "a", "late-retry", eta_ms=eta, **token, **GROUP)
     assert record(backend, "a") == before, "the new worker's claim was changed"
     assert backend.lease_deadline("a") == deadline
     assert backend.slot_holders("g") == {"a"}, "the live claim's slot was freed"
@@ -47,6 +49,7 @@ def test_a_late_continuation_of_a_claim_taken_over_changes_nothing(
     # A second job of the group still cannot start beside the live claim.
     publish(backend, "b", **GROUP)
     assert ids(claim(backend, worker="w3")) == []
+    assert (out.accepted, out.fenced, out.holder_id, out.state) == (False, True, "a", "running")
     # The live claim's own continuation still applies.
     out = publish(backend, "a", "retry", eta_ms=eta, lease_token=new, **GROUP)
     assert out.accepted and out.continued and out.state == "scheduled"
@@ -54,14 +57,19 @@ def test_a_late_continuation_of_a_claim_taken_over_changes_nothing(
 
 
 def test_a_publish_of_a_running_id_without_its_token_changes_nothing(backend: Backend) -> None:
+    """The same message again (a client retrying a publish whose reply was lost, after a
+    worker claimed it), another message with the id, a wrong token: no second delivery."""
     publish(backend, "a", "original", **GROUP)
     got = claim(backend).claims[0]
     before = record(backend, "a")
-    for token in (0, got.token + 1000):
-        out = publish(backend, "a", "outsider", lease_token=token, **GROUP)
-        assert out.fenced and not out.accepted and out.holder_id == "a", token
-        assert record(backend, "a") == before, token
+    for message, token in (("original", None), ("outsider", 0),
+                           ("outsider", got.token + 1000)):
+        fields = {} if token is None else {"lease_token": token}
+        out = publish(backend, "a", message, **fields, **GROUP)
+        assert record(backend, "a") == before, f"the running claim was changed ({token})"
         assert backend.slot_holders("g") == {"a"}, token
+        assert ids(claim(backend, worker="w2")) == [], f"a second live delivery ({token})"
+        assert out.fenced and not out.accepted and out.holder_id == "a", token
     assert backend.size(Q) == 0 and backend.ids_in_state("scheduled") == []
     assert backend.settle([Settle("a", got.token, "ack")]) == []
     assert record(backend, "a")["st"] == "completed"

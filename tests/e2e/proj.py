@@ -234,6 +234,14 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         record(prefix, "fail_with", message=message)
         raise ValueError(f"cannot open {text}")
 
+    @app.task(name="proj.exit_with", max_deliveries=2)
+    def exit_with(how: str) -> None:
+        """Raises what ends a process: SystemExit ("exit") or KeyboardInterrupt."""
+        record(prefix, "exit_with", how=how)
+        if how == "exit":
+            raise SystemExit(3)
+        raise KeyboardInterrupt()
+
     @app.task(name="proj.x_key_changer", bind=True, unique_by=["key"])
     def key_changer(self: Any, key: str, how: str) -> str:
         """Continues itself under another unique key: Task.replace or retry(args=...)."""

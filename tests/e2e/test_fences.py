@@ -5,7 +5,8 @@
   the live claim keeps its ``concurrency=1`` slot (the group never runs two jobs at once).
 * Tasks failing with a lone surrogate, a NUL or a megabyte in their message are dead-lettered
   with those details, the normal tasks settled in the same batches are completed exactly once,
-  and the worker stays up.
+  and the worker stays up; so does a solo or threads worker whose task raises SystemExit or
+  KeyboardInterrupt (dead-lettered after its deliveries, as a prefork pool process's exit is).
 * A job that continues under another unique key (``Task.replace``, ``retry(args=...)``)
   leaves no key held once it finished.
 * A unique job waiting longer than the backstop (countdown) or running longer than it keeps
@@ -113,12 +114,16 @@ def test_odd_failure_details_are_dead_lettered_and_never_stop_the_worker(
     failing = {message: client.tasks["proj.fail_with"].delay(message) for message in odd}
     huge = client.tasks["proj.fail_with"].delay("<huge>")
     unprintable = client.tasks["proj.fail_with"].delay("<unprintable>")
+    exits = [client.tasks["proj.exit_with"].delay(how) for how in ("exit", "interrupt")]
     results = [m.delay() for m in marks[:15]] + [m.delay() for m in marks[15:]]
     worker = start_worker(pool=pool, concurrency=2)
     wait_until(lambda: len(view.ids_in_state("completed")) == 30, timeout=60,
                message="every normal task completed")
-    wait_until(lambda: len(view.ids_in_state("failed")) == 5, timeout=30,
+    wait_until(lambda: len(view.ids_in_state("failed")) == 7, timeout=30,
                message="every odd failure dead-lettered")
+    for result in exits:  # its process (or worker) lost each time, as with os._exit
+        record = view.job(result.id) or {}
+        assert (record["reason"], record["dl"]) == ("delivery limit", "2"), record
     for message, result in failing.items():
         record = view.job(result.id) or {}
         assert record["reason"] == "task failed" and record["etype"] == "ValueError"

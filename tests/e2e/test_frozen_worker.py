@@ -71,6 +71,7 @@ def test_a_frozen_worker_does_not_start_jobs_it_no_longer_holds(
         (runs, on_a, a.log()[-3000:])
     assert not any(on_a[n] for n in range(1, JOBS)), (on_a, a.log()[-3000:])
     assert a.proc.poll() is None, a.log()
+    assert "consuming on Celery's event loop" in a.log()  # the loop under test
     assert "lease was lost" in a.log() or "lease of job" in a.log(), a.log()[-3000:]
     for job_id in ids:  # A's late acks were fenced: B's claims ended the jobs
         record = view.job(job_id) or {}

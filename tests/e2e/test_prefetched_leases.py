@@ -47,5 +47,6 @@ def test_a_healthy_worker_never_runs_its_prefetched_jobs_twice(
     for job_id in ids:
         record = view.job(job_id) or {}
         assert record.get("dl") == "1", record  # delivered once, never taken over
+    assert "consuming on Celery's event loop" in worker.log()  # the loop under test
     assert "recovered job" not in worker.log()
     assert "lease of job" not in worker.log()

@@ -210,6 +210,8 @@ class Deployment:
             wait_until(lambda: " ready." in worker.log() or proc.poll() is not None,
                        timeout=60, message="worker ready")
             assert proc.poll() is None, worker.log()
+            # Every scenario runs on Celery's event loop (the transport is asynchronous).
+            assert "consuming on Celery's event loop" in worker.log(), worker.log()
         return worker
 
     def note_in_flight(self, pids: set[int]) -> None:
@@ -230,12 +232,7 @@ class Deployment:
         worker.proc.wait(timeout=10)
 
     def kill_child(self, worker: Worker) -> int | None:
-        """kill -9 of a pool process that is running a task (None: none is).
-
-        Only busy ones: an idle process of the prefork pool waits for work holding the
-        lock of the queue its siblings share (billiard's blocking pool, which Celery uses
-        with a synchronous transport), and killing it wedges the whole pool
-        (``docs/reliability.md``)."""
+        """kill -9 of a pool process that is running a task (None: none is)."""
         busy = {r.pid for r in self.runs() if r.ended is None}
         children = [pid for pid in worker.children() if pid in busy]
         if not children:
@@ -246,6 +243,16 @@ class Deployment:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         return pid
+
+    def kill_idle_children(self, worker: Worker) -> list[int]:
+        """kill -9 of every pool process of ``worker`` that runs no task."""
+        busy = {r.pid for r in self.runs() if r.ended is None}
+        victims = [pid for pid in worker.children() if pid not in busy]
+        for pid in victims:
+            self.deaths[pid] = time.time()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return victims
 
     @contextlib.contextmanager
     def frozen(self, worker: Worker) -> Iterator[None]:
@@ -485,13 +492,16 @@ class Deployment:
         return min(after) - self.fault_ended if after else None
 
     def _recovered_at(self, job_id: str, after: float) -> float | None:
-        """When the store recovered ``job_id``'s expired lease after ``after`` (None: not)."""
+        """When the store got ``job_id`` back after ``after`` (None: not): its expired lease
+        recovered, or its delivery given back by the worker whose pool process died (Celery
+        rejects it at once; a later fault's recovery of the same job must not count)."""
         try:
             history = json.loads((self.view.job(job_id) or {}).get("hist") or "[]")
         except ValueError:
             return None
         times = [entry["finished_ms"] / 1000 for entry in history
-                 if isinstance(entry, dict) and entry.get("outcome") == "lease expired"
+                 if isinstance(entry, dict)
+                 and entry.get("outcome") in ("lease expired", "worker lost")
                  and entry.get("finished_ms", 0) / 1000 >= after]
         return min(times, default=None)
 

@@ -34,10 +34,11 @@ def run_full_disk(deployment: Deployment, disk: SmallDisk, full_s: float, jobs: 
     deployment.fault_ended = time.time()
     time.sleep(1.0)
     publisher.stop()
-    report = deployment.finish(f"disk full for {full_s:.0f}s, lease {deployment.vt:.0f}s")
     for worker in workers:
-        assert worker.proc.poll() is None, worker.log()[-3000:]
+        assert worker.proc.poll() is None, \
+            f"a worker exited (code {worker.proc.returncode}): {worker.log()[-3000:]}"
         assert "Unrecoverable error" not in worker.log()
+    report = deployment.finish(f"disk full for {full_s:.0f}s, lease {deployment.vt:.0f}s")
     assert report.publish_errors, "no publish ever met the full disk"
     assert set(report.publish_errors) == {"OperationalError"}, publisher.tracebacks
     store_file = str(disk.folder / "store.db")

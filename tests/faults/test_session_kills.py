@@ -47,16 +47,39 @@ def run_session_kills(deployment: Deployment, rounds: int, pool: str) -> None:
     report = deployment.finish(f"{rounds} rounds, {killed} sessions ended, {pool} pool",
                                timeout=180)
     assert killed >= rounds, "no worker session was ended"
-    assert set(report.publish_errors) <= {"OperationalError"}, publisher.tracebacks
     # Only the publisher's short jobs may have been hit while they were being published.
     check(report, allow_twice=())
+    assert set(report.publish_errors) <= {"OperationalError"}, publisher.tracebacks
 
 
-@pytest.mark.parametrize("pool", ["prefork", "threads"])
-@pytest.mark.parametrize("store", STORES)
+#: Ended PostgreSQL sessions cause no reconnect (every call is retried on a fresh connection),
+#: so the pool makes no difference there: one pool is enough.
+@pytest.mark.parametrize(("store", "pool"),
+                         [("redis", "prefork"), ("redis", "threads"), ("postgres", "prefork")])
 def test_every_worker_session_ended_mid_drain(deploy: Callable[..., Deployment], store: str,
                                               pool: str) -> None:
     run_session_kills(deploy("sessions ended", store, vt=6.0), rounds=3, pool=pool)
+
+
+def test_connections_lost_while_a_prefork_pool_is_handed_jobs(
+        deploy: Callable[..., Deployment]) -> None:
+    """Redis ``CLIENT KILL`` every 0.3 s while a prefork pool is handed short jobs: Celery
+    flushes its pool on each reconnect, and a job already written to a pool process runs
+    there and is acked there (``celery_plus/pool_guards.py``; before, it was also given
+    back and claimed again: 2-10 of 300 ran twice in every run). (Ended PostgreSQL
+    sessions cause no reconnect: their calls are retried on fresh connections.)"""
+    deployment = deploy("pool handed jobs", "redis", vt=6.0)
+    deployment.start_worker(concurrency=4)
+    for n in range(300):
+        deployment.publish("fault.work", f"w{n}", 0.01)
+    deployment.wait_running(1)
+    killed = 0
+    for _ in range(15):
+        killed += kill_sessions(deployment)
+        deployment.fault_ended = time.time()
+        time.sleep(0.3)
+    report = deployment.finish(f"{killed} connections ended, prefork pool")
+    check(report, allow_twice=())
 
 
 @pytest.mark.long
