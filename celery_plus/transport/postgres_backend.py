@@ -71,7 +71,8 @@ FIELDS: dict[str, str] = {
     "ut": "unique_ttl_ms", "cg": "conc_group", "cl": "conc_limit", "due": "due_ms",
     "enq": "enqueued_ms", "start": "started_ms", "fin": "finished_ms", "wk": "worker",
     "reason": "reason", "etype": "exc_type", "emsg": "exc_message", "tb": "traceback",
-    "hist": "history::text", "score": "score",
+    "hist": "history::text", "score": "score", "rg": "rate_group", "rl": "rate_limit",
+    "rw": "rate_window_ms",
 }
 
 _PUBLISH_ARGS = ("%s, %s, %s, %s, %s::integer, %s::bigint, %s, %s, %s::bigint, %s, "
@@ -667,9 +668,10 @@ class PostgresBackend:
             "SELECT job_id FROM slots WHERE conc_group = store_key(%s)", [group])}
 
     def blocked_groups(self) -> set[str]:
-        """Concurrency groups having blocked jobs."""
+        """Concurrency groups having jobs blocked on their slots (not rate-parked ones)."""
         return {row[0] for row in self._rows(
-            "SELECT DISTINCT conc_group FROM jobs WHERE state = 'blocked'")}
+            "SELECT DISTINCT conc_group FROM jobs WHERE state = 'blocked' AND NOT rate_parked "
+            "AND conc_group <> ''")}
 
     def ids_in_state(self, state: str, limit: int = 1000) -> list[str]:
         """Ids of jobs in ``state``, in the order of the Redis store's index of that state."""

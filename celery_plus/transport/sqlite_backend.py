@@ -1396,9 +1396,10 @@ class SQLiteBackend:
         return {str(lock): str(holder) for lock, holder in rows}
 
     def blocked_groups(self) -> set[str]:
-        """Concurrency groups having blocked jobs."""
+        """Concurrency groups having jobs blocked on their slots (not rate-parked ones)."""
         return {row[0] for row in self._read(lambda conn: conn.execute(
-            "SELECT DISTINCT conc_group FROM jobs WHERE state = 'blocked'").fetchall())}
+            "SELECT DISTINCT conc_group FROM jobs WHERE state = 'blocked' AND rate_parked = 0 "
+            "AND conc_group <> ''").fetchall())}
 
     def stats(self) -> dict[str, int]:
         """Cluster counters (``meta`` rows ``stats:<name>``)."""

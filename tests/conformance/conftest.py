@@ -1,7 +1,8 @@
 """Fixtures of the conformance suite: every test runs once per backend, each on its own store.
 
-``backend`` is the test's store on the backend of the current parameter (test ids ``redis``
-and ``sqlite``, from :data:`tests.conformance.stores.OPENERS`); ``make_backend(**options)``
+``backend`` is the test's store on the backend of the current parameter (test ids
+``memory``, ``postgres``, ``redis``, ``redis-eval`` and ``sqlite``, from
+:data:`tests.conformance.stores.OPENERS`); ``make_backend(**options)``
 opens more backends on that same store (another lease, retention or maintenance interval), as
 several workers would. A backend is done when the whole suite passes on it.
 """
@@ -20,8 +21,8 @@ from .stores import OPENERS, backends_on_one_store
 
 @pytest.fixture(params=sorted(OPENERS))
 def backend_kind(request: pytest.FixtureRequest) -> str:
-    """The backend under test: ``postgres``, ``redis``, ``redis-eval`` (Redis with EVALSHA
-    instead of Redis Functions) or ``sqlite``."""
+    """The backend under test: ``memory`` (the in-process reference model), ``postgres``,
+    ``redis``, ``redis-eval`` (Redis with EVALSHA instead of Redis Functions) or ``sqlite``."""
     return str(request.param)
 
 

@@ -2,7 +2,9 @@
 
 Redis: a unique key prefix whose keys are deleted afterwards. SQLite: a database file in the
 test's ``tmp_path`` (:func:`sqlite_file`) that every backend instance opens. PostgreSQL: a
-fresh schema of the test database (``PLUS_TEST_PG``), dropped afterwards.
+fresh schema of the test database (``PLUS_TEST_PG``), dropped afterwards. Memory: one
+in-process store (the reference model, ``celery_plus.stores.memory``) shared by the test's
+backends.
 """
 
 from __future__ import annotations
@@ -66,6 +68,15 @@ def sqlite_store(tmp_path: Path) -> Iterator[Opener]:
     yield lambda **options: SQLiteBackend(url, **options)
 
 
+@contextlib.contextmanager
+def memory_store(tmp_path: Path) -> Iterator[Opener]:
+    """Backends on one in-process store (wall clock)."""
+    from celery_plus.stores.memory import MemoryBackend, MemoryState
+
+    store = MemoryState()
+    yield lambda **options: MemoryBackend(store, **options)
+
+
 PG_URL = os.environ.get("PLUS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
 
@@ -90,6 +101,7 @@ OPENERS: dict[str, Callable[[Path], contextlib.AbstractContextManager[Opener]]] 
     "redis-eval": functools.partial(redis_store, functions=False),
     "sqlite": sqlite_store,
     "postgres": postgres_store,
+    "memory": memory_store,
 }
 
 

@@ -92,3 +92,26 @@ def test_every_exit_of_a_claim_frees_its_slot(make_backend: Callable[..., Backen
             claimed = claim(backend, max_jobs=1).claims[0]
             backend.settle([Settle(claimed.job_id, claimed.token, "ack")])
         assert backend.ids_in_state("running") == [], name
+
+
+def test_blocked_groups_forget_a_group_whose_parked_job_was_published_again(
+        backend: Backend) -> None:
+    publish(backend, "a", concurrency_group="g", concurrency_limit=1)
+    publish(backend, "b", concurrency_group="g", concurrency_limit=1)
+    assert claim(backend).blocked == ["b"]
+    assert backend.blocked_groups() == {"g"}
+    publish(backend, "b", "again, without a group")  # the same id replaces its message
+    assert record(backend, "b")["st"] == "enqueued"
+    assert backend.blocked_groups() == set(), "a group no job waits for is listed"
+
+
+def test_blocked_groups_are_concurrency_groups_only(backend: Backend) -> None:
+    # Jobs parked by a full rate window wait for no slot: their groups (or none) are not
+    # listed as groups having jobs blocked on their slots.
+    rate = {"rate_group": "t:", "rate_limit": 1, "rate_window_ms": 60_000}
+    publish(backend, "r0", **rate)
+    publish(backend, "r1", **rate)
+    publish(backend, "r2", concurrency_group="h", concurrency_limit=5, **rate)
+    result = claim(backend)
+    assert ids(result) == ["r0"] and result.blocked == ["r1", "r2"]
+    assert backend.blocked_groups() == set()

@@ -47,6 +47,22 @@ def test_heartbeat_renews_only_current_claims(make_backend: Callable[..., Backen
     assert renewer.heartbeat([]) == []
 
 
+def test_heartbeat_reports_a_stale_claim_beside_a_current_claim_of_the_same_job(
+        backend: Backend) -> None:
+    # One process can hold two claims of one job: a delivery whose lease was recovered while
+    # the worker was frozen, and its new claim of the same job. The stale one is lost.
+    publish(backend, "a")
+    publish(backend, "b")
+    old = claim(backend, max_jobs=1).claims[0]
+    backend.settle([Settle("a", old.token, "release")])
+    new = claim(backend, max_jobs=1).claims[0]
+    assert new.job_id == "a" and new.token != old.token
+    assert backend.heartbeat([("a", old.token), ("a", new.token)]) == ["a"]
+    assert backend.heartbeat([("a", new.token), ("a", old.token)]) == ["a"]
+    assert backend.heartbeat([("a", new.token), ("a", new.token)]) == []
+    assert record(backend, "a")["st"] == "running"
+
+
 def test_recovery_requeues_by_the_stored_lease_deadline(
         make_backend: Callable[..., Backend]) -> None:
     short = make_backend(lease_ms=200)

@@ -29,6 +29,16 @@ def started(backend: Backend, result: ClaimResult) -> list[str]:
     return ids(result)
 
 
+def test_a_job_record_shows_its_rate_limit_on_every_backend(backend: Backend) -> None:
+    publish(backend, "a", rate_window_ms=60_000, **RATE)
+    publish(backend, "plain")
+    rec = record(backend, "a")
+    assert (rec["rg"], rec["rl"], rec["rw"]) == ("t:", "2", "60000")
+    assert not {"rg", "rl", "rw"} & set(record(backend, "plain"))
+    publish(backend, "a", "again without a limit")
+    assert not {"rg", "rl", "rw"} & set(record(backend, "a"))
+
+
 def test_a_full_window_parks_the_job_for_every_worker(
         make_backend: Callable[..., Backend]) -> None:
     one, two = make_backend(), make_backend()

@@ -67,7 +67,10 @@ if prev[1] and not continued then
   redis.call('ZREM', P .. ':dead', id)
   redis.call('ZREM', P .. ':canceled', id)
   redis.call('ZREM', P .. ':discarded', id)
-  if prev[3] and prev[3] ~= '' then redis.call('ZREM', P .. ':blk:' .. prev[3], id) end
+  if prev[3] and prev[3] ~= '' then
+    redis.call('ZREM', P .. ':blk:' .. prev[3], id)
+    forget_if_unblocked(prev[3])
+  end
   rate_unpark(id, prev[7])
 end
 

@@ -1,0 +1,246 @@
+"""The in-process store behind the ``Backend`` interface: the reference model.
+
+Built from :mod:`celery_plus.rules` alone (:mod:`.step` carries the rules out), with an
+injectable clock, it is the fifth backend of the conformance suite and the oracle of the
+model-based tests (``tests/model``). It lives in one process: several ``MemoryBackend``
+objects on one :class:`MemoryState` are several workers of one store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from ...transport.backend import (
+    Backend,
+    ClaimResult,
+    JobClaim,
+    NewJob,
+    PublishOutcome,
+    Recovered,
+    ScheduledJob,
+    Settle,
+)
+from . import maintenance, rates
+from .messaging import Messaging
+from .state import Clock, MemoryState
+from .step import Step
+
+T = TypeVar("T")
+
+#: ``ids_in_state`` orders each state as the other stores' indexes do.
+_ORDER: dict[str, Callable[[Any], Any]] = {
+    "completed": lambda j: j.finished_ms, "failed": lambda j: j.finished_ms,
+    "canceled": lambda j: j.finished_ms, "discarded": lambda j: j.finished_ms,
+    "running": lambda j: j.lease_ms, "scheduled": lambda j: j.due_ms,
+    "enqueued": lambda j: j.score, "blocked": lambda j: j.score,
+}
+
+
+class MemoryBackend(Messaging):
+    """Store operations on one :class:`MemoryState` (a new one unless ``store`` is given).
+
+    Takes the keyword arguments of the other backends; ``clock`` (ms) replaces the wall
+    clock of a new store.
+    """
+
+    def __init__(
+        self,
+        store: MemoryState | None = None,
+        *,
+        prefix: str = "plus",
+        lease_ms: int = 30_000,
+        backstop_ms: int = 86_400_000,
+        scan_limit: int = 64,
+        retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
+        maintenance_interval_ms: int = 1000,
+        clock: Clock | None = None,
+    ) -> None:
+        self.store = store if store is not None else (
+            MemoryState(clock) if clock is not None else MemoryState())
+        self.prefix = prefix
+        self.lease_ms = lease_ms
+        self.backstop_ms = backstop_ms
+        self.scan_limit = scan_limit
+        self.retention = retention
+        self.maintenance_interval_ms = maintenance_interval_ms
+        #: Maintenance renews the holds of waiting jobs (False for a coordination store).
+        self.renews_waiting_holds = True
+
+    def connect(self) -> None:
+        """Nothing to reach."""
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+    def _step(self, body: Callable[[Step], T]) -> T:
+        """Run ``body`` as one atomic step; wake waiters afterwards."""
+        with self.store.lock:
+            result = body(Step(self.store, self._now(), self.lease_ms, self.backstop_ms))
+            self.store.changed.notify_all()
+            return result
+
+    # -- publishing and claiming ------------------------------------------------------------
+    def _publish_locked(self, job: NewJob, now: int) -> str:
+        return Step(self.store, now, self.lease_ms, self.backstop_ms).publish(job).state
+
+    def publish(self, job: NewJob) -> PublishOutcome:
+        return self._step(lambda step: step.publish(job))
+
+    def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
+        return self._step(lambda step: [step.publish(job) for job in jobs])
+
+    def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:
+        self.publish(NewJob(id=job_id, queue=queue, message=raw))  # type: ignore[arg-type]
+
+    def claim(self, queues: Sequence[str], worker_id: str, max_jobs: int,
+              settles: Sequence[Settle] = ()) -> ClaimResult:
+        def body(step: Step) -> ClaimResult:
+            result = ClaimResult()
+            if settles:
+                result.dead_lettered = step.settle(settles)
+            step.claim(queues, worker_id, max_jobs, max(self.scan_limit, 4 * max_jobs),
+                       result)
+            return result
+
+        return self._step(body)
+
+    def claim_job(self, job_id: str, worker_id: str) -> JobClaim:
+        return self._step(lambda step: step.claim_job(job_id, worker_id))
+
+    def settle(self, settles: Sequence[Settle]) -> list[tuple[str, str]]:
+        return self._step(lambda step: step.settle(settles))
+
+    def rate_started(self, job_id: str, token: int) -> None:
+        self._step(lambda step: rates.started(step, job_id, int(token)))
+
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]:
+        return self._step(lambda step: step.heartbeat(held))
+
+    def recover(self, limit: int = 100, *, order: Sequence[str] | None = None
+                ) -> list[Recovered]:
+        """Recover expired claims; ``order`` breaks ties of equal deadlines (a model
+        following a store that breaks them its own way)."""
+        return self._step(lambda step: step.recover(limit, order))
+
+    def maintain(self, worker_id: str) -> bool:
+        """Run housekeeping unless it ran less than an interval ago. True if it ran."""
+
+        def body(step: Step) -> bool:
+            if self.store.maintenance_until >= step.now:
+                return False
+            self.store.maintenance_until = step.now + self.maintenance_interval_ms
+            maintenance.run(step, self.retention, self.renews_waiting_holds)
+            return True
+
+        return self._step(body)
+
+    def purge(self, queue: str) -> int:
+        return self._step(lambda step: step.purge(queue))
+
+    def wait(self, queues: Sequence[str], transient: Sequence[str], timeout: float
+             ) -> tuple[str, str, bytes | None] | None:
+        """Block until a job of ``queues`` is ready (or a scheduled one due), or a transient
+        message arrives; None after ``timeout`` seconds."""
+        if not queues and not transient:
+            return None
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with self.store.lock:
+            while True:
+                now = self._now()
+                ready = sorted(j.queue for j in self.store.jobs.values() if j.queue in queues
+                               and (j.state == "enqueued" or (j.state == "scheduled"
+                                                              and j.due_ms <= now)))
+                if ready:
+                    return ("wake", ready[0], None)
+                for queue in transient:
+                    body = self.pop_transient(queue)
+                    if body is not None:
+                        return ("transient", queue, body)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                due = [j.due_ms for j in self.store.jobs.values()
+                       if j.state == "scheduled" and j.queue in queues]
+                pause = remaining if not due else min(remaining, (min(due) - now) / 1000)
+                self.store.changed.wait(max(pause, 0.001))
+
+    # -- inspection ------------------------------------------------------------------------
+    def size(self, queue: str) -> int:
+        with self.store.lock:
+            return sum(1 for j in self.store.jobs.values()
+                       if j.state == "enqueued" and j.queue == queue)
+
+    def scheduled_jobs(self, queues: Sequence[str], limit: int = 1000) -> list[ScheduledJob]:
+        with self.store.lock:
+            found = sorted((j for j in self.store.jobs.values()
+                            if j.state == "scheduled" and j.queue in queues),
+                           key=lambda j: (j.due_ms, j.id))[:limit]
+            return [ScheduledJob(j.id, j.queue, j.due_ms, j.msg) for j in found]
+
+    def job(self, job_id: str) -> dict[str, str] | None:
+        with self.store.lock:
+            job = self.store.jobs.get(job_id)
+            return None if job is None else job.record()
+
+    def raw_message(self, job_id: str) -> bytes | None:
+        with self.store.lock:
+            job = self.store.jobs.get(job_id)
+            return None if job is None else job.msg
+
+    def holder(self, lock: str) -> str | None:
+        with self.store.lock:
+            hold = self.store.live_hold(lock, self._now())
+            return None if hold is None else hold.holder
+
+    def hold_deadline(self, lock: str) -> int | None:
+        with self.store.lock:
+            hold = self.store.live_hold(lock, self._now())
+            return None if hold is None else hold.deadline
+
+    def holds(self) -> dict[str, str]:
+        with self.store.lock:
+            now = self._now()
+            return {lock: h.holder for lock, h in self.store.holds.items()
+                    if self.store.live_hold(lock, now) is not None}
+
+    def slot_holders(self, group: str) -> set[str]:
+        with self.store.lock:
+            return set(self.store.slots.get(group, ()))
+
+    def ids_in_state(self, state: str, limit: int = 1000) -> list[str]:
+        order = _ORDER.get(state, lambda j: 0)
+        with self.store.lock:
+            found = sorted((j for j in self.store.jobs.values() if j.state == state),
+                           key=lambda j: (order(j), j.id))
+            return [j.id for j in found[:limit]]
+
+    def lease_deadline(self, job_id: str) -> int | None:
+        with self.store.lock:
+            job = self.store.jobs.get(job_id)
+            return job.lease_ms if job is not None and job.state == "running" else None
+
+    def blocked_groups(self) -> set[str]:
+        with self.store.lock:
+            return {j.group for j in self.store.jobs.values()
+                    if j.state == "blocked" and j.group and not j.rate_parked}
+
+    def stats(self) -> dict[str, int]:
+        with self.store.lock:
+            return dict(self.store.stats)
+
+    def now_ms(self) -> int:
+        return self._now()
+
+    def _force_state(self, job_id: str, state: str) -> None:
+        """TEST SUPPORT ONLY: overwrite a job's state and nothing else (see Backend)."""
+        with self.store.lock:
+            job = self.store.jobs.get(job_id)
+            if job is not None:
+                job.state = state
+
+
+def _is_a_backend(backend: MemoryBackend) -> Backend:
+    """(Type check only: MemoryBackend implements the ``Backend`` protocol.)"""
+    return backend

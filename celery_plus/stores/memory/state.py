@@ -1,0 +1,153 @@
+"""What the in-process store keeps: job records, holds, slots, counters — plain Python data.
+
+One :class:`MemoryState` is one store; every backend opened on it (``MemoryBackend``) shares
+it, and every operation runs under its lock, so each is one atomic step as in the other
+stores. Records read back with the Redis hash's field names (``lua/lib.lua``), absent fields
+left out, exactly as the other stores show them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...rules import hold_is_live
+from ...transport.backend import ScheduleRecord
+
+Clock = Callable[[], int]
+
+
+def wall_clock() -> int:
+    """Milliseconds since the epoch (the default clock)."""
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Job:
+    """One job record; ``None`` is a field the record does not have (yet)."""
+
+    id: str
+    queue: str
+    name: str
+    msg: bytes
+    state: str
+    score: int
+    enqueued_ms: int
+    due_ms: int
+    max_deliveries: int
+    deliveries: int = 0
+    token: int | None = None
+    #: (unique lock, window, ttl ms, concurrency group, slot limit); None for a job first
+    #: published with neither a key nor a group.
+    extension: tuple[str, str, int, str, int] | None = None
+    #: (rate group, limit, window ms); None without a rate limit.
+    rate: tuple[str, int, int] | None = None
+    rate_parked: bool = False
+    started_ms: int | None = None
+    finished_ms: int | None = None
+    worker: str | None = None
+    lease_ms: int | None = None
+    reason: str | None = None
+    exc_type: str | None = None
+    exc_message: str | None = None
+    traceback: str | None = None
+    history: list[dict[str, Any]] | None = None
+
+    @property
+    def lock(self) -> str:
+        return self.extension[0] if self.extension else ""
+
+    @property
+    def window(self) -> str:
+        return self.extension[1] if self.extension else ""
+
+    @property
+    def ttl_ms(self) -> int:
+        return self.extension[2] if self.extension else 0
+
+    @property
+    def group(self) -> str:
+        return self.extension[3] if self.extension else ""
+
+    @property
+    def limit(self) -> int:
+        return self.extension[4] if self.extension else 0
+
+    @property
+    def rate_group(self) -> str:
+        return self.rate[0] if self.rate else ""
+
+    def record(self) -> dict[str, str]:
+        """The record as text fields named as in ``lua/lib.lua``."""
+        fields: dict[str, Any] = {
+            "st": self.state, "q": self.queue, "name": self.name,
+            "msg": self.msg.decode(errors="replace"), "score": self.score,
+            "dl": self.deliveries, "mdl": self.max_deliveries, "enq": self.enqueued_ms,
+            "due": self.due_ms, "tok": self.token, "start": self.started_ms,
+            "fin": self.finished_ms, "wk": self.worker, "reason": self.reason,
+            "etype": self.exc_type, "emsg": self.exc_message, "tb": self.traceback,
+        }
+        if self.extension is not None:
+            fields.update(zip(("uk", "uw", "ut", "cg", "cl"), self.extension, strict=True))
+        if self.rate is not None:
+            fields.update(zip(("rg", "rl", "rw"), self.rate, strict=True))
+        if self.history is not None:
+            fields["hist"] = json.dumps(self.history, separators=(",", ":"))
+        return {k: str(v) for k, v in fields.items() if v is not None}
+
+
+@dataclass
+class Hold:
+    holder: str
+    deadline: int
+
+
+@dataclass
+class RateGroup:
+    """A rate group's window: starts by time, and claims not started yet by their first
+    lease deadline, each keyed by (job id, token); ``wake``: when its parked jobs are
+    looked at again (None: none parked)."""
+
+    starts: dict[tuple[str, int], int] = field(default_factory=dict)
+    pending: dict[tuple[str, int], int] = field(default_factory=dict)
+    wake: int | None = None
+
+
+@dataclass
+class MemoryState:
+    """One in-process store."""
+
+    clock: Clock = wall_clock
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    jobs: dict[str, Job] = field(default_factory=dict)
+    holds: dict[str, Hold] = field(default_factory=dict)
+    slots: dict[str, set[str]] = field(default_factory=dict)
+    rates: dict[str, RateGroup] = field(default_factory=dict)
+    seq: int = 0
+    token: int = 0
+    stats: dict[str, int] = field(default_factory=dict)
+    #: Maintenance is taken until then (ms).
+    maintenance_until: int = 0
+    #: The blocked group the next maintenance pass starts after.
+    group_cursor: str = ""
+    transient: dict[str, list[bytes]] = field(default_factory=dict)
+    transient_until: dict[str, int] = field(default_factory=dict)
+    bindings: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    marks: dict[str, int] = field(default_factory=dict)
+    leases: dict[str, Hold] = field(default_factory=dict)
+    schedules: dict[str, ScheduleRecord] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        #: Notified after every change that may make work available (``wait``).
+        self.changed = threading.Condition(self.lock)
+
+    def stat(self, name: str, by: int = 1) -> None:
+        self.stats[name] = self.stats.get(name, 0) + by
+
+    def live_hold(self, lock: str, now: int) -> Hold | None:
+        hold = self.holds.get(lock)
+        return hold if hold is not None and hold_is_live(hold.deadline, now) else None

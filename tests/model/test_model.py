@@ -1,0 +1,71 @@
+"""Model-based tests: every real store against the reference model (``machine.py``).
+
+One state machine per store. The number of examples is the CI budget unless
+``PLUS_MODEL_EXAMPLES`` says otherwise (``tests/model/run_long.sh``); the steps per example
+``PLUS_MODEL_STEPS``; ``PLUS_MODEL_FRESH=1`` starts without Hypothesis's database of earlier
+failures and does not shrink what it finds (to measure how many examples a search takes).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+
+from .clocks import (
+    PostgresSchema,
+    PostgresUnderTest,
+    RedisUnderTest,
+    SQLiteUnderTest,
+    postgres_schema,
+)
+from .machine import OPTIONS, StoreVsModel
+
+#: Examples per store in CI: about 10 s each on this machine's busy two cores (figures in
+#: docs/model.md).
+CI_EXAMPLES = {"redis": 50, "sqlite": 150, "postgres": 50}
+
+
+def _settings(kind: str) -> settings:
+    return settings(
+        max_examples=int(os.environ.get("PLUS_MODEL_EXAMPLES", CI_EXAMPLES[kind])),
+        stateful_step_count=int(os.environ.get("PLUS_MODEL_STEPS", 40)),
+        deadline=None, suppress_health_check=list(HealthCheck),
+        **({"database": None, "phases": (Phase.generate,)}
+           if os.environ.get("PLUS_MODEL_FRESH") else {}))
+
+
+def _run(machine: type[StoreVsModel], kind: str) -> None:
+    case = machine.TestCase
+    case.settings = _settings(kind)
+    case().runTest()
+
+
+def test_redis_agrees_with_the_model() -> None:
+    class OnRedis(StoreVsModel):
+        open_store = staticmethod(lambda clock: RedisUnderTest(clock, **OPTIONS))
+
+    _run(OnRedis, "redis")
+
+
+def test_sqlite_agrees_with_the_model(tmp_path: Path) -> None:
+    class OnSQLite(StoreVsModel):
+        open_store = staticmethod(lambda clock: SQLiteUnderTest(clock, tmp_path, **OPTIONS))
+
+    _run(OnSQLite, "sqlite")
+
+
+@pytest.fixture
+def schema() -> Iterator[PostgresSchema]:
+    with postgres_schema(**OPTIONS) as made:
+        yield made
+
+
+def test_postgres_agrees_with_the_model(schema: PostgresSchema) -> None:
+    class OnPostgres(StoreVsModel):
+        open_store = staticmethod(lambda clock: PostgresUnderTest(clock, schema))
+
+    _run(OnPostgres, "postgres")
