@@ -35,6 +35,7 @@ from typing import Any
 import redis
 
 from . import kill_window, publishers
+from .cpu import WorkerCPU
 from .throughput import CONFIGS, REDIS_URL, ROOT, _cleanup, _env
 
 SLEEP_S = 0.01
@@ -92,25 +93,44 @@ def _enqueue(kind: str, run: str, jobs: int, sleep_s: float) -> None:
     subprocess.run([sys.executable, "-c", code], env=_env(kind, run), cwd=ROOT, check=True)
 
 
-def drain(kind: str, pool: Pool, jobs: int, timeout: float = 600) -> float:
+@dataclass(frozen=True)
+class Drain:
+    """A drain's rate, and the worker's CPU per job while it ran (main process, pool)."""
+
+    rate: float
+    parent_ms: float
+    pool_ms: float
+
+
+def drain(kind: str, pool: Pool, jobs: int, timeout: float = 600) -> Drain:
     run = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(REDIS_URL)
     try:
         _enqueue(kind, run, jobs, pool.sleep_s)
         proc = _worker(kind, run, pool)
+        cpu = WorkerCPU(proc.pid)
         try:
             deadline = time.monotonic() + timeout
+            started = False
             while client.get(f"{run}:mark:last") is None:
                 if proc.poll() is not None:
                     raise RuntimeError(f"{kind} {pool.name} worker exited: {proc.returncode}")
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{kind} {pool.name} did not drain in {timeout}s")
-                time.sleep(0.05)
+                if started:
+                    cpu.sample()
+                elif client.get(f"{run}:mark:first") is not None:
+                    started = True
+                    cpu.start()
+                    done_at_start = int(client.get(f"{run}:bench-done") or 0)
+                time.sleep(0.005 if not started else 0.05)
+            cpu.sample()
         finally:
             _stop(proc)
         first = float(client.get(f"{run}:mark:first") or 0)
         last = float(client.get(f"{run}:mark:last") or 0)
-        return (jobs - 1) / (last - first)
+        measured = max(jobs - (done_at_start if started else 0), 1)
+        return Drain((jobs - 1) / (last - first), *cpu.per_job_ms(measured))
     finally:
         client.close()
         _cleanup(run)
@@ -167,6 +187,10 @@ def ack_latency(kind: str, pool: Pool, jobs: int) -> list[float]:
         _cleanup(run)
 
 
+def _cpu(figures: Drain) -> str:
+    return f"{figures.parent_ms:.3f} / {figures.pool_ms:.3f}"
+
+
 def _ms(values: list[float]) -> str:
     ordered = sorted(values)
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
@@ -186,22 +210,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     pools = [p for p in POOLS if p.name.split()[0] in args.pools.split(",")]
     rates: dict[tuple[str, str], float] = {}
     print(f"drain: {args.jobs} jobs per row (no-op; the threads and gevent rows sleep "
-          f"{SLEEP_S * 1000:.0f} ms), late acks, prefetch multiplier 4")
-    print(f"{'pool':16} {'plain Celery/s':>15} {'celery-plus/s':>15} {'ratio':>7}")
+          f"{SLEEP_S * 1000:.0f} ms), late acks, prefetch multiplier 4; the worker's CPU "
+          "per job (ms): main process / pool processes")
+    print(f"{'pool':16} {'plain Celery/s':>15} {'celery-plus/s':>15} {'ratio':>7}"
+          f"   {'plain CPU/job':>15} {'celery-plus CPU/job':>20}")
     for pool in pools:
-        for kind in ("celery", "plus"):
-            rates[kind, pool.name] = drain(kind, pool, args.jobs)
-        ratio = rates["plus", pool.name] / rates["celery", pool.name]
-        print(f"{pool.name:16} {rates['celery', pool.name]:15.0f} "
-              f"{rates['plus', pool.name]:15.0f} {ratio:6.2f}x")
+        found = {kind: drain(kind, pool, args.jobs) for kind in ("celery", "plus")}
+        for kind, figures in found.items():
+            rates[kind, pool.name] = figures.rate
+        plain, ours = found["celery"], found["plus"]
+        print(f"{pool.name:16} {plain.rate:15.0f} {ours.rate:15.0f} "
+              f"{ours.rate / plain.rate:6.2f}x   {_cpu(plain):>15} {_cpu(ours):>20}")
     if POOLS[0] in pools:
         solo = POOLS[0].name
         for kind in ("plus-pg", "plus-pg-async"):
-            rates[kind, solo] = drain(kind, POOLS[0], args.jobs)
-            print(f"{CONFIGS[kind][0]}, solo: {rates[kind, solo]:.0f}/s; vs plain Celery "
-                  f"solo on redis://: {rates[kind, solo] / rates['celery', solo]:.2f}x")
+            figures = drain(kind, POOLS[0], args.jobs)
+            rates[kind, solo] = figures.rate
+            print(f"{CONFIGS[kind][0]}, solo: {figures.rate:.0f}/s; vs plain Celery "
+                  f"solo on redis://: {figures.rate / rates['celery', solo]:.2f}x; "
+                  f"CPU/job {_cpu(figures)} ms")
     for pool in (p for p in pools if p.name.split()[0] in ("solo", "threads")):
-        rates["dramatiq", pool.name] = drain("dramatiq", pool, args.jobs)
+        rates["dramatiq", pool.name] = drain("dramatiq", pool, args.jobs).rate
         print(f"Dramatiq, 1 process x 8 threads, {'no-op' if not pool.sleep_s else '10 ms'} "
               f"task: {rates['dramatiq', pool.name]:.0f}/s; celery-plus {pool.name} / "
               f"Dramatiq: {rates['plus', pool.name] / rates['dramatiq', pool.name]:.2f}x")

@@ -21,7 +21,7 @@ import redis
 from .throughput import CONFIGS, REDIS_URL, ROOT, _cleanup, _env
 
 _PUBLISHER = """
-import json, sys, time
+import json, resource, sys, time
 import redis
 from benchmarks.bench_app import REDIS_URL, RUN, noop
 
@@ -31,15 +31,20 @@ marks = redis.Redis.from_url(REDIS_URL)
 marks.incr(f"{RUN}:ready")
 while marks.get(go) is None:
     time.sleep(0.001)
-start = time.time()
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+start, cpu_start = time.time(), cpu()
 for i in range(share):
     noop.delay(i, -1)
-print(json.dumps([start, time.time()]))
+print(json.dumps([start, time.time(), cpu() - cpu_start]))
 """
 
 
-def enqueue_rate(kind: str, jobs: int, publishers: int, timeout: float = 300) -> float:
-    """Jobs per second that ``publishers`` processes reach together with ``delay()``."""
+def enqueue_rate(kind: str, jobs: int, publishers: int,
+                 timeout: float = 300) -> tuple[float, float]:
+    """Jobs per second that ``publishers`` processes reach together with ``delay()``, and
+    the publishers' CPU microseconds per call (which barely moves with the machine's load)."""
     run = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
     marks = redis.Redis.from_url(REDIS_URL)
     go = f"{run}:go"
@@ -64,7 +69,9 @@ def enqueue_rate(kind: str, jobs: int, publishers: int, timeout: float = 300) ->
                 p.kill()
         marks.close()
         _cleanup(run)
-    return share * publishers / (max(end for _, end in spans) - min(s for s, _ in spans))
+    calls = share * publishers
+    rate = calls / (max(span[1] for span in spans) - min(span[0] for span in spans))
+    return rate, 1e6 * sum(span[2] for span in spans) / calls
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -79,13 +86,16 @@ def report(jobs: int, counts: list[int]) -> dict[str, float]:
     """Print and return the enqueue rates of every configuration for each publisher count."""
     rates: dict[str, float] = {}
     print(f"delay() enqueue: {jobs} jobs shared by N publisher processes, no worker running")
-    print(f"{'configuration':48} {'N':>3} {'enqueue/s':>10} {'vs plain Celery':>16}")
+    print(f"{'configuration':48} {'N':>3} {'enqueue/s':>10} {'vs plain Celery':>16} "
+          f"{'CPU us/call':>12}")
     for count in counts:
-        base = rates[f"celery/{count}"] = enqueue_rate("celery", jobs, count)
+        base = 0.0
         for kind in ("celery", "plus", "plus-pg", "plus-pg-async"):
-            rate = base if kind == "celery" else enqueue_rate(kind, jobs, count)
+            rate, cpu = enqueue_rate(kind, jobs, count)
+            base = base or rate
             rates[f"{kind}/{count}"] = rate
-            print(f"{CONFIGS[kind][0]:48} {count:3} {rate:10.0f} {rate / base:15.2f}x")
+            print(f"{CONFIGS[kind][0]:48} {count:3} {rate:10.0f} {rate / base:15.2f}x "
+                  f"{cpu:12.0f}")
     return rates
 
 
