@@ -137,3 +137,13 @@ def test_a_member_published_in_a_batch_follows_its_holder(
     assert first.deduplicated is False
     assert members.get(timeout=TIMEOUT) == [70, 70] and first.get(timeout=TIMEOUT) == 70
     assert _ran(prefix, "uniq", 7) == 1
+
+
+def test_the_follow_task_is_internal_like_celerys_own(client: Any, worker: Worker) -> None:
+    """docs/options.md: ``celery.plus_follow`` is absent from ``inspect registered`` and
+    the worker banner, as Celery's own ``celery.*`` tasks are."""
+    replies = client.control.inspect(timeout=5).registered() or {}
+    names = [name for reply in replies.values() for name in reply]
+    assert "dropin.uniq" in names and "celery.plus_follow" not in names, replies
+    banner = worker.log().partition("[tasks]")[2]
+    assert "dropin.uniq" in banner and "plus_follow" not in banner, worker.log()

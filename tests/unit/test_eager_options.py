@@ -43,3 +43,31 @@ def test_raise_on_duplicate_in_eager_mode(app: Celery) -> None:
     with pytest.raises(DuplicateTask) as err:
         raises.delay("k")
     assert holder.id in str(err.value)
+
+
+def test_eager_duplicates_fire_task_deduplicated_and_a_pending_window_never_holds(
+        app: Celery) -> None:
+    from celery_plus.signals import task_deduplicated
+
+    heard: list[dict[str, object]] = []
+
+    def listener(sender: object = None, **kwargs: object) -> None:
+        heard.append({"sender": sender, "holder_id": kwargs.get("holder_id")})
+
+    @app.task(name="eager.ttl2", unique_by=["key"], unique_ttl=60)
+    def ttl(key: str) -> str:
+        return key
+
+    @app.task(name="eager.pending", unique=True, unique_window="pending")
+    def pending(key: str) -> str:
+        return key
+
+    task_deduplicated.connect(listener, weak=False)
+    try:
+        holder = ttl.delay("a")
+        ttl.delay("a")
+        # A pending window is released when the task starts: in eager mode, at once.
+        assert [pending.delay("p").deduplicated for _ in range(2)] == [False, False]
+    finally:
+        task_deduplicated.disconnect(listener)
+    assert heard == [{"sender": "eager.ttl2", "holder_id": holder.id}]
