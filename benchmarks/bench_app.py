@@ -3,7 +3,8 @@
 ``BENCH_KIND`` picks ``celery`` (plain Celery on ``redis://``), ``plus`` (celery-plus
 on ``plus+redis://``), ``plus-sqlite`` (celery-plus on ``plus+sqlite://``, a file in
 the system's temp folder) or ``plus-pg`` (celery-plus on ``plus+postgresql://``, a schema
-of its own: :func:`pg_schema`); ``BENCH_RUN`` isolates each run's queue, keys, file and schema. The
+of its own: :func:`pg_schema`; ``plus-pg-async`` the same with ``plus_pg_synchronous_commit``
+off); ``BENCH_RUN`` isolates each run's queue, keys, file and schema. The
 first and the last job write their wall-clock time to Redis, which gives the drain rate.
 
 ``counted`` (optionally sleeping, for the I/O-bound pool rows) counts completions instead, so
@@ -40,13 +41,15 @@ if KIND.startswith("plus"):
 
     if KIND == "plus-sqlite":
         broker = f"plus+sqlite:///{tempfile.gettempdir()}/{RUN}.db"
-    elif KIND == "plus-pg":
+    elif KIND.startswith("plus-pg"):
         broker = f"plus+{PG_URL}"
     else:
         broker = f"plus+{REDIS_URL}"
     app = Celery("bench", broker=broker, backend=None, set_as_current=False)
     app.conf.plus_key_prefix = RUN
     app.conf.plus_pg_schema = pg_schema(RUN)
+    if KIND == "plus-pg-async":  # plus_pg_synchronous_commit opted in (docs/postgres.md)
+        app.conf.plus_pg_synchronous_commit = "off"
     app.conf.plus_visibility_timeout = float(os.environ.get("BENCH_VISIBILITY_TIMEOUT", 30))
 else:
     from celery import Celery  # type: ignore[assignment]

@@ -196,9 +196,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{rates['plus', pool.name]:15.0f} {ratio:6.2f}x")
     if POOLS[0] in pools:
         solo = POOLS[0].name
-        rates["plus-pg", solo] = drain("plus-pg", POOLS[0], args.jobs)
-        print(f"{CONFIGS['plus-pg'][0]}, solo: {rates['plus-pg', solo]:.0f}/s; vs plain "
-              f"Celery solo on redis://: {rates['plus-pg', solo] / rates['celery', solo]:.2f}x")
+        for kind in ("plus-pg", "plus-pg-async"):
+            rates[kind, solo] = drain(kind, POOLS[0], args.jobs)
+            print(f"{CONFIGS[kind][0]}, solo: {rates[kind, solo]:.0f}/s; vs plain Celery "
+                  f"solo on redis://: {rates[kind, solo] / rates['celery', solo]:.2f}x")
     for pool in (p for p in pools if p.name.split()[0] in ("solo", "threads")):
         rates["dramatiq", pool.name] = drain("dramatiq", pool, args.jobs)
         print(f"Dramatiq, 1 process x 8 threads, {'no-op' if not pool.sleep_s else '10 ms'} "

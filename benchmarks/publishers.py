@@ -79,13 +79,13 @@ def report(jobs: int, counts: list[int]) -> dict[str, float]:
     """Print and return the enqueue rates of every configuration for each publisher count."""
     rates: dict[str, float] = {}
     print(f"delay() enqueue: {jobs} jobs shared by N publisher processes, no worker running")
-    print(f"{'configuration':36} {'N':>3} {'enqueue/s':>10} {'vs plain Celery':>16}")
+    print(f"{'configuration':48} {'N':>3} {'enqueue/s':>10} {'vs plain Celery':>16}")
     for count in counts:
         base = rates[f"celery/{count}"] = enqueue_rate("celery", jobs, count)
-        for kind in ("celery", "plus", "plus-pg"):
+        for kind in ("celery", "plus", "plus-pg", "plus-pg-async"):
             rate = base if kind == "celery" else enqueue_rate(kind, jobs, count)
             rates[f"{kind}/{count}"] = rate
-            print(f"{CONFIGS[kind][0]:36} {count:3} {rate:10.0f} {rate / base:15.2f}x")
+            print(f"{CONFIGS[kind][0]:48} {count:3} {rate:10.0f} {rate / base:15.2f}x")
     return rates
 
 

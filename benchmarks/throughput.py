@@ -32,6 +32,8 @@ CONFIGS = {
     "plus": ("celery-plus, plus+redis://", [sys.executable, "-m", "celery_plus.cli"]),
     "plus-sqlite": ("celery-plus, plus+sqlite://", [sys.executable, "-m", "celery_plus.cli"]),
     "plus-pg": ("celery-plus, plus+postgresql://", [sys.executable, "-m", "celery_plus.cli"]),
+    "plus-pg-async": ("celery-plus, plus+postgresql://, async commit",
+                      [sys.executable, "-m", "celery_plus.cli"]),
 }
 
 

@@ -8,7 +8,10 @@ runs it. On a plus store:
 
 * every beat process registers the entries in the store (an entry keeps its stored last run
   when it is there already), and one of them leads: the holder of the store's ``beat`` role
-  lease (``plus_beat_lease``), renewed every third of it; another takes over when it lapses;
+  lease. With L = ``plus_beat_lease`` the store holds it for L/2 from each renewal, the leader
+  renews it every L/6 and the others try for it every L/6, so a dead leader's successor fires
+  within 2L/3 (and the store's round trip) of its death: the proof that no gap between two
+  ticks exceeds L + one interval is in docs/schedules.md;
 * the leader computes each entry's next tick from the *stored* last due time, with the entry's
   Celery schedule, and fires it with :meth:`Backend.schedule_fire`: the store advances the
   entry from that last due time and stores the tick's job (task id from the entry's name and
@@ -48,6 +51,10 @@ TICK_NAMESPACE = uuid.UUID("6f1c8f4e-5b2a-4d0e-9a51-3c1d7c9e2b10")
 TICK_HEADER = "plus_beat"
 #: Ticks one entry fires in one loop at most (then the loop comes back to it at once).
 MAX_TICKS_PER_LOOP = 100
+#: The store holds the role for this share of ``plus_beat_lease`` from each renewal ...
+HOLD_SHARE = 1 / 2
+#: ... the leader renews it, and every other beat process tries for it, this often.
+TRY_SHARE = 1 / 6
 
 
 def tick_id(name: str, due_ms: int) -> str:
@@ -126,6 +133,8 @@ class Scheduler(celery_beat.PersistentScheduler):
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.leading = False
         self._last: dict[str, int] = {}
+        #: A tick came back ``stale``: re-read the entries (once) and the lease first.
+        self._stale = False
         self._renewed_at = 0.0
         if self.clustered:
             config = app.plus_config()
@@ -163,13 +172,18 @@ class Scheduler(celery_beat.PersistentScheduler):
     def tick(self, *args: Any, **kwargs: Any) -> float:
         if not self.clustered:
             return float(super().tick(*args, **kwargs))
-        renew = self.lease_s / 3
+        renew = self.lease_s * TRY_SHARE
         try:
             if not self._lead():
                 return min(renew, self.max_interval)
+            if self._stale:
+                self._stale = False
+                self._refresh()
             wait = float(self.max_interval)
             for name, entry in list(self.schedule.items()):
                 wait = min(wait, self._run_entry(name, entry))
+                if self._stale or not self._lead():  # a long loop still renews on time
+                    return 0.0
         except Exception as exc:  # the store is down, or slow: try again soon
             logger.warning("celery-plus beat %s: the store failed (%r); trying again",
                            self.holder, exc)
@@ -202,11 +216,16 @@ class Scheduler(celery_beat.PersistentScheduler):
         return self.backend
 
     def _lead(self) -> bool:
-        """Take or renew the lease when a third of it has passed; True while leading."""
-        if self.leading and time.monotonic() - self._renewed_at < self.lease_s / 3:
+        """Take or renew the role every ``TRY_SHARE`` of the lease; True while leading.
+
+        The store holds it for ``HOLD_SHARE`` of the lease from the renewal, which began
+        after ``started``: so this process believes it leads only while its lease is valid.
+        """
+        if self.leading and time.monotonic() - self._renewed_at < self.lease_s * TRY_SHARE:
             return True
         started = time.monotonic()
-        leading = self._store().lead(ROLE, self.holder, round(self.lease_s * 1000))
+        leading = self._store().lead(ROLE, self.holder,
+                                     round(self.lease_s * HOLD_SHARE * 1000))
         if leading != self.leading:
             logger.info("celery-plus beat %s %s", self.holder,
                         "leads: it fires the ticks" if leading else "follows: another leads")
@@ -233,6 +252,8 @@ class Scheduler(celery_beat.PersistentScheduler):
     def _run_entry(self, name: str, entry: Any) -> float:
         """Fire the entry's due ticks; seconds until its next one."""
         for _ in range(MAX_TICKS_PER_LOOP):
+            if not self._lead():
+                return 0.0
             last = self._last.get(name)
             if last is None:
                 self._refresh()
@@ -250,7 +271,13 @@ class Scheduler(celery_beat.PersistentScheduler):
                                "policy %r", name, _at(last).isoformat(), self.catch_up)
             outcome = self._fire(name, entry, last, due, due_after(entry.schedule, due),
                                  publish)
-            if outcome in ("stale", "missing"):
+            if outcome == "stale":
+                # Another process fired it: ask the store whether this one still leads
+                # before the next tick, and re-read the entries once then (not per entry).
+                self._stale = True
+                self._renewed_at = float("-inf")
+                return 0.0
+            if outcome == "missing":  # deleted from the admin: registered anew
                 self._refresh()
             else:
                 self._last[name] = due

@@ -81,6 +81,10 @@ def _redis_url(value: Any) -> bool:
                              and value.partition("://")[0] in ("redis", "rediss"))
 
 
+#: PostgreSQL's own values of ``synchronous_commit``.
+PG_SYNCHRONOUS_COMMIT = ("on", "off", "local", "remote_write", "remote_apply")
+
+
 def _pg_schema(value: Any) -> bool:
     return (isinstance(value, str) and re.fullmatch(r"[a-z_][a-z0-9_]{0,47}", value) is not None
             and not value.startswith("pg_"))
@@ -148,8 +152,9 @@ SETTINGS: tuple[Setting, ...] = (
         10.0,
         _positive,
         "seconds > 0",
-        "Beat's leader lease: the leading beat process renews it every third of this; when it "
-        "dies, another takes over within this (docs/schedules.md).",
+        "Beat's leader lease: the store holds the role for half of this from each renewal, the "
+        "leader renews it and the others try for it every sixth of it, so when it dies another "
+        "fires within two thirds of this (docs/schedules.md).",
     ),
     Setting(
         "plus_beat_catch_up",
@@ -207,6 +212,16 @@ SETTINGS: tuple[Setting, ...] = (
         "not starting with a digit nor 'pg_')",
         "PostgreSQL schema of the plus+postgresql:// store (isolates deployments on one "
         "database); created and migrated on first use.",
+    ),
+    Setting(
+        "plus_pg_synchronous_commit",
+        None,
+        lambda value: value is None or value in PG_SYNCHRONOUS_COMMIT,
+        "None or one of " + ", ".join(repr(v) for v in PG_SYNCHRONOUS_COMMIT),
+        "PostgreSQL's synchronous_commit for the store's own transactions (publishes, claims, "
+        "acks); None keeps the server's. 'off' returns before the commit reaches the disk: "
+        "faster publishes, but a PostgreSQL crash may lose the last moments of acknowledged "
+        "publishes and acks (docs/postgres.md).",
     ),
     Setting(
         "plus_coordination_url",
@@ -303,6 +318,7 @@ class PlusConfig:
     unique_backstop: float
     key_prefix: str
     pg_schema: str = "celery_plus"
+    pg_synchronous_commit: str | None = None
     admin_token: str | None = None
     admin_read_token: str | None = None
     admin_public_read: bool = False
@@ -443,6 +459,7 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         unique_backstop=float(merged["plus_unique_backstop"]),
         key_prefix=str(merged["plus_key_prefix"]),
         pg_schema=str(merged["plus_pg_schema"]),
+        pg_synchronous_commit=merged["plus_pg_synchronous_commit"],
         admin_token=merged["plus_admin_token"],
         admin_read_token=merged["plus_admin_read_token"],
         admin_public_read=merged["plus_admin_public_read"],

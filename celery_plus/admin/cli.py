@@ -19,6 +19,7 @@ Registered on the ``plus`` group (``celery_plus/cli.py``), so they run as
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
 import json
@@ -28,6 +29,7 @@ from typing import Any
 
 import click
 from celery.bin.base import CeleryCommand
+from celery.exceptions import ImproperlyConfigured
 
 from ..settings import BY_NAME as _SETTINGS
 from . import api
@@ -47,6 +49,7 @@ from .store import (
     RetryConflict,
     Status,
     UnscopedOperation,
+    unreachable_errors,
 )
 from .text import one_line, visible
 
@@ -230,10 +233,13 @@ def _admin(ctx: click.Context) -> Iterator[api.Admin]:
     app = ctx.obj.app if ctx.obj is not None else None
     if app is None:
         raise click.UsageError("no app: give -A proj")
+    unreachable = unreachable_errors()
     try:
         admin = api.connect(app)
-    except AdminError as exc:
-        raise click.UsageError(str(exc)) from None
+    except (AdminError, ImproperlyConfigured) as exc:  # (a setting the store refuses)
+        raise click.UsageError(visible(str(exc))) from None
+    except unreachable as exc:
+        raise _unreachable(exc) from None
     try:
         yield admin
     except UnscopedOperation as exc:
@@ -242,8 +248,17 @@ def _admin(ctx: click.Context) -> Iterator[api.Admin]:
         if isinstance(exc, AdminError):
             raise
         raise click.UsageError(str(exc)) from None
+    except unreachable as exc:
+        raise _unreachable(exc) from None
     finally:
-        admin.close()
+        with contextlib.suppress(*unreachable):
+            admin.close()
+
+
+def _unreachable(exc: BaseException) -> click.ClickException:
+    """The store cannot be reached: said in one line (exit 1), not a traceback."""
+    return click.ClickException(f"the store cannot be reached: {type(exc).__name__}: "
+                                f"{clip(str(exc), 300)}")
 
 
 def _per_id(ctx: click.Context, ids: Sequence[str], operation: Callable[[str], OpResult],
@@ -521,7 +536,7 @@ def admin(ctx: click.Context, host: str, port: int, allowed_hosts: tuple[str, ..
     otherwise). With plus_admin_token set, reading needs it (or plus_admin_read_token) and
     every action needs it, as the HTTP Basic password or a Bearer token; without it the
     dashboard is read-only and open to whoever reaches it. See docs/admin.md."""
-    from .server import MissingServer, serve
+    from .server import BadAddress, MissingServer, serve
 
     for name in allowed_hosts:
         if not settings_hosts_ok([name]):
@@ -534,9 +549,12 @@ def admin(ctx: click.Context, host: str, port: int, allowed_hosts: tuple[str, ..
               trusted_proxy=trusted_proxy)
     except MissingServer as exc:
         raise click.ClickException(str(exc)) from None
+    except BadAddress as exc:
+        raise click.BadParameter(f"cannot listen on '{visible(host)}' port {port}: {exc}",
+                                 param_hint="--host") from None
     except OSError as exc:
-        raise click.ClickException(f"cannot serve on {host}:{port}: {exc.strerror or exc}"
-                                   ) from None
+        raise click.ClickException(f"cannot serve on {visible(host)}:{port}: "
+                                   f"{visible(exc.strerror or exc)}") from None
 
 
 #: ``celery-plus dashboard``: the name ``admin`` had before; kept, hidden from the help.

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 Environ = dict[str, Any]
 
@@ -73,8 +73,15 @@ def presented_secret(environ: Environ) -> tuple[str | None, bool]:
     return None, False
 
 
-def _same(presented: str, secret: str | None) -> bool:
-    return secret is not None and hmac.compare_digest(presented.encode(), secret.encode())
+def _digest(value: str) -> bytes:
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).digest()
+
+
+def same_secret(presented: str, secret: str | None) -> bool:
+    """Whether ``presented`` is ``secret``, in a time that tells nothing of either: their
+    fixed-length digests are compared (``compare_digest`` of the values themselves returns
+    at once when the lengths differ, which tells an attacker the secret's length)."""
+    return secret is not None and hmac.compare_digest(_digest(presented), _digest(secret))
 
 
 def host_of(value: str) -> str:
@@ -126,9 +133,9 @@ class Access:
         presented, bearer = presented_secret(environ)
         if presented is None:
             return Identity(ANONYMOUS, wrong=bool(environ.get("HTTP_AUTHORIZATION")))
-        if _same(presented, self.admin_token):
+        if same_secret(presented, self.admin_token):
             return Identity(OPERATOR, bearer)
-        if _same(presented, self.read_token):
+        if same_secret(presented, self.read_token):
             return Identity(READER, bearer)
         return Identity(ANONYMOUS, wrong=True)
 
@@ -162,10 +169,12 @@ class Access:
         own, theirs = host_of(raw_host), host_of(netloc) if netloc else ""
         ports = (_explicit_port(raw_host), _explicit_port(netloc))
         other_port = None not in ports and ports[0] != ports[1]
-        # Another host is the dashboard's own only if listed (a proxy that rewrites Host);
-        # the same host on another port is another origin (another service).
-        if not theirs or (other_port if theirs == own
-                          else not host_allowed(theirs, self._listed)):
+        # Another host is the dashboard's own only if listed (a proxy that rewrites Host).
+        # The same host on another port is another origin (another service), and so is a
+        # loopback name on another port, though listed (they are by default): 127.0.0.1:9999
+        # posting to localhost:8055 is another program on the operator's machine.
+        if not theirs or (other_port and (theirs == own or theirs in LOOPBACK_HOSTS)) or (
+                theirs != own and not host_allowed(theirs, self._listed)):
             return (f"refused a request from origin {origin[:100]!r}: actions are taken from "
                     "the dashboard's own pages")
         return None
@@ -180,7 +189,7 @@ class Access:
     def form_token_ok(self, session: str | None, token: str) -> bool:
         if self.admin_token is None or session is None:
             return False
-        return hmac.compare_digest(self.form_token(session).encode(), token.encode())
+        return same_secret(token, self.form_token(session))
 
     # -- signed messages ----------------------------------------------------------------
     def sign(self, message: str) -> str:
@@ -191,7 +200,7 @@ class Access:
     def signed(self, message: str, signature: str) -> bool:
         if self.admin_token is None or not message:
             return False
-        return hmac.compare_digest(self.sign(message).encode(), signature.encode())
+        return same_secret(signature, self.sign(message))
 
 
 def session_of(environ: Environ) -> str | None:
@@ -215,7 +224,9 @@ def new_session() -> str:
 
 def session_header(session: str, environ: Environ) -> tuple[str, str]:
     """The ``Set-Cookie`` header of a new session, scoped to the dashboard's mount point."""
-    path = str(environ.get("SCRIPT_NAME") or "").rstrip("/") or "/"
+    # Percent-encoded as the dashboard's links are (markup.Urls): a browser matches a cookie's
+    # Path against the encoded URL, and a raw ';' or space would end the attribute.
+    path = quote(str(environ.get("SCRIPT_NAME") or "").rstrip("/"), safe="/") or "/"
     secure = "; Secure" if environ.get("wsgi.url_scheme") == "https" else ""
     return ("Set-Cookie", f"{SESSION_COOKIE}={session}; Path={path}; HttpOnly; "
                           f"SameSite=Strict{secure}")

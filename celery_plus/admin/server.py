@@ -7,6 +7,13 @@ and ``/metrics`` keep answering. Idle connections are closed after :data:`CHANNE
 seconds, at most :data:`CONNECTION_LIMIT` are open at once, and request bodies over the
 dashboard's own limit are refused before they are read.
 
+A client that sends slowly cannot hold the connections either (slowloris: more than
+:data:`CONNECTION_LIMIT` connections, each sending a header line every few seconds, kept every
+page and ``/metrics`` from answering for as long as they went on): a request must arrive
+whole within :data:`REQUEST_TIMEOUT` seconds of its first byte, and one client address holds
+at most :data:`PER_CLIENT_LIMIT` connections (the trusted proxy's address excepted; more are
+closed at once).
+
 Behind a reverse proxy that terminates TLS, ``--trusted-proxy <its address>`` makes waitress
 take the client's scheme, host and address from its ``X-Forwarded-*`` headers (only from that
 address): cookies are then ``Secure`` and ``plus_admin_allowed_hosts`` checks the public
@@ -16,6 +23,7 @@ name.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +37,48 @@ CHANNEL_TIMEOUT = 30
 #: Connections open at once (more wait in the listen backlog).
 CONNECTION_LIMIT = 200
 BACKLOG = 256
+#: Seconds a request (its headers and body) may take to arrive, from its first byte.
+REQUEST_TIMEOUT = 20.0
+#: Connections one client address may hold at once (half the limit: others still get in).
+PER_CLIENT_LIMIT = CONNECTION_LIMIT // 2
 _WILDCARD = ("0.0.0.0", "::", "")
+
+
+def _channel_class(request_timeout: float, per_client: int, exempt: str | None) -> type:
+    """waitress's connection class, with a deadline for each request to arrive and a cap on
+    the connections of one client address (``exempt``: the trusted proxy's)."""
+    from waitress.channel import HTTPChannel
+
+    class DashboardChannel(HTTPChannel):
+        request_started = 0.0
+
+        def __init__(self, server: Any, sock: Any, addr: Any, adj: Any,
+                     map: Any = None) -> None:
+            super().__init__(server, sock, addr, adj, map)
+            host = addr[0] if isinstance(addr, tuple) else addr
+            if host != exempt and sum(
+                    1 for c in list(server.active_channels.values())
+                    if (c.addr[0] if isinstance(c.addr, tuple) else c.addr) == host
+            ) > per_client:
+                self.will_close = True
+
+        def received(self, data: bytes) -> bool:
+            if self.request is None and data:
+                self.request_started = time.monotonic()
+            return bool(super().received(data))
+
+        def readable(self) -> bool:
+            # (asked of every connection on each turn of waitress's loop, at least each second)
+            if self.request is not None and not self.will_close and (
+                    time.monotonic() - self.request_started > request_timeout):
+                self.will_close = True  # closed by the next turn (``writable`` says so)
+            return bool(super().readable())
+
+    return DashboardChannel
+
+
+class BadAddress(ValueError):
+    """The host or port is not one to listen on (waitress refused it)."""
 
 
 class MissingServer(RuntimeError):
@@ -48,7 +97,9 @@ def bound_hosts(host: str) -> tuple[str, ...]:
 
 
 def create(target: Any, host: str, port: int, *, allowed_hosts: Sequence[str] = (),
-           trusted_proxy: str | None = None, threads: int = THREADS) -> Any:
+           trusted_proxy: str | None = None, threads: int = THREADS,
+           request_timeout: float = REQUEST_TIMEOUT,
+           per_client: int = PER_CLIENT_LIMIT) -> Any:
     """A waitress server for the dashboard of ``target`` (not yet serving)."""
     try:
         from waitress.server import create_server
@@ -60,13 +111,30 @@ def create(target: Any, host: str, port: int, *, allowed_hosts: Sequence[str] = 
         options = {"trusted_proxy": trusted_proxy, "trusted_proxy_count": 1,
                    "trusted_proxy_headers": {"x-forwarded-for", "x-forwarded-host",
                                              "x-forwarded-proto", "x-forwarded-port"}}
-    server = create_server(app, host=host, port=port, threads=threads,
-                           channel_timeout=CHANNEL_TIMEOUT, connection_limit=CONNECTION_LIMIT,
-                           backlog=BACKLOG, max_request_body_size=MAX_FORM_BYTES,
-                           cleanup_interval=min(CHANNEL_TIMEOUT, 10), ident="celery-plus",
-                           **options)
+    try:
+        server = create_server(app, host=host, port=port, threads=threads,
+                               channel_timeout=CHANNEL_TIMEOUT,
+                               connection_limit=CONNECTION_LIMIT, backlog=BACKLOG,
+                               max_request_body_size=MAX_FORM_BYTES,
+                               cleanup_interval=min(CHANNEL_TIMEOUT, 10), ident="celery-plus",
+                               **options)
+    except ValueError as exc:  # waitress: "Invalid host/port specified."
+        app.close()
+        raise BadAddress(str(exc)) from None
+    channel = _channel_class(request_timeout, per_client, trusted_proxy)
+    for listener in _listeners(server):
+        listener.channel_class = channel
     server.dashboard = app
     return server
+
+
+def _listeners(server: Any) -> list[Any]:
+    """The listening sockets' servers (waitress returns a wrapper of several when the host
+    name resolves to more than one address)."""
+    found = getattr(server, "map", None)
+    if found is None or hasattr(server, "channel_class"):
+        return [server]
+    return [s for s in found.values() if hasattr(s, "channel_class")]
 
 
 def serve(target: Any, host: str = "127.0.0.1", port: int = 8055, **options: Any) -> None:
@@ -79,7 +147,7 @@ def serve(target: Any, host: str = "127.0.0.1", port: int = 8055, **options: Any
         mode = "pages open, actions need plus_admin_token"
     else:
         mode = "plus_admin_token (or plus_admin_read_token) required"
-    if host not in LOOPBACK_HOSTS and dashboard.access.read_only:
+    if host.strip("[]") not in LOOPBACK_HOSTS and dashboard.access.read_only:
         print(f"warning: {host}:{port} serves the dashboard to anyone who reaches it: set "
               "plus_admin_token (and plus_admin_read_token) or keep it on 127.0.0.1",
               file=sys.stderr)

@@ -70,6 +70,28 @@ BATCH = 500
 SEARCH_CHUNK = 50
 
 
+def unreachable_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions meaning the store cannot be reached (the dashboard answers 503, the CLI
+    says so and exits 1: neither shows a traceback)."""
+    import sqlite3
+
+    import redis
+    from kombu.exceptions import ConnectionError as KombuConnectionError
+
+    # (the SQL stores' StoreUnavailable is a kombu ConnectionError)
+    errors: list[type[BaseException]] = [redis.ConnectionError, redis.TimeoutError,
+                                         sqlite3.OperationalError, ConnectionError,
+                                         KombuConnectionError]
+    try:
+        import psycopg
+        import psycopg_pool
+
+        errors += [psycopg.OperationalError, psycopg_pool.PoolTimeout]
+    except ImportError:  # pragma: no cover  (the postgres extra is not installed)
+        pass
+    return tuple(errors)
+
+
 class AdminError(Exception):
     """Base class of the admin's errors."""
 

@@ -56,7 +56,15 @@ from .security import (
     session_header,
     session_of,
 )
-from .store import STATES, AdminError, BulkResult, JobNotFound, Page, RetryConflict
+from .store import (
+    STATES,
+    AdminError,
+    BulkResult,
+    JobNotFound,
+    Page,
+    RetryConflict,
+    unreachable_errors,
+)
 
 logger = logging.getLogger("celery_plus.admin.web")
 
@@ -97,24 +105,6 @@ class HttpError(Exception):
 _CHALLENGE = [("WWW-Authenticate", 'Basic realm="celery-plus admin", charset="UTF-8"')]
 
 
-def _store_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions meaning the store cannot be reached (answered 503, not 500)."""
-    import sqlite3
-
-    import redis
-
-    errors: list[type[BaseException]] = [redis.ConnectionError, redis.TimeoutError,
-                                         sqlite3.OperationalError, ConnectionError]
-    try:
-        import psycopg
-        import psycopg_pool
-
-        errors += [psycopg.OperationalError, psycopg_pool.PoolTimeout]
-    except ImportError:  # pragma: no cover  (the postgres extra is not installed)
-        pass
-    return tuple(errors)
-
-
 @dataclass
 class Request:
     """What the dashboard reads of one request."""
@@ -142,7 +132,7 @@ def _path_text(environ: Environ) -> str:
     try:
         data = raw.encode("latin-1")
     except UnicodeEncodeError:
-        return raw  # a server that decoded it already (Django's request.path_info)
+        return raw  # not a WSGI string (decoded already by a bridge): taken as it is
     return data.decode("utf-8", "replace")
 
 
@@ -193,7 +183,7 @@ class Dashboard:
             allowed_hosts=(*hosts, *extra_hosts))
         self._lock = threading.Lock()
         self._admin: api.Admin | None = None
-        self._store_errors = _store_errors()
+        self._store_errors = unreachable_errors()
 
     @property
     def admin_token(self) -> str | None:
@@ -238,7 +228,10 @@ class Dashboard:
         raw = body.encode("utf-8", "replace")
         start_response(status, [*headers, ("Content-Length", str(len(raw))),
                                  *SECURITY_HEADERS])
-        return [raw]
+        # HEAD: the headers of the GET, no body (waitress sends what it is given, and a body
+        # after a HEAD's headers would be read as the next response on a kept-alive
+        # connection, e.g. a proxy's)
+        return [b""] if environ.get("REQUEST_METHOD") == "HEAD" else [raw]
 
     def _request(self, environ: Environ) -> Request:
         problem = self.access.host_problem(environ)

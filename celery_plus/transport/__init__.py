@@ -44,6 +44,10 @@ LEGACY_POLL_S = 0.1
 BUSY_WAIT_S = 0.05
 #: Shortest wait for a scheduled job about to fall due.
 DUE_WAIT_S = 0.005
+#: While claims keep bringing jobs, transient queues (remote control, replies) are popped at
+#: most this often instead of on every turn; an idle loop's store wait returns their
+#: messages as they come.
+TRANSIENT_BUSY_POLL_S = 0.02
 
 
 def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) -> Backend:
@@ -87,7 +91,8 @@ def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) 
                 "-P gevent, -P threads or -P prefork with PostgreSQL, or a plus+redis:// store.")
         from .postgres_backend import PostgresBackend
 
-        return PostgresBackend(url, schema=config.pg_schema, connect=False, **options)
+        return PostgresBackend(url, schema=config.pg_schema, connect=False,
+                               synchronous_commit=config.pg_synchronous_commit, **options)
     raise ImproperlyConfigured(
         f"broker_url 'plus+{maybe_sanitize_url(url)}': unsupported store {scheme!r}. "
         f"Use one of: {', '.join('plus+' + s + '://' for s in SCHEMES)}."
@@ -156,6 +161,10 @@ class Transport(virtual.Transport):
         self._keeper: keeper.LeaseKeeper | None = None
         self._next_due_at: float | None = None
         self._loop_driver: LoopDriver | None = None
+        #: Whether the last claim brought jobs, and when transient queues are next popped
+        #: while claims do (``TRANSIENT_BUSY_POLL_S``).
+        self._jobs_flowing = False
+        self._transient_due = 0.0
 
     @cached_property
     def transient(self) -> TransientQueues:
@@ -271,7 +280,19 @@ class Transport(virtual.Transport):
         return [c for c in list(self.channels) if c is not None and not c.closed]
 
     def _drain_ready(self) -> int:
-        return sum(channel.drain_ready() for channel in self._live_channels())
+        """Deliver what every channel has ready; the number of messages delivered."""
+        now = time.monotonic()
+        transient = not self._jobs_flowing or now >= self._transient_due
+        delivered = jobs = 0
+        for channel in self._live_channels():
+            count, claimed = channel.drain_ready(transient)
+            delivered += count
+            if claimed is not None:
+                jobs += claimed
+                self._jobs_flowing = claimed > 0
+        if transient:  # none found: wait a while; some found: look again next turn
+            self._transient_due = now + (TRANSIENT_BUSY_POLL_S if delivered == jobs else 0.0)
+        return delivered
 
     def close_connection(self, connection: Any) -> None:
         self._stop_loop_driver()

@@ -253,6 +253,10 @@ class Backend(Protocol):
         """Give up ``role`` if ``holder`` has it (another contender may take it at once)."""
         ...
 
+    def role_holder(self, role: str) -> tuple[str, int] | None:
+        """Who holds ``role`` and when its lease lapses (ms, store clock); None if no one."""
+        ...
+
     def schedule_register(self, name: str, last_due_ms: int, task: str = "",
                           schedule: str = "") -> ScheduleRecord:
         """Record entry ``name`` with ``last_due_ms`` unless the store has it already (then

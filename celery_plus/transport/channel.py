@@ -210,6 +210,18 @@ class QoS(virtual.QoS):
             return 0
         return max(pcount - len(self._delivered), 0)
 
+    def wants_refill(self) -> bool:
+        """Whether to claim now: at least half of the prefetch window is free.
+
+        Refilling by halves keeps half a window of jobs waiting in the worker while one
+        claim brings the other half, instead of one claim (a store round trip) per freed
+        slot; a window of one or two slots still refills slot by slot.
+        """
+        pcount = self.prefetch_count
+        if not pcount:
+            return True
+        return pcount - len(self._delivered) >= max(pcount // 2, 1)
+
     def append(self, message: Any, delivery_tag: str) -> None:
         channel = self.channel
         if delivery_tag in channel._legacy_popped:
@@ -606,17 +618,34 @@ class Channel(virtual.Channel):
         return [q for q in self._active_queues if self.is_transient(q)]
 
     def wants_jobs(self) -> bool:
-        return bool(self._consumers) and bool(self.durable_queues) and self.qos.can_consume()
+        return bool(self._consumers) and self.qos.wants_refill() and bool(self.durable_queues)
 
     def wants_legacy(self) -> bool:
         return bool(self._consumers) and bool(self.legacy_queues) and self.qos.can_consume()
 
-    def drain_ready(self) -> int:
-        """Deliver what is ready now: transient messages, then a batch of claimed jobs."""
-        delivered = 0
+    def drain_ready(self, transient: bool = True) -> tuple[int, int | None]:
+        """Store the pending settles with a claim (or alone, if the prefetch window has no
+        room), deliver the jobs claimed, then what transient queues hold (unless
+        ``transient`` is false) and legacy queues. Returns how many messages were
+        delivered, and how many jobs the claim brought (None: no claim was made)."""
         if not self._consumers:
-            return 0
+            return 0, None
         self.renew_transient()
+        claimed: int | None = None
+        if self.wants_jobs():
+            claimed = self._claim_and_deliver()
+        else:
+            self.flush_settles()
+        delivered = claimed or 0
+        if transient:
+            delivered += self._deliver_transient()
+        if self.wants_legacy():
+            delivered += self._deliver_legacy()
+        return delivered, claimed
+
+    def _deliver_transient(self) -> int:
+        """Pop and deliver one message from each transient queue consumed here."""
+        delivered = 0
         for queue in self.transient_queues:
             raw = self.backend.pop_transient(queue)
             if raw is None and self.bridges(queue):
@@ -624,12 +653,6 @@ class Channel(virtual.Channel):
             if raw is not None:
                 self.connection._deliver(json.loads(raw), queue)
                 delivered += 1
-        if self.wants_legacy():
-            delivered += self._deliver_legacy()
-        if self.wants_jobs():
-            delivered += self._claim_and_deliver()
-        else:
-            self.flush_settles()
         return delivered
 
     def _deliver_legacy(self) -> int:

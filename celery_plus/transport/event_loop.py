@@ -156,12 +156,14 @@ class LoopDriver:
         self.hub.add_reader(self.pipe.read_fd, self._on_readable)
         self.hub.on_tick.add(self._on_tick)
         self.transport.holdings.on_settle(self.pipe.wake)
+        self.transport.holdings.loop_started()
 
     def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
         self.transport.holdings.off_settle(self.pipe.wake)
+        self.transport.holdings.loop_stopped()
         self.hub.on_tick.discard(self._on_tick)
         with contextlib.suppress(Exception):  # the hub may have been reset or closed
             self.hub.remove_reader(self.pipe.read_fd)
@@ -188,7 +190,10 @@ class LoopDriver:
         # A prefetch slot freed while the wait in flight was armed for a full prefetch
         # (without the durable queues): fill it now rather than when that wait ends.
         freed = self._armed_busy and self.waiter.armed and self._has_capacity()
-        if outcome is not None or self._more or idle_over or freed:
+        # A settle queued (a pool's result acked): store it now, with a claim if there is
+        # room, whatever the wait in flight is waiting for (the lease keeper leaves it to us).
+        settles = transport.holdings.has_settles()
+        if outcome is not None or self._more or idle_over or freed or settles:
             self._idle_until = None
             delivered = transport._drain_ready()
             self._more = delivered > 0

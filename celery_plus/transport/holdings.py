@@ -72,6 +72,21 @@ class Holdings:
         #: Called (outside the lock, in the settling thread) when a settle is queued: the
         #: lease keeper and the event loop store it at once instead of on their next turn.
         self._on_settle: list[Callable[[], None]] = []
+        #: Event loops of this process storing its settles as they are queued
+        #: (``event_loop.py``); while one runs, the lease keeper stores them on its own
+        #: turns only, instead of racing the loop for each settle.
+        self._loops = 0
+
+    def loop_started(self) -> None:
+        with self._lock:
+            self._loops += 1
+
+    def loop_stopped(self) -> None:
+        with self._lock:
+            self._loops = max(self._loops - 1, 0)
+
+    def loop_stores_settles(self) -> bool:
+        return self._loops > 0
 
     def on_settle(self, callback: Callable[[], None]) -> None:
         with self._lock:

@@ -2,7 +2,8 @@
 
 It renews the lease of every claim the process holds in the store (``holdings.py``) every
 ``plus_heartbeat_interval`` (sooner again after a failed attempt), stores the settles other
-threads queued as soon as they are queued (kept and retried each turn while the store fails),
+threads queued as soon as they are queued — or, while Celery's event loop stores them
+(``event_loop.py``), on its own turns only — kept and retried each turn while the store fails,
 and runs the cluster's throttled maintenance (recovery of expired leases, promotion of due
 jobs, unblocking, pruning).
 
@@ -169,11 +170,11 @@ class LeaseKeeper(HelperThread):
         self._wake.set()
 
     def run(self) -> None:
-        self.holdings.on_settle(self._wake.set)
+        self.holdings.on_settle(self._settle_queued)
         try:
             self._loop()
         finally:
-            self.holdings.off_settle(self._wake.set)
+            self.holdings.off_settle(self._settle_queued)
             backend, self._backend = self._backend, None
             if backend is not None:
                 try:
@@ -212,6 +213,12 @@ class LeaseKeeper(HelperThread):
             if now >= next_maintenance and self.users:
                 next_maintenance = now + self.config.maintenance_interval
                 self._step(self._maintain, backend)
+
+    def _settle_queued(self) -> None:
+        """Store a queued settle at once, unless an event loop does (then on the next turn,
+        within ``TICK_S``, should the loop not have)."""
+        if not self.holdings.loop_stores_settles():
+            self._wake.set()
 
     def _step(self, step: Callable[..., None], *args: Any) -> bool:
         try:

@@ -32,7 +32,7 @@ POOL_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 10
 
 _lock = threading.Lock()
-_engines: dict[tuple[str, str], Engine] = {}
+_engines: dict[tuple[str, str, str | None], Engine] = {}
 #: Objects inherited from the parent process: kept referenced, never used or closed.
 _orphans: list[Any] = []
 #: Callbacks run in a forked child (backends drop their private connections).
@@ -83,11 +83,12 @@ def connect(url: str, schema: str) -> Any:
 class Engine:
     """A process's pool for one store, shared by its backends."""
 
-    def __init__(self, url: str, schema: str) -> None:
+    def __init__(self, url: str, schema: str, synchronous_commit: str | None = None) -> None:
         from psycopg_pool import ConnectionPool
 
         self.url = url
         self.schema = schema
+        self.synchronous_commit = synchronous_commit
         self.users = 0
         self.conns: weakref.WeakSet[Any] = weakref.WeakSet()
         # A direct connection first: a wrong URL fails here with the server's own message.
@@ -101,8 +102,14 @@ class Engine:
                 kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
                 configure=self._configure, open=True, name=f"celery-plus:{schema}")
 
+    @property
+    def key(self) -> tuple[str, str, str | None]:
+        return self.url, self.schema, self.synchronous_commit
+
     def _configure(self, conn: Any) -> None:
         conn.execute(f"SET search_path TO {pg_migrations.quoted(self.schema)}")
+        if self.synchronous_commit is not None:  # one of PostgreSQL's own values (settings)
+            conn.execute(f"SET synchronous_commit TO {self.synchronous_commit}")
         self.conns.add(conn)
 
     def abandon(self) -> None:
@@ -112,14 +119,16 @@ class Engine:
         _orphans.append(self.pool)
 
 
-def acquire(url: str, schema: str) -> Engine:
-    """The process's engine for (url, schema), created (and the schema migrated) if needed."""
+def acquire(url: str, schema: str, synchronous_commit: str | None = None) -> Engine:
+    """The process's engine for (url, schema, synchronous_commit), created (and the schema
+    migrated) if needed."""
     require_psycopg()
+    key = (url, schema, synchronous_commit)
     with _lock:
-        engine = _engines.get((url, schema))
+        engine = _engines.get(key)
         if engine is None:
-            engine = Engine(url, schema)
-            _engines[(url, schema)] = engine
+            engine = Engine(url, schema, synchronous_commit)
+            _engines[key] = engine
         engine.users += 1
         return engine
 
@@ -130,8 +139,8 @@ def release(engine: Engine) -> None:
         engine.users -= 1
         if engine.users > 0:
             return
-        if _engines.get((engine.url, engine.schema)) is engine:
-            del _engines[(engine.url, engine.schema)]
+        if _engines.get(engine.key) is engine:
+            del _engines[engine.key]
     engine.pool.close()
 
 
@@ -141,8 +150,8 @@ def retire(engine: Engine) -> None:
     as soon as it is back (a pool left to reconnect by itself backs off for longer and
     longer). The retired pool closes with its last user."""
     with _lock:
-        if _engines.get((engine.url, engine.schema)) is engine:
-            del _engines[(engine.url, engine.schema)]
+        if _engines.get(engine.key) is engine:
+            del _engines[engine.key]
 
 
 def on_fork(owner: Any) -> None:

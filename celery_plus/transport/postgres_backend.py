@@ -151,8 +151,9 @@ class PostgresBackend:
     """Store operations on one schema of one PostgreSQL database (see the module docstring).
 
     The constructor takes the same keyword arguments as ``RedisBackend`` plus ``schema`` (the
-    ``plus_pg_schema`` setting) and ``connect`` (False: connect at the first call or at
-    :meth:`connect`); ``prefix`` is accepted and ignored (one schema is one deployment).
+    ``plus_pg_schema`` setting), ``connect`` (False: connect at the first call or at
+    :meth:`connect`) and ``synchronous_commit`` (``plus_pg_synchronous_commit``); ``prefix``
+    is accepted and ignored (one schema is one deployment).
     """
 
     def __init__(
@@ -167,9 +168,12 @@ class PostgresBackend:
         maintenance_interval_ms: int = 1000,
         schema: str = "celery_plus",
         connect: bool = True,
+        synchronous_commit: str | None = None,
     ) -> None:
         self.url = postgres_url(url)
         self.schema = pg_migrations.check_schema(schema)
+        #: PostgreSQL's synchronous_commit on the pool's sessions (None: the server's).
+        self.synchronous_commit = synchronous_commit
         self.qschema = pg_migrations.quoted(schema)
         #: The NOTIFY channel of this store's wake-ups.
         self.channel = f"plus.{schema}"
@@ -218,7 +222,8 @@ class PostgresBackend:
         if engine is None:
             with self._lock:
                 if self._engine is None:
-                    self._engine = pg_pool.acquire(self.url, self.schema)
+                    self._engine = pg_pool.acquire(self.url, self.schema,
+                                                   self.synchronous_commit)
                 engine = self._engine
         return engine.pool
 
@@ -430,6 +435,11 @@ class PostgresBackend:
     def resign(self, role: str, holder: str) -> None:
         self._rows("DELETE FROM leases WHERE role = %s AND holder = %s RETURNING role",
                    [role, holder])
+
+    def role_holder(self, role: str) -> tuple[str, int] | None:
+        rows = self._rows("SELECT holder, expires_ms FROM leases "
+                          "WHERE role = %s AND expires_ms >= now_ms()", [role])
+        return (str(rows[0][0]), int(rows[0][1])) if rows else None
 
     def schedule_register(self, name: str, last_due_ms: int, task: str = "",
                           schedule: str = "") -> ScheduleRecord:

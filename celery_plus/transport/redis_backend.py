@@ -275,6 +275,16 @@ class RedisBackend:
     def resign(self, role: str, holder: str) -> None:
         self.scripts.run("lead", [self.prefix, role, holder, 0])
 
+    def role_holder(self, role: str) -> tuple[str, int] | None:
+        pipe = self.client.pipeline(transaction=True)
+        pipe.time()
+        pipe.get(self.key("lead", role))
+        pipe.pttl(self.key("lead", role))
+        (seconds, micros), holder, ttl = pipe.execute()
+        if holder is None or ttl < 0:
+            return None
+        return _text(holder), int(seconds) * 1000 + int(micros) // 1000 + int(ttl)
+
     def schedule_register(self, name: str, last_due_ms: int, task: str = "",
                           schedule: str = "") -> ScheduleRecord:
         key = self.key("beat", name)

@@ -995,6 +995,12 @@ class SQLiteBackend:
         self._write(lambda tx: tx.run("DELETE FROM leases WHERE role = ? AND holder = ?",
                                       role, holder))
 
+    def role_holder(self, role: str) -> tuple[str, int] | None:
+        row = self._read(lambda conn: conn.execute(
+            "SELECT holder, expires_ms FROM leases WHERE role = ? AND expires_ms >= ?",
+            (role, _now_ms())).fetchone())
+        return (str(row[0]), int(row[1])) if row else None
+
     def schedule_register(self, name: str, last_due_ms: int, task: str = "",
                           schedule: str = "") -> ScheduleRecord:
         def body(tx: _Tx) -> ScheduleRecord:

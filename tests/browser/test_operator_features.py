@@ -10,8 +10,8 @@ a page load, a click or a form as an operator does it:
 * the worker list (store leases and heartbeats + remote control), "stop taking work"
   (``cancel_consumer``) and shutdown (warm);
 * the completed / failed chart (server-rendered SVG) and its time ranges, throughput, per-queue
-  latency;
-* page numbers, oldest-first order, a time-range filter;
+  latency (and the oldest waiting job of a queue nobody consumes);
+* page numbers, oldest-first order, a time range (since, then until);
 * stopping a running job (``revoke(terminate=True)``);
 * a job's result and runtime.
 
@@ -238,7 +238,9 @@ def test_the_worker_list_and_stop_taking_work(deployment: Deployment, chromium: 
         assert served_by == {holder_pid}, (served_by, idle_pid)
     finally:
         dep.app.control.add_consumer("celery", destination=[idle], reply=True, timeout=5)
-    dep.wait_state(busy, "completed", timeout=60)
+        # (stopped rather than waited for: the next test finds the workers idle sooner)
+        dep.app.control.revoke(busy, terminate=True)
+    dep.wait_state(busy, "completed", "failed", "discarded", "canceled", timeout=60)
 
 
 def _reload_rows(browser: Browser, dep: Deployment) -> dict[str, list[str]]:
@@ -266,6 +268,9 @@ def test_shutting_down_a_worker(deployment: Deployment, chromium: Browser) -> No
 def test_the_activity_chart_throughput_and_queue_latency(deployment: Deployment,
                                                          chromium: Browser) -> None:
     dep, browser = deployment, chromium
+    # a job on a queue no worker consumes: it waits, and its queue says for how long
+    idle_queue = f"nobody-{uuid.uuid4().hex[:6]}"
+    waiting = str(dep.app.tasks["proj.add"].apply_async((1, 1), queue=idle_queue).id)
     done = [str(dep.app.tasks["proj.add"].delay(n, n).id) for n in range(3)]
     failed = [str(dep.app.tasks["proj.fail"].delay(f"chart {n}").id) for n in range(2)]
     for job_id in done:
@@ -281,6 +286,9 @@ def test_the_activity_chart_throughput_and_queue_latency(deployment: Deployment,
     assert re.fullmatch(r"\d+\.\d s|\d+m\d+s", queue[7]) and re.fullmatch(
         r"\d+\.\d s|\d+m\d+s", queue[8]), queue
     assert int(queue[9]) >= 5
+    [idle] = [row for row in rows(browser, "queues") if row[0] == idle_queue]
+    assert idle[1] == "1" and re.fullmatch(r"\d+s", idle[6]) and idle[7] == "-", idle
+    assert dep.state(waiting) == "enqueued"
     [five, hour] = rows(browser, "throughput")
     assert int(five[1]) >= 3 and int(five[3]) >= 2 and int(hour[1]) >= 3
     dep.screenshot(browser, "overview.png")
@@ -324,6 +332,14 @@ def test_page_numbers_order_and_time_range(deployment: Deployment, chromium: Bro
     browser.click("#filter button")
     assert "4 jobs" in browser.find("#pages").text
     assert len(browser.job_links()) == 2 and set(browser.job_links()) <= set(late)
+    # ... and until then instead: the first batch only
+    for name, value in (("since", ""), ("until", since.strftime("%Y-%m-%dT%H:%M:%S.%f"))):
+        field_ = browser.find(f"input[name='{name}']")
+        field_.clear()
+        field_.send_keys(value)
+    browser.click("#filter button")
+    assert "3 jobs" in browser.find("#pages").text
+    assert set(browser.job_links()) <= set(early) and len(browser.job_links()) == 2
 
 
 # -- one job: stop it, its result and runtime ------------------------------------------------

@@ -37,6 +37,20 @@ def test_a_role_has_one_holder_until_its_lease_lapses_or_it_resigns(
     assert two.lead("other-role", "b", 60_000)
 
 
+def test_a_role_holder_and_its_lapse_time_are_read_by_store_clock(backend: Backend) -> None:
+    assert backend.role_holder("beat") is None
+    before = backend.now_ms()
+    assert backend.lead("beat", "a", 5_000)
+    holder, lapses = backend.role_holder("beat") or ("", 0)
+    assert holder == "a" and before + 5_000 <= lapses <= backend.now_ms() + 5_000
+    assert backend.lead("beat", "a", 300)  # renewed for less: lapses sooner
+    assert (backend.role_holder("beat") or ("", 10**15))[1] <= backend.now_ms() + 300
+    wait_until(lambda: backend.role_holder("beat") is None, timeout=10,
+               message="a lapsed lease has no holder")
+    backend.resign("beat", "a")
+    assert backend.role_holder("beat") is None
+
+
 def test_an_entry_is_registered_once_and_keeps_its_times(backend: Backend) -> None:
     first = backend.schedule_register("every-5s", 1000, "proj.tick", "every 5 seconds")
     assert (first.name, first.last_due_ms, first.paused, first.fired) == ("every-5s", 1000,

@@ -5,6 +5,8 @@
 * Beat processes (``celery-plus beat`` of :mod:`tests.e2e.periodic_proj`): :class:`Beat`
   runs one; each logs ``celery-plus beat: tick fired (..., due <ISO>)`` when the store fired a
   tick, so :func:`fired` reads every tick enqueued and when.
+* :func:`kill_before_tick`: SIGKILL the leader just before a tick is due, optionally right
+  after its last renewal of the role (the worst case of the takeover bound).
 * :func:`tick_report`: duplicates, missing ticks and the longest gap between enqueues.
 * :func:`most_in_window`: the most starts any sliding window holds.
 """
@@ -17,12 +19,16 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
+
+from celery_plus.beat import ROLE
+from celery_plus.transport.backend import Backend
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY_PLUS = [sys.executable, "-m", "celery_plus.cli"]
@@ -84,6 +90,49 @@ def leader(beats: Sequence[Beat]) -> Beat | None:
     leading = [(b.leading_since(), i) for i, b in enumerate(beats)]
     best = max(((t, i) for t, i in leading if t is not None), default=None)
     return None if best is None else beats[best[1]]
+
+
+@dataclass(frozen=True)
+class Kill:
+    """A leader SIGKILLed by :func:`kill_before_tick` (times: ms, store clock)."""
+
+    at_ms: int
+    due_ms: int
+    #: When the victim's role lease was to lapse (its last renewal's lease).
+    lapses_ms: int
+    #: The victim renewed the role within the last poll before the kill.
+    just_renewed: bool
+
+
+def kill_before_tick(victim: Beat, view: Backend, every_ms: int, *, before_ms: int = 150,
+                     after_renewal_ms: int = 0, entry: str = "tick") -> Kill:
+    """SIGKILL the leading ``victim`` ``before_ms`` or less before ``entry``'s next tick.
+
+    ``after_renewal_ms`` > 0: at the first renewal of the role seen within that long before
+    the tick (the kill follows it within a poll, ~10 ms); the moment ``before_ms`` before
+    the tick if none is seen. So the tick is the victim's to fire, and the lease it leaves
+    behind is as fresh as it can be: the longest takeover gap (docs/schedules.md).
+    """
+    while True:
+        [record] = [r for r in view.schedules() if r.name == entry]
+        due = record.last_due_ms + every_ms
+        now = view.now_ms()
+        if due - now > before_ms + after_renewal_ms + 50:
+            break
+        time.sleep(0.02)  # too close to this tick: take the next one
+    held = view.role_holder(ROLE)
+    renewed = False
+    while (now := view.now_ms()) < due - before_ms:
+        current = view.role_holder(ROLE)
+        # A renewal moves the lapse by about a renewal period; Redis's TIME + PTTL reading
+        # of it can move by a millisecond without one.
+        renewed = current is not None and held is not None and current[1] > held[1] + 50
+        held = current or held
+        if renewed and due - now <= before_ms + after_renewal_ms:
+            break
+        time.sleep(0.01)
+    victim.kill()
+    return Kill(now, due, held[1] if held else 0, renewed)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,32 @@ def limited(n: int, seconds: float = 0.0) -> None:
     time.sleep(seconds)
 
 
+@app.task(name="periodic.per_minute", rate_limit="3/m", rate_limit_scope="cluster")
+def per_minute(n: int) -> None:
+    record(PREFIX, "per_minute", n=n)
+
+
+@app.task(name="periodic.per_worker", rate_limit="2/s")
+def per_worker(n: int) -> None:
+    record(PREFIX, "per_worker", n=n)
+
+
+@app.task(name="periodic.retried", bind=True, rate_limit=RATE, rate_limit_scope="cluster",
+          max_retries=1)
+def retried(self: Any, n: int) -> None:
+    """Starts twice: fails its first start and is retried at once."""
+    record(PREFIX, "retried", n=n, attempt=self.request.retries)
+    if self.request.retries == 0:
+        raise self.retry(countdown=0)
+
+
+@app.task(name="periodic.both", rate_limit=RATE, rate_limit_scope="cluster", concurrency=2)
+def both(n: int, seconds: float) -> None:
+    record(PREFIX, "both", n=n, edge="start")
+    time.sleep(seconds)
+    record(PREFIX, "both", n=n, edge="end")
+
+
 @app.task(name="periodic.per_key", rate_limit=RATE, rate_limit_key="key")
 def per_key(key: str, n: int, seconds: float = 0.0) -> None:
     record(PREFIX, "per_key", key=key, n=n)

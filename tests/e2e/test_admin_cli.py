@@ -26,7 +26,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import redis
 
@@ -200,8 +200,9 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _process(command: list[str], log: Path, ready: str, prefix: str) -> Iterator[None]:
-    env = {**os.environ, "PLUS_TEST_PREFIX": prefix}
+def _process(command: list[str], log: Path, ready: str, prefix: str, **extra_env: str
+             ) -> Iterator[None]:
+    env = {**os.environ, "PLUS_TEST_PREFIX": prefix, **extra_env}
     with open(log, "wb") as out:
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
@@ -318,3 +319,59 @@ def test_a_browser_acts_through_a_multi_process_server(prefix: str, tmp_path: Pa
 
 def log_count(log: Path, text: str) -> int:
     return log.read_text().count(text)
+
+
+DJANGO_TOKEN = "django-admin-token-0123456789"
+
+
+def test_mounted_in_django_as_the_docs_say(prefix: str, tmp_path: Path) -> None:
+    """docs/admin.md's Django recipe (``tests/e2e/django_admin_site.py`` runs it as written)
+    served by a real server: every link, the cookie's Path and each redirect stay under the
+    prefix, a browser's form posts, and ids with ``/`` and non-ASCII letters open."""
+    app = proj.make_app(prefix)
+    ids = ["d1", "été/1", "naïve-2"]
+    with connect(app) as admin:
+        backend: Backend = admin.store.backend  # type: ignore[attr-defined]
+        for job_id in ids:
+            _store_dead_letter(backend, job_id)
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}/ops/celery"
+    auth = "Basic " + base64.b64encode(f"op:{DJANGO_TOKEN}".encode()).decode()
+    command = [sys.executable, "-m", "waitress", f"--listen=127.0.0.1:{port}",
+               "tests.e2e.django_admin_site:application"]
+    opener = urllib.request.build_opener(_NoRedirect)
+    with _process(command, tmp_path / "django.log", "Serving on", prefix,
+                  PLUS_TEST_ADMIN_TOKEN=DJANGO_TOKEN):
+        with opener.open(urllib.request.Request(f"{base}/jobs/failed", headers={
+                "Authorization": auth}), timeout=30) as page:
+            cookie = page.headers["Set-Cookie"]
+            html = page.read().decode()
+        assert "; Path=/ops/celery;" in cookie, cookie
+        hrefs = re.findall(r'(?:href|action)="([^"]+)"', html)
+        assert hrefs and all(h.startswith("/ops/celery/") for h in hrefs), hrefs
+        [token] = re.findall(r'name="token" value="([^"]+)"', html)[:1]
+        for job_id in ids:
+            path = f"/ops/celery/job/{quote(job_id, safe='')}"
+            assert f'href="{path}"' in html, job_id
+            with opener.open(urllib.request.Request(
+                    f"http://127.0.0.1:{port}{path}", headers={"Authorization": auth}),
+                    timeout=30) as page:
+                assert page.status == 200 and f"job {job_id}" in page.read().decode(), job_id
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}{path}/discard", data=urlencode({"token": token}).encode(),
+                headers={"Authorization": auth, "Cookie": cookie.split(";")[0],
+                         "Origin": f"http://127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin"})
+            try:
+                opener.open(request, timeout=30)
+                raise AssertionError("no redirect")
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 303, (job_id, exc.code, exc.read()[:300])
+                assert exc.headers["Location"].startswith(f"{path}?msg=discard"), job_id
+    with connect(app) as admin:
+        assert [admin.show(i).state for i in ids] == ["discarded"] * 3
+    app.close()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None

@@ -2,8 +2,10 @@
 
 Real ``celery-plus beat`` processes of :mod:`tests.e2e.periodic_proj` (a 1 s entry, a 2 s
 lease) and a real worker running the ticks, on every store: three beats fire each tick once
-while the leader is SIGKILLed (a follower takes over within the lease; every tick is still
-enqueued once, none missing); a beat restarted after a stop neither skips nor repeats a tick;
+while the leader is SIGKILLed just before a tick (every tick still enqueued once, none missing,
+no gap between enqueues longer than the lease + one interval); a standby leads within 2/3 of
+the lease after the leader's last renewal (the takeover bound's mechanism); a beat restarted
+after a stop neither skips nor repeats a tick;
 ``worker -B`` runs beat too; the catch-up policy after a total outage (``once``/``skip``).
 The long variant (10 minutes, three beats, two leader kills) is ``tests/faults/long_periodic.py``.
 """
@@ -18,11 +20,12 @@ from typing import Any
 
 import pytest
 
-from celery_plus.beat import Scheduler, tick_id
+from celery_plus.beat import ROLE, Scheduler, tick_id
 from celery_plus.transport.backend import Backend
 from tests.e2e.conftest import Worker
-from tests.e2e.periodic_checks import Beat, fired, leader, leads, tick_report
-from tests.e2e.proj import events
+from tests.e2e.periodic_checks import Beat, fired, kill_before_tick, leader, leads, tick_report
+from tests.e2e.proj import events, make_app
+from tests.faults.servers import PostgresCluster, RedisServer
 from tests.support import wait_until
 
 APP = "tests.e2e.periodic_proj"
@@ -51,7 +54,7 @@ def ticks_run(prefix: str) -> list[dict[str, Any]]:
 
 
 def check_every_tick_once(prefix: str, logs: dict[str, str], *,
-                          max_gap_s: float | None = LEASE_S + EVERY_MS / 1000 + 1.5) -> None:
+                          max_gap_s: float | None = LEASE_S + EVERY_MS / 1000) -> None:
     """Each tick enqueued once and none missing (beat logs), each run once (the worker);
     no two enqueues further apart than ``max_gap_s`` (None: a gap was made on purpose)."""
     ticks = fired(logs)
@@ -66,13 +69,14 @@ def check_every_tick_once(prefix: str, logs: dict[str, str], *,
 
 
 def test_three_beats_fire_each_tick_once_while_the_leader_is_killed(
-        beats: Callable[[], Beat], start_worker: Callable[..., Worker], prefix: str) -> None:
+        beats: Callable[[], Beat], start_worker: Callable[..., Worker], prefix: str,
+        view: Backend) -> None:
     start_worker(app=APP)
     group = [beats() for _ in range(3)]
     wait_until(lambda: len(ticks_run(prefix)) >= 3, timeout=30, message="three ticks")
     first = leader(group)
     assert first is not None
-    first.kill()
+    kill_before_tick(first, view, EVERY_MS)  # its next tick is the successor's, late
     before = len(ticks_run(prefix))
     wait_until(lambda: len(ticks_run(prefix)) >= before + 4, timeout=30,
                message="ticks after the leader's death")
@@ -81,6 +85,140 @@ def test_three_beats_fire_each_tick_once_while_the_leader_is_killed(
     for beat in group:
         beat.stop()
     check_every_tick_once(prefix, {b.log_path.name: b.log() for b in group})
+
+
+def test_a_standby_leads_within_two_thirds_of_the_lease_after_the_last_renewal(
+        client: Any, view: Backend) -> None:
+    """The mechanism of the takeover bound (docs/schedules.md): the store holds the role for
+    half the lease from a renewal and a standby tries every sixth of it."""
+    lease_s = 1.5
+    client.conf.plus_beat_lease = lease_s
+    client.conf.beat_schedule = {}
+    one, two = Scheduler(client), Scheduler(client)
+    try:
+        renewed_after = view.now_ms()
+        one.tick()  # leads; then dies (never ticks again, never resigns)
+        assert one.leading and view.role_holder(ROLE) is not None
+        while not two.leading:  # Celery's beat loop: tick, sleep what it says
+            time.sleep(two.tick())
+        took = view.now_ms() - renewed_after
+    finally:
+        one.close()
+        two.close()
+    assert took <= lease_s * 1000 * 2 / 3 + 350, took  # the first version: over 1500
+
+
+def test_a_leader_keeps_its_lease_through_a_loop_longer_than_the_lease(
+        client: Any, view: Backend) -> None:
+    """Many entries (here: slow fires) make one loop outlast the role's hold: the leader
+    renews it between ticks, so no standby takes over and no two processes fire at once."""
+    client.conf.plus_beat_lease = 0.6  # held for 0.3 s from each renewal
+    client.conf.beat_schedule = {f"e{i}": {"task": "proj.add", "args": (1, 2),
+                                           "schedule": timedelta(seconds=60)} for i in range(4)}
+    now_ms = view.now_ms()
+    for i in range(4):
+        view.schedule_register(f"e{i}", now_ms - 61_000)  # each has a tick due
+    one = Scheduler(client)
+    fire = one._fire
+
+    def slow_fire(*args: Any) -> str:
+        time.sleep(0.25)
+        return fire(*args)
+
+    one._fire = slow_fire  # type: ignore[method-assign]
+    try:
+        one.tick()  # four fires: 1 s, over three times the hold
+        held = view.role_holder(ROLE)
+    finally:
+        one.close()
+    assert [e.fired for e in view.schedules()] == [1, 1, 1, 1]
+    assert held is not None and held[0] == one.holder, held
+
+
+def run_until_fired(scheduler: Scheduler, count: int, log: list[tuple[str, int, float]],
+                    name: str) -> None:
+    """Run ``scheduler`` as Celery's beat loop does until it fired ``count`` ticks, noting
+    (who, due ms, when) for each tick it fired."""
+    fire = scheduler._fire
+
+    def noting(*args: Any) -> str:
+        outcome = fire(*args)
+        if outcome == "fired":
+            log.append((name, args[3], time.time()))
+        return outcome
+
+    scheduler._fire = noting  # type: ignore[method-assign]
+    mine = lambda: sum(1 for who, _, _ in log if who == name)  # noqa: E731
+    goal = mine() + count
+    deadline = time.monotonic() + 30
+    while mine() < goal and time.monotonic() < deadline:
+        time.sleep(min(scheduler.tick(), 0.1))
+    scheduler.close()  # resigns: the next one leads at once
+    assert mine() >= goal, log
+
+
+def test_a_leader_whose_clock_runs_ahead_fires_early_but_each_tick_once(
+        client: Any, view: Backend, prefix: str) -> None:
+    """Clock skew between beat hosts: a standby 2 s ahead takes over and fires its ticks 2 s
+    early (as Celery beat on that host would); the store still fires each tick once, none
+    skipped, and a leader with the right clock after it continues from the stored tick."""
+    ahead = make_app(prefix)
+    real_now = ahead.now
+    ahead.now = lambda: real_now() + timedelta(seconds=2)  # type: ignore[method-assign]
+    for app in (client, ahead):
+        app.conf.plus_beat_lease = 1.2
+        app.conf.beat_schedule = {"tick": {"task": "proj.add", "args": (1, 2),
+                                           "schedule": timedelta(seconds=0.5)}}
+    log: list[tuple[str, int, float]] = []
+    try:
+        run_until_fired(Scheduler(client), 3, log, "right")
+        run_until_fired(Scheduler(ahead), 6, log, "ahead")
+        run_until_fired(Scheduler(client), 3, log, "right again")
+    finally:
+        ahead.close()
+    dues = [due for _, due, _ in log]
+    assert dues == list(range(dues[0], dues[0] + 500 * len(dues), 500)), log  # once each
+    [entry] = view.schedules()
+    assert entry.fired == len(dues)
+    early = {who: max(due / 1000 - at for w, due, at in log if w == who) for who, _, _ in log}
+    assert early["right"] <= 0.05 and early["right again"] <= 0.05, early
+    assert 1.0 <= early["ahead"] <= 2.1, early  # up to 2 s early (less on a loaded machine)
+
+
+@pytest.mark.parametrize("store", ["redis", "postgres"])
+def test_a_store_outage_between_ticks_neither_repeats_nor_skips_one(
+        tmp_path: Path, prefix: str, store: str) -> None:
+    """A private store (Redis with AOF, crashed; a PostgreSQL cluster, stopped in immediate
+    mode) goes away for 3 s under two beats of a 1 s entry: the beats retry, the ticks due
+    meanwhile are fired late once the store is back, each once."""
+    server: RedisServer | PostgresCluster
+    if store == "redis":
+        server = RedisServer(tmp_path / "redis", aof=True)
+        server.start()
+        url = server.url
+    else:
+        server = PostgresCluster()
+        server.start()
+        url = server.create_database("test")
+    env = {"PLUS_TEST_PREFIX": prefix, "PLUS_TEST_BROKER": f"plus+{url}",
+           "PLUS_TEST_BEAT_EVERY": "1", "PLUS_TEST_BEAT_LEASE": str(LEASE_S)}
+    group = [Beat(tmp_path / f"beat-{i}.log", env) for i in range(2)]
+    try:
+        wait_until(lambda: len(fired({b.log_path.name: b.log() for b in group})) >= 3,
+                   timeout=30, message="three ticks")
+        server.break_for(3.0)
+        back = time.time()
+        wait_until(lambda: sum(t.at > back for t in fired(
+            {b.log_path.name: b.log() for b in group})) >= 3, timeout=30,
+            message="three ticks after the outage")
+    finally:
+        for beat in group:
+            beat.stop()
+        server.close()
+    logs = {b.log_path.name: b.log() for b in group}
+    assert "the store failed" in "".join(logs.values())  # the outage was seen
+    report = tick_report(fired(logs), EVERY_MS)
+    assert report.ok(), report  # none twice, none missing across the outage
 
 
 def test_a_restarted_beat_neither_skips_nor_repeats_a_tick(
@@ -104,9 +242,12 @@ def test_a_restarted_beat_neither_skips_nor_repeats_a_tick(
     check_every_tick_once(prefix, {"one": one.log(), "two": two.log()}, max_gap_s=None)
 
 
+@pytest.mark.parametrize("pool", ["solo", "prefork"])
 def test_a_worker_with_beat_embedded_fires_the_ticks(
-        start_worker: Callable[..., Worker], prefix: str, view: Backend, tmp_path: Path) -> None:
+        start_worker: Callable[..., Worker], prefix: str, view: Backend, tmp_path: Path,
+        pool: str) -> None:
     worker = start_worker("-B", f"--schedule={tmp_path / 'celerybeat-schedule'}", app=APP,
+                          pool=pool, concurrency=2 if pool == "prefork" else 1,
                           env={"PLUS_TEST_BEAT_EVERY": "1"})
     wait_until(lambda: len(ticks_run(prefix)) >= 2, timeout=30, message="ticks run")
     [entry] = view.schedules()
@@ -151,3 +292,49 @@ def test_a_tick_within_the_window_is_run_each_time(client: Any, view: Backend) -
     assert entry.fired == 3
     assert sorted(view.ids_in_state("enqueued")) == sorted(
         tick_id("tick", now_ms - 35_000 + k * 10_000) for k in (1, 2, 3))
+
+
+def test_an_edited_schedule_continues_from_the_stored_tick(client: Any, view: Backend) -> None:
+    """``beat_schedule`` edited between runs of beat: a changed interval continues from the
+    stored last tick by the new interval; a renamed entry starts afresh under its new name and
+    the old one stays listed, no longer fired."""
+    now_ms = view.now_ms()
+    view.schedule_register("kept", now_ms - 25_000)
+    view.schedule_register("old-name", now_ms - 25_000)
+    client.conf.beat_schedule = {
+        "kept": {"task": "proj.add", "args": (1, 2), "schedule": timedelta(seconds=20)},
+        "new-name": {"task": "proj.add", "args": (1, 2), "schedule": timedelta(seconds=20)}}
+    scheduler = Scheduler(client)
+    try:
+        scheduler.tick()
+        entries = {e.name: e for e in view.schedules()}
+        assert entries["kept"].fired == 1  # at -25 s + 20 s, not at -25 s + 10 s
+        assert entries["kept"].last_due_ms == now_ms - 5_000
+        assert entries["old-name"].fired == 0 and entries["old-name"].last_due_ms == now_ms - 25_000
+        assert entries["new-name"].fired == 0 and entries["new-name"].last_due_ms >= now_ms
+    finally:
+        scheduler.close()
+
+
+def test_an_entry_deleted_from_the_admin_while_configured_starts_afresh(
+        client: Any, view: Backend) -> None:
+    """``schedules rm`` of an entry still in ``beat_schedule``: the leader finds it gone at its
+    next tick and registers it anew from that moment (that tick is not fired: a tick is
+    never fired from a last run the store no longer vouches for)."""
+    client.conf.beat_schedule = {"tick": {"task": "proj.add", "args": (1, 2),
+                                          "schedule": timedelta(seconds=1)}}
+    view.schedule_register("tick", view.now_ms() - 1500)
+    scheduler = Scheduler(client)
+    try:
+        scheduler.tick()
+        [fired_once] = view.schedules()
+        assert fired_once.fired == 1
+        assert view.schedule_delete("tick")
+        due = fired_once.last_due_ms + 1000
+        wait_until(lambda: view.now_ms() > due + 50, timeout=5, message="the next tick due")
+        scheduler.tick()
+        [again] = view.schedules()
+    finally:
+        scheduler.close()
+    assert again.fired == 0 and again.last_due_ms > due  # registered anew, after that tick
+    assert tick_id("tick", due) not in view.ids_in_state("enqueued")

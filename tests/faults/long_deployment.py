@@ -45,8 +45,9 @@ def store_arguments(description: str) -> argparse.ArgumentParser:
 
 def report(result: dict[str, object], default_file: str) -> int:
     """Print the run's JSON report, append it to ``PLUS_LONG_REPORT`` (or ``default_file``);
-    the exit status: 0 if the run's checks held."""
-    line = json.dumps(result)
+    the exit status: 0 if the run's checks held. The machine's load averages (1, 5, 15
+    minutes) at the end of the run go with it."""
+    line = json.dumps({**result, "load_at_end": [round(x, 2) for x in os.getloadavg()]})
     print(line)
     with open(Path(os.environ.get("PLUS_LONG_REPORT", default_file)), "a") as out:
         out.write(line + "\n")

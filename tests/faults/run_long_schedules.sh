@@ -6,6 +6,7 @@
 # figures: docs/schedules.md, docs/rate-limits.md.
 set -e
 cd "$(dirname "$0")/../.."
+uptime
 for store in redis sqlite postgres; do
     .venv/bin/python -W ignore -m tests.faults.long_periodic --store "$store" &
 done
@@ -13,3 +14,4 @@ for store in redis sqlite postgres; do
     .venv/bin/python -W ignore -m tests.faults.long_rate_limits --store "$store"
 done
 wait
+uptime

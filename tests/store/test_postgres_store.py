@@ -385,6 +385,38 @@ def test_plus_pg_schema_setting_is_validated_and_used() -> None:
             conn.execute('DROP SCHEMA IF EXISTS "plus_settings_test" CASCADE')
 
 
+def test_plus_pg_synchronous_commit_setting_reaches_the_pooled_sessions(tmp_path: Path) -> None:
+    assert settings.resolve({}).pg_synchronous_commit is None
+    for bad in ("OFF", "no", False, 0):
+        with pytest.raises(ImproperlyConfigured, match="plus_pg_synchronous_commit"):
+            settings.resolve({"plus_pg_synchronous_commit": bad})
+    schema = f"sc{os.urandom(4).hex()}"
+    opted = make_backend(PG_URL, settings.resolve(
+        {"plus_pg_schema": schema, "plus_pg_synchronous_commit": "off"}))
+    plain = make_backend(PG_URL, settings.resolve({"plus_pg_schema": schema}))
+    try:
+        assert isinstance(opted, PostgresBackend) and isinstance(plain, PostgresBackend)
+
+        def session_value(backend: PostgresBackend) -> str:
+            return str(backend._value("SHOW synchronous_commit"))
+
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            server = str(conn.execute("SHOW synchronous_commit").fetchone()[0])  # type: ignore[index]
+        assert session_value(opted) == "off"
+        assert session_value(plain) == server
+        # The opted-in pool does the store's work as any other.
+        publish(opted, "j1")
+        claimed = claim(opted)
+        assert ids(claimed) == ["j1"]
+        opted.settle([Settle("j1", claimed.claims[0].token, "ack")])
+        assert record(plain, "j1")["st"] == "completed"
+    finally:
+        opted.close()
+        plain.close()
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 def test_db_migrate_and_status_commands(tmp_path: Path) -> None:
     schema = f"cli{os.urandom(4).hex()}"
     base = [sys.executable, "-m", "celery_plus.cli", "db"]

@@ -314,6 +314,23 @@ def test_an_app_without_a_durable_store_is_a_usage_error() -> None:
     assert result.exit_code == 2 and "celery-plus durable stores" in result.output
 
 
+@pytest.mark.parametrize(("broker", "code", "says"), [
+    ("plus+redis://127.0.0.1:1/0", 1, "the store cannot be reached: ConnectionError"),
+    ("plus+postgresql://root@127.0.0.1:1/test", 1,
+     "the store cannot be reached: StoreUnavailable"),
+    ("plus+sqlite:////nonexistent-dir/store.db", 2, "directory '/nonexistent-dir'")])
+def test_a_store_that_cannot_be_reached_is_one_line_not_a_traceback(
+        broker: str, code: int, says: str) -> None:
+    app = Celery("down", broker=broker, set_as_current=False)
+    obj = CLIContext(app=app, no_color=True, workdir=None, quiet=False)
+    for args in (["status"], ["jobs"], ["dlq", "ls"], ["dlq", "show", "x"], ["cancel", "x"],
+                 ["dlq", "purge", "--all", "--yes"], ["schedules", "ls"]):
+        result = CliRunner().invoke(plus, args, obj=obj)
+        assert result.exit_code == code and isinstance(result.exception, SystemExit), (
+            args, result.exception)
+        assert says in result.output and "Traceback" not in result.output, (args, result.output)
+
+
 def test_the_web_dashboard_is_celery_plus_admin_on_localhost() -> None:
     admin_cmd, alias = plus.commands["admin"], plus.commands["dashboard"]
     host = next(p for p in admin_cmd.params if p.name == "host")

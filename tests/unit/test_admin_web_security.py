@@ -33,7 +33,7 @@ from celery.exceptions import ImproperlyConfigured
 
 from celery_plus import Celery, settings
 from celery_plus.admin import connect
-from celery_plus.admin.web import Dashboard, make_app
+from celery_plus.admin.web import Dashboard, Mount, make_app
 from celery_plus.transport.details import clean_text
 from tests.conformance.stores import PG_URL
 from tests.unit.test_admin_cli import REDIS_URL, Store, drop_store
@@ -93,7 +93,11 @@ def test_a_post_from_another_origin_is_refused(store: Store, web: Dashboard) -> 
                     {"HTTP_ORIGIN": "http://127.0.0.1:9999", "HTTP_HOST": "127.0.0.1:8055"},
                     {"HTTP_SEC_FETCH_SITE": "cross-site"},
                     {"HTTP_SEC_FETCH_SITE": "same-site"},
-                    {"HTTP_ORIGIN": "http://127.0.0.1", "HTTP_SEC_FETCH_SITE": "cross-site"}):
+                    {"HTTP_ORIGIN": "http://127.0.0.1", "HTTP_SEC_FETCH_SITE": "cross-site"},
+                    # another program on the operator's machine: a loopback name is listed
+                    # by default, but not on another port
+                    {"HTTP_ORIGIN": "http://localhost:9999", "HTTP_HOST": "127.0.0.1:8055"},
+                    {"HTTP_ORIGIN": "http://[::1]:9999", "HTTP_HOST": "localhost:8055"}):
         status, _, text = browser_post(web, "/job/d1/discard", {}, session, **headers)
         assert status == "403 Forbidden" and "refused" in text, headers
         # a Bearer client is checked the same way
@@ -169,6 +173,12 @@ def test_the_session_cookie_is_strict_http_only_and_scoped_to_the_mount(web: Das
     _, headers, _ = call(web, "/", headers={**OPERATOR, "HTTP_COOKIE": cookie.split(";")[0]})
     assert "Set-Cookie" not in headers  # kept, not renewed
     assert "Set-Cookie" not in call(web, "/", headers=basic("r", READ_TOKEN))[1]
+    # under a prefix, the Path is the prefix as the links spell it (percent-encoded): a
+    # space or ';' in it can neither end the attribute nor leave the cookie unsent
+    status, headers, page = call(Mount(web, "/ops cel;ery"), "/ops cel;ery/",
+                                 headers=OPERATOR)
+    assert status == "200 OK" and 'href="/ops%20cel%3Bery/jobs/failed"' in page
+    assert "; Path=/ops%20cel%3Bery; HttpOnly;" in headers["Set-Cookie"]
 
 
 # -- 3: reading, the read token, allowed hosts ----------------------------------------------
@@ -202,8 +212,11 @@ def test_public_read_opens_the_pages_and_login_asks_for_the_operator(store: Stor
         assert call(web, "/job/d1/discard", "POST", {}, headers={})[0] == "401 Unauthorized"
         status, headers, _ = call(web, "/login", headers={})
         assert status == "401 Unauthorized" and "WWW-Authenticate" in headers
-        status, headers, _ = call(web, "/login", headers=OPERATOR)
-        assert status == "303 See Other" and headers["Location"] == "/"
+        for query in ("", "next=https://evil.example/", "next=//evil.example",
+                      "msg=x&sig=y&next=/%2F%2Fevil.example"):
+            # the dashboard's own root, whatever the link said (no open redirect)
+            status, headers, _ = call(web, "/login", query=query, headers=OPERATOR)
+            assert status == "303 See Other" and headers["Location"] == "/", query
     finally:
         web.close()
 
@@ -235,6 +248,50 @@ def test_only_allowed_hosts_are_answered(store: Store, web: Dashboard) -> None:
         assert status == "303 See Other"
     finally:
         listed.close()
+
+
+def test_a_proxys_public_origin_is_accepted_on_the_upstream_host(store: Store) -> None:
+    """Behind a proxy that does not pass the public ``Host`` on, the browser's origin is the
+    listed public name (on any port) and the request's Host the upstream address."""
+    store.dead("d1")
+    store.app.conf.plus_admin_allowed_hosts = ["ops.example.com", "127.0.0.1"]
+    listed = make_app(store.app)
+    try:
+        session = browser_session_on(listed, "127.0.0.1:8055")
+        for origin, status in (("http://localhost:9999", "403 Forbidden"),
+                               ("https://ops.example.com:8443", "303 See Other")):
+            assert browser_post(listed, "/job/d1/discard", {}, session,
+                                HTTP_HOST="127.0.0.1:8055", HTTP_ORIGIN=origin)[0] == status
+    finally:
+        listed.close()
+
+
+def test_secrets_are_compared_as_fixed_length_digests(store: Store, web: Dashboard,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A constant-time compare of values of different lengths returns at once, telling the
+    secret's length: every compare is of two equal-length digests, whatever was presented."""
+    import hmac
+
+    from celery_plus.admin import security
+
+    compare = hmac.compare_digest
+    lengths: list[tuple[int, int]] = []
+
+    def recording(a: bytes, b: bytes) -> bool:
+        lengths.append((len(a), len(b)))
+        return compare(a, b)
+
+    monkeypatch.setattr(security.hmac, "compare_digest", recording)
+    store.dead("d1")
+    cookie, _ = browser_session(web, "/job/d1")
+    for wrong in ("x", "y" * 200):
+        call(web, "/api/status", headers={"HTTP_AUTHORIZATION": f"Bearer {wrong}"})
+        call(web, "/api/status", headers=basic("op", wrong))
+        call(web, "/job/d1/discard", "POST", {"token": wrong},
+             headers={**OPERATOR, "HTTP_COOKIE": cookie})
+        call(web, "/job/d1", query=f"msg=hello&sig={wrong}", headers=OPERATOR)
+    assert store.state("d1") == "failed"
+    assert lengths and all(a == b for a, b in lengths), lengths
 
 
 def browser_session_on(web: Dashboard, host: str) -> tuple[str, str]:
@@ -400,3 +457,82 @@ def test_hidden_characters_show_as_escapes_and_messages_must_be_signed(
     page = call(web, "/job/odd", headers=OPERATOR,
                 query=urlencode({"msg": "Your session expired: sign in at evil.example"}))[2]
     assert "evil.example" not in page and 'id="msg"' not in page
+
+
+def test_the_operator_feature_pages_escape_what_workers_and_beat_report(
+        store: Store, web: Dashboard, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Node and host names, queues and schedule entries come from workers and beat configs,
+    not from the dashboard: the workers page, its confirmation pages and the schedules page
+    show them as text."""
+    from celery_plus.admin import workers
+    from celery_plus.admin.workers import WorkerView
+
+    evil = '"><script>alert(1)</script><img src=x onerror=alert(2)>\u202e'
+    view = WorkerView(node=f"w{evil}@h", host=f"h{evil}", pid=7, jobs=1,
+                      lease_deadline_ms=1, last_heartbeat_ms=1, queues=[f"q{evil}"])
+    monkeypatch.setattr(workers, "workers", lambda admin, timeout=1.0: [view])
+    store.backend.schedule_register(f"n{evil}", 1_796_000_000_000, f"t{evil}", f"s{evil}")
+    pages = [call(web, "/workers", headers=OPERATOR)[2], call(web, "/schedules")[2]]
+    session = browser_session(web, "/workers")
+    for action in ("stop", "shutdown"):
+        status, _, page = browser_post(web, f"/workers/{view.node}/{action}", {}, session)
+        assert status == "200 OK" and 'id="confirm"' in page, page[:300]
+        pages.append(page)
+    for page in pages:
+        assert "<script" not in page and "<img" not in page
+        assert "&lt;script&gt;" in page and '<span class="esc">\\u202e</span>' in page
+
+
+def test_a_head_request_gets_the_headers_and_no_body(store: Store, web: Dashboard) -> None:
+    store.dead("d1")
+    for path in ("/", "/jobs/failed", "/job/d1", "/metrics", "/nowhere"):
+        get_status, get_headers, _ = call(web, path, headers=OPERATOR)
+        status, headers, body = call(web, path, "HEAD", headers=OPERATOR)
+        assert status == get_status and body == "", path
+        assert headers["Content-Length"] == get_headers["Content-Length"] != "0", path
+
+
+def test_every_answer_forbids_framing_caching_and_sniffing(store: Store, web: Dashboard) -> None:
+    """Clickjacking, a shared cache keeping an operator's page, a browser sniffing a job's
+    text as HTML: refused by the headers of every answer, errors and redirects included."""
+    store.dead("d1")
+    session = browser_session(web, "/job/d1")
+    answers = {
+        "page": call(web, "/job/d1", headers=OPERATOR),
+        "json": call(web, "/api/job/d1", headers=OPERATOR),
+        "metrics": call(web, "/metrics", headers=OPERATOR),
+        "raw": call(web, "/job/d1", query="raw=args", headers=OPERATOR),
+        "redirect": browser_post(web, "/job/d1/retry", {}, session),
+        "bad host": call(web, "/", headers={**OPERATOR, "HTTP_HOST": "evil.example"}),
+        "no credentials": call(web, "/", headers={}),
+        "cross-site": call(web, "/job/d1/discard", "POST", {}, headers={
+            **OPERATOR, "HTTP_SEC_FETCH_SITE": "cross-site"}),
+        "not found": call(web, "/job/nope", headers=OPERATOR),
+    }
+    statuses = {name: status[:3] for name, (status, _, _) in answers.items()}
+    assert statuses == {"page": "200", "json": "200", "metrics": "200", "raw": "200",
+                        "redirect": "303", "bad host": "400", "no credentials": "401",
+                        "cross-site": "403", "not found": "404"}
+    for name, (_, headers, _) in answers.items():
+        assert headers["Cache-Control"] == "no-store", name
+        assert headers["X-Frame-Options"] == "DENY", name
+        assert "frame-ancestors 'none'" in headers["Content-Security-Policy"], name
+        assert "default-src 'none'" in headers["Content-Security-Policy"], name
+        assert headers["X-Content-Type-Options"] == "nosniff", name
+        assert headers["Referrer-Policy"] == "same-origin", name
+    assert answers["raw"][1]["Content-Type"].startswith("text/plain")
+
+
+@pytest.mark.parametrize("broker", ["plus+redis://127.0.0.1:1/0",
+                                    "plus+postgresql://root@127.0.0.1:1/test"])
+def test_a_store_that_cannot_be_reached_is_a_503(broker: str) -> None:
+    app = Celery("down", broker=broker, set_as_current=False)
+    web = make_app(app)
+    try:
+        for path in ("/", "/jobs/failed", "/job/x", "/metrics", "/api/status"):
+            status, _, text = call(web, path, headers={})
+            assert status == "503 Service Unavailable", (path, status, text[:200])
+            assert text.startswith("the store cannot be reached: "), text
+    finally:
+        web.close()
+        app.close()
