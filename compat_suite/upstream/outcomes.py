@@ -15,6 +15,14 @@ from typing import Any
 
 PASSED = "passed"
 
+#: Tests of Celery's suite whose outcome is a race in the test itself, on any broker: a
+#: failure of one is reported, not counted as a regression. Each entry says what races.
+KNOWN_RACES: dict[str, str] = {
+    "test_tasks.py::test_task_replacement::test_replaced_task_nesting_level_0":
+        "resets the flag its task_received handler sets only after delay() returns, so a "
+        "delivery faster than the next line is overwritten (fails on plain redis:// too)",
+}
+
 
 @dataclass
 class Run:
@@ -125,9 +133,13 @@ class Difference:
     message: str = ""
 
     @property
+    def known_race(self) -> bool:
+        return self.test in KNOWN_RACES
+
+    @property
     def regression(self) -> bool:
-        """Passes on plain Celery, does not pass here."""
-        return self.reference == PASSED and self.actual != PASSED
+        """Passes on plain Celery, does not pass here (a known race in the test aside)."""
+        return self.reference == PASSED and self.actual != PASSED and not self.known_race
 
 
 def compare(reference: Run, actual: Run) -> list[Difference]:
@@ -151,10 +163,14 @@ def summary(reference: Run, actual: Run) -> str:
         f"(load {actual.load[0]:.1f} -> {actual.load[1]:.1f})",
         f"  reference {reference.broker}: {len(ref_passed)} passed of {len(reference.outcomes)}",
         f"  {kept} of the {len(ref_passed)} that pass on the reference pass here; "
-        f"{len(regressions)} do not",
+        f"{len(ref_passed) - kept} do not: {len(regressions)} regression(s), "
+        f"{len(ref_passed) - kept - len(regressions)} known race(s)",
     ]
     for d in diffs:
-        mark = "REGRESSION" if d.regression else "difference"
+        mark = ("REGRESSION" if d.regression else
+                "known race" if d.known_race else "difference")
         tail = f"  -- {d.message}" if d.message else ""
+        if d.known_race:
+            tail += f"  (the test {KNOWN_RACES[d.test]})"
         lines.append(f"  {mark}: {d.test}: {d.reference} -> {d.actual}{tail}")
     return "\n".join(lines)

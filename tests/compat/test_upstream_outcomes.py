@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compat_suite.upstream.outcomes import Run, read_junit
+from compat_suite.upstream.outcomes import KNOWN_RACES, Run, compare, read_junit, summary
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest">
@@ -51,3 +51,17 @@ def test_a_stored_run_keeps_its_durations(tmp_path: Path) -> None:
     full_run(tmp_path).save(tmp_path / "run.json")
     loaded = Run.load_file(tmp_path / "run.json")
     assert loaded.restricted(["test_canvas.py"]).seconds == 100.0
+
+
+def test_a_known_race_in_celerys_suite_is_reported_but_no_regression() -> None:
+    race = next(iter(KNOWN_RACES))
+    other = "test_inspect.py::test_Inspect::test_ping"
+    reference = Run("redis", "5.7.0", {race: "passed", other: "passed"})
+    run = Run("plus+redis", "5.7.0", {race: "failed", other: "passed"}, {race: "assert False"})
+    (diff,) = compare(reference, run)
+    assert diff.known_race and not diff.regression
+    assert "known race: " + race in summary(reference, run)
+    assert "1 do not: 0 regression(s), 1 known race(s)" in summary(reference, run)
+    # Any other test that stops passing is still a regression.
+    broken = Run("plus+redis", "5.7.0", {race: "passed", other: "failed"})
+    assert [d.regression for d in compare(reference, broken)] == [True]
