@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cached_property
@@ -132,6 +133,18 @@ class PlusAMQP(AMQP):
         return coordinated_sender(self.app, self._create_task_sender())
 
 
+def django_dropped_keys(source: Any) -> list[str]:
+    """The names a Django settings module defines that Django's settings leave out (not
+    upper-case), when ``source`` (``config_from_object``'s) is Django's settings."""
+    conf = sys.modules.get("django.conf")
+    if conf is None or (source is not conf.settings and source != "django.conf:settings"):
+        return []
+    if not conf.settings.configured:
+        return []
+    module = sys.modules.get(conf.settings.SETTINGS_MODULE or "")
+    return [name for name in vars(module) if not name.isupper()] if module else []
+
+
 class Celery(celery.Celery):
     """A ``celery.Celery`` whose tasks are ``celery_plus.Task`` and whose defaults are durable.
 
@@ -164,8 +177,15 @@ class Celery(celery.Celery):
     def plus_config(self) -> settings.PlusConfig:
         """The validated ``plus_*`` settings (``ImproperlyConfigured`` names a bad one,
         or a misspelt one as the user wrote it)."""
-        settings.check_spelling(self.conf.keys(), self.namespace)
+        self._check_setting_names()
         return settings.resolve({k: self.conf.get(k) for k in settings.BY_NAME})
+
+    def _check_setting_names(self) -> None:
+        """Fail on a ``plus_*``-like key the app would never read (misspelt, or a form not
+        read), including lower-case ones a Django settings module holds (Django drops them)."""
+        settings.check_spelling(self.conf.keys(), self.namespace)
+        settings.check_spelling(django_dropped_keys(self._config_source), self.namespace,
+                                dropped_by="Django keeps only upper-case settings.")
 
     def _load_config(self) -> Any:
         conf = speed_up(super()._load_config())
@@ -209,7 +229,7 @@ class Celery(celery.Celery):
         if url == self.embedded_url:
             self.embedded_path.parent.mkdir(parents=True, exist_ok=True)
         if not self._plus_spelling_checked:
-            settings.check_spelling(self.conf.keys(), self.namespace)
+            self._check_setting_names()
             self._plus_spelling_checked = True
         options = dict(kwargs.pop("transport_options", None) or {})
         for name in settings.BY_NAME:

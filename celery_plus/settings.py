@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from celery.exceptions import ImproperlyConfigured
+from celery.utils.text import match_case
 
 
 @dataclass(frozen=True)
@@ -334,49 +335,75 @@ class PlusConfig:
     rate_limit_margin: float = 0.1
 
 
-def _spelt_like(written: str, name: str) -> str:
-    """``name`` (a ``plus_*`` setting) in the style ``written`` uses: the same namespace
-    prefix (``CELERY_``) and case."""
-    head = written[: len(written) - len(_plus_part(written) or written)]
-    suggestion = head + name
-    return suggestion.upper() if written.isupper() else suggestion
-
-
 def _plus_part(key: str) -> str | None:
     """The ``plus_...`` part of a key spelt ``plus_x``, ``PLUS_X`` or ``<NS>_PLUS_X``."""
     match = re.fullmatch(r"(?:[A-Za-z0-9]+_)?((?:plus|PLUS)_\w+)", key)
     return match[1] if match else None
 
 
-def unknown_settings(keys: Iterable[str], namespace: str | None = None) -> list[str]:
-    """Keys of a configuration that look like ``plus_*`` settings but are none of them.
+def _namespaced(name: str, namespace: str) -> str:
+    """``name`` as Celery reads it through ``namespace`` (``CELERY`` -> ``CELERY_PLUS_X``)."""
+    return match_case(f"{namespace}_{name}", namespace)
 
-    ``plus_x`` and ``PLUS_X`` count, and ``<namespace>_PLUS_X`` for the app's namespace
-    (``config_from_object(..., namespace="CELERY")``); other prefixes are someone else's.
+
+#: The prefix the docs give for the upper-case form (``config_from_object(..., namespace=...)``).
+DOCUMENTED_NAMESPACE = "CELERY"
+
+
+def unknown_settings(keys: Iterable[str], namespace: str | None = None,
+                     readable: bool = True) -> list[str]:
+    """Keys that look like ``plus_*`` settings but that the app never reads.
+
+    The app reads ``plus_x``, and ``<NS>_PLUS_X`` only with ``namespace=NS`` (Celery's rule:
+    upper-case keys need the namespace). Anything else spelt ``plus_x``, ``PLUS_X``,
+    ``CELERY_PLUS_X`` or ``<NS>_PLUS_X`` is a misspelt name or a form never read; keys of
+    other prefixes (a Django project's own ``MYAPP_PLUS_...``) are someone else's.
+    ``readable=False``: the keys never reached the app, so none of them is read.
     """
+    read = set(BY_NAME) | ({_namespaced(n, namespace) for n in BY_NAME} if namespace else set())
+    ours = {DOCUMENTED_NAMESPACE.lower(), (namespace or DOCUMENTED_NAMESPACE).lower()}
     found = []
     for key in keys:
-        if not isinstance(key, str):
+        if not isinstance(key, str) or (readable and key in read):
             continue
         part = _plus_part(key)
         if part is None:
             continue
         prefix = key[: len(key) - len(part)].rstrip("_")
-        if prefix and (namespace is None or prefix.lower() != namespace.lower()):
-            continue
-        if part.lower() not in BY_NAME:
+        if not prefix or prefix.lower() in ours:
             found.append(key)
     return found
 
 
-def check_spelling(keys: Iterable[str], namespace: str | None = None) -> None:
-    """Fail on the first key :func:`unknown_settings` finds, naming the closest setting."""
-    for key in unknown_settings(keys, namespace):
+def check_spelling(keys: Iterable[str], namespace: str | None = None,
+                   dropped_by: str = "") -> None:
+    """Fail on the first key :func:`unknown_settings` finds, naming it and the key to write
+    instead: the closest setting, in the form this app reads, in the style written.
+
+    ``dropped_by``: why these keys never reached the app (Django keeps only upper-case
+    settings); the fix is then the upper-case form.
+    """
+    for key in unknown_settings(keys, namespace, readable=not dropped_by):
         part = (_plus_part(key) or key).lower()
-        close = difflib.get_close_matches(part, BY_NAME, n=1, cutoff=0.6)
-        hint = (f" Did you mean {_spelt_like(key, close[0])!r}?" if close
-                else f" celery-plus settings are: {', '.join(sorted(BY_NAME))}.")
-        raise ImproperlyConfigured(f"Unknown celery-plus setting {key!r}.{hint}")
+        close = [part] if part in BY_NAME else difflib.get_close_matches(part, BY_NAME, n=1,
+                                                                          cutoff=0.6)
+        reason = f" {dropped_by}" if dropped_by else ""
+        if not close:
+            raise ImproperlyConfigured(
+                f"Unknown celery-plus setting {key!r}.{reason} celery-plus settings are: "
+                f"{', '.join(sorted(BY_NAME))}.")
+        upper = bool(dropped_by) or key != part  # upper-case or prefixed
+        fix, how = close[0], ""
+        if upper and (namespace or dropped_by):
+            fix = _namespaced(close[0], namespace or DOCUMENTED_NAMESPACE)
+        if upper and not namespace:
+            how = (f" (upper-case keys are read only through config_from_object(..., "
+                   f"namespace={DOCUMENTED_NAMESPACE!r}), as Celery reads its own)")
+        if part in BY_NAME:
+            raise ImproperlyConfigured(
+                f"celery-plus never reads the setting {key!r}.{reason} Write {fix!r}{how}.")
+        raise ImproperlyConfigured(
+            f"Unknown celery-plus setting {key!r}.{reason} Did you mean {fix!r}{how}?")
 
 
 def resolve(values: Mapping[str, Any]) -> PlusConfig:

@@ -186,6 +186,12 @@ class LoopDriver:
                 raise value
             if value is not None and value[0] == "transient" and value[2] is not None:
                 transport._deliver(json.loads(value[2]), value[1])
+                # Deliver nothing more this turn: what its handler scheduled with call_soon
+                # (add_consumer, cancel_consumer) runs first, at the start of the next turn,
+                # as on kombu's Redis transport (one message per poll event).
+                self._more = True
+                self.pipe.wake()
+                return
         idle_over = self._idle_until is not None and time.monotonic() >= self._idle_until
         # A prefetch slot freed while the wait in flight was armed for a full prefetch
         # (without the durable queues): fill it now rather than when that wait ends.

@@ -46,7 +46,7 @@ def run_one(name: str, args: argparse.Namespace, source: Path, version: str,
         finally:
             drop_schema(broker)
     run.save(workspace / "outcomes.json")
-    print(f"  {run.broker}: {run.counts()} in {run.seconds:.0f}s", flush=True)
+    print(f"  {run.broker}: {run.counts()} in {run.time_text()}", flush=True)
     return run
 
 
@@ -98,13 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         run = run_one(name, args, source, version, out)
         expected = reference
         if args.pytest_args:  # e.g. -k: compare the tests that ran, not those deselected
-            expected = Run(reference.broker, reference.celery,
-                           {n: o for n, o in reference.outcomes.items() if n in run.outcomes},
-                           reference.messages, reference.seconds, reference.load)
+            expected = reference.only(set(run.outcomes))
         regressions += sum(d.regression for d in compare(expected, run))
         reports.append(summary(expected, run))
     print(f"\nCelery {version} t/integration, reference {reference.broker}: "
-          f"{reference.counts()} ({reference.seconds:.0f}s)")
+          f"{reference.counts()} ({reference.time_text()})")
     for report in reports:
         print(report)
     print(f"\n{regressions} regression(s); {time.monotonic() - started:.0f}s; output in {out}")

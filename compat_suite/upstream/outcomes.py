@@ -15,6 +15,14 @@ from typing import Any
 
 PASSED = "passed"
 
+#: Tests of Celery's suite whose outcome is a race in the test itself, on any broker: a
+#: failure of one is reported, not counted as a regression. Each entry says what races.
+KNOWN_RACES: dict[str, str] = {
+    "test_tasks.py::test_task_replacement::test_replaced_task_nesting_level_0":
+        "resets the flag its task_received handler sets only after delay() returns, so a "
+        "delivery faster than the next line is overwritten (fails on plain redis:// too)",
+}
+
 
 @dataclass
 class Run:
@@ -29,6 +37,11 @@ class Run:
     #: The 1-minute load average when the run started and ended.
     load: tuple[float, float] = (0.0, 0.0)
     modules: list[str] = field(default_factory=list)
+    #: Seconds each test took (setup, call, teardown), from pytest's report.
+    durations: dict[str, float] = field(default_factory=dict)
+    #: For a run cut down to some tests (:meth:`only`): the whole run's ``seconds``; ``seconds``
+    #: is then the sum of the kept tests' durations.
+    part_of: float | None = None
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -39,15 +52,29 @@ class Run:
     def passed(self) -> set[str]:
         return {name for name, outcome in self.outcomes.items() if outcome == PASSED}
 
+    def only(self, names: set[str], modules: list[str] | None = None) -> Run:
+        """This run's outcomes for the tests ``names`` only, timed by their own durations."""
+        keep = {name: o for name, o in self.outcomes.items() if name in names}
+        durations = {n: d for n, d in self.durations.items() if n in keep}
+        return Run(self.broker, self.celery, keep,
+                   {n: m for n, m in self.messages.items() if n in keep},
+                   round(sum(durations.values()), 1), self.load,
+                   self.modules if modules is None else modules, durations,
+                   self.part_of if self.part_of is not None else self.seconds)
+
     def restricted(self, modules: list[str]) -> Run:
         """This run's outcomes for tests of ``modules`` only (all when empty)."""
         if not modules:
             return self
-        keep = {name: o for name, o in self.outcomes.items()
-                if name.split("::", 1)[0] in modules}
-        return Run(self.broker, self.celery, keep,
-                   {n: m for n, m in self.messages.items() if n in keep},
-                   self.seconds, self.load, modules)
+        return self.only({n for n in self.outcomes if n.split("::", 1)[0] in modules}, modules)
+
+    def time_text(self) -> str:
+        """How long the run took; for a cut-down run, its tests' share of the whole run."""
+        if self.part_of is None:
+            return f"{self.seconds:.0f}s"
+        share = (f"{self.seconds:.0f}s of test time" if self.durations
+                 else "time per test not recorded")
+        return f"{share} in a {self.part_of:.0f}s run of more tests"
 
     def save(self, path: Path) -> None:
         data = asdict(self)
@@ -70,16 +97,19 @@ def node_id(classname: str, name: str) -> str:
     return "::".join([f"{module}.py", *classes, name])
 
 
-def read_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
-    """Outcomes and failure messages from pytest's ``--junitxml`` report.
+def read_junit(path: Path) -> tuple[dict[str, str], dict[str, str], dict[str, float]]:
+    """Outcomes, failure messages and durations from pytest's ``--junitxml`` report.
 
-    A test whose call passed but whose teardown errored appears twice; the worse outcome wins.
+    A test whose call passed but whose teardown errored appears twice; the worse outcome wins
+    (and the durations add up).
     """
     outcomes: dict[str, str] = {}
     messages: dict[str, str] = {}
+    durations: dict[str, float] = {}
     rank = {"passed": 0, "skipped": 1, "xfailed": 1, "failed": 2, "error": 3}
     for case in ET.parse(path).getroot().iter("testcase"):
         name = node_id(case.get("classname", ""), case.get("name", ""))
+        durations[name] = round(durations.get(name, 0.0) + float(case.get("time") or 0), 3)
         outcome, message = PASSED, ""
         for child in case:
             if child.tag in ("failure", "error"):
@@ -92,7 +122,7 @@ def read_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
             outcomes[name] = outcome
             if message:
                 messages[name] = message.strip().splitlines()[0][:300] if message.strip() else ""
-    return outcomes, messages
+    return outcomes, messages, durations
 
 
 @dataclass(frozen=True)
@@ -103,9 +133,13 @@ class Difference:
     message: str = ""
 
     @property
+    def known_race(self) -> bool:
+        return self.test in KNOWN_RACES
+
+    @property
     def regression(self) -> bool:
-        """Passes on plain Celery, does not pass here."""
-        return self.reference == PASSED and self.actual != PASSED
+        """Passes on plain Celery, does not pass here (a known race in the test aside)."""
+        return self.reference == PASSED and self.actual != PASSED and not self.known_race
 
 
 def compare(reference: Run, actual: Run) -> list[Difference]:
@@ -125,14 +159,18 @@ def summary(reference: Run, actual: Run) -> str:
     ref_passed = reference.passed()
     kept = len(ref_passed & actual.passed())
     lines = [
-        f"{actual.broker}: {actual.counts()} in {actual.seconds:.0f}s "
+        f"{actual.broker}: {actual.counts()} in {actual.time_text()} "
         f"(load {actual.load[0]:.1f} -> {actual.load[1]:.1f})",
         f"  reference {reference.broker}: {len(ref_passed)} passed of {len(reference.outcomes)}",
         f"  {kept} of the {len(ref_passed)} that pass on the reference pass here; "
-        f"{len(regressions)} do not",
+        f"{len(ref_passed) - kept} do not: {len(regressions)} regression(s), "
+        f"{len(ref_passed) - kept - len(regressions)} known race(s)",
     ]
     for d in diffs:
-        mark = "REGRESSION" if d.regression else "difference"
+        mark = ("REGRESSION" if d.regression else
+                "known race" if d.known_race else "difference")
         tail = f"  -- {d.message}" if d.message else ""
+        if d.known_race:
+            tail += f"  (the test {KNOWN_RACES[d.test]})"
         lines.append(f"  {mark}: {d.test}: {d.reference} -> {d.actual}{tail}")
     return "\n".join(lines)

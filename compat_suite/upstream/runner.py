@@ -129,7 +129,7 @@ def run_suite(source: Path, broker: Broker, redis_port: int, workspace: Path,
     if not junit.is_file():
         raise RuntimeError(f"the suite on {broker.url} wrote no report"
                            + (f"; see {log}" if log else ""))
-    outcomes, messages = read_junit(junit)
+    outcomes, messages, durations = read_junit(junit)
     return Run(broker.kind if "://" not in broker.kind else broker.url, celery_version,
                outcomes, messages, round(seconds, 1), (load_before, os.getloadavg()[0]),
-               list(modules))
+               list(modules), durations)

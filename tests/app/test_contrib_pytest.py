@@ -29,6 +29,7 @@ from celery_plus.exceptions import DuplicateTask
 def test_the_app_is_celery_plus_on_a_durable_store(celery_app):
     assert isinstance(celery_app, Celery)
     assert celery_app.conf.broker_url.startswith(EXPECTED_BROKER)
+    assert celery_app.conf.result_backend == "cache+memory://"  # as Celery's fixtures
 
 
 def test_a_worker_runs_tasks_and_duplicates_coalesce(celery_app, celery_worker):

@@ -65,6 +65,11 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         time.sleep(seconds)
         raise ValueError(f"uniq_fail {n}")
 
+    @app.task(name="dropin.uniq_quiet", unique=True, ignore_result=True)
+    def uniq_quiet(n: int) -> int:
+        record(prefix, "uniq_quiet", n=n)
+        return n * 10
+
     @app.task(name="dropin.limited", concurrency=1)
     def limited(n: int, seconds: float = 0.3) -> int:
         record(prefix, "limited", n=n)

@@ -137,3 +137,43 @@ def test_a_member_published_in_a_batch_follows_its_holder(
     assert first.deduplicated is False
     assert members.get(timeout=TIMEOUT) == [70, 70] and first.get(timeout=TIMEOUT) == 70
     assert _ran(prefix, "uniq", 7) == 1
+
+
+def test_the_follow_task_is_internal_like_celerys_own(client: Any, worker: Worker) -> None:
+    """docs/options.md: ``celery.plus_follow`` is absent from ``inspect registered`` and
+    the worker banner, as Celery's own ``celery.*`` tasks are."""
+    replies = client.control.inspect(timeout=5).registered() or {}
+    names = [name for reply in replies.values() for name in reply]
+    assert "dropin.uniq" in names and "celery.plus_follow" not in names, replies
+    banner = worker.log().partition("[tasks]")[2]
+    assert "dropin.uniq" in banner and "plus_follow" not in banner, worker.log()
+
+
+def test_a_member_keeps_its_id_and_names_its_holder(
+        client: Any, worker: Worker, prefix: str) -> None:
+    uniq, mark = client.tasks["dropin.uniq"], client.tasks["proj.mark"]
+    holder = uniq.apply_async((9,), countdown=1)
+    member = uniq.s(9).set(link=mark.si(909)).apply_async()
+    assert (member.deduplicated, member.holder_id) == (True, holder.id)
+    assert member.id != holder.id and member.get(timeout=TIMEOUT) == 90
+    wait_until(lambda: [e for e in events(prefix, "mark") if e["n"] == 909],
+               timeout=TIMEOUT, message="the member's callback ran")
+    assert _ran(prefix, "uniq", 9) == 1
+
+
+def test_a_member_of_a_holder_that_stores_no_result_fails_saying_so(
+        client: Any, worker: Worker, prefix: str, view: Backend) -> None:
+    """The member carries the holder task's ``ignore_result`` (its ``.get()`` returns None, as
+    Celery's does for such a task), so the follower's failure shows as its errback and its
+    dead letter."""
+    quiet, mark = client.tasks["dropin.uniq_quiet"], client.tasks["proj.mark"]
+    quiet.apply_async((1,), countdown=1)
+    member = quiet.s(1).set(link_error=mark.si(1001)).apply_async()
+    assert member.deduplicated
+    wait_until(lambda: [e for e in events(prefix, "mark") if e["n"] == 1001],
+               timeout=TIMEOUT, message="the member's errback ran")
+    wait_until(lambda: (view.job(member.id) or {}).get("st") == "failed",
+               timeout=TIMEOUT, message="the follower's failure dead-lettered")
+    assert "FollowError" in str(view.job(member.id)), view.job(member.id)
+    assert "stored no result" in str(view.job(member.id)), view.job(member.id)
+    assert _ran(prefix, "uniq_quiet", 1) == 1

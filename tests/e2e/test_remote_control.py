@@ -4,7 +4,9 @@ suite"; issue 11 defect 5).
 
 * A prefork worker busy with its only process still answers remote control at once, and a task
   revoked while it waits for a process never runs (Celery's event loop behaviour).
-* ``inspect scheduled`` lists an ETA job waiting in the store, in Celery's format.
+* ``inspect scheduled`` lists an ETA job waiting in the store, in Celery's format, under every
+  worker consuming its queue.
+* The command after ``cancel_consumer`` sees the queue gone.
 * ``Reject(requeue=True)`` is followed by a delivery flagged ``redelivered``.
 * A command sent while a worker was down is not replayed to it when it starts, whether it was
   stopped or killed; a stopped worker's node binding goes at once, a killed one's lapses.
@@ -89,6 +91,38 @@ def test_inspect_scheduled_lists_an_eta_job_from_the_store(
     assert request["delivery_info"] == {"exchange": "", "routing_key": "celery",
                                         "priority": 0, "redelivered": False}
     assert client.control.inspect(destination=[node(prefix)]).reserved()[node(prefix)] == []
+
+
+def test_inspect_scheduled_lists_an_eta_job_under_every_worker_of_its_queue(
+        client: Any, start_worker: Callable[..., Worker], prefix: str) -> None:
+    """docs/compat.md: with several workers on a queue, each lists the job waiting in the store
+    (plain Celery lists it once, under the worker that received it)."""
+    start_worker()
+    start_worker()
+    result = client.tasks["proj.add"].apply_async((1, 2), {}, countdown=120)
+    names = [node(prefix, 0), node(prefix, 1)]
+    replies = client.control.inspect(destination=names).scheduled() or {}
+    assert {name: [e["request"]["id"] for e in replies.get(name, [])] for name in names} == {
+        name: [result.id] for name in names}, replies
+
+
+def test_the_command_after_cancel_consumer_sees_the_queue_gone(
+        client: Any, start_worker: Callable[..., Worker], prefix: str) -> None:
+    """Celery applies ``add_consumer``/``cancel_consumer`` with ``call_soon``: on its event loop
+    that runs before the next message is handled, so the next ``inspect active_queues`` never
+    lists a cancelled queue (the compat suite's ``consumers`` scenario saw it listed)."""
+    start_worker(pool="prefork", concurrency=1)  # Celery's event loop
+    name, extra = node(prefix), f"{prefix}.extra"
+
+    def queues() -> list[str]:
+        reply = client.control.inspect(destination=[name], timeout=5).active_queues() or {}
+        return sorted(q["name"] for q in reply.get(name, []))
+
+    for _ in range(8):
+        client.control.add_consumer(extra, destination=[name], reply=True, timeout=5)
+        assert extra in queues()
+        client.control.cancel_consumer(extra, destination=[name], reply=True, timeout=5)
+        assert extra not in queues()
 
 
 def test_reject_with_requeue_is_followed_by_a_delivery_flagged_redelivered(
