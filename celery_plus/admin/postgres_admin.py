@@ -191,10 +191,7 @@ class PostgresAdmin:
         result = bulk_result("retry", len(ids), result)
         for chunk in batches(ids):
             for job_id, outcome, extra in self._retry(chunk, scope):
-                if outcome == "enqueued":
-                    result.changed.append(job_id)
-                elif outcome == "conflict":
-                    result.conflicts.append((job_id, extra))
+                result.note_retry(job_id, outcome, extra)
         return result
 
     def purge(self, state: str, scope: Scope, all: bool = False,

@@ -386,10 +386,7 @@ class RedisAdmin:
         for chunk in batches(ids):
             for job_id, outcome, extra in self._run(
                     "retry", [self.backend.backstop_ms, *self._scope_args(scope), *chunk]):
-                if outcome == "enqueued":
-                    result.changed.append(job_id)
-                elif outcome == "conflict":
-                    result.conflicts.append((job_id, extra))
+                result.note_retry(job_id, outcome, extra)
         return result
 
     def purge(self, state: str, scope: Scope, all: bool = False,

@@ -236,10 +236,7 @@ class SQLiteAdmin:
         for chunk in batches(ids):
             outcomes = self.backend._write(partial(self._retry_chunk, chunk=chunk, scope=scope))
             for job_id, outcome, extra in outcomes:
-                if outcome == "enqueued":
-                    result.changed.append(job_id)
-                elif outcome == "conflict":
-                    result.conflicts.append((job_id, extra))
+                result.note_retry(job_id, outcome, extra)
         return result
 
     def purge(self, state: str, scope: Scope, all: bool = False,

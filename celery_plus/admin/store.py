@@ -460,6 +460,14 @@ class BulkResult:
     #: Retries refused because another job holds the unique key: (job id, holder id).
     conflicts: list[tuple[str, str]] = field(default_factory=list)
 
+    def note_retry(self, job_id: str, outcome: str, holder: str) -> None:
+        """Record one job's answer to a retry: enqueued again, or refused because ``holder``
+        holds its unique key (any other answer changed nothing)."""
+        if outcome == "enqueued":
+            self.changed.append(job_id)
+        elif outcome == "conflict":
+            self.conflicts.append((job_id, holder))
+
     def to_dict(self) -> dict[str, Any]:
         return {"action": self.action, "matched": self.matched, "changed": len(self.changed),
                 "ids": self.changed,

@@ -170,10 +170,7 @@ class MemoryAdmin:
         result = bulk_result("retry", len(ids), result)
         for job_id in ids:
             outcome, extra = self._one(lambda step, i: self._retry(step, i, scope), job_id)
-            if outcome == "enqueued":
-                result.changed.append(job_id)
-            elif outcome == "conflict":
-                result.conflicts.append((job_id, extra))
+            result.note_retry(job_id, outcome, extra)
         return result
 
     def purge(self, state: str, scope: Scope, all: bool = False,
