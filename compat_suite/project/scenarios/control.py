@@ -1,6 +1,7 @@
 """Remote control: ``inspect`` and ``control`` from Python and from the command line."""
 
 import subprocess
+import time
 
 from proj.settings import PREFIX, QUEUES
 from proj.tasks.arithmetic import mark
@@ -42,6 +43,20 @@ def inspect(ctx: Context) -> Outcome:
     }
 
 
+def _served_after_cancel(ctx: Context, cancelled: str, timeout: float = 10.0) -> list[str]:
+    """The worker's queues once ``cancelled`` is gone from them (or after ``timeout``).
+
+    Celery replies to ``cancel_consumer`` before it cancels (``consumer.call_soon``), so an
+    ``active_queues`` sent right after the reply may still list the queue, on plain Celery too.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        names = [q["name"] for q in _queues(ctx.inspect().active_queues() or {}, ctx.worker)]
+        if local(cancelled) not in names or time.monotonic() > deadline:
+            return names
+        time.sleep(0.05)
+
+
 @scenario
 def consumers(ctx: Context) -> Outcome:
     """control add_consumer / cancel_consumer change the queues a worker serves."""
@@ -52,7 +67,7 @@ def consumers(ctx: Context) -> Outcome:
     during = [q["name"] for q in _queues(ctx.inspect().active_queues() or {}, ctx.worker)]
     cancelled = ctx.app.control.cancel_consumer(extra, destination=[ctx.worker], reply=True,
                                                 timeout=5)
-    after = [q["name"] for q in _queues(ctx.inspect().active_queues() or {}, ctx.worker)]
+    after = _served_after_cancel(ctx, extra)
 
     def replies(rs: list[dict]) -> list[dict]:
         return [{node: {k: local(v) for k, v in r.items()}
