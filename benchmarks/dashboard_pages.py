@@ -50,7 +50,7 @@ VACUUM = True
 
 #: Copies the template record ARGV[2] into jobs bench-<ARGV[3]> .. bench-<ARGV[4]>, each
 #: finished 10 ms earlier than the one before, every 4th on queue 'mail', all indexed in
-#: P:dead (the record layout of transport/lua/lib.lua).
+#: P:dead (the record layout of stores/redis/lua/lib.lua).
 _REDIS_COPY = """
 local P, template = ARGV[1], ARGV[2]
 local fields = redis.call('HGETALL', P .. ':job:' .. template)

@@ -21,8 +21,8 @@ import uuid
 
 import psycopg
 
+from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.transport.backend import NewJob, Settle
-from celery_plus.transport.postgres_backend import PostgresBackend
 
 PG_URL = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 QUEUE = "bench"

@@ -3,13 +3,13 @@ CLI and the web.
 
 ``from celery_plus import admin; admin.counts(app)`` — see :mod:`celery_plus.admin.api`.
 One implementation of :class:`~celery_plus.admin.store.AdminStore` per store
-(``redis_admin``, ``sqlite_admin``, ``postgres_admin``); the CLI (``admin/cli.py``) uses this
+(``celery_plus.stores.*.admin``); the CLI (``cli/admin.py``) uses this
 API only.
 """
 
 from __future__ import annotations
 
-from . import postgres_admin  # noqa: F401  (registers the PostgreSQL admin)
+from ..stores.postgres import admin as _postgres_admin  # noqa: F401  (registers it)
 from .api import (
     Admin,
     admin_store_for,

@@ -126,15 +126,15 @@ def register_admin(backend_cls: type, factory: Factory) -> None:
 def admin_store_for(backend: Backend, *, owns_backend: bool = False) -> AdminStore:
     """The admin implementation for ``backend``'s store (closing it closes the backend only
     if ``owns_backend``)."""
-    from ..transport.redis_backend import RedisBackend
-    from ..transport.sqlite_backend import SQLiteBackend
+    from ..stores.redis.backend import RedisBackend
+    from ..stores.sqlite.backend import SQLiteBackend
 
     if isinstance(backend, RedisBackend):
-        from .redis_admin import RedisAdmin
+        from ..stores.redis.admin import RedisAdmin
 
         return RedisAdmin(backend, owns_backend=owns_backend)
     if isinstance(backend, SQLiteBackend):
-        from .sqlite_admin import SQLiteAdmin
+        from ..stores.sqlite.admin import SQLiteAdmin
 
         return SQLiteAdmin(backend, owns_backend=owns_backend)
     for cls, factory in _FACTORIES.items():

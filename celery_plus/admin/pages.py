@@ -13,7 +13,6 @@ from typing import Any
 
 from .api import TaskResult
 from .charts import activity_svg
-from .cli import age, when
 from .markup import (
     REFRESH_CHOICES,
     Urls,
@@ -37,6 +36,7 @@ from .store import (
     Status,
     Throughput,
 )
+from .text import age, when
 from .workers import WorkerView
 
 #: Filters of a listing that a bulk "whole filter" action honours (``text`` is not a scope).

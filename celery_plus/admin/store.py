@@ -1,8 +1,8 @@
 """The admin's view of a durable store: the ``AdminStore`` interface and the values it returns.
 
-Each backend has one implementation in its own module (``redis_admin.py``, ``sqlite_admin.py``,
-``postgres_admin.py``); ``celery_plus.admin.api`` (the public API), the CLI and the web page
-speak only this interface.
+Each store has one implementation in its own package (``stores/redis/admin.py``,
+``stores/sqlite/admin.py``, ``stores/postgres/admin.py``); ``celery_plus.admin.api`` (the
+public API), the CLI and the web page speak only this interface.
 
 Rules every implementation follows (the conformance suite, ``tests/conformance/test_admin.py``,
 checks them on every backend):

@@ -15,6 +15,7 @@ hundreds of megabytes. Every value the CLI and the dashboard show goes through h
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import unicodedata
 from collections.abc import Callable
@@ -78,3 +79,25 @@ def size_words(count: int) -> str:
     if count >= 10_000:
         return f"{count // 1000} kB"
     return f"{count} bytes" if count != 1 else "1 byte"
+
+
+def when(ms: int | None) -> str:
+    """A store time (ms since the epoch) as UTC ``YYYY-MM-DD HH:MM:SS``."""
+    if not ms:
+        return "-"
+    moment = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def age(seconds: float | None) -> str:
+    """``42s``, ``3m05s``, ``2h10m``, ``3d4h``."""
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600}h"

@@ -69,7 +69,7 @@ def drop_isolated(app: Celery) -> None:
     elif scheme in ("postgresql", "postgres"):
         import psycopg
 
-        from ..transport.pg_migrations import quoted
+        from ..stores.postgres.migrations import quoted
 
         with psycopg.connect(inner, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {quoted(app.conf.plus_pg_schema)} CASCADE")

@@ -23,13 +23,13 @@ from kombu.utils.url import maybe_sanitize_url
 
 from .. import settings
 from ..helper_threads import green_patched, green_patcher, native_ident
+from ..queue_migration.legacy import LegacyQueues
 from . import keeper
 from .backend import Backend
 from .channel import Channel, is_transient
 from .channel import Channel as PlusChannel
 from .event_loop import LoopDriver
 from .holdings import Holdings, holdings_for
-from .legacy import LegacyQueues
 from .transient import TransientQueues
 from .worker_state import worker_stopping
 
@@ -69,19 +69,19 @@ def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) 
         maintenance_interval_ms=int(config.maintenance_interval * 1000),
     )
     if scheme in ("redis", "rediss", "sentinel"):
-        from .redis_backend import RedisBackend
-        from .redis_connect import from_kombu
+        from ..stores.redis.backend import RedisBackend
+        from ..stores.redis.connect import from_kombu
 
         return RedisBackend(url, connector=from_kombu(url, connection), **options)
     # The store is reached when kombu connects (Transport.establish_connection), where a
     # store that is down is a connection error kombu and Celery retry; creating a transport
     # must not fail for it (Celery creates one inside its reconnection handler).
     if scheme == "sqlite":
-        from .sqlite_backend import SQLiteBackend
+        from ..stores.sqlite.backend import SQLiteBackend
 
         return SQLiteBackend(url, connect=False, **options)
     if scheme in ("postgresql", "postgres"):
-        from .pg_pool import require_psycopg
+        from ..stores.postgres.pool import require_psycopg
 
         require_psycopg()  # without the extra: how to install it, not a ModuleNotFoundError
         if green_patcher() == "eventlet":
@@ -89,7 +89,7 @@ def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) 
                 f"broker_url 'plus+{maybe_sanitize_url(url)}' under eventlet: psycopg 3 does "
                 "not cooperate with eventlet (its waits would block every green thread). Use "
                 "-P gevent, -P threads or -P prefork with PostgreSQL, or a plus+redis:// store.")
-        from .postgres_backend import PostgresBackend
+        from ..stores.postgres.backend import PostgresBackend
 
         return PostgresBackend(url, schema=config.pg_schema, connect=False,
                                synchronous_commit=config.pg_synchronous_commit, **options)

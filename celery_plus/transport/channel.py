@@ -26,12 +26,12 @@ from kombu.utils.json import dumps
 
 from .. import signals
 from ..helper_threads import native_lock
+from ..queue_migration.legacy import LegacyChannel, dead_letter_raw, parse_envelope
 from . import transient
 from .backend import Backend, Claim, ClaimResult, NewJob, PublishOutcome
 from .continuation import add_lease_header, continued_token
 from .holdings import SURE_SHARE, Holdings, clock
 from .keeper import flush, report_dead_letters
-from .legacy import LegacyChannel, dead_letter_raw, parse_envelope
 from .transient import TransientQueues, named_transient
 from .worker_state import worker_running, worker_stopping
 

@@ -16,8 +16,8 @@ import redis
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus import Celery
+from celery_plus.queue_migration.layout import KombuLayout
 from celery_plus.transport.channel import Channel
-from celery_plus.transport.legacy_layout import KombuLayout
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from celery_plus import Celery
-from celery_plus.transport.sqlite_backend import SQLiteBackend
+from celery_plus.stores.sqlite.backend import SQLiteBackend
 
 
 def test_send_task_by_name_on_a_fresh_app_carries_the_extensions(tmp_path: Path) -> None:

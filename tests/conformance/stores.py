@@ -19,9 +19,9 @@ from typing import Any
 
 import redis
 
+from celery_plus.stores.redis.backend import RedisBackend
+from celery_plus.stores.sqlite.backend import SQLiteBackend
 from celery_plus.transport.backend import Backend
-from celery_plus.transport.redis_backend import RedisBackend
-from celery_plus.transport.sqlite_backend import SQLiteBackend
 
 REDIS_URL = os.environ.get("PLUS_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
@@ -85,7 +85,7 @@ def postgres_store(tmp_path: Path) -> Iterator[Opener]:
     """Backends on a fresh schema of the test database; the schema is dropped on exit."""
     import psycopg
 
-    from celery_plus.transport.postgres_backend import PostgresBackend
+    from celery_plus.stores.postgres.backend import PostgresBackend
 
     schema = f"c{uuid.uuid4().hex[:10]}"
     try:

@@ -19,11 +19,18 @@ import pytest
 import redis
 from kombu.utils.json import dumps, loads
 
-from celery_plus.migrate import Lock, MigrateOptions, MigrationError, Source, Tally, migrate
-from celery_plus.migrate_movers import ScriptMover
+from celery_plus.queue_migration.layout import KombuLayout
+from celery_plus.queue_migration.migrate import (
+    Lock,
+    MigrateOptions,
+    MigrationError,
+    Source,
+    Tally,
+    migrate,
+)
+from celery_plus.queue_migration.movers import ScriptMover
+from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.transport.backend import Backend, NewJob
-from celery_plus.transport.legacy_layout import KombuLayout
-from celery_plus.transport.redis_backend import RedisBackend
 
 from .stores import REDIS_URL
 from .support import Q, claim, ids, publish, record

@@ -26,10 +26,10 @@ import psycopg
 import pytest
 import redis
 
+from celery_plus.stores.postgres.backend import PostgresBackend
+from celery_plus.stores.redis.backend import RedisBackend
+from celery_plus.stores.sqlite.backend import SQLiteBackend
 from celery_plus.transport.backend import Backend
-from celery_plus.transport.postgres_backend import PostgresBackend
-from celery_plus.transport.redis_backend import RedisBackend
-from celery_plus.transport.sqlite_backend import SQLiteBackend
 from tests.conformance.stores import PG_URL
 from tests.support import wait_until
 

@@ -12,7 +12,7 @@ import subprocess
 
 import redis
 
-from celery_plus.transport.legacy_layout import KombuLayout
+from celery_plus.queue_migration.layout import KombuLayout
 from tests.support import wait_until
 
 from . import mixed_plain

@@ -35,7 +35,7 @@ def kombu_state(prefix: str, queue: str) -> tuple[int, int]:
     """(messages in the queue's kombu lists, entries in kombu's unacked hash)."""
     client = redis.Redis.from_url(REDIS_URL)
     try:
-        from celery_plus.transport.legacy_layout import KombuLayout
+        from celery_plus.queue_migration.layout import KombuLayout
 
         layout = KombuLayout(global_keyprefix=keyprefix(prefix))
         pending = sum(int(client.llen(key)) for key in layout.priority_lists(queue))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import redis
 
-from celery_plus.transport.sqlite_backend import SQLiteBackend
+from celery_plus.stores.sqlite.backend import SQLiteBackend
 
 from .conftest import ROOT, wait_until
 from .proj import REDIS_URL

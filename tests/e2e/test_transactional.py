@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from celery_plus import enqueue_after_commit, enqueue_in
-from celery_plus.transport.postgres_backend import PostgresBackend
+from celery_plus.stores.postgres.backend import PostgresBackend
 from tests.conformance.stores import PG_URL
 
 from . import proj

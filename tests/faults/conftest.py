@@ -89,14 +89,14 @@ def redis_servers(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
 
 def open_view(kind: str, url: str, prefix: str) -> Backend:
     if kind.startswith("redis"):
-        from celery_plus.transport.redis_backend import RedisBackend
+        from celery_plus.stores.redis.backend import RedisBackend
 
         return RedisBackend(url, prefix=prefix)
     if kind == "postgres":
-        from celery_plus.transport.postgres_backend import PostgresBackend
+        from celery_plus.stores.postgres.backend import PostgresBackend
 
         return PostgresBackend(url, schema=prefix)
-    from celery_plus.transport.sqlite_backend import SQLiteBackend
+    from celery_plus.stores.sqlite.backend import SQLiteBackend
 
     return SQLiteBackend(url, prefix=prefix)
 

@@ -24,10 +24,10 @@ from pathlib import Path
 import psycopg
 import redis
 
+from celery_plus.stores.postgres.backend import PostgresBackend
+from celery_plus.stores.redis.backend import RedisBackend
+from celery_plus.stores.sqlite.backend import SQLiteBackend
 from celery_plus.transport.backend import Backend
-from celery_plus.transport.postgres_backend import PostgresBackend
-from celery_plus.transport.redis_backend import RedisBackend
-from celery_plus.transport.sqlite_backend import SQLiteBackend
 from tests.conformance.stores import PG_URL
 from tests.e2e import proj
 from tests.e2e.periodic_checks import CELERY_PLUS, ROOT, Beat

@@ -30,13 +30,14 @@ from unittest import mock
 import psycopg
 import redis
 
-from celery_plus.admin.redis_admin import RedisAdmin
-from celery_plus.admin.redis_admin import _sources as admin_sources
-from celery_plus.admin.sqlite_admin import SQLiteAdmin
 from celery_plus.admin.store import AdminStore
-from celery_plus.transport import redis_backend, sqlite_backend
+from celery_plus.stores.redis import backend as redis_backend
+from celery_plus.stores.redis.admin import RedisAdmin
+from celery_plus.stores.redis.admin import _sources as admin_sources
+from celery_plus.stores.redis.scripts import ScriptLibrary
+from celery_plus.stores.sqlite import backend as sqlite_backend
+from celery_plus.stores.sqlite.admin import SQLiteAdmin
 from celery_plus.transport.backend import Backend
-from celery_plus.transport.redis_scripts import ScriptLibrary
 from tests.conformance.stores import PG_URL
 
 #: The model tests' Redis: a database of its own, so that the store's key scans
@@ -181,8 +182,8 @@ class PostgresSchema:
     opening a pool take far longer than an example)."""
 
     def __init__(self, **options: Any) -> None:
-        from celery_plus.admin.postgres_admin import PostgresAdmin
-        from celery_plus.transport.postgres_backend import PostgresBackend
+        from celery_plus.stores.postgres.admin import PostgresAdmin
+        from celery_plus.stores.postgres.backend import PostgresBackend
 
         self.name = f"m{uuid.uuid4().hex[:10]}"
         self.conn = psycopg.connect(PG_URL, autocommit=True)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import redis
 
-from celery_plus.transport.redis_backend import RedisBackend
-from celery_plus.transport.sqlite_backend import SQLiteBackend
+from celery_plus.stores.redis.backend import RedisBackend
+from celery_plus.stores.sqlite.backend import SQLiteBackend
 from tests.conformance.stores import REDIS_URL, backends_on_one_store, sqlite_file
 
 

@@ -31,9 +31,10 @@ import pytest
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus import settings
-from celery_plus.transport import make_backend, pg_migrations
+from celery_plus.stores.postgres import migrations as pg_migrations
+from celery_plus.stores.postgres.backend import PostgresBackend
+from celery_plus.transport import make_backend
 from celery_plus.transport.backend import NewJob, Settle
-from celery_plus.transport.postgres_backend import PostgresBackend
 from tests.conformance.stores import PG_URL, backends_on_one_store
 from tests.conformance.support import Q, claim, ids, publish, record, wait_until
 from tests.support import in_forked_child

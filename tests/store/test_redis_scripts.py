@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from celery_plus.stores.redis.backend import RedisBackend, _sources
+from celery_plus.stores.redis.scripts import ScriptLibrary, library_source, pack
 from celery_plus.transport.backend import NewJob, Settle
-from celery_plus.transport.redis_backend import RedisBackend, _sources
-from celery_plus.transport.redis_scripts import ScriptLibrary, library_source, pack
 from tests.conformance.stores import REDIS_URL, redis_store
 
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import redis
 
+from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.transport.backend import Settle
-from celery_plus.transport.redis_backend import RedisBackend
 from tests.conformance.stores import REDIS_URL
 from tests.conformance.support import Q, claim, ids, maintain, publish
 

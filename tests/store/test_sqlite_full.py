@@ -2,7 +2,7 @@
 
 SQLite's ``max_page_count`` caps the database the way a full disk does: writes fail with
 "database or disk is full" (``SQLITE_FULL``). The store raises that as
-:class:`~celery_plus.transport.sqlite_backend.StoreUnavailable`, a kombu connection error
+:class:`~celery_plus.stores.sqlite.backend.StoreUnavailable`, a kombu connection error
 naming the database file (a worker goes on, Celery retries publishes); nothing stored is
 lost, and the store works again once it may grow. (``tests/faults/test_full_disk.py`` fills
 a real tmpfs under running workers.)
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from kombu.exceptions import ConnectionError as KombuConnectionError
 
+from celery_plus.stores.sqlite.backend import SQLiteBackend, StoreUnavailable
 from celery_plus.transport.backend import NewJob, Settle
-from celery_plus.transport.sqlite_backend import SQLiteBackend, StoreUnavailable
 
 
 def job(n: int) -> NewJob:

@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 from celery.exceptions import ImproperlyConfigured
 
+from celery_plus.stores.sqlite.backend import SQLiteBackend, sqlite_path
 from celery_plus.transport import make_backend as make_transport_backend
 from celery_plus.transport.backend import NewJob, Settle
-from celery_plus.transport.sqlite_backend import SQLiteBackend, sqlite_path
 from tests.conformance.support import Q, claim, ids, maintain, publish, wait_until
 from tests.support import in_forked_child
 

@@ -25,8 +25,8 @@ from click.testing import CliRunner, Result
 
 from celery_plus import Celery
 from celery_plus.admin import connect
-from celery_plus.admin.cli import parse_duration, parse_moment, table
 from celery_plus.cli import plus
+from celery_plus.cli.admin import parse_duration, parse_moment, table
 from celery_plus.transport.backend import Backend, NewJob, Settle
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -413,8 +413,9 @@ def test_an_interrupted_purge_says_how_many_it_deleted(store: Store,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C in the middle of a purge (here: after its second batch of two) reports the
     batches already deleted and exits 130; the store holds the rest."""
-    from celery_plus.admin import redis_admin, sqlite_admin
     from celery_plus.admin.store import batches
+    from celery_plus.stores.redis import admin as redis_admin
+    from celery_plus.stores.sqlite import admin as sqlite_admin
 
     for n in range(7):
         store.dead(f"p{n}")

@@ -31,9 +31,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from celery_plus import Celery
-from celery_plus.admin import cli as admin_cli
 from celery_plus.admin import connect
 from celery_plus.admin.web import MAX_FORM_BYTES, Dashboard, make_app
+from celery_plus.cli import admin as admin_cli
 from celery_plus.cli import plus
 from tests.conformance.stores import PG_URL
 from tests.unit.test_admin_cli import REDIS_URL, Store, drop_store
@@ -275,7 +275,7 @@ def test_the_lists_are_complete() -> None:
                     seen.update(n for n in param.opts[:1] if n.startswith("--"))
     assert seen - {"--help"} <= set(OPTIONS) | set(FLAGS), sorted(seen - set(OPTIONS))
     assert set(pages.FILTER_FIELDS) <= set(PARAMS) & set(FORM_FIELDS)
-    web_source = Path(admin_cli.__file__).with_name("web.py").read_text()
+    web_source = Path(admin_cli.__file__).parent.parent.joinpath("admin", "web.py").read_text()
     read = set(re.findall(r'(?:query|form)(?:\.get)?[\[(]"(\w+)"', web_source))
     assert read and read <= set(PARAMS) | set(FORM_FIELDS), sorted(
         read - set(PARAMS) - set(FORM_FIELDS))

@@ -1,4 +1,4 @@
-"""The Redis admin's listing index (``admin/lua/index_*.lua``) at its edges.
+"""The Redis admin's listing index (``stores/redis/lua/admin/index_*.lua``) at its edges.
 
 The conformance suite checks filtered listings on every backend; these are the Redis index's
 own corner cases, on a real Redis key prefix: a sync that reads in batches across members
@@ -30,7 +30,7 @@ def backend(tmp_path: Path) -> Iterator[Backend]:
 
 @pytest.fixture
 def admin(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Admin:
-    monkeypatch.setattr("celery_plus.admin.redis_admin.SYNC_BATCH", 3)
+    monkeypatch.setattr("celery_plus.stores.redis.admin.SYNC_BATCH", 3)
     return Admin(admin_store_for(backend))
 
 

@@ -44,7 +44,7 @@ def test_no_broker_means_a_sqlite_file_under_the_working_directory(tmp_path: Pat
 
 
 def test_the_transport_reads_the_same_file_from_the_url(tmp_path: Path) -> None:
-    transport_store = pytest.importorskip("celery_plus.transport.sqlite_backend")
+    transport_store = pytest.importorskip("celery_plus.stores.sqlite.backend")
     app = Celery("proj", set_as_current=False)
     inner = app.conf.broker_url.removeprefix("plus+")
     assert transport_store.sqlite_path(inner) == str(app.embedded_path)

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from celery_plus.transport.sqlite_backend import SQLiteBackend
+from celery_plus.stores.sqlite.backend import SQLiteBackend
 
 
 def _wait_child(pid: int, timeout: float) -> int | None:

@@ -11,7 +11,7 @@ import redis
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus import Celery
-from celery_plus.transport.redis_connect import RedisConnect
+from celery_plus.stores.redis.connect import RedisConnect
 
 
 def _pool(**conf: Any) -> Any:

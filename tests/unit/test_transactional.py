@@ -22,8 +22,8 @@ import redis
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus import enqueue_after_commit, enqueue_in
-from celery_plus.transport.postgres_backend import PostgresBackend
-from celery_plus.transport.redis_backend import RedisBackend
+from celery_plus.stores.postgres.backend import PostgresBackend
+from celery_plus.stores.redis.backend import RedisBackend
 from tests.conformance.stores import PG_URL, REDIS_URL
 from tests.e2e import proj
 

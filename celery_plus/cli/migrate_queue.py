@@ -1,0 +1,130 @@
+"""``celery-plus migrate-queue NAME``: the CLI of ``migrate.py``.
+
+The app (``-A proj``) gives the durable store (its ``plus+`` broker and ``plus_*``
+settings) and the legacy layout (``plus_legacy_url``, else the ``plus+redis://`` server;
+``broker_transport_options`` such as ``global_keyprefix``, ``priority_steps``,
+``visibility_timeout``); options override them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+import click
+import redis
+from celery.bin.base import CeleryCommand
+from kombu.utils.url import maybe_sanitize_url
+
+from ..queue_migration.layout import KombuLayout
+from ..queue_migration.migrate import MigrateOptions, MigrationError, Source, Tally, migrate
+from ..transport import is_transient, make_backend
+
+
+def _app_setup(ctx: click.Context, queue: str, legacy_url: str | None,
+               global_keyprefix: str | None) -> tuple[Any, str, str, KombuLayout]:
+    """(plus config, durable store URL, legacy Redis URL, kombu layout) of the app."""
+    app = getattr(ctx.obj, "app", None)
+    if app is None or not hasattr(app, "plus_config"):
+        raise click.UsageError("migrate-queue needs a celery_plus.Celery app: pass -A proj")
+    try:
+        config = app.plus_config()
+    except Exception as exc:
+        raise click.UsageError(str(exc)) from exc
+    broker = app.conf.broker_url
+    if isinstance(broker, (list, tuple)):
+        broker = broker[0] if broker else ""
+    broker = str(broker or "")
+    if not broker.startswith("plus+"):
+        raise click.UsageError(
+            f"broker_url {maybe_sanitize_url(broker)!r} is not a celery-plus durable store: "
+            "set a plus+redis://, plus+postgresql:// or plus+sqlite:/// broker_url")
+    if is_transient(queue):
+        raise click.UsageError(f"{queue!r} is a remote-control or event queue, not a task "
+                               "queue: nothing to migrate")
+    if config.durable_queues is not None and queue not in config.durable_queues:
+        raise click.UsageError(
+            f"queue {queue!r} is not in plus_durable_queues "
+            f"{sorted(config.durable_queues)!r}: celery-plus would not consume the jobs "
+            f"moved there. Add {queue!r} to plus_durable_queues (and deploy it, so new "
+            "messages are stored durably) before moving what is left in the legacy queue.")
+    inner = broker.removeprefix("plus+")
+    url = legacy_url or config.legacy_url or inner
+    if url.partition("://")[0] not in ("redis", "rediss"):
+        raise click.UsageError(
+            f"the legacy queues are in Redis, and broker {maybe_sanitize_url(broker)} is not: "
+            "pass --legacy-url redis://host:6379/0 (or set plus_legacy_url)")
+    layout = KombuLayout.from_options(app.conf.broker_transport_options, global_keyprefix)
+    return config, inner, url, layout
+
+
+def _line(queue: str, tally: Tally) -> str:
+    if not tally.planned and not tally.done:
+        return f"{queue}: nothing to move"
+    line = (f"{queue}: {tally.done}/{tally.planned} moved "
+            f"(new jobs {tally.moved}, already in the store {tally.present}, "
+            f"coalesced {tally.coalesced}, dead-lettered {tally.malformed}")
+    if tally.from_unacked:
+        line += f"; {tally.from_unacked} from unacked"
+    return line + ")"
+
+
+@click.command(cls=CeleryCommand, name="migrate-queue")
+@click.argument("name")
+@click.option("--dry-run", is_flag=True, help="Count what would move; change nothing.")
+@click.option("--include-unacked", is_flag=True,
+              help="Also move the queue's entries of kombu's unacked hash delivered longer "
+                   "ago than --unacked-older-than (only safe when no legacy worker still "
+                   "runs them: see docs/migration.md).")
+@click.option("--unacked-older-than", type=click.FloatRange(min=0), default=None,
+              help="Seconds (default: the visibility_timeout of broker_transport_options, "
+                   "3600). 0 once every legacy worker is stopped.")
+@click.option("--batch-size", type=click.IntRange(min=1, max=10_000), default=500,
+              show_default=True, help="Messages per atomic step.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="At most this many messages per second (default: no limit).")
+@click.option("--legacy-url", default=None,
+              help="Redis URL of the legacy queues (default: plus_legacy_url, else the "
+                   "plus+redis:// server).")
+@click.option("--global-keyprefix", default=None,
+              help="kombu's global_keyprefix (default: the one in broker_transport_options).")
+@click.pass_context
+def migrate_queue(ctx: click.Context, name: str, dry_run: bool, include_unacked: bool,
+                  unacked_older_than: float | None, batch_size: int, rate: float | None,
+                  legacy_url: str | None, global_keyprefix: str | None) -> None:
+    """Move the pending messages of legacy kombu Redis queue NAME into the durable store.
+
+    No loss, no duplicates (by task id); safe to interrupt and re-run.
+    """
+    config, store_url, url, layout = _app_setup(ctx, name, legacy_url, global_keyprefix)
+    options = MigrateOptions(queue=name, batch_size=batch_size,
+                             include_unacked=include_unacked,
+                             unacked_older_than=unacked_older_than, rate=rate,
+                             dry_run=dry_run)
+    backend = make_backend(store_url, config)
+    client = redis.Redis.from_url(url)
+    source = Source(client, layout, name, max_deliveries=config.max_deliveries)
+    last = [0.0]
+
+    def progress(stage: str, tally: Tally) -> None:
+        now = time.monotonic()
+        if stage == "done" or now - last[0] >= 0.5:
+            last[0] = now
+            click.echo(_line(name, tally))
+
+    with contextlib.closing(backend), contextlib.closing(client):
+        try:
+            tally = migrate(source, backend, options, progress)
+        except MigrationError as exc:
+            raise click.ClickException(str(exc)) from exc
+    if dry_run:
+        click.echo(f"{name}: dry run, nothing changed. {tally.planned} legacy messages: "
+                   f"{tally.moved} would become jobs, {tally.present} are already in the "
+                   f"store, {tally.malformed} would be dead-lettered"
+                   + (f"; {tally.from_unacked} of them from unacked" if include_unacked
+                      else ""))
+    if tally.unacked_left:
+        click.echo(f"{name}: {tally.unacked_left} unacked entries of the queue stay in kombu's "
+                   "unacked hash (held by legacy workers, or newer than "
+                   "--unacked-older-than); see docs/migration.md")

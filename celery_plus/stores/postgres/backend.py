@@ -1,0 +1,732 @@
+"""The durable store on PostgreSQL: ``plus+postgresql://user@host:5432/db`` (psycopg 3).
+
+The Redis store (``lua/*.lua``) is the reference semantics: each state change here is ONE call
+of a PL/pgSQL function of the store's schema (``sql/*.sql``, applied by
+``migrations.py``), i.e. one transaction and one round trip, returning the same values as the
+matching Lua script.
+
+* Many hosts, one truth: times come from the database clock; claims read candidates with
+  ``FOR UPDATE SKIP LOCKED`` (claimers never wait for, nor get, each other's jobs); unique
+  holds are rows with a primary key taken by ``INSERT ... ON CONFLICT`` (two publishers on two
+  hosts cannot both win); a concurrency group's slots are counted and taken under the group's
+  advisory transaction lock (never oversubscribed).
+* Idle consumers do not poll: :meth:`PostgresBackend.wait` LISTENs on a dedicated connection;
+  publishes ``pg_notify`` inside their transaction, delivered when it commits. The timeout is
+  only the fallback.
+* Maintenance has a leader: the first worker to take ``pg_try_advisory_lock`` (on its own
+  long-lived connection) runs recovery and pruning each interval; when it dies, its session
+  ends, the lock frees, and the next worker's attempt takes over.
+* Transactional enqueue: :meth:`PostgresBackend.publish_on` runs the publish on the CALLER's
+  connection, inside their open transaction (see ``celery_plus.transactional``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from kombu.exceptions import ConnectionError as KombuConnectionError
+
+from ...transport.backend import (
+    SCHEDULE_COLUMNS,
+    Claim,
+    ClaimResult,
+    JobClaim,
+    NewJob,
+    PublishOutcome,
+    Recovered,
+    ScheduledJob,
+    ScheduleRecord,
+    Settle,
+    schedule_record,
+)
+from ...transport.details import encode_detail
+from . import migrations as pg_migrations
+from . import pool as pg_pool
+
+logger = logging.getLogger("celery_plus.transport.postgres")
+
+T = TypeVar("T")
+
+MAINTAIN_BATCH = 500
+#: Attempts of a store call that hit a deadlock or serialization failure (then it raises).
+RETRIES = 5
+#: Attempts of a store call whose connection failed: a pool session the server ended
+#: (restart, ``pg_terminate_backend``, idle timeout) fails once, then a fresh one is used.
+CONNECTION_ATTEMPTS = 3
+STATES = ("enqueued", "scheduled", "blocked", "running", "completed", "failed", "canceled",
+          "discarded")
+_ORDER = {"completed": "finished_ms", "failed": "finished_ms", "canceled": "finished_ms",
+          "discarded": "finished_ms", "running": "lease_expires_ms", "scheduled": "due_ms",
+          "enqueued": "score", "blocked": "score"}
+
+#: Redis hash field name -> ``jobs`` column, so a record reads the same on every backend.
+FIELDS: dict[str, str] = {
+    "st": "state", "q": "queue", "name": "name", "msg": "msg", "tok": "token",
+    "dl": "deliveries", "mdl": "max_deliveries", "uk": "unique_lock", "uw": "unique_window",
+    "ut": "unique_ttl_ms", "cg": "conc_group", "cl": "conc_limit", "due": "due_ms",
+    "enq": "enqueued_ms", "start": "started_ms", "fin": "finished_ms", "wk": "worker",
+    "reason": "reason", "etype": "exc_type", "emsg": "exc_message", "tb": "traceback",
+    "hist": "history::text", "score": "score", "rg": "rate_group", "rl": "rate_limit",
+    "rw": "rate_window_ms",
+}
+
+_PUBLISH_ARGS = ("%s, %s, %s, %s, %s::integer, %s::bigint, %s, %s, %s::bigint, %s, "
+                 "%s::integer, %s::integer, %s::bigint, %s::bigint, %s, %s::integer, %s::bigint")
+_CLAIM = ("SELECT * FROM claim(%s::text[], %s, %s::integer, %s::integer, %s::bigint, "
+          "%s::bigint, %s::text[], %s::bigint[], %s::text[], %s::text[])")
+_SETTLE = "SELECT * FROM settle(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint)"
+_READY = (
+    "SELECT (SELECT j.queue FROM jobs j WHERE j.state = 'enqueued' "
+    "AND j.queue = ANY (%s::text[]) LIMIT 1), s.queue, s.due_ms - now_ms() "
+    "FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT j.queue, j.due_ms FROM jobs j "
+    "WHERE j.state = 'scheduled' AND j.queue = ANY (%s::text[]) ORDER BY j.due_ms LIMIT 1) s "
+    "ON true")
+
+
+def _as_bytes(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+def postgres_url(url: str) -> str:
+    """The libpq URL of an inner ``postgresql://`` / ``postgres://`` broker URL."""
+    scheme = url.partition("://")[0]
+    if scheme not in ("postgresql", "postgres"):
+        from celery.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            f"broker_url 'plus+{url}' is not a PostgreSQL URL; use "
+            "plus+postgresql://user@host:5432/dbname.")
+    return url
+
+
+class StoreUnavailable(KombuConnectionError):
+    """The database cannot be reached (a kombu connection error: Celery reconnects/retries)."""
+
+
+def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None) -> T:
+    """Run ``step``, again when the server aborted it for a deadlock or serialization
+    failure, or when its connection failed (after ``renew``, which gives up the pool of
+    that connection, so a server restart costs one failed attempt, not one per pooled
+    session, and an unreachable server fails fast).
+
+    A store call whose connection fails ``CONNECTION_ATTEMPTS`` times, or that finds no
+    connection within the pool's timeout, raises :class:`StoreUnavailable`, one of the
+    transport's ``connection_errors`` (Celery reconnects, publishers retry). Every store
+    call may run twice this way: settles, heartbeats and claims are fenced by lease token,
+    and a repeated publish of a waiting job replaces its message.
+    """
+    import psycopg
+    from psycopg import errors
+    from psycopg_pool import PoolTimeout
+
+    attempt = failed_connections = 0
+    while True:
+        try:
+            return step()
+        except (errors.DeadlockDetected, errors.SerializationFailure):
+            attempt += 1
+            if attempt >= RETRIES:
+                raise
+            time.sleep(0.005 * attempt * (0.5 + random.random()))
+        except errors.TransactionRollback:
+            raise
+        except PoolTimeout as exc:
+            raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc
+        except psycopg.OperationalError as exc:
+            failed_connections += 1
+            if failed_connections >= CONNECTION_ATTEMPTS:
+                raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc
+            logger.info("celery-plus: PostgreSQL connection failed (%s); trying again",
+                        str(exc).strip())
+            if renew is not None:
+                renew()
+            time.sleep(0.05 * failed_connections)
+
+
+class PostgresBackend:
+    """Store operations on one schema of one PostgreSQL database (see the module docstring).
+
+    The constructor takes the same keyword arguments as ``RedisBackend`` plus ``schema`` (the
+    ``plus_pg_schema`` setting), ``connect`` (False: connect at the first call or at
+    :meth:`connect`) and ``synchronous_commit`` (``plus_pg_synchronous_commit``); ``prefix``
+    is accepted and ignored (one schema is one deployment).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "plus",
+        lease_ms: int = 30_000,
+        backstop_ms: int = 86_400_000,
+        scan_limit: int = 64,
+        retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
+        maintenance_interval_ms: int = 1000,
+        schema: str = "celery_plus",
+        connect: bool = True,
+        synchronous_commit: str | None = None,
+    ) -> None:
+        self.url = postgres_url(url)
+        self.schema = pg_migrations.check_schema(schema)
+        #: PostgreSQL's synchronous_commit on the pool's sessions (None: the server's).
+        self.synchronous_commit = synchronous_commit
+        self.qschema = pg_migrations.quoted(schema)
+        #: The NOTIFY channel of this store's wake-ups.
+        self.channel = f"plus.{schema}"
+        self.prefix = prefix
+        self.lease_ms = lease_ms
+        self.backstop_ms = backstop_ms
+        self.scan_limit = scan_limit
+        self.retention = retention
+        self.maintenance_interval_ms = maintenance_interval_ms
+        #: Maintenance renews the holds of waiting jobs (False for a coordination store).
+        self.renews_waiting_holds = True
+        self._reset_process_state()
+        pg_pool.on_fork(self)
+        if connect:
+            self.connect()
+
+    def connect(self) -> None:
+        """Open the pool (and migrate the schema): a wrong URL or a server that is down
+        fails here, as :class:`StoreUnavailable` for the latter (the transport calls it when
+        kombu connects, where connection errors are retried)."""
+        _retrying(self._pool, self._renew_pool)
+
+    # -- per-process resources ----------------------------------------------------------
+    def _reset_process_state(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._maint_lock = threading.Lock()
+        self._engine: pg_pool.Engine | None = None
+        self._maint_conn: Any = None
+        #: True while this backend holds the maintenance leader lock.
+        self.is_leader = False
+        self._tls = threading.local()
+        self._listeners: list[Any] = []
+
+    def _after_fork(self) -> None:
+        """In a forked child: drop (never close) the parent's private connections."""
+        for conn in [*self._listeners, self._maint_conn]:
+            if conn is not None:
+                pg_pool.neutralize(conn)
+        self._reset_process_state()
+
+    def _pool(self) -> Any:
+        if self._pid != os.getpid():
+            self._reset_process_state()
+        engine = self._engine
+        if engine is None:
+            with self._lock:
+                if self._engine is None:
+                    self._engine = pg_pool.acquire(self.url, self.schema,
+                                                   self.synchronous_commit)
+                engine = self._engine
+        return engine.pool
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """One statement on a pool connection (its own transaction); all its rows."""
+
+        def run() -> list[Any]:
+            with self._pool().connection() as conn:
+                return list(conn.execute(sql, params).fetchall())
+
+        return _retrying(run, self._renew_pool)
+
+    def _renew_pool(self) -> None:
+        """After a failed connection: give up this process's pool (``pg_pool.retire``); the
+        next call opens a fresh one."""
+        with self._lock:
+            engine, self._engine = self._engine, None
+        if engine is not None:
+            pg_pool.retire(engine)
+            pg_pool.release(engine)
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        rows = self._rows(sql, params)
+        return rows[0] if rows else None
+
+    def _value(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        row = self._one(sql, params)
+        return None if row is None else row[0]
+
+    # -- publishing ---------------------------------------------------------------------
+    def _publish_params(self, job: NewJob) -> list[Any]:
+        return [job.id, job.queue, _as_bytes(job.message), job.name, job.priority, job.eta_ms,
+                job.unique_lock, job.unique_window, job.unique_ttl_ms, job.concurrency_group,
+                job.concurrency_limit, job.max_deliveries, self.backstop_ms, job.lease_token,
+                job.rate_group, job.rate_limit, job.rate_window_ms]
+
+    @staticmethod
+    def _outcome(job: NewJob, row: Sequence[Any]) -> PublishOutcome:
+        holder, state, continued, fenced = row
+        if fenced:
+            return PublishOutcome(False, job.id, holder_id=job.id, state=str(state),
+                                  fenced=True)
+        if holder is not None:
+            return PublishOutcome(False, job.id, holder_id=str(holder))
+        return PublishOutcome(True, job.id, state=str(state), continued=bool(continued))
+
+    def publish(self, job: NewJob) -> PublishOutcome:
+        """Store one message as a job, deciding uniqueness atomically (publish.lua)."""
+        return self._outcome(job, self._one(f"SELECT * FROM publish({_PUBLISH_ARGS})",
+                                            self._publish_params(job)))
+
+    def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
+        """Publish several jobs in one transaction and one round trip; outcomes in order."""
+        if not jobs:
+            return []
+        sql = f"SELECT * FROM publish({_PUBLISH_ARGS})"
+
+        def run() -> list[PublishOutcome]:
+            with self._pool().connection() as conn, conn.transaction():
+                with conn.pipeline():
+                    cursors = [conn.execute(sql, self._publish_params(job)) for job in jobs]
+                return [self._outcome(job, cur.fetchone())
+                        for job, cur in zip(jobs, cursors, strict=True)]
+
+        return _retrying(run, self._renew_pool)
+
+    def publish_on(self, conn: Any, job: NewJob) -> PublishOutcome:
+        """Publish with the CALLER's DB-API connection, in their open transaction.
+
+        Nothing is committed here: the job (and its unique hold) exists once the caller
+        commits, and its wake-up is delivered then; a rollback leaves nothing behind.
+        """
+        cursor = conn.cursor()
+        try:
+            cursor.execute(f"SELECT * FROM {self.qschema}.publish({_PUBLISH_ARGS})",
+                           self._publish_params(job))
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
+        return self._outcome(job, row)
+
+    def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:
+        """Store bytes as a job's message with no checks (operators' and tests' tool)."""
+        self.publish(NewJob(id=job_id, queue=queue, message=raw))  # type: ignore[arg-type]
+
+    # -- consuming ----------------------------------------------------------------------
+    @staticmethod
+    def _settle_arrays(settles: Sequence[Settle]) -> list[list[Any]]:
+        return [[s.job_id for s in settles], [int(s.token) for s in settles],
+                [s.action for s in settles],
+                [encode_detail(s.detail) for s in settles]]
+
+    def claim(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        max_jobs: int,
+        settles: Sequence[Settle] = (),
+    ) -> ClaimResult:
+        """Apply ``settles``, then take up to ``max_jobs`` jobs, in one transaction."""
+        rows = self._rows(_CLAIM, [
+            list(queues), worker_id, max_jobs, max(self.scan_limit, 4 * max_jobs),
+            self.lease_ms, self.backstop_ms, *self._settle_arrays(settles)])
+        result = ClaimResult()
+        for kind, job_id, token, msg, deliveries, queue in rows:
+            if kind == "c":
+                result.claims.append(Claim(job_id, int(token), bytes(msg), int(deliveries),
+                                           queue))
+            elif kind == "b":
+                result.blocked.append(job_id)
+            elif kind == "d":
+                result.dead_lettered.append((job_id, queue))
+            elif kind == "n":
+                result.next_due = int(token) / 1000.0
+        return result
+
+    def claim_job(self, job_id: str, worker_id: str) -> JobClaim:
+        """Claim one waiting job by id (``claim_job()``, migration 0003)."""
+        outcome, state, token, deliveries, left = self._one(
+            "SELECT * FROM claim_job(%s, %s, %s::bigint, %s::bigint)",
+            [job_id, worker_id, self.lease_ms, self.backstop_ms])
+        return JobClaim(str(outcome), str(state), int(token), int(deliveries), int(left))
+
+    def settle(self, settles: Sequence[Settle]) -> list[tuple[str, str]]:
+        """End claims, fenced by (id, token); returns the dead-lettered (id, reason) pairs."""
+        if not settles:
+            return []
+        rows = self._rows(_SETTLE, [*self._settle_arrays(settles), self.backstop_ms])
+        return [(str(job_id), str(reason)) for job_id, reason in rows]
+
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]:
+        """Renew the leases of claims still ours; returns the ids whose claim was lost."""
+        if not held:
+            return []
+        rows = self._rows("SELECT * FROM heartbeat(%s::text[], %s::bigint[], %s::bigint)",
+                          [[job_id for job_id, _ in held], [int(t) for _, t in held],
+                           self.lease_ms])
+        return [str(row[0]) for row in rows]
+
+    def recover(self, limit: int = 100) -> list[Recovered]:
+        """Return claims whose stored lease deadline passed (recover.lua)."""
+        rows = self._rows("SELECT * FROM recover(%s::integer, %s::bigint)",
+                          [limit, self.backstop_ms])
+        return [Recovered(str(job_id), str(outcome)) for job_id, outcome in rows]
+
+    # -- maintenance and its leader -----------------------------------------------------
+    def maintain(self, worker_id: str) -> bool:
+        """Run housekeeping if this interval's pass is due here. True if it ran.
+
+        The leader (holder of the schema's maintenance advisory lock) runs it once per
+        interval; another worker only when the leader missed two intervals (alive but stuck).
+        """
+        if self._pid != os.getpid():
+            self._reset_process_state()
+        comp_ret, comp_max, dead_ret, dead_max = self.retention
+        with self._maint_lock:
+
+            def run() -> Any:
+                conn = self._maintenance_connection()
+                if not self.is_leader:
+                    self.is_leader = bool(conn.execute(
+                        "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))",
+                        [f"celery_plus.maintain:{self.schema}"]).fetchone()[0])
+                    if self.is_leader:
+                        logger.info("celery-plus: %s is the maintenance leader of schema %s",
+                                    worker_id, self.schema)
+                return conn.execute(
+                    "SELECT m.*, CASE WHEN m.o_ran THEN renew_holds(%s::integer, %s::bigint, "
+                    "%s) END, CASE WHEN m.o_ran THEN maintain_rates(%s::integer) END "
+                    "FROM maintain(%s, %s::bigint, %s::integer, %s::bigint, "
+                    "%s::bigint, %s::bigint, %s::bigint) m",
+                    [MAINTAIN_BATCH, self.backstop_ms, self.renews_waiting_holds, MAINTAIN_BATCH,
+                     self.is_leader, self.maintenance_interval_ms, MAINTAIN_BATCH, comp_ret,
+                     comp_max, dead_ret, dead_max]).fetchone()
+
+            try:
+                row = _retrying(run)
+            except Exception:
+                conn = self._maint_conn
+                if conn is not None and (conn.closed or conn.broken):
+                    self._drop_maintenance_connection()  # its session (and lock) is gone
+                raise
+        return bool(row[0])
+
+    def _maintenance_connection(self) -> Any:
+        conn = self._maint_conn
+        if conn is None or conn.closed or conn.broken:
+            self.is_leader = False
+            conn = self._maint_conn = pg_pool.connect(self.url, self.schema)
+        return conn
+
+    def _drop_maintenance_connection(self) -> None:
+        conn, self._maint_conn = self._maint_conn, None
+        self.is_leader = False
+        if conn is not None:
+            try:
+                conn.close()  # ends the session: the leader lock is released with it
+            except Exception as exc:
+                logger.debug("celery-plus: closing the maintenance connection: %r", exc)
+
+    def rate_started(self, job_id: str, token: int) -> None:
+        self._rows("SELECT rate_start(%s, %s::bigint)", [job_id, int(token)])
+
+    # -- leases of roles and periodic schedules (migration 0006) --------------------------
+    def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
+        return bool(self._value("SELECT lead(%s, %s, %s::bigint)",
+                                [role, holder, max(int(ttl_ms), 1)]))
+
+    def resign(self, role: str, holder: str) -> None:
+        self._rows("DELETE FROM leases WHERE role = %s AND holder = %s RETURNING role",
+                   [role, holder])
+
+    def role_holder(self, role: str) -> tuple[str, int] | None:
+        rows = self._rows("SELECT holder, expires_ms FROM leases "
+                          "WHERE role = %s AND expires_ms >= now_ms()", [role])
+        return (str(rows[0][0]), int(rows[0][1])) if rows else None
+
+    def schedule_register(self, name: str, last_due_ms: int, task: str = "",
+                          schedule: str = "") -> ScheduleRecord:
+        return schedule_record(self._one(
+            "INSERT INTO schedules AS s (name, last_due_ms, task, schedule) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET task = excluded.task, "
+            f"schedule = excluded.schedule RETURNING {SCHEDULE_COLUMNS}",
+            [name, int(last_due_ms), task, schedule]))
+
+    def schedule_fire(self, name: str, expected_last_ms: int, due_ms: int, next_ms: int,
+                      job: NewJob | None) -> str:
+        params = (self._publish_params(job) if job is not None
+                  else ["", "", b"", "", 0, 0, "", "", 0, "", 0, 0, 0, 0, "", 0, 0])
+        return str(self._value(
+            f"SELECT fire(%s, %s::bigint, %s::bigint, %s::bigint, %s, {_PUBLISH_ARGS})",
+            [name, int(expected_last_ms), int(due_ms), int(next_ms), job is not None,
+             *params]))
+
+    def schedules(self) -> list[ScheduleRecord]:
+        return [schedule_record(row) for row in self._rows(
+            f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name")]
+
+    def schedule_pause(self, name: str, paused: bool) -> bool:
+        return bool(self._rows("UPDATE schedules SET paused = %s WHERE name = %s "
+                               "RETURNING name", [paused, name]))
+
+    def schedule_delete(self, name: str) -> bool:
+        return bool(self._rows("DELETE FROM schedules WHERE name = %s RETURNING name", [name]))
+
+    # -- idle wake-up -------------------------------------------------------------------
+    def wait(
+        self, queues: Sequence[str], transient: Sequence[str], timeout: float
+    ) -> tuple[str, str, bytes | None] | None:
+        """Block until durable work for ``queues`` or a message on ``transient`` queues.
+
+        Returns ``("wake", queue, None)`` when a job of ``queues`` is ready (enqueued, or
+        scheduled and due), ``("transient", queue, body)`` with a popped transient message,
+        or None after ``timeout`` seconds. The LISTEN is in place before ready work is
+        looked for, so a commit in between still wakes this wait; notifications for other
+        queues do not end it.
+        """
+        if not queues and not transient:
+            return None
+        deadline = time.monotonic() + max(timeout, 0.0)
+        wanted = {f"q:{q}" for q in queues} | {f"t:{q}" for q in transient}
+        listener = self._listener()
+        while True:
+            if listener is not None:
+                listener = self._drain(listener)
+            hit, due_in = self._ready(queues, transient)
+            if hit is not None:
+                return hit
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            pause = remaining if due_in is None else min(remaining, max(due_in, 0.001))
+            if listener is None:
+                time.sleep(min(pause, 0.5))  # no listener (connection trouble): poll
+                listener = self._listener()
+            else:
+                listener = self._await(listener, pause, wanted)
+
+    def _listener(self) -> Any:
+        """This thread's LISTEN connection (None while it cannot be opened)."""
+        if self._pid != os.getpid():
+            self._reset_process_state()
+        conn = getattr(self._tls, "listener", None)
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        try:
+            conn = pg_pool.connect(self.url, self.schema)
+            conn.execute(f'LISTEN "{self.channel}"')
+        except Exception as exc:
+            logger.warning("celery-plus: cannot LISTEN for wake-ups (polling): %r", exc)
+            return None
+        self._tls.listener = conn
+        with self._lock:
+            self._listeners.append(conn)
+        return conn
+
+    def _drain(self, conn: Any) -> Any:
+        """Discard the notifications already received (ready work is looked for next)."""
+        try:
+            for _ in conn.notifies(timeout=0):
+                pass
+        except Exception as exc:
+            return self._lost_listener(conn, exc)
+        return conn
+
+    def _await(self, conn: Any, pause: float, wanted: set[str]) -> Any:
+        """Block up to ``pause`` seconds for a notification naming one of ``wanted``."""
+        end = time.monotonic() + pause
+        try:
+            while True:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return conn
+                for note in conn.notifies(timeout=left, stop_after=1):
+                    if note.payload in wanted:
+                        return conn
+        except Exception as exc:
+            return self._lost_listener(conn, exc)
+
+    def _lost_listener(self, conn: Any, exc: Exception) -> None:
+        logger.warning("celery-plus: wake-up connection lost (%r); reconnecting", exc)
+        self._tls.listener = None
+        with self._lock:
+            if conn in self._listeners:
+                self._listeners.remove(conn)
+        try:
+            conn.close()
+        except Exception as close_exc:
+            logger.debug("celery-plus: closing a broken listener: %r", close_exc)
+        return None
+
+    def _ready(self, queues: Sequence[str], transient: Sequence[str]
+               ) -> tuple[tuple[str, str, bytes | None] | None, float | None]:
+        """(what is ready now, seconds until a scheduled job of ``queues`` is due)."""
+        due_in: float | None = None
+        if queues:
+            ready, scheduled, due_ms = self._one(_READY, [list(queues), list(queues)])
+            if ready is not None:
+                return ("wake", ready, None), None
+            if scheduled is not None:
+                due_in = int(due_ms) / 1000.0
+                if due_in <= 0:
+                    return ("wake", scheduled, None), None
+        for queue in transient:
+            body = self.pop_transient(queue)
+            if body is not None:
+                return ("transient", queue, body), None
+        return None, due_in
+
+    # -- transient messages (remote control, replies, events) ---------------------------
+    def push_transient(self, queue: str, message: bytes | str) -> None:
+        """Append to a transient queue; the queue expires 300 s after its last push."""
+        self._rows("SELECT push_transient(%s, %s)", [queue, _as_bytes(message)])
+
+    def pop_transient(self, queue: str) -> bytes | None:
+        body = self._value("SELECT pop_transient(%s)", [queue])
+        return None if body is None else bytes(body)
+
+    def transient_size(self, queue: str) -> int:
+        return int(self._value(
+            "SELECT count(*) FROM transient WHERE queue = %s AND expires_ms >= now_ms()",
+            [queue]))
+
+    def purge_transient(self, queue: str) -> int:
+        return int(self._value(
+            "WITH gone AS (DELETE FROM transient WHERE queue = %s RETURNING expires_ms) "
+            "SELECT count(*) FILTER (WHERE expires_ms >= now_ms()) FROM gone", [queue]))
+
+    def scheduled_jobs(self, queues: Sequence[str], limit: int = 1000) -> list[ScheduledJob]:
+        if not queues:
+            return []
+        rows = self._rows(
+            "SELECT id, queue, due_ms, msg FROM jobs WHERE state = 'scheduled' "
+            "AND queue = ANY(%s) ORDER BY due_ms, id LIMIT %s", [list(queues), limit])
+        return [ScheduledJob(r[0], r[1], int(r[2]), bytes(r[3])) for r in rows]
+
+    def bind(self, exchange: str, binding: str, ttl_ms: int = 0) -> None:
+        self._rows("SELECT bind(%s, %s, %s)", [exchange, binding, int(ttl_ms)])
+
+    def unbind(self, exchange: str, binding: str) -> None:
+        self._rows("SELECT unbind(%s, %s)", [exchange, binding])
+
+    def bindings(self, exchange: str) -> list[str]:
+        return [row[0] for row in self._rows("SELECT live_bindings(%s)", [exchange])]
+
+    def mark_transient(self, queue: str, ttl_ms: int) -> None:
+        self._rows("SELECT mark_transient(%s, %s)", [queue, int(ttl_ms)])
+
+    def is_marked_transient(self, queue: str) -> bool:
+        return self._one("SELECT 1 FROM transient_marks WHERE queue = %s "
+                         "AND expires_ms >= now_ms()", [queue]) is not None
+
+    # -- queue management ---------------------------------------------------------------
+    def size(self, queue: str) -> int:
+        """Number of enqueued jobs of ``queue``."""
+        return int(self._value(
+            "SELECT count(*) FROM jobs WHERE state = 'enqueued' AND queue = %s", [queue]))
+
+    def purge(self, queue: str) -> int:
+        """Delete the jobs waiting in ``queue`` and release their holds (as ``purge.lua``)."""
+        return int(self._value("SELECT purge(%s)", [queue]))
+
+    # -- reads --------------------------------------------------------------------------
+    def job(self, job_id: str) -> dict[str, str] | None:
+        """The job record with the Redis hash's field names (absent fields left out)."""
+        row = self._one(f"SELECT {', '.join(FIELDS.values())} FROM jobs WHERE id = %s",
+                        [job_id])
+        if row is None:
+            return None
+        out: dict[str, str] = {}
+        for name, value in zip(FIELDS, row, strict=True):
+            if value is None:
+                continue
+            out[name] = (bytes(value).decode(errors="replace")
+                         if isinstance(value, (bytes, memoryview)) else str(value))
+        return out
+
+    def raw_message(self, job_id: str) -> bytes | None:
+        """The job's stored message, byte for byte."""
+        value = self._value("SELECT msg FROM jobs WHERE id = %s", [job_id])
+        return None if value is None else bytes(value)
+
+    def holder(self, lock: str) -> str | None:
+        """The task id holding unique ``lock`` (None when free or expired)."""
+        return self._value("SELECT live_holder(store_key(%s), now_ms())", [lock])
+
+    def hold_deadline(self, lock: str) -> int | None:
+        """When unique ``lock`` lapses (ms since the epoch; None when free or expired)."""
+        value = self._value("SELECT expires_ms FROM holds WHERE lock = store_key(%s) "
+                            "AND expires_ms >= now_ms()", [lock])
+        return None if value is None else int(value)
+
+    def holds(self) -> dict[str, str]:
+        """Every live unique hold: lock -> holder task id."""
+        return {str(lock): str(holder) for lock, holder in self._rows(
+            "SELECT lock, holder FROM holds WHERE expires_ms >= now_ms()")}
+
+    def slot_holders(self, group: str) -> set[str]:
+        """Job ids holding a slot of concurrency ``group``."""
+        return {row[0] for row in self._rows(
+            "SELECT job_id FROM slots WHERE conc_group = store_key(%s)", [group])}
+
+    def blocked_groups(self) -> set[str]:
+        """Concurrency groups having jobs blocked on their slots (not rate-parked ones)."""
+        return {row[0] for row in self._rows(
+            "SELECT DISTINCT conc_group FROM jobs WHERE state = 'blocked' AND NOT rate_parked "
+            "AND conc_group <> ''")}
+
+    def ids_in_state(self, state: str, limit: int = 1000) -> list[str]:
+        """Ids of jobs in ``state``, in the order of the Redis store's index of that state."""
+        if state not in STATES:
+            return []
+        # The state is a literal (one of STATES) so the planner uses its partial index.
+        return [row[0] for row in self._rows(
+            f"SELECT id FROM jobs WHERE state = '{state}' ORDER BY {_ORDER[state]}, id "
+            "LIMIT %s", [limit])]
+
+    def lease_deadline(self, job_id: str) -> int | None:
+        """The stored lease deadline (ms since the epoch) of a running job."""
+        value = self._value("SELECT lease_expires_ms FROM jobs WHERE id = %s "
+                            "AND state = 'running'", [job_id])
+        return None if value is None else int(value)
+
+    def transient_deadline(self, queue: str) -> int | None:
+        """When transient ``queue``'s messages expire (ms since the epoch; None when empty)."""
+        value = self._value("SELECT max(expires_ms) FROM transient WHERE queue = %s "
+                            "AND expires_ms >= now_ms()", [queue])
+        return None if value is None else int(value)
+
+    def stats(self) -> dict[str, int]:
+        """Cluster counters: deduplicated, recovered, dead_lettered, blocked (absent = 0)."""
+        return {str(name): int(total) for name, total in self._rows(
+            "SELECT name, sum(n) FROM stats GROUP BY name")}
+
+    def now_ms(self) -> int:
+        """The database's clock: what leases, holds and ETAs are timed by."""
+        return int(self._value("SELECT now_ms()"))
+
+    def _force_state(self, job_id: str, state: str) -> None:
+        """TEST SUPPORT ONLY: set the row's ``state``, nothing else touched (see Backend)."""
+        self._rows("UPDATE jobs SET state = %s WHERE id = %s RETURNING 1", [state, job_id])
+
+    def close(self) -> None:
+        """Close this backend's connections; its share of the process's pool is released.
+
+        The leader lock goes with the maintenance connection's session. In a forked child
+        nothing inherited is closed (see ``pool.py``).
+        """
+        if self._pid != os.getpid():
+            self._after_fork()
+            return
+        with self._maint_lock:
+            self._drop_maintenance_connection()
+        with self._lock:
+            listeners, self._listeners = self._listeners, []
+            engine, self._engine = self._engine, None
+        self._tls = threading.local()
+        for conn in listeners:
+            try:
+                conn.close()
+            except Exception as exc:
+                logger.debug("celery-plus: closing a listener: %r", exc)
+        if engine is not None:
+            pg_pool.release(engine)

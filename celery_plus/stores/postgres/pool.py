@@ -1,0 +1,173 @@
+"""Connections of the PostgreSQL store: one shared pool per (URL, schema) and process.
+
+kombu opens a transport (hence a backend) per broker connection, and Celery keeps several
+(producer pool, consumer, remote control), so backends of one process share a
+``psycopg_pool.ConnectionPool`` (reference counted, closed with its last backend). Pool
+connections are in autocommit mode with ``search_path`` set to the store's schema: each store
+function call is its own transaction. The schema is migrated once, when a process first opens
+a pool for it.
+
+Fork safety: a forked child (prefork pool processes) must never use, nor close, the parent's
+connections — closing one sends a Terminate message on the parent's socket. After a fork, every
+inherited connection's socket is replaced by ``/dev/null`` (so nothing the child does can reach
+the parent's sessions), and the child opens its own pool on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import weakref
+from typing import Any
+
+from ...helper_threads import signals_blocked
+from . import migrations as pg_migrations
+
+#: Largest number of connections of one process's pool for one store.
+POOL_MAX = 8
+#: Seconds a caller waits for a free pool connection before an error.
+POOL_TIMEOUT = 30.0
+#: Seconds a new connection may take (also the start-up check's limit).
+CONNECT_TIMEOUT = 10
+
+_lock = threading.Lock()
+_engines: dict[tuple[str, str, str | None], Engine] = {}
+#: Objects inherited from the parent process: kept referenced, never used or closed.
+_orphans: list[Any] = []
+#: Callbacks run in a forked child (backends drop their private connections).
+_fork_hooks: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def require_psycopg() -> None:
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        from celery.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            "The plus+postgresql:// transport needs psycopg 3 and psycopg-pool: "
+            "pip install 'celery-plus[postgres]'.") from exc
+
+
+def neutralize(conn: Any) -> None:
+    """Point an inherited connection's socket at /dev/null (its session is the parent's)."""
+    try:
+        fd = conn.pgconn.socket
+    except Exception:
+        return
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        os.dup2(null, fd)
+    except OSError:
+        pass
+    finally:
+        os.close(null)
+    _orphans.append(conn)
+
+
+def connect(url: str, schema: str) -> Any:
+    """A private autocommit connection with ``search_path`` set to ``schema``."""
+    import psycopg
+
+    conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+    try:
+        conn.execute(f"SET search_path TO {pg_migrations.quoted(schema)}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+class Engine:
+    """A process's pool for one store, shared by its backends."""
+
+    def __init__(self, url: str, schema: str, synchronous_commit: str | None = None) -> None:
+        from psycopg_pool import ConnectionPool
+
+        self.url = url
+        self.schema = schema
+        self.synchronous_commit = synchronous_commit
+        self.users = 0
+        self.conns: weakref.WeakSet[Any] = weakref.WeakSet()
+        # A direct connection first: a wrong URL fails here with the server's own message.
+        with contextlib.closing(pg_migrations.connect(url)) as conn:
+            pg_migrations.migrate(conn, schema)
+        # The pool's threads (a worker and a scheduler) are started with every signal
+        # blocked: signals sent to this process must reach its main thread (helper_threads).
+        with signals_blocked():
+            self.pool = ConnectionPool(
+                url, min_size=1, max_size=POOL_MAX, timeout=POOL_TIMEOUT, num_workers=1,
+                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+                configure=self._configure, open=True, name=f"celery-plus:{schema}")
+
+    @property
+    def key(self) -> tuple[str, str, str | None]:
+        return self.url, self.schema, self.synchronous_commit
+
+    def _configure(self, conn: Any) -> None:
+        conn.execute(f"SET search_path TO {pg_migrations.quoted(self.schema)}")
+        if self.synchronous_commit is not None:  # one of PostgreSQL's own values (settings)
+            conn.execute(f"SET synchronous_commit TO {self.synchronous_commit}")
+        self.conns.add(conn)
+
+    def abandon(self) -> None:
+        """In a forked child: cut every inherited connection off, keep the objects."""
+        for conn in list(self.conns):
+            neutralize(conn)
+        _orphans.append(self.pool)
+
+
+def acquire(url: str, schema: str, synchronous_commit: str | None = None) -> Engine:
+    """The process's engine for (url, schema, synchronous_commit), created (and the schema
+    migrated) if needed."""
+    require_psycopg()
+    key = (url, schema, synchronous_commit)
+    with _lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = Engine(url, schema, synchronous_commit)
+            _engines[key] = engine
+        engine.users += 1
+        return engine
+
+
+def release(engine: Engine) -> None:
+    """One backend less on ``engine``; the pool is closed with its last user."""
+    with _lock:
+        engine.users -= 1
+        if engine.users > 0:
+            return
+        if _engines.get(engine.key) is engine:
+            del _engines[engine.key]
+    engine.pool.close()
+
+
+def retire(engine: Engine) -> None:
+    """``engine``'s server went away (a restart, terminated sessions): backends acquiring
+    from now on get a fresh engine, which fails at once while the server is down and works
+    as soon as it is back (a pool left to reconnect by itself backs off for longer and
+    longer). The retired pool closes with its last user."""
+    with _lock:
+        if _engines.get(engine.key) is engine:
+            del _engines[engine.key]
+
+
+def on_fork(owner: Any) -> None:
+    """Call ``owner._after_fork()`` in a forked child (held weakly)."""
+    _fork_hooks.add(owner)
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+    for engine in list(_engines.values()):
+        engine.abandon()
+    _engines.clear()
+    for owner in list(_fork_hooks):
+        with contextlib.suppress(Exception):
+            owner._after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

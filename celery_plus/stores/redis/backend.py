@@ -1,0 +1,520 @@
+"""The durable store on Redis: a thin dispatcher over the Lua scripts in ``lua/``.
+
+Every state change is one script (see ``lua/lib.lua`` for the key schema). Claims are sent
+in the same round trip as the settles that piled up since the last claim.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+import redis
+
+from ...transport.backend import (
+    Claim,
+    ClaimResult,
+    JobClaim,
+    NewJob,
+    PublishOutcome,
+    Recovered,
+    ScheduledJob,
+    ScheduleRecord,
+    Settle,
+)
+from ...transport.details import encode_detail
+from .connect import RedisConnect
+from .scripts import ScriptLibrary, pack
+
+_SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recover", "maintain", "purge",
+            "lead", "fire", "rate_start")
+TRANSIENT_TTL_S = 300
+
+#: Drops the lapsed bindings of an exchange (by the server clock). KEYS[1]: the exchange's
+#: bindings (set), KEYS[2]: their deadlines (sorted set, binding -> ms; permanent bindings
+#: have none). Shared head of the two scripts below.
+_DROP_LAPSED = """
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ms)
+if #lapsed > 0 then
+    redis.call('SREM', KEYS[1], unpack(lapsed))
+    redis.call('ZREM', KEYS[2], unpack(lapsed))
+end
+"""
+#: ARGV[1]: the binding, ARGV[2]: its lifetime in ms (0: permanent).
+_BIND = _DROP_LAPSED + """
+redis.call('SADD', KEYS[1], ARGV[1])
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then
+    redis.call('ZADD', KEYS[2], ms + ttl, ARGV[1])
+else
+    redis.call('ZREM', KEYS[2], ARGV[1])
+end
+"""
+_BINDINGS = _DROP_LAPSED + "return redis.call('SMEMBERS', KEYS[1])\n"
+#: Sets a schedule entry's pause flag (ARGV[1]) if the entry (KEYS[1]) exists.
+_PAUSE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'paused', ARGV[1])
+return 1
+"""
+
+
+def _load_script_sources() -> tuple[str, dict[str, str]]:
+    lua = resources.files("celery_plus.stores.redis") / "lua"
+    lib = (lua / "lib.lua").read_text()
+    bodies = {name: (lua / f"{name}.lua").read_text() for name in _SCRIPTS}
+    # A tick is published by publish.lua's own body, in the same script as its fence.
+    bodies["fire"] += "\n" + bodies["publish"]
+    return lib, bodies
+
+
+_SOURCES: tuple[str, dict[str, str]] | None = None
+
+
+def _sources() -> tuple[str, dict[str, str]]:
+    global _SOURCES
+    if _SOURCES is None:
+        _SOURCES = _load_script_sources()
+    return _SOURCES
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class RedisBackend:
+    """Store operations on one Redis server (``redis://``, ``rediss://`` or a Sentinel
+    master, connected as ``connector`` says: ``redis_connect.py``)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "plus",
+        lease_ms: int = 30_000,
+        backstop_ms: int = 86_400_000,
+        scan_limit: int = 64,
+        retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
+        maintenance_interval_ms: int = 1000,
+        connector: RedisConnect | None = None,
+    ) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.lease_ms = lease_ms
+        self.backstop_ms = backstop_ms
+        self.scan_limit = scan_limit
+        self.retention = retention
+        self.maintenance_interval_ms = maintenance_interval_ms
+        #: Maintenance renews the holds of waiting jobs (False for a coordination store,
+        #: whose waiting records wait for another broker: see docs/coordination.md).
+        self.renews_waiting_holds = True
+        self.connector = connector or RedisConnect(url)
+        self.client = self.connector.client()
+        self.scripts = ScriptLibrary(self.client, *_sources())
+        self._bind_script = self.client.register_script(_BIND)
+        self._bindings_script = self.client.register_script(_BINDINGS)
+        self._pause_script = self.client.register_script(_PAUSE)
+        self._publish_lock = threading.Lock()
+        self._publish_conn: Any = None
+        self._publish_pid = 0
+
+    def connect(self) -> None:
+        """Raise a connection error unless the server answers (``Transport.establish_connection``;
+        redis-py itself connects on first use)."""
+        self.client.ping()
+
+    # -- keys -------------------------------------------------------------------------
+    def key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    # -- publishing -------------------------------------------------------------------
+    def publish(self, job: NewJob) -> PublishOutcome:
+        return self._outcome(job, self._eval_publish(self._publish_args(job)))
+
+    def _eval_publish(self, args: list[Any]) -> Any:
+        """Run the publish script on a connection kept for publishing.
+
+        The hot path of every ``delay()`` skips redis-py's per-command machinery (pool
+        checkout, retry wrapper, instrumentation). Anything unusual — no connection yet in
+        this process, a server that lost the scripts, a connection error — takes the
+        client's normal path with its retry policy. Publishing twice after a lost reply is
+        harmless: a publish of a waiting job's id replaces its message, and one of a running
+        job's id (or a continuation already applied) changes nothing.
+        """
+        with self._publish_lock:
+            conn = self._publish_conn
+            if conn is None or self._publish_pid != os.getpid():
+                conn = self._publish_conn = self.client.connection_pool.make_connection()
+                self._publish_pid = os.getpid()
+            try:
+                # connect() first: a Sentinel-managed connection finds its master there
+                # (send_packed_command alone would dial the default host).
+                conn.connect()
+                conn.send_packed_command([pack(self.scripts.command("publish", args))])
+                return conn.read_response()
+            except redis.exceptions.ResponseError as exc:
+                if not self.scripts.recover(exc):
+                    raise
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+                conn.disconnect()
+        return self.scripts.run("publish", args)
+
+    def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
+        replies = self.scripts.pipeline([("publish", self._publish_args(job)) for job in jobs])
+        return [self._outcome(job, reply) for job, reply in zip(jobs, replies, strict=True)]
+
+    def _publish_args(self, job: NewJob) -> list[Any]:
+        # Numbers travel together (fewer arguments keep the client's cost down); every text
+        # field is an argument of its own, so a key or name may hold any character.
+        numbers = (f"{int(job.priority)} {int(job.eta_ms)} {int(job.unique_ttl_ms)} "
+                   f"{int(job.concurrency_limit)} {int(job.max_deliveries)} "
+                   f"{int(self.backstop_ms)} {int(job.lease_token)} "
+                   f"{int(job.rate_limit)} {int(job.rate_window_ms)}")
+        return [self.prefix, job.id, job.queue, job.message, numbers, job.name,
+                job.unique_lock, job.unique_window, job.concurrency_group, job.rate_group]
+
+    @staticmethod
+    def _outcome(job: NewJob, reply: Any) -> PublishOutcome:
+        if isinstance(reply, list):  # {'fenced', state}
+            return PublishOutcome(False, job.id, holder_id=job.id, state=_text(reply[1]),
+                                  fenced=True)
+        if not isinstance(reply, int):
+            return PublishOutcome(False, job.id, holder_id=_text(reply))
+        state = "scheduled" if reply % 10 == 2 else "enqueued"
+        return PublishOutcome(True, job.id, state=state, continued=reply >= 10)
+
+    def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:
+        """Store bytes as a job's message with no checks (operators' and tests' tool)."""
+        self.publish(NewJob(id=job_id, queue=queue, message=raw))  # type: ignore[arg-type]
+
+    # -- consuming --------------------------------------------------------------------
+    def claim(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        max_jobs: int,
+        settles: Sequence[Settle] = (),
+    ) -> ClaimResult:
+        claim_args: list[Any] = [
+            self.prefix, worker_id, self.lease_ms, max_jobs,
+            max(self.scan_limit, 4 * max_jobs), self.backstop_ms, *queues,
+        ]
+        result = ClaimResult()
+        if settles:
+            settled, claimed = self.scripts.pipeline(
+                [("settle", self._settle_args(settles)), ("claim", claim_args)])
+            result.dead_lettered = self._dead_pairs(settled)
+        else:
+            claimed = self.scripts.run("claim", claim_args)
+        flat, blocked, next_due = claimed
+        result.next_due = None if next_due < 0 else next_due / 1000.0
+        for i in range(0, len(flat), 5):
+            result.claims.append(
+                Claim(_text(flat[i]), int(flat[i + 1]), flat[i + 2], int(flat[i + 3]),
+                      _text(flat[i + 4]))
+            )
+        result.blocked = [_text(b) for b in blocked]
+        return result
+
+    def claim_job(self, job_id: str, worker_id: str) -> JobClaim:
+        """Claim one waiting job by id (``lua/claim_job.lua``)."""
+        outcome, state, token, deliveries, left = self.scripts.run(
+            "claim_job", [self.prefix, job_id, worker_id, self.lease_ms, self.backstop_ms])
+        return JobClaim(_text(outcome), _text(state), int(token), int(deliveries), int(left))
+
+    def settle(self, settles: Sequence[Settle]) -> list[tuple[str, str]]:
+        if not settles:
+            return []
+        return self._dead_pairs(self.scripts.run("settle", self._settle_args(settles)))
+
+    def _settle_args(self, settles: Sequence[Settle]) -> list[Any]:
+        args: list[Any] = [self.prefix, self.backstop_ms]
+        for s in settles:
+            args += [s.job_id, s.token, s.action, encode_detail(s.detail) or ""]
+        return args
+
+    @staticmethod
+    def _dead_pairs(reply: Any) -> list[tuple[str, str]]:
+        dead = reply[1]
+        return [(_text(dead[i]), _text(dead[i + 1])) for i in range(0, len(dead), 2)]
+
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]:
+        if not held:
+            return []
+        args: list[Any] = [self.prefix, self.lease_ms]
+        for job_id, token in held:
+            args += [job_id, token]
+        return [_text(x) for x in self.scripts.run("heartbeat", args)]
+
+    def recover(self, limit: int = 100) -> list[Recovered]:
+        reply = self.scripts.run("recover", [self.prefix, limit, self.backstop_ms])
+        return [Recovered(_text(reply[i]), _text(reply[i + 1])) for i in range(0, len(reply), 2)]
+
+    def maintain(self, worker_id: str) -> bool:
+        """Run housekeeping if no other worker ran it this interval. True if it ran."""
+        if not self.client.set(self.key("maint"), worker_id, nx=True,
+                               px=self.maintenance_interval_ms):
+            return False
+        comp_ret, comp_max, dead_ret, dead_max = self.retention
+        self.scripts.run("maintain", [self.prefix, 500, comp_ret, comp_max, dead_ret, dead_max,
+                                      self.backstop_ms, int(self.renews_waiting_holds)])
+        return True
+
+    def rate_started(self, job_id: str, token: int) -> None:
+        self.scripts.run("rate_start", [self.prefix, job_id, int(token)])
+
+    # -- leases of roles and periodic schedules (lua/lead.lua, lua/fire.lua) ------------
+    def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
+        return bool(self.scripts.run("lead", [self.prefix, role, holder, max(int(ttl_ms), 1)]))
+
+    def resign(self, role: str, holder: str) -> None:
+        self.scripts.run("lead", [self.prefix, role, holder, 0])
+
+    def role_holder(self, role: str) -> tuple[str, int] | None:
+        pipe = self.client.pipeline(transaction=True)
+        pipe.time()
+        pipe.get(self.key("lead", role))
+        pipe.pttl(self.key("lead", role))
+        (seconds, micros), holder, ttl = pipe.execute()
+        if holder is None or ttl < 0:
+            return None
+        return _text(holder), int(seconds) * 1000 + int(micros) // 1000 + int(ttl)
+
+    def schedule_register(self, name: str, last_due_ms: int, task: str = "",
+                          schedule: str = "") -> ScheduleRecord:
+        key = self.key("beat", name)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hsetnx(key, "last", int(last_due_ms))
+        pipe.hset(key, mapping={"task": task, "sched": schedule})
+        pipe.sadd(self.key("beats"), name)
+        pipe.hgetall(key)
+        return self._schedule_record(name, pipe.execute()[-1])
+
+    def schedule_fire(self, name: str, expected_last_ms: int, due_ms: int, next_ms: int,
+                      job: NewJob | None) -> str:
+        publish = self._publish_args(job) if job is not None else [
+            self.prefix, "", "", "", "0 0 0 0 0 0 0 0 0", "", "", "", "", ""]
+        reply = self.scripts.run("fire", [*publish, name, int(expected_last_ms), int(due_ms),
+                                          int(next_ms), "1" if job is not None else "0"])
+        if isinstance(reply, list) and reply and _text(reply[0]) == "beat":
+            return _text(reply[1])
+        return "fired"
+
+    def schedules(self) -> list[ScheduleRecord]:
+        names = sorted(_text(n) for n in self.client.smembers(self.key("beats")))
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.hgetall(self.key("beat", name))
+        return [self._schedule_record(name, raw)
+                for name, raw in zip(names, pipe.execute(), strict=True) if raw]
+
+    def schedule_pause(self, name: str, paused: bool) -> bool:
+        return bool(self._pause_script(keys=[self.key("beat", name)],
+                                       args=["1" if paused else "0"]))
+
+    def schedule_delete(self, name: str) -> bool:
+        pipe = self.client.pipeline(transaction=True)
+        pipe.delete(self.key("beat", name))
+        pipe.srem(self.key("beats"), name)
+        return bool(pipe.execute()[0])
+
+    @staticmethod
+    def _schedule_record(name: str, raw: Any) -> ScheduleRecord:
+        f = {_text(k): _text(v) for k, v in raw.items()}
+        return ScheduleRecord(
+            name=name, last_due_ms=int(f.get("last") or 0), paused=f.get("paused") == "1",
+            task=f.get("task", ""), schedule=f.get("sched", ""),
+            next_due_ms=int(f.get("next") or 0), last_job_id=f.get("job", ""),
+            fired=int(f.get("fired") or 0))
+
+    def wait(
+        self, queues: Sequence[str], transient: Sequence[str], timeout: float
+    ) -> tuple[str, str, bytes | None] | None:
+        """Block until a wake-up for ``queues`` or a message on ``transient`` queues."""
+        keys = [self.key("wake", q) for q in queues] + [self.key("t", q) for q in transient]
+        if not keys:
+            return None
+        try:
+            reply = self.client.blpop(keys, timeout=max(timeout, 0.01))
+        except redis.exceptions.TimeoutError:
+            # The read deadline passed while this thread was busy elsewhere (a green pool
+            # running a CPU-bound task): an empty wait; redis-py dropped the connection.
+            return None
+        if reply is None:
+            return None
+        key = _text(reply[0])
+        kind, _, queue = key[len(self.prefix) + 1:].partition(":")
+        if kind == "wake":
+            return ("wake", queue, None)
+        body = reply[1]
+        return ("transient", queue, body if isinstance(body, bytes) else str(body).encode())
+
+    # -- transient messages (remote control, replies, events) -------------------------
+    def push_transient(self, queue: str, message: bytes | str) -> None:
+        key = self.key("t", queue)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.rpush(key, message)
+        pipe.expire(key, TRANSIENT_TTL_S)
+        pipe.execute()
+
+    def pop_transient(self, queue: str) -> bytes | None:
+        value: Any = self.client.lpop(self.key("t", queue))
+        return value if value is None or isinstance(value, bytes) else str(value).encode()
+
+    def _binding_keys(self, exchange: str) -> list[str]:
+        return [self.key("bind", exchange), self.key("bindttl", exchange)]
+
+    def bind(self, exchange: str, binding: str, ttl_ms: int = 0) -> None:
+        self._bind_script(keys=self._binding_keys(exchange), args=[binding, int(ttl_ms)])
+
+    def unbind(self, exchange: str, binding: str) -> None:
+        bindings, deadlines = self._binding_keys(exchange)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.srem(bindings, binding)
+        pipe.zrem(deadlines, binding)
+        pipe.execute()
+
+    def bindings(self, exchange: str) -> list[str]:
+        return [_text(b) for b in self._bindings_script(keys=self._binding_keys(exchange))]
+
+    def mark_transient(self, queue: str, ttl_ms: int) -> None:
+        self.client.set(self.key("tmark", queue), 1, px=max(int(ttl_ms), 1))
+
+    def is_marked_transient(self, queue: str) -> bool:
+        return bool(self.client.exists(self.key("tmark", queue)))
+
+    # -- queue management -------------------------------------------------------------
+    def size(self, queue: str) -> int:
+        return int(self.client.zcard(self.key("q", queue)))
+
+    def transient_size(self, queue: str) -> int:
+        return int(self.client.llen(self.key("t", queue)))
+
+    def scheduled_jobs(self, queues: Sequence[str], limit: int = 1000) -> list[ScheduledJob]:
+        """Walk ``P:sched`` (by due ms) in chunks, keeping the jobs of ``queues``."""
+        wanted, start, chunk = set(queues), 0, 500
+        found: list[ScheduledJob] = []
+        while len(found) < limit:
+            entries: list[Any] = self.client.zrange(
+                self.key("sched"), start, start + chunk - 1, withscores=True)
+            if not entries:
+                break
+            pipe = self.client.pipeline(transaction=False)
+            for entry in entries:
+                pipe.hmget(self.key("job", _text(entry[0])), ["q", "msg", "st"])
+            for (job_id, due), fields in zip(entries, pipe.execute(), strict=True):
+                queue, message, state = fields
+                if message is not None and _text(state) == "scheduled" \
+                        and _text(queue or b"") in wanted:
+                    found.append(ScheduledJob(_text(job_id), _text(queue), int(due), message))
+            start += chunk
+        found.sort(key=lambda job: (job.due_ms, job.job_id))
+        return found[:limit]
+
+    def purge(self, queue: str) -> int:
+        """Delete the jobs waiting in ``queue`` and release their holds (``purge.lua``)."""
+        return int(self.scripts.run("purge", [self.prefix, queue]))
+
+    def purge_transient(self, queue: str) -> int:
+        key = self.key("t", queue)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.llen(key)
+        pipe.delete(key)
+        return int(pipe.execute()[0])
+
+    # -- reads ------------------------------------------------------------------------
+    def job(self, job_id: str) -> dict[str, str] | None:
+        raw = self.client.hgetall(self.key("job", job_id))
+        if not raw:
+            return None
+        return {_text(k): (v.decode(errors="replace") if isinstance(v, bytes) else v)
+                for k, v in raw.items()}
+
+    def holder(self, lock: str) -> str | None:
+        value = self.client.get(self.key("u", lock))
+        return None if value is None else _text(value)
+
+    def slot_holders(self, group: str) -> set[str]:
+        return {_text(m) for m in self.client.smembers(self.key("slot", group))}
+
+    def ids_in_state(self, state: str, limit: int = 1000) -> list[str]:
+        if state in ("completed", "failed", "running", "scheduled"):
+            index = {"completed": "done", "failed": "dead", "running": "lease",
+                     "scheduled": "sched"}[state]
+            return [_text(i) for i in self.client.zrange(self.key(index), 0, limit - 1)]
+        found: list[str] = []
+        for key in self.client.scan_iter(self.key("job", "*"), count=1000):
+            job_id = _text(key)[len(self.key("job")) + 1:]
+            if _text(self.client.hget(key, "st") or b"") == state:
+                found.append(job_id)
+                if len(found) >= limit:
+                    break
+        return found
+
+    def lease_deadline(self, job_id: str) -> int | None:
+        score = self.client.zscore(self.key("lease"), job_id)
+        return None if score is None else int(score)
+
+    def _deadline(self, key: str) -> int | None:
+        """Server time + the key's PTTL, read atomically (None when the key is absent)."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.time()
+        pipe.pttl(key)
+        (sec, usec), ttl = pipe.execute()
+        return None if ttl < 0 else int(sec) * 1000 + int(usec) // 1000 + int(ttl)
+
+    def hold_deadline(self, lock: str) -> int | None:
+        return self._deadline(self.key("u", lock))
+
+    def transient_deadline(self, queue: str) -> int | None:
+        return self._deadline(self.key("t", queue))
+
+    def now_ms(self) -> int:
+        sec, usec = self.client.time()
+        return int(sec) * 1000 + int(usec) // 1000
+
+    def _force_state(self, job_id: str, state: str) -> None:
+        """TEST SUPPORT ONLY: set the record's ``st`` field, no index touched (see Backend)."""
+        key = self.key("job", job_id)
+        if self.client.exists(key):
+            self.client.hset(key, "st", state)
+
+    def close(self) -> None:
+        with self._publish_lock:
+            if self._publish_conn is not None and self._publish_pid == os.getpid():
+                self._publish_conn.disconnect()
+            self._publish_conn = None
+        self.client.close()
+
+    # -- inspection for the end-to-end tests (tests/e2e) ------------------------------
+    def raw_message(self, job_id: str) -> bytes | None:
+        value: Any = self.client.hget(self.key("job", job_id), "msg")
+        if value is None:
+            return None
+        return value if isinstance(value, bytes) else str(value).encode()
+
+    def holds(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        start = len(self.key("u")) + 1
+        for key in self.client.scan_iter(self.key("u", "*"), count=1000):
+            holder = self.client.get(key)
+            if holder is not None:
+                out[_text(key)[start:]] = _text(holder)
+        return out
+
+    def blocked_groups(self) -> set[str]:
+        """Members of P:blkgroups and groups of non-empty P:blk:{group} sets."""
+        groups = {_text(g) for g in self.client.smembers(self.key("blkgroups"))}
+        start = len(self.key("blk")) + 1
+        for key in self.client.scan_iter(self.key("blk", "*"), count=1000):
+            if self.client.zcard(key):
+                groups.add(_text(key)[start:])
+        return groups
+
+    def stats(self) -> dict[str, int]:
+        return {_text(k): int(v) for k, v in self.client.hgetall(self.key("stats")).items()}

@@ -1,0 +1,26 @@
+--[[ admin listing rows: the fields of each job a listing shows, long texts cut here.
+Keys read: P:job:{id} (schema in stores/redis/lua/lib.lua).
+ARGV: 1 prefix, 2 longest text (characters of name, q, reason, etype, emsg sent),
+      3 largest message sent (bytes; a larger one is left out, its size sent instead),
+      4.. job ids
+A listing of dead letters whose errors or arguments are megabytes each costs the page it
+shows, not the records: Redis cuts them before they are sent.
+Returns per id {st, name, q, enq, due, start, fin, dl, reason, etype, emsg, msg, msglen}
+(st = false: no such record; msg = false: larger than ARGV[3]). ]]
+local text_max, msg_max = tonumber(ARGV[2]), tonumber(ARGV[3])
+local out = {}
+for i = 4, #ARGV do
+  local jk = jkey(ARGV[i])
+  local f = redis.call('HMGET', jk, 'st', 'name', 'q', 'enq', 'due', 'start', 'fin', 'dl',
+                       'reason', 'etype', 'emsg')
+  for n = 2, 11 do
+    if f[n] and #f[n] > text_max then f[n] = string.sub(f[n], 1, text_max) end
+  end
+  local size = redis.call('HSTRLEN', jk, 'msg')
+  local msg = false
+  if f[1] and size <= msg_max then msg = redis.call('HGET', jk, 'msg') end
+  f[12] = msg
+  f[13] = size
+  out[#out + 1] = f
+end
+return out
