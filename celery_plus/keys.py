@@ -1,26 +1,28 @@
 """Key derivation for uniqueness and concurrency (seed reference §2).
 
-This module owns the byte-exact canonical JSON writer, the FNV-1a 64 hash, the unique-key
-format (``args:%016x`` for whole-payload keys, ``field=<json>`` joined by U+001F for
-``unique_by``) and the concurrency scope.  Everything here is pure and deterministic so the same
-payload yields the same key in every process (and in the original Rust implementation).
+This module owns the byte-exact canonical JSON writer, the payload digest (BLAKE2b-128), the
+unique-key format (``args:<32 hex digits>`` for whole-payload keys, ``field=<json>`` joined by
+U+001F for ``unique_by``) and the concurrency scope.  Everything here is pure and deterministic so
+the same payload yields the same key in every process.  The seed hashed with 64-bit FNV-1a
+(``args:<16 hex digits>``): slow in pure Python and collidable on purpose by whoever controls a
+payload; keys of that form live on only in records stored before the change (docs/options.md).
 """
 
 from __future__ import annotations
 
 import datetime
 import decimal
+import hashlib
 import json
 import math
 import re
 import uuid
 from collections.abc import Mapping, Sequence
 
-__all__ = ["canonical_json", "concurrency_scope", "fnv1a_64", "unique_key"]
+__all__ = ["canonical_json", "concurrency_scope", "payload_digest", "unique_key"]
 
-_FNV_OFFSET_BASIS = 0xCBF29CE484222325
-_FNV_PRIME = 0x00000100000001B3
-_MASK_64 = (1 << 64) - 1
+#: Digest size of the whole-payload key, in bytes: BLAKE2b-128, 32 hex digits.
+DIGEST_BYTES = 16
 
 #: Field separator for ``unique_by`` keys (U+001F, "unit separator").
 UNIT_SEPARATOR = "\x1f"
@@ -143,12 +145,10 @@ def canonical_json(value: object) -> str:
     return "".join(out)
 
 
-def fnv1a_64(text: str) -> int:
-    """FNV-1a 64-bit hash of the UTF-8 bytes of ``text``."""
-    h = _FNV_OFFSET_BASIS
-    for byte in text.encode("utf-8", "surrogatepass"):
-        h = ((h ^ byte) * _FNV_PRIME) & _MASK_64
-    return h
+def payload_digest(text: str) -> str:
+    """BLAKE2b-128 of the UTF-8 bytes of ``text``, as 32 lowercase hex digits."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
+                           digest_size=DIGEST_BYTES).hexdigest()
 
 
 def _field(payload: object, name: str) -> object:
@@ -156,9 +156,9 @@ def _field(payload: object, name: str) -> object:
 
 
 def unique_key(payload: Mapping[str, object] | object, by: Sequence[str] | None) -> str:
-    """Unique key of ``payload``: ``args:<fnv hex>`` or ``f=<json>`` per ``by`` field."""
+    """Unique key of ``payload``: ``args:<digest>`` or ``f=<json>`` per ``by`` field."""
     if not by:
-        return f"args:{fnv1a_64(canonical_json(payload)):016x}"
+        return f"args:{payload_digest(canonical_json(payload))}"
     return UNIT_SEPARATOR.join(f"{name}={canonical_json(_field(payload, name))}" for name in by)
 
 

@@ -9,7 +9,7 @@ Guarantees: every message ends up in the store once, by task id: a message whose
 the store already has is dropped as a copy. Two movers (``queue_migration/movers.py``):
 
 * the store is Redis on the legacy server: each batch is one Lua script that checks and pops
-  the messages and stores them (``lua/migrate.lua``), so an interruption loses nothing and
+  the messages and stores them (``migrate.lua`` here), so an interruption loses nothing and
   duplicates nothing;
 * any other store (PostgreSQL, SQLite, another Redis): messages are first moved atomically
   (``LMOVE``) to a per-queue staging list on the legacy server, then published unless the

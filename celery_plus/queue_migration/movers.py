@@ -16,15 +16,14 @@ nothing is stored twice.
 from __future__ import annotations
 
 import hashlib
-import re
 import uuid
 from collections.abc import Sequence
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import redis
 
 from ..stores.redis.backend import RedisBackend
+from ..stores.redis.scripts import read_lua, with_publish_job
 from ..transport.backend import Backend
 from .legacy import fail_parked
 
@@ -52,13 +51,7 @@ return n
 
 def migrate_script_source() -> str:
     """lib.lua + publish.lua as ``publish_job(A)`` + migrate.lua: the same-server move."""
-    lua = resources.files("celery_plus.stores.redis") / "lua"
-    publish = re.sub(r"\bARGV\b", "A", (lua / "publish.lua").read_text())
-    return "\n".join((
-        (lua / "lib.lua").read_text(),
-        "local function publish_job(A)", publish, "end",
-        (resources.files("celery_plus.queue_migration") / "migrate.lua").read_text(),
-    ))
+    return with_publish_job(read_lua("migrate.lua", package=__package__))
 
 
 def same_server(backend: Backend, client: redis.Redis) -> bool:
@@ -122,7 +115,7 @@ class _Mover:
 
 
 class ScriptMover(_Mover):
-    """Same server: check, pop and store each batch in one script (``lua/migrate.lua``)."""
+    """Same server: check, pop and store each batch in one script (``migrate.lua`` here)."""
 
     backend: RedisBackend
 

@@ -33,8 +33,7 @@ import redis
 from celery_plus.admin.store import AdminStore
 from celery_plus.stores.redis import backend as redis_backend
 from celery_plus.stores.redis.admin import RedisAdmin
-from celery_plus.stores.redis.admin import _sources as admin_sources
-from celery_plus.stores.redis.scripts import ScriptLibrary
+from celery_plus.stores.redis.scripts import ScriptLibrary, admin_sources, store_sources
 from celery_plus.stores.sqlite import backend as sqlite_backend
 from celery_plus.stores.sqlite.admin import SQLiteAdmin
 from celery_plus.transport.backend import Backend
@@ -93,7 +92,7 @@ def _swap(source: str, old: str, new: str) -> str:
 
 def clocked_library(client: redis.Redis) -> ScriptLibrary:
     """The store's scripts, reading ``NOW`` from ``<prefix>:clock``."""
-    lib, bodies = redis_backend._sources()
+    lib, bodies = store_sources()
     library = ScriptLibrary(client, _swap(lib, _LIB_TIME, _LIB_CLOCK), bodies)
     library._library_source = _swap(library._library_source, _FUNCTION_TIME, _FUNCTION_CLOCK)
     return library

@@ -1,4 +1,5 @@
-"""The Redis store's Lua runner (``redis_scripts.py``) on a real Redis.
+"""The Redis store's Lua sources and runner (``stores/redis/scripts.py``), the runner on a real
+Redis.
 
 The conformance suite runs every store rule both through the function library (``redis``)
 and with EVALSHA (``redis-eval``); these tests cover what it cannot: a server that lost the
@@ -7,14 +8,26 @@ library or the scripts, and a server without Redis Functions.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
+from importlib import resources
 
 import pytest
 import redis
 
-from celery_plus.stores.redis.backend import RedisBackend, _sources
-from celery_plus.stores.redis.scripts import ScriptLibrary, library_source, pack
+from celery_plus.queue_migration.movers import migrate_script_source
+from celery_plus.stores.redis.backend import RedisBackend
+from celery_plus.stores.redis.scripts import (
+    ADMIN_SCRIPTS,
+    STORE_SCRIPTS,
+    ScriptLibrary,
+    admin_sources,
+    library_source,
+    pack,
+    store_sources,
+    with_publish_job,
+)
 from celery_plus.transport.backend import NewJob, Settle
 from tests.conformance.stores import REDIS_URL, redis_store
 
@@ -30,12 +43,54 @@ def backend(tmp_path: object) -> Iterator[RedisBackend]:
 
 def own_library(client: redis.Redis) -> ScriptLibrary:
     """A library of the store's scripts under a name (and script hashes) no one else uses."""
-    lib, bodies = _sources()
+    lib, bodies = store_sources()
     return ScriptLibrary(client, f"{lib}\n-- {uuid.uuid4().hex}", bodies)
 
 
+def lua(path: str) -> str:
+    """A Lua file of the Redis store, read here rather than through the module under test."""
+    return (resources.files("celery_plus.stores.redis") / "lua" / path).read_text()
+
+
+def test_each_store_script_is_its_file_and_fire_also_publishes() -> None:
+    lib, bodies = store_sources()
+    assert lib == lua("lib.lua")
+    assert sorted(bodies) == sorted(STORE_SCRIPTS)
+    for name in set(STORE_SCRIPTS) - {"fire"}:
+        assert bodies[name] == lua(f"{name}.lua"), name
+    assert bodies["fire"] == lua("fire.lua") + "\n" + lua("publish.lua")
+
+
+def test_each_admin_script_is_lib_then_the_index_helpers_if_it_needs_them_then_its_file() -> None:
+    sources = admin_sources()
+    assert sorted(sources) == sorted(ADMIN_SCRIPTS)
+    index_lib = lua("admin/index_lib.lua")
+    for name, source in sources.items():
+        middle = index_lib if name.startswith("index_") else ""
+        assert source == "\n".join([lua("lib.lua"), middle, lua(f"admin/{name}.lua")]), name
+
+
+def test_with_publish_job_wraps_publish_lua_as_a_function_of_its_own_arguments() -> None:
+    source = with_publish_job("return publish_job({'x'})")
+    head, rest = source.split("local function publish_job(A)\n", 1)
+    publish, body = rest.rsplit("\nend\n", 1)
+    assert head == lua("lib.lua") + "\n"
+    assert body == "return publish_job({'x'})"
+    assert not re.search(r"\bARGV\b", publish)
+    original = lua("publish.lua").splitlines()
+    rewritten = publish.splitlines()
+    assert all(new == old.replace("ARGV", "A")
+               for new, old in zip(rewritten, original, strict=True))
+    assert rewritten != original
+
+
+def test_the_migrate_script_is_migrate_lua_storing_jobs_as_publish_does() -> None:
+    own = (resources.files("celery_plus.queue_migration") / "migrate.lua").read_text()
+    assert migrate_script_source() == with_publish_job(own)
+
+
 def test_the_library_turns_the_prelude_into_a_per_call_begin() -> None:
-    lib, bodies = _sources()
+    lib, bodies = store_sources()
     source = library_source("celery_plus_x", lib, {"publish": bodies["publish"]})
     assert source.startswith("#!lua name=celery_plus_x\n")
     assert "local P = ARGV[1]" not in source

@@ -1,16 +1,17 @@
-"""Tests for celery_plus.keys: canonical JSON, FNV-1a 64, unique keys, concurrency scopes."""
+"""Tests for celery_plus.keys: canonical JSON, payload digest, unique keys, concurrency scopes."""
 
 from __future__ import annotations
 
 import datetime
 import decimal
 import enum
+import hashlib
 import uuid
 from collections import OrderedDict
 
 import pytest
 
-from celery_plus.keys import canonical_json, concurrency_scope, fnv1a_64, unique_key
+from celery_plus.keys import canonical_json, concurrency_scope, payload_digest, unique_key
 
 # --- canonical JSON: scalars -------------------------------------------------------------
 
@@ -175,7 +176,7 @@ def test_key_order_independence() -> None:
     a = {"x": 1, "y": {"b": 2, "a": [1, 2]}}
     b = {"y": {"a": [1, 2], "b": 2}, "x": 1}
     assert canonical_json(a) == canonical_json(b)
-    assert unique_key(a, None) == unique_key(b, None) == "args:b9a550b2d7193c3d"
+    assert unique_key(a, None) == unique_key(b, None) == args_key('{"x":1,"y":{"a":[1,2],"b":2}}')
 
 
 def test_array_order_matters() -> None:
@@ -251,57 +252,89 @@ def test_type_error_names_the_type() -> None:
         canonical_json({"w": Widget()})
 
 
-# --- FNV-1a 64 ---------------------------------------------------------------------------
+# --- payload digest: BLAKE2b-128 ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("", 0xCBF29CE484222325),  # offset basis
-        ("a", 0xAF63DC4C8601EC8C),  # published FNV-1a 64 test vectors
-        ("foobar", 0x85944171F73967E8),
-        ("{}", 0x08F44B07B5901A25),  # seed vectors
-        ("null", 0x5B9BC4BA528108E4),
-    ],
-)
-def test_fnv1a_64(text: str, expected: int) -> None:
-    assert fnv1a_64(text) == expected
+def blake2b_128(data: bytes) -> str:
+    """The reference digest, straight from hashlib (independent of the module under test)."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def test_fnv1a_64_hashes_utf8_bytes() -> None:
+def args_key(canonical: str) -> str:
+    """The whole-payload key of a payload whose canonical JSON is ``canonical``."""
+    return "args:" + blake2b_128(canonical.encode("utf-8"))
+
+
+@pytest.mark.parametrize("text", ["", "a", "{}", "null", '{"invoice_id":42}'])
+def test_payload_digest_is_blake2b_128(text: str) -> None:
+    assert payload_digest(text) == blake2b_128(text.encode())
+
+
+def test_payload_digest_matches_coreutils_b2sum() -> None:
+    # Digests from another implementation: printf '%s' TEXT | b2sum -l 128
+    assert payload_digest("") == "cae66941d9efbd404e4d88758ea67670"
+    assert unique_key({"invoice_id": 42}, None) == "args:da0c40d526d54f0d34cff1c839d3e7f6"
+
+
+def test_payload_digest_hashes_utf8_bytes() -> None:
     # "é" is the two UTF-8 bytes C3 A9, not the single code point E9.
-    h = 0xCBF29CE484222325
-    for byte in (0xC3, 0xA9):
-        h = ((h ^ byte) * 0x100000001B3) % 2**64
-    assert fnv1a_64("é") == h
-    assert 0 <= fnv1a_64("é" * 1000) < 2**64
+    assert payload_digest("é") == blake2b_128(b"\xc3\xa9")
+    assert payload_digest("é") != blake2b_128(b"\xe9")
 
 
-# --- unique key (seed §2.3) --------------------------------------------------------------
+# --- unique key (seed §2.3, with BLAKE2b-128 for FNV-1a 64) ------------------------------
 
 
 @pytest.mark.parametrize(
-    ("payload", "expected"),
+    ("payload", "canonical"),
     [
-        ({}, "args:08f44b07b5901a25"),
-        ({"invoice_id": 42}, "args:7da48402686dbde6"),
-        ({"x": 1, "y": {"b": 2, "a": [1, 2]}}, "args:b9a550b2d7193c3d"),
-        ({"y": {"a": [1, 2], "b": 2}, "x": 1}, "args:b9a550b2d7193c3d"),
-        (None, "args:5b9bc4ba528108e4"),
+        ({}, "{}"),
+        ({"invoice_id": 42}, '{"invoice_id":42}'),
+        ({"x": 1, "y": {"b": 2, "a": [1, 2]}}, '{"x":1,"y":{"a":[1,2],"b":2}}'),
+        ({"y": {"a": [1, 2], "b": 2}, "x": 1}, '{"x":1,"y":{"a":[1,2],"b":2}}'),
+        ({"s": "café", "t": (1, 2.5)}, '{"s":"café","t":[1,2.5]}'),
+        (None, "null"),
     ],
 )
 @pytest.mark.parametrize("by", [None, [], ()])
-def test_unique_key_whole_payload(payload: object, by: list[str] | None, expected: str) -> None:
-    assert unique_key(payload, by) == expected
+def test_unique_key_whole_payload(payload: object, by: list[str] | None, canonical: str) -> None:
+    assert unique_key(payload, by) == args_key(canonical)
 
 
 def test_unique_key_whole_payload_format() -> None:
     key = unique_key({"anything": [1, 2.5, "x"]}, None)
     assert key.startswith("args:")
     digest = key.removeprefix("args:")
-    assert len(digest) == 16
+    assert len(digest) == 32
     assert digest == digest.lower()
-    assert int(digest, 16) == fnv1a_64('{"anything":[1,2.5,"x"]}')
+    int(digest, 16)
+
+
+def test_equal_canonical_payloads_share_a_key() -> None:
+    assert unique_key({"a": [1, 2], "b": {"d": 4, "c": 3}}, None) == unique_key(
+        {"b": OrderedDict([("c", 3), ("d", 4)]), "a": (1, 2)}, None)
+    assert unique_key({"s": {3, 1, 2}}, None) == unique_key({"s": [1, 2, 3]}, None)
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ({"invoice_id": 42}, {"invoice_id": 43}),
+        ({"invoice_id": 42}, {"invoice_id": "42"}),
+        ({"a": [1, 2]}, {"a": [2, 1]}),
+        ({"a": 1}, {"b": 1}),
+        ({}, None),
+        ({"a": "x" * 5000}, {"a": "x" * 4999 + "y"}),
+    ],
+)
+def test_different_canonical_payloads_get_different_keys(one: object, other: object) -> None:
+    assert canonical_json(one) != canonical_json(other)
+    assert unique_key(one, None) != unique_key(other, None)
+
+
+def test_the_key_is_not_the_seed_fnv_key() -> None:
+    """The seed's FNV-1a 64 key of ``{}`` (seed §2.3 vector) is not what a publish sends now."""
+    assert unique_key({}, None) != "args:08f44b07b5901a25"
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -359,17 +360,23 @@ def test_message_extensions_empty() -> None:
     assert message_extensions(TaskExtensions(), "t", {"invoice_id": 42}) == {}
 
 
+def args_key(task: str, canonical: str) -> str:
+    """The whole-payload key of ``task``: BLAKE2b-128 of the canonical JSON, via hashlib."""
+    return f"{task}:args:" + hashlib.blake2b(canonical.encode(), digest_size=16).hexdigest()
+
+
 @pytest.mark.parametrize(
-    ("payload", "key"),
+    ("payload", "canonical"),
     [
-        ({"invoice_id": 42}, "t:args:7da48402686dbde6"),
-        ({}, "t:args:08f44b07b5901a25"),
-        ({"y": {"b": 2, "a": [1, 2]}, "x": 1}, "t:args:b9a550b2d7193c3d"),
+        ({"invoice_id": 42}, '{"invoice_id":42}'),
+        ({}, "{}"),
+        ({"y": {"b": 2, "a": [1, 2]}, "x": 1}, '{"x":1,"y":{"a":[1,2],"b":2}}'),
     ],
 )
-def test_message_extensions_whole_payload(payload: dict[str, object], key: str) -> None:
+def test_message_extensions_whole_payload(payload: dict[str, object], canonical: str) -> None:
     ext = TaskExtensions(unique=True, unique_window="running")
-    assert message_extensions(ext, "t", payload) == {"u": [key, "running", 0]}
+    assert message_extensions(ext, "t", payload) == {
+        "u": [args_key("t", canonical), "running", 0]}
 
 
 def test_message_extensions_unique_by_pending() -> None:
@@ -403,7 +410,7 @@ def test_message_extensions_ttl(ttl: float, ttl_ms: int) -> None:
 def test_message_extensions_ttl_timedelta() -> None:
     ext = parse({"unique_ttl": datetime.timedelta(minutes=1)})
     header = message_extensions(ext, "t", {})
-    assert header == {"u": ["t:args:08f44b07b5901a25", "ttl", 60_000]}
+    assert header == {"u": [args_key("t", "{}"), "ttl", 60_000]}
 
 
 def test_message_extensions_unscoped_concurrency() -> None:
@@ -442,7 +449,7 @@ def test_message_extensions_all_kinds() -> None:
     )
     header = message_extensions(ext, "t", {"invoice_id": 42})
     assert header == {
-        "u": ["t:args:7da48402686dbde6", "running", 0],
+        "u": [args_key("t", '{"invoice_id":42}'), "running", 0],
         "c": ["t:null", 1],
         "md": 3,
     }

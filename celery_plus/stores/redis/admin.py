@@ -1,7 +1,7 @@
 """The admin on the Redis store: state changes are Lua scripts, reads are plain commands.
 
-Each script in ``lua/admin/`` is prepended with the store's ``lua/lib.lua`` (exactly as
-``backend.py`` loads its own), so it shares the key schema and helpers (``enqueue``,
+Each script in ``lua/admin/`` is prepended with the store's ``lua/lib.lua`` (composed in
+``scripts.py``, like the store's own), so it shares the key schema and helpers (``enqueue``,
 ``release_hold``, ``push_history``, ``forget_if_unblocked``) with the transport. A script acts
 on a batch of job ids and re-checks each job's state (and the bulk scope) itself, so the
 Python side may pick candidates with plain reads: whatever changed meanwhile is a no-op.
@@ -18,7 +18,6 @@ of the state.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from importlib import resources
 from typing import Any
 
 from ...admin.store import (
@@ -49,9 +48,8 @@ from ...admin.store import (
     time_field,
 )
 from .backend import RedisBackend
+from .scripts import admin_sources
 
-_SCRIPTS = ("retry", "discard", "cancel", "delete", "index_sync", "index_page", "index_counts",
-            "summaries")
 #: Finished states and their index (a sorted set scored by finish ms).
 FINISHED_INDEX = {"completed": "done", "failed": "dead", "canceled": "canceled",
                   "discarded": "discarded"}
@@ -70,21 +68,6 @@ BAND = 1 << 40
 SYNC_BATCH = 5000
 #: A sync re-reads members finished this long below the highest one indexed (a clock step).
 SYNC_MARGIN_MS = 1000
-
-_SOURCES: dict[str, str] | None = None
-
-
-def _sources() -> dict[str, str]:
-    global _SOURCES
-    if _SOURCES is None:
-        lib = (resources.files("celery_plus.stores.redis") / "lua" / "lib.lua").read_text()
-        own = resources.files("celery_plus.stores.redis") / "lua" / "admin"
-        index_lib = (own / "index_lib.lua").read_text()
-        _SOURCES = {name: "\n".join([lib, index_lib if name.startswith("index_") else "",
-                                     (own / f"{name}.lua").read_text()])
-                    for name in _SCRIPTS}
-    return _SOURCES
-
 
 def _text(value: Any) -> str:
     if value is None:
@@ -106,7 +89,7 @@ class RedisAdmin:
         self.prefix = backend.prefix
         self._owns = owns_backend
         self._scripts = {name: self.client.register_script(src)
-                         for name, src in _sources().items()}
+                         for name, src in admin_sources().items()}
 
     def key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))

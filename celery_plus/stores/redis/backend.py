@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from importlib import resources
 from typing import Any
 
 import redis
@@ -27,10 +26,8 @@ from ...transport.backend import (
 )
 from ...transport.details import encode_detail
 from .connect import RedisConnect
-from .scripts import ScriptLibrary, pack
+from .scripts import ScriptLibrary, pack, store_sources
 
-_SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recover", "maintain", "purge",
-            "lead", "fire", "rate_start")
 TRANSIENT_TTL_S = 300
 
 #: Drops the lapsed bindings of an exchange (by the server clock). KEYS[1]: the exchange's
@@ -62,25 +59,6 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'paused', ARGV[1])
 return 1
 """
-
-
-def _load_script_sources() -> tuple[str, dict[str, str]]:
-    lua = resources.files("celery_plus.stores.redis") / "lua"
-    lib = (lua / "lib.lua").read_text()
-    bodies = {name: (lua / f"{name}.lua").read_text() for name in _SCRIPTS}
-    # A tick is published by publish.lua's own body, in the same script as its fence.
-    bodies["fire"] += "\n" + bodies["publish"]
-    return lib, bodies
-
-
-_SOURCES: tuple[str, dict[str, str]] | None = None
-
-
-def _sources() -> tuple[str, dict[str, str]]:
-    global _SOURCES
-    if _SOURCES is None:
-        _SOURCES = _load_script_sources()
-    return _SOURCES
 
 
 def _text(value: Any) -> str:
@@ -115,7 +93,7 @@ class RedisBackend:
         self.renews_waiting_holds = True
         self.connector = connector or RedisConnect(url)
         self.client = self.connector.client()
-        self.scripts = ScriptLibrary(self.client, *_sources())
+        self.scripts = ScriptLibrary(self.client, *store_sources())
         self._bind_script = self.client.register_script(_BIND)
         self._bindings_script = self.client.register_script(_BINDINGS)
         self._pause_script = self.client.register_script(_PAUSE)

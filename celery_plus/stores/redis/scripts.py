@@ -12,16 +12,31 @@ the key prefix and the server clock) becomes ``begin(ARGV)``, run at the start o
 function. The library's name carries a hash of the sources, so processes of different
 versions of celery-plus can share a server. A server that lost the library or the scripts
 (a restart, ``FUNCTION FLUSH``, ``SCRIPT FLUSH``) gets them loaded again on the next call.
+
+This module is also the one place that reads the Lua files and composes them: the store's
+scripts (:func:`store_sources`), the admin's (:func:`admin_sources`: ``lib.lua``, then
+``admin/index_lib.lua`` for the listing index's scripts, then the body) and scripts that store
+jobs the way ``publish.lua`` does (:func:`with_publish_job`, for ``migrate-queue``).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
+from importlib import resources
 from typing import Any
 
 import redis
+
+_PACKAGE = "celery_plus.stores.redis"
+#: The store's scripts (``lua/<name>.lua``), each run after ``lib.lua``.
+STORE_SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recover", "maintain",
+                 "purge", "lead", "fire", "rate_start")
+#: The admin's scripts (``lua/admin/<name>.lua``), each run after ``lib.lua``.
+ADMIN_SCRIPTS = ("retry", "discard", "cancel", "delete", "index_sync", "index_page",
+                 "index_counts", "summaries")
 
 _PRELUDE = re.compile(r"^-- @prelude begin.*?^-- @prelude end\n", re.S | re.M)
 
@@ -33,6 +48,38 @@ local function begin(argv)
   NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 """
+
+
+def read_lua(path: str, package: str | None = None) -> str:
+    """The text of Lua file ``path``: under this store's ``lua/``, or in ``package`` if given."""
+    root = resources.files(package) if package else resources.files(_PACKAGE) / "lua"
+    return (root / path).read_text()
+
+
+@functools.cache
+def store_sources() -> tuple[str, dict[str, str]]:
+    """``lib.lua`` and the body of each of :data:`STORE_SCRIPTS` (read once per process)."""
+    bodies = {name: read_lua(f"{name}.lua") for name in STORE_SCRIPTS}
+    # A tick is published by publish.lua's own body, in the same script as its fence.
+    bodies["fire"] += "\n" + bodies["publish"]
+    return read_lua("lib.lua"), bodies
+
+
+@functools.cache
+def admin_sources() -> dict[str, str]:
+    """The source of each of :data:`ADMIN_SCRIPTS`: ``lib.lua``, the listing index's helpers
+    (``admin/index_lib.lua``, for the ``index_*`` scripts only), then the script's body."""
+    lib, index_lib = read_lua("lib.lua"), read_lua("admin/index_lib.lua")
+    return {name: "\n".join([lib, index_lib if name.startswith("index_") else "",
+                             read_lua(f"admin/{name}.lua")])
+            for name in ADMIN_SCRIPTS}
+
+
+def with_publish_job(body: str) -> str:
+    """``body`` after ``lib.lua`` and ``publish.lua`` as ``publish_job(A)`` (``A`` for ``ARGV``),
+    so that ``body`` can store jobs exactly as a publish does."""
+    publish = re.sub(r"\bARGV\b", "A", read_lua("publish.lua"))
+    return "\n".join((read_lua("lib.lua"), "local function publish_job(A)", publish, "end", body))
 
 
 def _sha1(text: str) -> str:
