@@ -1,0 +1,8 @@
+CREATE OR REPLACE FUNCTION coalesce_job(p_id text, p_now bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE jobs SET state = 'completed', finished_ms = p_now, reason = 'coalesced'
+    WHERE id = p_id;
+    PERFORM stat('deduplicated');
+END
+$$;

@@ -1,0 +1,6 @@
+CREATE OR REPLACE FUNCTION store_key(p_key text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_key IS NULL OR octet_length(p_key) <= 512 THEN p_key
+                ELSE left(p_key, 128) || ' sha256:'
+                     || encode(sha256(convert_to(p_key, 'UTF8')), 'hex') END
+$$;
