@@ -100,10 +100,14 @@ def status(ctx: click.Context, url: str | None, schema: str | None) -> None:
 
 def _echo_functions(rows: list[pg_migrations.FunctionStatus]) -> list[Any]:
     """Print the function files' summary and each one not current; returns those to apply."""
+    to_apply = [row for row in rows if row.state in ("pending", "changed")]
+    if rows and all(row.state == "pending" for row in rows):  # a new store: one line
+        click.echo(f"  functions/*.sql  pending ({len(rows)} files)")
+        return to_apply
     current = sum(row.state == "current" for row in rows)
     click.echo(f"  functions: {current} of {sum(row.state != 'unknown' for row in rows)} "
                "files current")
     for row in rows:
         if row.state != "current":
             click.echo(f"  functions/{row.name}.sql  {row.state}")
-    return [row for row in rows if row.state in ("pending", "changed")]
+    return to_apply

@@ -1,8 +1,8 @@
 """The PostgreSQL store's function files (``stores/postgres/functions``) and their applier.
 
 The schema's final state must not depend on the layout: a schema built by this version's
-migrations + function files, one built by the migrations of 0.x (``fixtures/postgres_legacy``,
-migrations 0001-0008 as they were when every function lived in them, restated in later ones)
+migrations + function files, one built by the legacy migrations (``fixtures/postgres_legacy``:
+0001-0008 as they were up to commit a9f6d7c, every function in them, restated by later ones)
 and one of those upgraded by this version all have the same functions (``pg_get_functiondef``),
 triggers, columns, indexes, constraints and sequences. A function lost in the move, or left
 at an earlier version, fails :func:`test_fresh_and_upgraded_schemas_equal_the_legacy_one`.
@@ -84,7 +84,7 @@ def new_schema(conn: psycopg.Connection[Any]) -> Iterator[Callable[[str], str]]:
 
 
 def legacy_migrations(upto: int = 8) -> list[tuple[int, str, str]]:
-    """(version, name, sql) of the 0.x migrations, those up to ``upto``."""
+    """(version, name, sql) of the legacy migrations, those up to ``upto``."""
     found = []
     for path in sorted(LEGACY.glob("*.sql")):
         version, _, name = path.stem.partition("_")
@@ -94,7 +94,7 @@ def legacy_migrations(upto: int = 8) -> list[tuple[int, str, str]]:
 
 
 def build_legacy(conn: psycopg.Connection[Any], schema: str, upto: int = 8) -> None:
-    """The schema as the 0.x migrator left it at version ``upto``."""
+    """The schema as the legacy migrator left it at version ``upto``."""
     conn.execute(f'CREATE SCHEMA "{schema}"')
     conn.execute(f'CREATE TABLE "{schema}".schema_migrations (version integer PRIMARY KEY, '
                  "name text NOT NULL, applied_at timestamptz NOT NULL "
@@ -156,7 +156,7 @@ def test_fresh_and_upgraded_schemas_equal_the_legacy_one(
 
 def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
         conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
-    """Migrations 0001-0008 of 0.x applied, a job published and claimed; then this version:
+    """The legacy 0001-0008 applied, a job published and claimed; then this version:
     no migration to apply, every function file applied and recorded, the job settles."""
     schema = new_schema("ul")
     build_legacy(conn, schema)
@@ -204,7 +204,7 @@ def test_only_changed_function_files_are_applied_again(
 
 def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
         conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
-    """0.x's 0001-0003 applied, then this version: migrations 0004-0008 and every function
+    """The legacy 0001-0003 applied, then this version: migrations 0004-0008 and every function
     file; the token sequence starts above the tokens already issued, and the 13-argument
     publish() of 0001 stays for processes not yet upgraded."""
     schema = new_schema("up")
@@ -239,6 +239,9 @@ def test_db_status_lists_pending_function_files(
                                PG_URL, "--schema", schema], capture_output=True, text=True,
                               cwd=tmp_path, env=env, timeout=60)
 
+    new = run("status")
+    count = len(pg_migrations.function_files())
+    assert new.returncode == 1 and f"functions/*.sql  pending ({count} files)" in new.stdout
     pg_migrations.migrate(conn, schema)
     conn.execute(f'UPDATE "{schema}".function_versions SET sha256 = %s WHERE name = %s',
                  ["0" * 64, "settle"])
@@ -250,3 +253,4 @@ def test_db_status_lists_pending_function_files(
     assert "applied functions/settle.sql" in migrated.stdout, migrated.stderr
     after = run("status")
     assert after.returncode == 0 and "changed" not in after.stdout
+    assert f"functions: {count} of {count} files current" in after.stdout

@@ -1,3 +1,4 @@
+-- The history entry of the job's current attempt ending with `p_outcome`.
 CREATE OR REPLACE FUNCTION attempt_entry(p_id text, p_outcome text, p_detail jsonb, p_now bigint)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$

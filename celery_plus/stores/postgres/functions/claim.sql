@@ -1,3 +1,14 @@
+-- Apply `settles` first, then take up to p_max jobs from the queues (in order) for one worker,
+-- in one transaction. Rows: ('c', id, token, msg, deliveries, queue) per claim, ('b', id) per
+-- parked job, ('d', id, reason in o_queue) per dead letter of the settles, and ('n', NULL,
+-- ms until the next scheduled job is due) when one is scheduled.
+--
+-- Candidates are read with FOR UPDATE SKIP LOCKED: concurrent claimers never wait for, nor
+-- get, each other's rows. A group's slots are counted and taken under its advisory lock; once
+-- a transaction holds a group lock, further groups are only tried (a busy one is skipped and
+-- its job left enqueued), so claimers never deadlock on groups. A job whose rate group's
+-- window is full is parked (rate_park) and counts nothing; a claim counts in its group's
+-- window; rate groups whose window has room get their parked jobs back first (release_rate).
 CREATE OR REPLACE FUNCTION claim(p_queues text[], p_worker text, p_max integer,
                                  p_scan_limit integer, p_lease_ms bigint, p_backstop bigint,
                                  p_ids text[], p_tokens bigint[], p_actions text[],

@@ -1,3 +1,13 @@
+-- Claim one job by id, for the coordination store (celery_plus/coordination): another broker
+-- delivered the job's message, and the worker claims the job's record by task id before
+-- running it. Touches one `jobs` row (locked FOR UPDATE), `slots` (counted and taken under the
+-- group's advisory lock, after the row lock, the order settle() uses), `holds` and `stats`.
+--
+-- An enqueued, scheduled (due or not: the other broker decides when) or blocked job is claimed
+-- as claim() claims it: slot taken, pending hold dropped / running hold refreshed, token+1,
+-- deliveries+1, lease = now + lease. A full group changes nothing ('blocked'); running,
+-- finished and unknown jobs are reported as they are. Returns (outcome, state, token,
+-- deliveries, lease ms left) with outcome claimed | blocked | held | finished | missing.
 CREATE OR REPLACE FUNCTION claim_job(p_id text, p_worker text, p_lease_ms bigint, p_backstop bigint,
                           OUT o_outcome text, OUT o_state text, OUT o_token bigint,
                           OUT o_deliveries integer, OUT o_lease_left bigint)

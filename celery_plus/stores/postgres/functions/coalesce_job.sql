@@ -1,3 +1,4 @@
+-- Complete a job as a duplicate of the one holding its unique key.
 CREATE OR REPLACE FUNCTION coalesce_job(p_id text, p_now bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN

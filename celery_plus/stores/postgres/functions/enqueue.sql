@@ -1,4 +1,5 @@
--- Back to (or into) its queue; the job keeps its score, hence its place in line.
+-- Back to (or into) its queue; the job keeps its score, hence its place in line;
+-- it is no longer rate-parked.
 CREATE OR REPLACE FUNCTION enqueue(p_id text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE

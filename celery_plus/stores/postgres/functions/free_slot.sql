@@ -1,3 +1,4 @@
+-- Free `p_id`'s slot of group `p_group` and unblock the group's oldest blocked job.
 CREATE OR REPLACE FUNCTION free_slot(p_group text, p_id text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN

@@ -1,3 +1,4 @@
+-- group_lock() unless another transaction holds it: false then.
 CREATE OR REPLACE FUNCTION group_try_lock(p_group text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN

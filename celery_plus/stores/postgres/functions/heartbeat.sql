@@ -1,4 +1,7 @@
 -- Renew the leases of claims still current; returns the ids whose claim was lost, in order.
+-- A (job, token) pair is lost unless that job is running under that token (also beside a
+-- current claim of the same job). A renewed claim that counts in its rate group's window as
+-- not started yet (rate_claims, started = false) keeps counting until the new deadline.
 CREATE OR REPLACE FUNCTION heartbeat(p_ids text[], p_tokens bigint[], p_lease_ms bigint)
 RETURNS SETOF text
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$

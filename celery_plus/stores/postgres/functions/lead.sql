@@ -1,3 +1,4 @@
+-- Take or renew role lease `p_role` for `p_holder`; true when it holds the role.
 CREATE OR REPLACE FUNCTION lead(p_role text, p_holder text, p_ttl_ms bigint) RETURNS boolean
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE

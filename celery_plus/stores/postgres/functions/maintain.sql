@@ -1,3 +1,10 @@
+-- Bounded housekeeping: promote due jobs, drop stale slot entries and unblock groups with
+-- free slots (50 groups a pass, going on where the last pass stopped), prune finished
+-- records past retention (discarded and canceled ones with the completed retention), drop
+-- expired holds and transient messages, fold counters.
+-- Runs when the maintenance interval passed — for the elected leader (p_leader); for any
+-- other worker only once the leader missed two intervals (a leader alive but stuck).
+-- Returns (ran, promoted, unblocked, pruned).
 CREATE OR REPLACE FUNCTION maintain(p_leader boolean, p_interval_ms bigint, p_batch integer,
                          p_comp_ret bigint, p_comp_max bigint, p_dead_ret bigint,
                          p_dead_max bigint,

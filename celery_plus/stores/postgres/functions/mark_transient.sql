@@ -1,3 +1,4 @@
+-- Declare `p_queue` transient for `p_ttl_ms`; drops lapsed marks.
 CREATE OR REPLACE FUNCTION mark_transient(p_queue text, p_ttl_ms bigint) RETURNS void
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE

@@ -1,3 +1,7 @@
+-- Lease tokens come from the `tokens` sequence: whenever claim() or claim_job() give a job a
+-- new token (its previous token + 1), the trigger jobs_token takes it from the sequence
+-- instead, so an id published again after its record was pruned or purged never gets a token
+-- an old delivery could still carry.
 CREATE OR REPLACE FUNCTION next_token() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN

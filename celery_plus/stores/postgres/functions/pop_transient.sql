@@ -1,3 +1,4 @@
+-- Take the oldest live message of a transient queue (NULL when none).
 CREATE OR REPLACE FUNCTION pop_transient(p_queue text) RETURNS bytea
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE

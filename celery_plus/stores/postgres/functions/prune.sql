@@ -1,9 +1,5 @@
--- Bounded housekeeping: promote due jobs, drop stale slot entries and unblock groups with
--- free slots (50 groups a pass, going on where the last pass stopped), prune finished
--- records past retention, drop expired holds and transient messages, fold counters.
--- Runs when the maintenance interval passed — for the elected leader (p_leader); for any
--- other worker only once the leader missed two intervals (a leader alive but stuck).
--- Returns (ran, promoted, unblocked, pruned).
+-- Delete `p_state` records finished before `p_before`, then the oldest beyond `p_max_count`,
+-- at most `p_batch` rows each; returns how many.
 CREATE OR REPLACE FUNCTION prune(p_state text, p_before bigint, p_max_count bigint, p_batch integer)
 RETURNS integer
 LANGUAGE plpgsql AS $$

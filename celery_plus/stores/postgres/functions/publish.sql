@@ -1,3 +1,7 @@
+-- publish(): three overloads. The 17-argument one (last here) is the current one; the
+-- 13-argument one (migration 0001) and the 14-argument one (0004) stay, with their behaviour
+-- then, for processes of earlier versions during a rolling upgrade.
+--
 -- Store one task message as a job, deciding uniqueness atomically. Returns (holder, state,
 -- continued): holder is the other job holding the key (a duplicate: nothing stored), else
 -- NULL with state 'enqueued' or 'scheduled'. A message whose id is running is a continuation
@@ -205,6 +209,8 @@ BEGIN
 END
 $$;
 
+-- The current one: 0004's (above), then the job's rate fields (p_rate_group, p_rate_limit,
+-- p_rate_window; NULL = none).
 CREATE OR REPLACE FUNCTION publish(p_id text, p_queue text, p_msg bytea, p_name text, p_priority integer,
                         p_eta bigint, p_lock text, p_window text, p_ttl bigint, p_group text,
                         p_limit integer, p_mdl integer, p_backstop bigint, p_continues bigint,

@@ -1,3 +1,4 @@
+-- Append an attempt to the job's history, keeping the last 50.
 CREATE OR REPLACE FUNCTION push_history(p_id text, p_entry jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE

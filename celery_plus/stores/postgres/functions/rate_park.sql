@@ -1,3 +1,4 @@
+-- Park a job whose rate group's window is full until the window has room (rate_wake).
 CREATE OR REPLACE FUNCTION rate_park(p_id text, p_group text, p_window bigint, p_now bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN

@@ -1,3 +1,5 @@
+-- Called by maintenance: holds lapsing within half a backstop whose job still waits
+-- (p_waiting) or runs get another backstop; returns how many.
 CREATE OR REPLACE FUNCTION renew_holds(p_batch integer, p_backstop bigint, p_waiting boolean)
 RETURNS integer
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$

@@ -1,3 +1,7 @@
+-- End claims, fenced by (id, token); stale settles change nothing. Returns the dead-lettered
+-- (id, reason) pairs. Rows are locked in id order, then their groups in name order, so
+-- concurrent settles never deadlock each other. Details are decoded with safe_jsonb(): a detail
+-- that is not JSON is a note, never an error that aborts the batch.
 CREATE OR REPLACE FUNCTION settle(p_ids text[], p_tokens bigint[], p_actions text[], p_details text[],
                        p_backstop bigint)
 RETURNS TABLE (o_id text, o_reason text)

@@ -1,3 +1,4 @@
+-- One increment of counter `p_name` (maintain() folds them).
 CREATE OR REPLACE FUNCTION stat(p_name text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN

@@ -1,3 +1,4 @@
+-- Remove a binding (and its deadline).
 CREATE OR REPLACE FUNCTION unbind(p_exchange text, p_binding text) RETURNS void
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN

@@ -1,4 +1,5 @@
--- Move the oldest blocked job of `p_group` back to its queue (caller holds the group lock).
+-- Move the oldest blocked job of `p_group` back to its queue (caller holds the group lock);
+-- rate-parked jobs wait for their rate group's window instead.
 CREATE OR REPLACE FUNCTION unblock_one(p_group text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE

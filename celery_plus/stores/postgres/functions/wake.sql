@@ -1,3 +1,4 @@
+-- Wake the workers waiting on `p_queue` (delivered at commit).
 CREATE OR REPLACE FUNCTION wake(p_queue text) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN

@@ -1,6 +1,11 @@
--- celery-plus durable store on PostgreSQL, migration 0001: tables, indexes, functions.
+-- celery-plus durable store on PostgreSQL, migration 0001: tables and indexes.
 --
--- Run by pg_migrations.py inside one transaction with `search_path` set to the store's schema
+-- Migrations hold the schema only; every function lives once, in its current version, in
+-- ../functions/<name>.sql, applied after the migrations whenever its content changes
+-- (migrations.py). A migration must not call those functions: on a new store they do not
+-- exist yet when it runs.
+--
+-- Run by migrations.py inside one transaction with `search_path` set to the store's schema
 -- (the `plus_pg_schema` setting): names here are unqualified, and every function pins that
 -- schema with `SET search_path FROM CURRENT`, so it also works when called (qualified) on a
 -- caller's own connection (transactional enqueue).

@@ -10,3 +10,5 @@
 --
 -- Also: maintenance prunes `discarded` records with the completed retention, like `canceled`
 -- ones (maintain() is replaced; it is 0001's with that one prune added).
+--
+-- (Schema only: the functions named above are in ../functions/, in their current version.)

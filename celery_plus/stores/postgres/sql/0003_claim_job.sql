@@ -10,3 +10,5 @@
 -- deliveries+1, lease = now + lease. A full group changes nothing ('blocked'); running,
 -- finished and unknown jobs are reported as they are. Returns (outcome, state, token,
 -- deliveries, lease ms left) with outcome claimed | blocked | held | finished | missing.
+--
+-- (Schema only: the functions named above are in ../functions/, in their current version.)

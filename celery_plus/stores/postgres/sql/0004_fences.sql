@@ -20,6 +20,8 @@
 --                 previous token + 1, as in 0001/0003), the token is taken from `tokens` instead.
 -- * renew_holds() called by maintenance: holds lapsing within half a backstop whose job still
 --                 waits or runs get another backstop.
+--
+-- (Schema only: the functions named above are in ../functions/, in their current version.)
 
 CREATE SEQUENCE tokens;
 SELECT setval('tokens', COALESCE((SELECT max(token) FROM jobs), 0) + 1, false);

@@ -7,6 +7,8 @@
 --                    does not store its messages as jobs (Redis P:tmark:{queue}).
 -- Lapsed rows are skipped by reads and deleted by the next bind on the exchange / next mark.
 -- (Numbered 0005: 0004 is the fenced-continuation migration; they touch different objects.)
+--
+-- (Schema only: the functions named above are in ../functions/, in their current version.)
 
 CREATE TABLE binding_deadlines (
     exchange   text NOT NULL,

@@ -20,6 +20,8 @@
 --               room get their parked jobs back first (release_rate). Otherwise as in 0001.
 -- * enqueue()   also clears rate_parked; unblock_one() (a freed slot) skips rate-parked jobs.
 -- * fire()      a schedule entry's fence, advance and its tick's publish, one call.
+--
+-- (Schema only: the functions named above are in ../functions/, in their current version.)
 
 ALTER TABLE jobs ADD COLUMN rate_group text, ADD COLUMN rate_limit integer,
     ADD COLUMN rate_window_ms bigint, ADD COLUMN rate_parked boolean NOT NULL DEFAULT false;

@@ -5,3 +5,5 @@
 --                started yet (rate_claims, started = false) keeps counting until the new lease
 --                deadline: a job prefetched behind a long task never lets its window take more
 --                than the limit.
+--
+-- (Schema only: the functions named above are in ../functions/, in their current version.)

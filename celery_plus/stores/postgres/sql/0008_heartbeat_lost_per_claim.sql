@@ -7,3 +7,5 @@
 --                with the current claim of the same job (a worker frozen past its lease that
 --                claimed the job again) was never reported lost (found by the model test of
 --                issue #15).
+--
+-- (Schema only: the functions named above are in ../functions/, in their current version.)
