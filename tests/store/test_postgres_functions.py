@@ -254,3 +254,35 @@ def test_db_status_lists_pending_function_files(
     after = run("status")
     assert after.returncode == 0 and "changed" not in after.stdout
     assert f"functions: {count} of {count} files current" in after.stdout
+
+
+def test_a_changed_return_type_needs_the_files_drop_and_a_failing_file_applies_nothing(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """CREATE OR REPLACE cannot change a return type: without its DROP the file fails, and the
+    whole batch rolls back (claim.sql, applied before it, is not recorded either)."""
+    schema = new_schema("sg")
+    pg_migrations.migrate(conn, schema)
+    shipped = {f.name: f for f in pg_migrations.function_files()}
+    recorded = dict(conn.execute(f'SELECT name, sha256 FROM "{schema}".function_versions'))
+    new_heartbeat = ("CREATE OR REPLACE FUNCTION heartbeat(p_ids text[], p_tokens bigint[], "
+                     "p_lease_ms bigint) RETURNS integer LANGUAGE sql AS $$ SELECT 7 $$;\n")
+    drop = "DROP FUNCTION IF EXISTS heartbeat(text[], bigint[], bigint);\n"
+
+    def ship(heartbeat_sql: str) -> None:
+        files = {**shipped, "claim": pg_migrations.FunctionFile(
+                     "claim", shipped["claim"].sql + "-- reworded\n"),
+                 "heartbeat": pg_migrations.FunctionFile("heartbeat", heartbeat_sql)}
+        monkeypatch.setattr(pg_migrations, "function_files",
+                            lambda: sorted(files.values(), key=lambda f: f.name))
+
+    ship(new_heartbeat)
+    with pytest.raises(psycopg.errors.InvalidFunctionDefinition):
+        pg_migrations.migrate(conn, schema)
+    assert dict(conn.execute(f'SELECT name, sha256 FROM "{schema}".function_versions')) \
+        == recorded
+    ship(drop + new_heartbeat)
+    applied = pg_migrations.migrate(conn, schema)
+    assert [f.name for f in applied.functions] == ["claim", "heartbeat"]
+    assert conn.execute(f'SELECT "{schema}".heartbeat(\'{{}}\', \'{{}}\', 1)').fetchone() == (7,)
+    assert pg_migrations.migrate(conn, schema) == pg_migrations.Applied()
