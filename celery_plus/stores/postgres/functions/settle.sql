@@ -1,0 +1,86 @@
+-- End claims, fenced by (id, token); stale settles change nothing. Returns the dead-lettered
+-- (id, reason) pairs. Rows are locked in id order, then their groups in name order, so
+-- concurrent settles never deadlock each other. Details are decoded with safe_jsonb(): a detail
+-- that is not JSON is a note, never an error that aborts the batch.
+CREATE OR REPLACE FUNCTION settle(p_ids text[], p_tokens bigint[], p_actions text[], p_details text[],
+                       p_backstop bigint)
+RETURNS TABLE (o_id text, o_reason text)
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    v_now bigint := now_ms();
+    v_i integer;
+    v_id text;
+    v_action text;
+    v_detail jsonb;
+    v_lock text;
+    v_window text;
+    v_dl integer;
+    v_mdl integer;
+    v_group text;
+    v_reason text;
+BEGIN
+    IF COALESCE(cardinality(p_ids), 0) = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM 1 FROM jobs j WHERE j.id = ANY (p_ids) AND j.state = 'running'
+    ORDER BY j.id FOR UPDATE;
+    PERFORM group_lock(g.conc_group) FROM (
+        SELECT DISTINCT j.conc_group FROM jobs j
+        WHERE j.id = ANY (p_ids) AND j.state = 'running' AND j.conc_group <> ''
+        ORDER BY j.conc_group
+    ) g;
+    FOR v_i IN 1 .. cardinality(p_ids) LOOP
+        v_id := p_ids[v_i];
+        SELECT j.unique_lock, j.unique_window, j.deliveries, j.max_deliveries, j.conc_group
+        INTO v_lock, v_window, v_dl, v_mdl, v_group
+        FROM jobs j WHERE j.id = v_id AND j.state = 'running' AND j.token = p_tokens[v_i];
+        CONTINUE WHEN NOT FOUND;  -- stale: the claim ended or was taken over
+        v_action := p_actions[v_i];
+        IF v_action = 'ack' THEN
+            -- The hot path in one UPDATE: completed, lease dropped (end_claim), slot freed.
+            UPDATE jobs SET state = 'completed', finished_ms = v_now, lease_expires_ms = NULL
+            WHERE id = v_id;
+            IF v_group <> '' THEN
+                PERFORM free_slot(v_group, v_id);
+            END IF;
+            IF v_lock <> '' THEN
+                PERFORM release_hold(v_lock, v_window, v_id, v_now);
+            END IF;
+            CONTINUE;
+        END IF;
+        v_detail := safe_jsonb(p_details[v_i]);
+        PERFORM end_claim(v_id);
+        IF v_action = 'release' THEN
+            UPDATE jobs SET deliveries = greatest(v_dl - 1, 0) WHERE id = v_id;
+            PERFORM requeue(v_id, v_now, p_backstop);
+        ELSIF v_action = 'requeue' THEN
+            IF v_mdl > 0 AND v_dl >= v_mdl THEN
+                v_detail := COALESCE(v_detail, '{}'::jsonb)
+                            || jsonb_build_object('reason', 'delivery limit');
+                IF jtext(v_detail, 'exc_message') = '' THEN
+                    v_detail := v_detail || jsonb_build_object(
+                        'exc_message',
+                        'message delivered ' || v_dl || ' times without being settled');
+                END IF;
+                PERFORM dead_letter(v_id, v_detail, v_now);
+                o_id := v_id;
+                o_reason := 'delivery limit';
+                RETURN NEXT;
+            ELSE
+                v_reason := COALESCE(NULLIF(jtext(v_detail, 'reason'), ''), 'requeued');
+                PERFORM push_history(v_id, attempt_entry(v_id, v_reason, v_detail, v_now));
+                PERFORM requeue(v_id, v_now, p_backstop);
+            END IF;
+        ELSE  -- fail, reject
+            v_detail := COALESCE(v_detail, '{}'::jsonb);
+            IF v_action = 'reject' AND jtext(v_detail, 'reason') = '' THEN
+                v_detail := v_detail || jsonb_build_object('reason', 'rejected');
+            END IF;
+            PERFORM dead_letter(v_id, v_detail, v_now);
+            o_id := v_id;
+            o_reason := COALESCE(NULLIF(jtext(v_detail, 'reason'), ''), 'task failed');
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+END
+$$;

@@ -1,0 +1,288 @@
+"""The PostgreSQL store's function files (``stores/postgres/functions``) and their applier.
+
+The schema's final state must not depend on the layout: a schema built by this version's
+migrations + function files, one built by the legacy migrations (``fixtures/postgres_legacy``:
+0001-0008 as they were up to commit a9f6d7c, every function in them, restated by later ones)
+and one of those upgraded by this version all have the same functions (``pg_get_functiondef``),
+triggers, columns, indexes, constraints and sequences. A function lost in the move, or left
+at an earlier version, fails :func:`test_fresh_and_upgraded_schemas_equal_the_legacy_one`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from celery_plus.stores.postgres import migrations as pg_migrations
+from celery_plus.stores.postgres.backend import PostgresBackend
+from tests.conformance.stores import PG_URL
+from tests.conformance.support import claim, publish, record
+
+LEGACY = Path(__file__).parent / "fixtures" / "postgres_legacy"
+ROOT = Path(__file__).resolve().parents[2]
+BOOKKEEPING = ("schema_migrations", "function_versions")
+
+
+# -- static rules of the files ---------------------------------------------------------------
+
+_CREATE_RE = re.compile(r"^CREATE\s+(OR\s+REPLACE\s+)?(FUNCTION|TRIGGER|VIEW)\s+(\w+)",
+                        re.M | re.I)
+
+
+def test_every_function_file_replaces_in_place_and_no_migration_defines_a_function() -> None:
+    files = pg_migrations.function_files()
+    assert len(files) >= 50
+    for file in files:
+        creates = _CREATE_RE.findall(file.sql)
+        assert creates, f"{file.name}.sql defines nothing"
+        assert all(replace for replace, _, _ in creates), \
+            f"{file.name}.sql: CREATE without OR REPLACE cannot be applied again"
+        assert file.name in {name for _, _, name in creates}, \
+            f"{file.name}.sql does not define {file.name}"
+    for migration in pg_migrations.migrations():
+        assert not _CREATE_RE.search(migration.sql), \
+            f"migration {migration.version:04d} defines a function: move it to functions/"
+
+
+def test_each_function_is_defined_in_one_file_only() -> None:
+    seen: dict[str, str] = {}
+    for file in pg_migrations.function_files():
+        for _, kind, name in _CREATE_RE.findall(file.sql):
+            if kind.upper() == "FUNCTION":
+                assert seen.setdefault(name, file.name) == file.name, (name, seen[name], file.name)
+
+
+# -- schemas built three ways ----------------------------------------------------------------
+
+
+@pytest.fixture
+def conn() -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(PG_URL, autocommit=True) as connection:
+        yield connection
+
+
+@pytest.fixture
+def new_schema(conn: psycopg.Connection[Any]) -> Iterator[Callable[[str], str]]:
+    """Names fresh schemas (``<prefix><random>``), all dropped afterwards."""
+    made: list[str] = []
+
+    def make(prefix: str) -> str:
+        made.append(f"{prefix}{os.urandom(5).hex()}")
+        return made[-1]
+
+    yield make
+    for schema in made:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def legacy_migrations(upto: int = 8) -> list[tuple[int, str, str]]:
+    """(version, name, sql) of the legacy migrations, those up to ``upto``."""
+    found = []
+    for path in sorted(LEGACY.glob("*.sql")):
+        version, _, name = path.stem.partition("_")
+        if int(version) <= upto:
+            found.append((int(version), name, path.read_text()))
+    return found
+
+
+def build_legacy(conn: psycopg.Connection[Any], schema: str, upto: int = 8) -> None:
+    """The schema as the legacy migrator left it at version ``upto``."""
+    conn.execute(f'CREATE SCHEMA "{schema}"')
+    conn.execute(f'CREATE TABLE "{schema}".schema_migrations (version integer PRIMARY KEY, '
+                 "name text NOT NULL, applied_at timestamptz NOT NULL "
+                 "DEFAULT clock_timestamp())")
+    for version, name, sql in legacy_migrations(upto):
+        with conn.transaction():
+            conn.execute(f'SET LOCAL search_path TO "{schema}"')
+            conn.execute(sql)
+            conn.execute(f'INSERT INTO "{schema}".schema_migrations (version, name) '
+                         "VALUES (%s, %s)", [version, name])
+
+
+def catalog(conn: psycopg.Connection[Any], schema: str) -> dict[str, str]:
+    """Every definition in ``schema`` (bookkeeping tables aside), the schema's name blanked."""
+    queries = {
+        "function": "SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) "
+                    "|| ')', pg_get_functiondef(p.oid) FROM pg_proc p "
+                    "WHERE p.pronamespace = %(ns)s::regnamespace",
+        "trigger": "SELECT t.tgname, pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN pg_class c "
+                   "ON c.oid = t.tgrelid WHERE c.relnamespace = %(ns)s::regnamespace "
+                   "AND NOT t.tgisinternal",
+        "column": "SELECT table_name || '.' || column_name, concat_ws(' ', ordinal_position, "
+                  "data_type, is_nullable, column_default) FROM information_schema.columns "
+                  "WHERE table_schema = %(ns)s",
+        "index": "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %(ns)s",
+        "constraint": "SELECT c.conrelid::regclass || '.' || c.conname, "
+                      "pg_get_constraintdef(c.oid) FROM pg_constraint c "
+                      "WHERE c.connamespace = %(ns)s::regnamespace",
+        "relation": "SELECT c.relname, c.relkind::text || coalesce(pg_get_viewdef(c.oid), '') "
+                    "FROM pg_class c WHERE c.relnamespace = %(ns)s::regnamespace",
+    }
+    out: dict[str, str] = {}
+    for kind, sql in queries.items():
+        for key, definition in conn.execute(sql, {"ns": schema}).fetchall():
+            if not any(table in key for table in BOOKKEEPING):
+                out[f"{kind} {key.replace(schema, '<schema>')}"] = \
+                    definition.replace(schema, "<schema>")
+    return out
+
+
+def functions_of(snapshot: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in snapshot.items() if key.startswith("function ")}
+
+
+def test_fresh_and_upgraded_schemas_equal_the_legacy_one(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
+    legacy, fresh, upgraded = new_schema("lg"), new_schema("fr"), new_schema("ug")
+    build_legacy(conn, legacy)
+    build_legacy(conn, upgraded)
+    pg_migrations.migrate(conn, fresh)
+    pg_migrations.migrate(conn, upgraded)
+    expected = catalog(conn, legacy)
+    assert len(functions_of(expected)) == 57
+    for schema in (fresh, upgraded):
+        got = catalog(conn, schema)
+        assert sorted(set(expected) ^ set(got)) == []
+        assert [key for key in expected if expected[key] != got[key]] == []
+
+
+def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
+    """The legacy 0001-0008 applied, a job published and claimed; then this version:
+    no migration to apply, every function file applied and recorded, the job settles."""
+    schema = new_schema("ul")
+    build_legacy(conn, schema)
+    with conn.transaction():
+        conn.execute(f'SET LOCAL search_path TO "{schema}"')
+        conn.execute("SELECT * FROM publish('old', 'jobs', 'm', '', 0, 0, '', '', 0, '', 0, "
+                     "0, 1000, 0, NULL, NULL, NULL)")
+        token = conn.execute("SELECT o_token FROM claim(ARRAY['jobs'], 'w0', 1, 10, 60000, "
+                             "1000, NULL, NULL, NULL, NULL) WHERE o_kind = 'c'").fetchone()
+    assert token is not None
+    applied = pg_migrations.migrate(conn, schema)
+    assert applied.migrations == []
+    assert [f.name for f in applied.functions] == [f.name for f in pg_migrations.function_files()]
+    recorded = dict(conn.execute(f'SELECT name, sha256 FROM "{schema}".function_versions'))
+    assert recorded == {f.name: f.sha256 for f in pg_migrations.function_files()}
+    store = PostgresBackend(PG_URL, schema=schema)
+    try:
+        assert store.heartbeat([("old", token[0])]) == []
+        publish(store, "new")
+        assert [c.job_id for c in claim(store).claims] == ["new"]
+        assert record(store, "old")["st"] == "running"
+    finally:
+        store.close()
+
+
+def test_only_changed_function_files_are_applied_again(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
+    schema = new_schema("ch")
+    assert len(pg_migrations.migrate(conn, schema).functions) >= 50
+    assert pg_migrations.migrate(conn, schema) == pg_migrations.Applied()
+    # As if heartbeat.sql had changed since it was applied: a stale hash, a stale body.
+    conn.execute(f'UPDATE "{schema}".function_versions SET sha256 = %s WHERE name = %s',
+                 ["0" * 64, "heartbeat"])
+    conn.execute(f'CREATE OR REPLACE FUNCTION "{schema}".heartbeat(p_ids text[], '
+                 "p_tokens bigint[], p_lease_ms bigint) RETURNS SETOF text "
+                 "LANGUAGE sql AS $$ SELECT 'stale' $$")
+    states = {s.name: s.state for s in pg_migrations.function_status(conn, schema)}
+    assert states["heartbeat"] == "changed" and states["claim"] == "current"
+    applied = pg_migrations.migrate(conn, schema)
+    assert applied.migrations == [] and [f.name for f in applied.functions] == ["heartbeat"]
+    assert conn.execute(f'SELECT count(*) FROM "{schema}".heartbeat(ARRAY[\'x\'], '
+                        "ARRAY[1::bigint], 1000)").fetchone() == (1,)
+    assert {s.state for s in pg_migrations.function_status(conn, schema)} == {"current"}
+
+
+def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
+    """The legacy 0001-0003 applied, then this version: migrations 0004-0008 and every function
+    file; the token sequence starts above the tokens already issued, and the 13-argument
+    publish() of 0001 stays for processes not yet upgraded."""
+    schema = new_schema("up")
+    build_legacy(conn, schema, upto=3)
+    with conn.transaction():
+        conn.execute(f'SET LOCAL search_path TO "{schema}"')
+        conn.execute("SELECT * FROM publish('old', 'jobs', 'm', '', 0, 0, '', '', 0, "
+                     "'', 0, 0, 1000)")
+        conn.execute("UPDATE jobs SET token = 77 WHERE id = 'old'")
+    applied = pg_migrations.migrate(conn, schema)
+    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8]
+    store = PostgresBackend(PG_URL, schema=schema)
+    try:
+        publish(store, "new")
+        got = {c.job_id: c.token for c in claim(store).claims}
+        assert got["old"] > 77 and got["new"] > 77 and got["old"] != got["new"]
+        publish_arities = {row[0] for row in conn.execute(
+            "SELECT p.pronargs FROM pg_proc p WHERE p.pronamespace = %s::regnamespace "
+            "AND p.proname = 'publish'", [schema])}
+        assert publish_arities == {13, 14, 17}
+    finally:
+        store.close()
+
+
+def test_db_status_lists_pending_function_files(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str], tmp_path: Path) -> None:
+    schema = new_schema("st")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "celery_plus.cli", "db", *args, "--url",
+                               PG_URL, "--schema", schema], capture_output=True, text=True,
+                              cwd=tmp_path, env=env, timeout=60)
+
+    new = run("status")
+    count = len(pg_migrations.function_files())
+    assert new.returncode == 1 and f"functions/*.sql  pending ({count} files)" in new.stdout
+    pg_migrations.migrate(conn, schema)
+    conn.execute(f'UPDATE "{schema}".function_versions SET sha256 = %s WHERE name = %s',
+                 ["0" * 64, "settle"])
+    before = run("status")
+    assert before.returncode == 1, before.stdout + before.stderr
+    assert "functions/settle.sql  changed" in before.stdout
+    assert "functions/claim.sql" not in before.stdout  # current files are only counted
+    migrated = run("migrate")
+    assert "applied functions/settle.sql" in migrated.stdout, migrated.stderr
+    after = run("status")
+    assert after.returncode == 0 and "changed" not in after.stdout
+    assert f"functions: {count} of {count} files current" in after.stdout
+
+
+def test_a_changed_return_type_needs_the_files_drop_and_a_failing_file_applies_nothing(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """CREATE OR REPLACE cannot change a return type: without its DROP the file fails, and the
+    whole batch rolls back (claim.sql, applied before it, is not recorded either)."""
+    schema = new_schema("sg")
+    pg_migrations.migrate(conn, schema)
+    shipped = {f.name: f for f in pg_migrations.function_files()}
+    recorded = dict(conn.execute(f'SELECT name, sha256 FROM "{schema}".function_versions'))
+    new_heartbeat = ("CREATE OR REPLACE FUNCTION heartbeat(p_ids text[], p_tokens bigint[], "
+                     "p_lease_ms bigint) RETURNS integer LANGUAGE sql AS $$ SELECT 7 $$;\n")
+    drop = "DROP FUNCTION IF EXISTS heartbeat(text[], bigint[], bigint);\n"
+
+    def ship(heartbeat_sql: str) -> None:
+        files = {**shipped, "claim": pg_migrations.FunctionFile(
+                     "claim", shipped["claim"].sql + "-- reworded\n"),
+                 "heartbeat": pg_migrations.FunctionFile("heartbeat", heartbeat_sql)}
+        monkeypatch.setattr(pg_migrations, "function_files",
+                            lambda: sorted(files.values(), key=lambda f: f.name))
+
+    ship(new_heartbeat)
+    with pytest.raises(psycopg.errors.InvalidFunctionDefinition):
+        pg_migrations.migrate(conn, schema)
+    assert dict(conn.execute(f'SELECT name, sha256 FROM "{schema}".function_versions')) \
+        == recorded
+    ship(drop + new_heartbeat)
+    applied = pg_migrations.migrate(conn, schema)
+    assert [f.name for f in applied.functions] == ["claim", "heartbeat"]
+    assert conn.execute(f'SELECT "{schema}".heartbeat(\'{{}}\', \'{{}}\', 1)').fetchone() == (7,)
+    assert pg_migrations.migrate(conn, schema) == pg_migrations.Applied()
