@@ -8,8 +8,23 @@ added up, so per-record rows (a count of 1) and pre-aggregated rows give the sam
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from .store import Counts, GroupStatus, QueueStatus, Status, WorkerLeases
+
+#: Per concurrency group: (group, jobs, slot limit).
+GroupRow = tuple[str, int, int | None]
+
+
+class StatusRows(NamedTuple):
+    """What ``status`` reads: (queue, state, count) depths of the waiting, running and failed
+    states; (queue, since when a job waits) of enqueued and blocked jobs; and per concurrency
+    group, its blocked jobs and its running jobs holding one of its slots."""
+
+    depth: Iterable[tuple[str, str, int]]
+    oldest: Iterable[tuple[str, int]]
+    blocked: Iterable[GroupRow]
+    running: Iterable[GroupRow]
 
 
 def counts_from_rows(rows: Iterable[tuple[str, int]]) -> Counts:
@@ -55,33 +70,24 @@ def leases_from_rows(rows: Iterable[tuple[str, int, int | None, int | None]]
             for worker, (n, deadline, start) in sorted(held.items())]
 
 
-def status_from_rows(
-    now_ms: int,
-    counts: Counts,
-    depth_rows: Iterable[tuple[str, str, int]],
-    oldest_rows: Iterable[tuple[str, int]],
-    blocked_rows: Iterable[tuple[str, int, int | None]],
-    running_rows: Iterable[tuple[str, int, int | None]],
-) -> Status:
-    """Assemble a ``Status`` from rows: (queue, state, count) depths; (queue, since when a
-    job waits); and per concurrency group (group, count, limit) of blocked jobs and of
-    running jobs holding one of its slots."""
+def status_from_rows(now_ms: int, counts: Counts, rows: StatusRows) -> Status:
+    """Assemble a ``Status`` from the store's :class:`StatusRows`."""
     per: dict[str, dict[str, int]] = {}
-    for queue, state, n in depth_rows:
+    for queue, state, n in rows.depth:
         states = per.setdefault(queue, {})
         states[state] = states.get(state, 0) + int(n)
     oldest: dict[str, int] = {}
-    for queue, since in oldest_rows:
+    for queue, since in rows.oldest:
         oldest[queue] = min(int(since), oldest.get(queue, int(since)))
     groups: dict[str, dict[str, int]] = {}
-    for kind, rows in (("blocked", blocked_rows), ("running", running_rows)):
-        for group, n, limit in rows:
+    for kind, group_rows in (("blocked", rows.blocked), ("running", rows.running)):
+        for group, n, limit in group_rows:
             g = groups.setdefault(group, {"blocked": 0, "limit": 0, "running": 0})
             g[kind] += int(n)
             g["limit"] = max(g["limit"], int(limit or 0))
     queues = [QueueStatus(queue=q, oldest_waiting_ms=oldest.get(q), **per[q])
               for q in sorted(per)]
-    group_rows = [GroupStatus(group=g, running=v["running"], limit=v["limit"],
-                              blocked=v["blocked"]) for g, v in sorted(groups.items())]
-    return Status(now_ms=now_ms, counts=counts, queues=queues, groups=group_rows,
+    group_status = [GroupStatus(group=g, running=v["running"], limit=v["limit"],
+                                blocked=v["blocked"]) for g, v in sorted(groups.items())]
+    return Status(now_ms=now_ms, counts=counts, queues=queues, groups=group_status,
                   oldest_waiting_ms=min(oldest.values()) if oldest else None)

@@ -1,8 +1,9 @@
 """The admin's view of a durable store: the ``AdminStore`` interface and the values it returns.
 
-Each store has one implementation in its own package (``stores/redis/admin.py``,
-``stores/sqlite/admin.py``, ``stores/postgres/admin.py``); ``celery_plus.admin.api`` (the
-public API), the CLI and the web page speak only this interface.
+Every store's implementation is :class:`~celery_plus.admin.orchestration.StoreAdmin` (the
+operations written once) with the store's own statements in its package
+(``stores/{redis,sqlite,postgres,memory}/admin.py``); ``celery_plus.admin.api`` (the public
+API), the CLI and the web page speak only this interface.
 
 Rules every implementation follows (the conformance suite, ``tests/conformance/test_admin.py``,
 checks them on every backend):
@@ -547,14 +548,6 @@ def check_state(state: str, allowed: tuple[str, ...] = STATES) -> str:
     return state
 
 
-def check_scope(action: str, scope: Scope, all: bool) -> None:
-    if scope.empty and not all:
-        raise UnscopedOperation(action)
-    if scope.ids is not None and len(scope.ids) > MAX_PER_PAGE:
-        raise ValueError(f"{action} takes at most {MAX_PER_PAGE} task ids at once "
-                         f"(got {len(scope.ids)}): use a task/queue/age scope instead")
-
-
 def time_field(state: str) -> str:
     """The record field (Redis hash name) a listing of ``state`` orders and filters by."""
     if state in ("completed", "failed", "canceled", "discarded"):
@@ -564,22 +557,10 @@ def time_field(state: str) -> str:
     return "enq"
 
 
-def newest_first(rows: list[JobSummary]) -> list[JobSummary]:
-    return sorted(rows, key=lambda r: (r.at_ms, r.id), reverse=True)
-
-
 def batches(ids: Sequence[str], size: int = BATCH) -> Iterator[Sequence[str]]:
     """``ids`` in batches of ``size``: each batch of a bulk operation is one atomic step."""
     for start in range(0, len(ids), size):
         yield ids[start:start + size]
-
-
-def bulk_result(action: str, matched: int, result: BulkResult | None) -> BulkResult:
-    """The result a bulk operation fills in (the caller's, if it passed one)."""
-    if result is None:
-        return BulkResult(action, matched=matched)
-    result.action, result.matched = action, matched
-    return result
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -743,13 +724,3 @@ def detail_from_record(job_id: str, rec: Mapping[str, Any], holder: str | None) 
         unique_ttl_ms=_int(rec.get("ut")), unique_holder=holder,
         concurrency_group=as_text(rec.get("cg")), concurrency_limit=_int(rec.get("cl")),
         priority=_int(rec.get("score")) >> 40)
-
-
-def op_result(job_id: str, action: str, outcome: str, extra: str) -> OpResult:
-    """Map a store step's reply to an OpResult: ``outcome`` is the new state (``extra`` the
-    previous one), ``noop`` (``extra`` the current state) or ``missing`` (JobNotFound)."""
-    if outcome == "missing":
-        raise JobNotFound(job_id)
-    if outcome in ("noop", "skipped"):
-        return OpResult(job_id, action, False, extra, extra)
-    return OpResult(job_id, action, True, outcome, extra)

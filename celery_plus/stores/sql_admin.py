@@ -17,26 +17,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..admin.aggregates import (
-    counts_from_rows,
-    histogram,
-    leases_from_rows,
-    newest_waits,
-    status_from_rows,
-)
+from ..admin.aggregates import StatusRows
+from ..admin.listing import Record
 from ..admin.orchestration import B, StoreAdmin
-from ..admin.store import (
-    LIST_TEXT,
-    PREVIEW_BYTES,
-    SEARCH_CHUNK,
-    Counts,
-    JobSummary,
-    Query,
-    Scope,
-    Status,
-    WorkerLeases,
-    summary_from_record,
-)
+from ..admin.store import LIST_TEXT, PREVIEW_BYTES, SEARCH_CHUNK, Query, Scope
 
 #: What a text search reads of each record (whole: it searches all of them).
 SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
@@ -132,15 +116,15 @@ class SqlAdmin(StoreAdmin[B]):
 
     # -- listings -----------------------------------------------------------------------
     def page(self, state: str, query: Query, offset: int, limit: int
-             ) -> tuple[list[JobSummary], int]:
+             ) -> tuple[list[Record], int]:
         listing = self._listing(state, query)
         total = self._all(f"SELECT count(*) FROM jobs WHERE {listing.condition}",
                           *listing.params)[0][0]
         names, _ = self.SUMMARY
         rows = self._all(self._page_sql(state, listing), *listing.params, limit, offset)
-        return [summary_from_record(row[0], record(names, row[1:])) for row in rows], int(total)
+        return [(row[0], record(names, row[1:])) for row in rows], int(total)
 
-    def candidates(self, state: str, query: Query) -> Iterator[tuple[str, dict[str, Any]]]:
+    def candidates(self, state: str, query: Query) -> Iterator[Record]:
         """Whole records, SEARCH_CHUNK at a time, each chunk after the (time, id) of the
         previous one's last row (keyset paging): the memory is one chunk, however large the
         records; none read past the query's ``text_limit``."""
@@ -181,9 +165,19 @@ class SqlAdmin(StoreAdmin[B]):
             f"SELECT id FROM jobs WHERE {' AND '.join(where)} ORDER BY finished_ms, {self.ID}",
             *params)]
 
-    # -- reads --------------------------------------------------------------------------
-    def counts(self) -> Counts:
-        return counts_from_rows(self._all(self.COUNTS))
+    # -- rows for the summaries --------------------------------------------------------
+    def count_rows(self) -> list[tuple[str, int]]:
+        return self._all(self.COUNTS)
+
+    def status_rows(self) -> StatusRows:
+        return StatusRows(
+            depth=self._all(self.DEPTH), oldest=self._all(self.OLDEST),
+            blocked=self._all(
+                "SELECT conc_group, count(*), max(conc_limit) FROM jobs WHERE state = 'blocked' "
+                "AND conc_group IS NOT NULL AND conc_group <> '' GROUP BY conc_group"),
+            running=self._all(
+                "SELECT s.conc_group, count(*), max(j.conc_limit) FROM slots s JOIN jobs j "
+                "ON j.id = s.job_id AND j.state = 'running' GROUP BY s.conc_group"))
 
     def finished_since(self, since_ms: int) -> tuple[int, int]:
         # The states spelled literally, so that the finish-time index serves both counts.
@@ -194,16 +188,16 @@ class SqlAdmin(StoreAdmin[B]):
             f"{mark})", since_ms, since_ms)
         return int(completed), int(failed)
 
-    def finished_histogram(self, since_ms: int, bucket_ms: int, buckets: int
-                           ) -> list[tuple[int, int]]:
+    def finished_rows(self, since_ms: int, bucket_ms: int, buckets: int
+                      ) -> list[tuple[str, int, int]]:
         mark, until = self.MARK, since_ms + bucket_ms * buckets
         sql = " UNION ALL ".join(
             f"SELECT '{state}', (finished_ms - {mark}) / {mark}, count(*) FROM jobs WHERE "
             f"state = '{state}' AND finished_ms >= {mark} AND finished_ms < {mark} GROUP BY 2"
             for state in ("completed", "failed"))
-        return histogram(self._all(sql, *([since_ms, bucket_ms, since_ms, until] * 2)), buckets)
+        return self._all(sql, *([since_ms, bucket_ms, since_ms, until] * 2))
 
-    def wait_samples(self, since_ms: int, limit: int) -> list[tuple[str, int]]:
+    def wait_rows(self, since_ms: int, limit: int) -> list[tuple[int, str, int | None]]:
         # Finished jobs started since then finished since then too: the finish-time index
         # narrows them down.
         mark = self.MARK
@@ -213,22 +207,11 @@ class SqlAdmin(StoreAdmin[B]):
                  for state, extra in (("running", ""),
                                       ("completed", f" AND finished_ms >= {mark}"),
                                       ("failed", f" AND finished_ms >= {mark}"))]
-        rows = self._all(" UNION ALL ".join(parts) + f" ORDER BY 1 DESC LIMIT {mark}",
+        return self._all(" UNION ALL ".join(parts) + f" ORDER BY 1 DESC LIMIT {mark}",
                          since_ms, limit, since_ms, since_ms, limit, since_ms, since_ms, limit,
                          limit)
-        return newest_waits(rows, limit)
 
-    def worker_leases(self) -> list[WorkerLeases]:
-        return leases_from_rows(self._all(
+    def lease_rows(self) -> list[tuple[str, int, int | None, int | None]]:
+        return self._all(
             "SELECT worker, count(*), max(lease_expires_ms), min(started_ms) FROM jobs "
-            "WHERE state = 'running' AND worker IS NOT NULL GROUP BY worker"))
-
-    def status(self) -> Status:
-        return status_from_rows(
-            self.now_ms(), self.counts(), self._all(self.DEPTH), self._all(self.OLDEST),
-            self._all(
-                "SELECT conc_group, count(*), max(conc_limit) FROM jobs WHERE state = 'blocked' "
-                "AND conc_group IS NOT NULL AND conc_group <> '' GROUP BY conc_group"),
-            self._all(
-                "SELECT s.conc_group, count(*), max(j.conc_limit) FROM slots s JOIN jobs j "
-                "ON j.id = s.job_id AND j.state = 'running' GROUP BY s.conc_group"))
+            "WHERE state = 'running' AND worker IS NOT NULL GROUP BY worker")

@@ -9,28 +9,13 @@ listing.listed`. Registered for :class:`MemoryBackend` with
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from ...admin.aggregates import (
-    counts_from_rows,
-    histogram,
-    leases_from_rows,
-    newest_waits,
-    status_from_rows,
-)
+from ...admin.aggregates import StatusRows
 from ...admin.api import register_admin
 from ...admin.listing import Record, listed
 from ...admin.orchestration import Outcome, StoreAdmin
-from ...admin.store import (
-    WAITING,
-    Counts,
-    JobSummary,
-    Query,
-    Scope,
-    Status,
-    WorkerLeases,
-    summary_from_record,
-)
+from ...admin.store import WAITING, Query, Scope
 from ...rules import RULES, Hold
 from .backend import MemoryBackend
 from .state import Job
@@ -53,10 +38,9 @@ class MemoryAdmin(StoreAdmin[MemoryBackend]):
                       state, query)
 
     def page(self, state: str, query: Query, offset: int, limit: int
-             ) -> tuple[list[JobSummary], int]:
+             ) -> tuple[list[Record], int]:
         rows = self._listed(state, query)
-        return ([summary_from_record(job_id, rec) for job_id, rec in rows[offset:offset + limit]],
-                len(rows))
+        return rows[offset:offset + limit], len(rows)
 
     def candidates(self, state: str, query: Query) -> Iterator[Record]:
         return iter(self._listed(state, query))
@@ -142,38 +126,38 @@ class MemoryAdmin(StoreAdmin[MemoryBackend]):
 
         return [job_id for job_id, outcome, _ in self._each(ids, delete) if outcome == "deleted"]
 
-    # -- reads --------------------------------------------------------------------------
-    def counts(self) -> Counts:
-        return counts_from_rows((job.state, 1) for job in self._jobs())
+    # -- rows for the summaries --------------------------------------------------------
+    def count_rows(self) -> Iterable[tuple[str, int]]:
+        return [(job.state, 1) for job in self._jobs()]
+
+    def status_rows(self) -> StatusRows:
+        jobs = self._jobs()
+        return StatusRows(
+            depth=[(j.queue, j.state, 1) for j in jobs
+                   if j.state in (*WAITING, "running", "failed")],
+            oldest=[(j.queue, max(j.enqueued_ms, j.due_ms)) for j in jobs
+                    if j.state in ("enqueued", "blocked")],
+            blocked=[(j.group, 1, j.limit) for j in jobs if j.state == "blocked" and j.group],
+            running=[(j.group, 1, j.limit) for j in jobs if j.state == "running" and j.group])
 
     def finished_since(self, since_ms: int) -> tuple[int, int]:
         finished = [j.state for j in self._jobs() if (j.finished_ms or 0) >= since_ms]
         return finished.count("completed"), finished.count("failed")
 
-    def finished_histogram(self, since_ms: int, bucket_ms: int, buckets: int
-                           ) -> list[tuple[int, int]]:
-        return histogram(((j.state, ((j.finished_ms or 0) - since_ms) // bucket_ms, 1)
-                          for j in self._jobs() if j.state in ("completed", "failed")
-                          and (j.finished_ms or 0) >= since_ms), buckets)
+    def finished_rows(self, since_ms: int, bucket_ms: int, buckets: int
+                      ) -> Iterable[tuple[str, int, int]]:
+        return [(j.state, ((j.finished_ms or 0) - since_ms) // bucket_ms, 1)
+                for j in self._jobs() if j.state in ("completed", "failed")
+                and (j.finished_ms or 0) >= since_ms]
 
-    def wait_samples(self, since_ms: int, limit: int) -> list[tuple[str, int]]:
-        return newest_waits(((j.started_ms, j.queue, j.started_ms - max(j.enqueued_ms, j.due_ms))
-                             for j in self._jobs() if j.state in ("running", "completed", "failed")
-                             and j.started_ms is not None and j.started_ms >= since_ms), limit)
+    def wait_rows(self, since_ms: int, limit: int) -> Iterable[tuple[int, str, int | None]]:
+        return [(j.started_ms, j.queue, j.started_ms - max(j.enqueued_ms, j.due_ms))
+                for j in self._jobs() if j.state in ("running", "completed", "failed")
+                and j.started_ms is not None and j.started_ms >= since_ms]
 
-    def worker_leases(self) -> list[WorkerLeases]:
-        return leases_from_rows((job.worker, 1, job.lease_ms, job.started_ms)
-                                for job in self._jobs() if job.state == "running" and job.worker)
-
-    def status(self) -> Status:
-        jobs = self._jobs()
-        return status_from_rows(
-            self.now_ms(), self.counts(),
-            [(j.queue, j.state, 1) for j in jobs if j.state in (*WAITING, "running", "failed")],
-            [(j.queue, max(j.enqueued_ms, j.due_ms)) for j in jobs
-             if j.state in ("enqueued", "blocked")],
-            [(j.group, 1, j.limit) for j in jobs if j.state == "blocked" and j.group],
-            [(j.group, 1, j.limit) for j in jobs if j.state == "running" and j.group])
+    def lease_rows(self) -> Iterable[tuple[str, int, int | None, int | None]]:
+        return [(job.worker, 1, job.lease_ms, job.started_ms)
+                for job in self._jobs() if job.state == "running" and job.worker]
 
 
 register_admin(MemoryBackend, MemoryAdmin)

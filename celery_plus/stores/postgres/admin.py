@@ -6,9 +6,9 @@ transaction (one round trip on the :class:`~celery_plus.stores.postgres.backend.
 PostgresBackend`'s pool) that locks the job's row with ``FOR UPDATE`` and re-checks its state
 before changing it, so concurrent operations on one job have one winner and a repeat is a
 no-op that says so. The rules are the Redis admin scripts'
-(``stores/redis/lua/admin/*.lua``) and ``stores/sqlite/admin.py``'s, with the same replies (see
-:func:`~celery_plus.admin.store.op_result`). The orchestration and what both SQL stores read
-alike are :class:`~celery_plus.stores.sql_admin.SqlAdmin`'s.
+(``stores/redis/lua/admin/*.lua``) and ``stores/sqlite/admin.py``'s, with the same replies
+(see :mod:`celery_plus.admin.orchestration`). The orchestration and what both SQL stores
+read alike are :class:`~celery_plus.stores.sql_admin.SqlAdmin`'s.
 
 Registered for :class:`PostgresBackend` with :func:`~celery_plus.admin.api.register_admin`
 when this module is imported (``celery_plus.admin`` imports it).

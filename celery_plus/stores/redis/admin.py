@@ -21,23 +21,10 @@ from collections.abc import Iterator, Sequence
 from importlib import resources
 from typing import Any
 
-from ...admin.aggregates import leases_from_rows, newest_waits, status_from_rows
-from ...admin.listing import listed
+from ...admin.aggregates import GroupRow, StatusRows
+from ...admin.listing import Record, listed
 from ...admin.orchestration import Outcome, StoreAdmin
-from ...admin.store import (
-    LIST_TEXT,
-    PREVIEW_BYTES,
-    SEARCH_CHUNK,
-    Counts,
-    JobSummary,
-    Query,
-    Scope,
-    Status,
-    WorkerLeases,
-    as_text,
-    batches,
-    summary_from_record,
-)
+from ...admin.store import LIST_TEXT, PREVIEW_BYTES, SEARCH_CHUNK, Query, Scope, as_text, batches
 from .backend import RedisBackend
 
 _SCRIPTS = ("retry", "discard", "cancel", "delete", "index_sync", "index_page", "index_counts",
@@ -119,7 +106,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         return ([self.key("blk", g) for g in sorted(self._members(self.key("blkgroups")))]
                 + [self.key("rblk", g) for g in sorted(self._members(self.key("rblkgroups")))])
 
-    def _candidates(self, state: str, query: Query) -> list[str]:
+    def _index_ids(self, state: str, query: Query) -> list[str]:
         """Ids the index of ``state`` (not a finished state) lists; filters not applied."""
         if state == "running":
             return self._zall(self.key("lease"))
@@ -130,31 +117,28 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
             return [i for q in queues for i in self._zall(self.key("q", q))]
         return [i for k in self._blocked_indexes() for i in self._zall(k)]
 
-    def counts(self) -> Counts:
-        pipe = self.client.pipeline(transaction=False)
+    def count_rows(self) -> list[tuple[str, int]]:
         queues, groups = self._queues(), self._blocked_indexes()
-        for q in queues:
-            pipe.zcard(self.key("q", q))
-        for g in groups:
-            pipe.zcard(g)
-        for index in ("sched", "lease", "done", "dead", "canceled", "discarded"):
-            pipe.zcard(self.key(index))
+        indexes = {"scheduled": "sched", "running": "lease", **FINISHED_INDEX}
+        pipe = self.client.pipeline(transaction=False)
+        for key in [*(self.key("q", q) for q in queues), *groups,
+                    *(self.key(index) for index in indexes.values())]:
+            pipe.zcard(key)
         replies = [int(r) for r in pipe.execute()]
-        enqueued = sum(replies[:len(queues)])
-        blocked = sum(replies[len(queues):len(queues) + len(groups)])
-        sched, lease, done, dead, canceled, discarded = replies[len(queues) + len(groups):]
-        return Counts(enqueued=enqueued, scheduled=sched, blocked=blocked, running=lease,
-                      completed=done, failed=dead, canceled=canceled, discarded=discarded)
+        per_index = replies[len(queues) + len(groups):]
+        return [("enqueued", sum(replies[:len(queues)])),
+                ("blocked", sum(replies[len(queues):len(queues) + len(groups)])),
+                *zip(indexes, per_index, strict=True)]
 
     # -- listings -----------------------------------------------------------------------
     def page(self, state: str, query: Query, offset: int, limit: int
-             ) -> tuple[list[JobSummary], int]:
+             ) -> tuple[list[Record], int]:
         if state in FINISHED_INDEX:
             if query.task or query.queue:
                 return self._indexed_page(state, query, offset, limit)
             return self._finished_page(state, query, offset, limit)
         ordered = self._ordered(state, query)
-        return self._summaries(ordered[offset:offset + limit]), len(ordered)
+        return self._summary_records(ordered[offset:offset + limit]), len(ordered)
 
     def candidates(self, state: str, query: Query) -> Iterator[tuple[str, dict[str, str]]]:
         if state in FINISHED_INDEX:
@@ -164,14 +148,14 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
     def _ordered(self, state: str, query: Query) -> list[str]:
         """Ids of a waiting or running ``state`` in the query's filters, in the listing's
         order: every record of the state is read (its small fields) and filtered here."""
-        ids = self._candidates(state, query)
+        ids = self._index_ids(state, query)
         return [job_id for job_id, _ in listed(zip(ids, self._records(ids, SORT_FIELDS),
                                                    strict=True), state, query)]
 
-    def _summaries(self, ids: Sequence[str]) -> list[JobSummary]:
+    def _summary_records(self, ids: Sequence[str]) -> list[Record]:
         """Listing rows of ``ids`` (in order; missing records left out), long texts cut by
         Redis (``summaries.lua``)."""
-        out: list[JobSummary] = []
+        out: list[Record] = []
         for chunk in batches(ids, 200):
             reply = self._scripts["summaries"](
                 args=[self.prefix, LIST_TEXT + 1, PREVIEW_BYTES, *chunk])
@@ -180,7 +164,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
                     continue
                 rec = {f: as_text(v) for f, v in zip(SUMMARY_REPLY, values, strict=False)
                        if v is not None}
-                out.append(summary_from_record(job_id, rec))
+                out.append((job_id, rec))
         return out
 
     def _whole_records(self, ids: Sequence[str], state: str
@@ -218,7 +202,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
                 yield job_id, rec
 
     def _finished_page(self, state: str, query: Query, offset: int, limit: int
-                       ) -> tuple[list[JobSummary], int]:
+                       ) -> tuple[list[Record], int]:
         """Newest-first page of a finished state's index, paged by Redis."""
         key = self.key(FINISHED_INDEX[state])
         low = "-inf" if query.since_ms is None else query.since_ms
@@ -228,7 +212,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
             raw = self.client.zrangebyscore(key, low, high, start=offset, num=limit)
         else:
             raw = self.client.zrevrangebyscore(key, high, low, start=offset, num=limit)
-        return self._summaries([as_text(m) for m in raw]), total
+        return self._summary_records([as_text(m) for m in raw]), total
 
     # -- the admin's listing index (lua/admin/index_*.lua) -------------------------------------
     def _sync_index(self, state: str) -> None:
@@ -248,7 +232,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
             low = high
 
     def _indexed_page(self, state: str, query: Query, offset: int, limit: int
-                      ) -> tuple[list[JobSummary], int]:
+                      ) -> tuple[list[Record], int]:
         """A page of a finished state filtered by task and/or queue, from the listing index."""
         self._sync_index(state)
         index = FINISHED_INDEX[state]
@@ -274,7 +258,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
                 if query.task:
                     pipe.zrem(self.key("ax", index, "t", query.task), job_id)
             pipe.execute()
-        return self._summaries(ids), int(total)
+        return self._summary_records(ids), int(total)
 
     def _finished_per_queue(self, state: str) -> dict[str, int]:
         """Records of a finished state per queue, from the listing index."""
@@ -339,36 +323,35 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         completed, failed = pipe.execute()
         return int(completed), int(failed)
 
-    def finished_histogram(self, since_ms: int, bucket_ms: int, buckets: int
-                           ) -> list[tuple[int, int]]:
+    def finished_rows(self, since_ms: int, bucket_ms: int, buckets: int
+                      ) -> list[tuple[str, int, int]]:
         pipe = self.client.pipeline(transaction=False)
-        for index in ("done", "dead"):
+        for state in ("completed", "failed"):
             for n in range(buckets):
                 low = since_ms + n * bucket_ms
-                pipe.zcount(self.key(index), low, f"({low + bucket_ms}")
-        counts = [int(c) for c in pipe.execute()]
-        return list(zip(counts[:buckets], counts[buckets:], strict=True))
+                pipe.zcount(self.key(FINISHED_INDEX[state]), low, f"({low + bucket_ms}")
+        counts = iter(pipe.execute())
+        return [(state, n, int(next(counts))) for state in ("completed", "failed")
+                for n in range(buckets)]
 
-    def wait_samples(self, since_ms: int, limit: int) -> list[tuple[str, int]]:
+    def wait_rows(self, since_ms: int, limit: int) -> list[tuple[int, str, int | None]]:
         # Finished jobs started since then finished since then too.
         ids = self._zall(self.key("lease"))
         for index in ("done", "dead"):
             ids += [as_text(m) for m in self.client.zrevrangebyscore(
                 self.key(index), "+inf", since_ms, start=0, num=limit)]
-        records = self._records(ids, ("q", "enq", "due", "start"))
-        starts = [(int(rec.get("start") or 0), rec) for rec in records]
-        return newest_waits(((start, rec.get("q", ""), start - max(int(rec.get("enq") or 0),
-                                                                    int(rec.get("due") or 0)))
-                             for start, rec in starts if start >= since_ms), limit)
+        starts = [(int(rec.get("start") or 0), rec)
+                  for rec in self._records(ids, ("q", "enq", "due", "start"))]
+        return [(start, rec.get("q", ""),
+                 start - max(int(rec.get("enq") or 0), int(rec.get("due") or 0)))
+                for start, rec in starts if start >= since_ms]
 
-    def worker_leases(self) -> list[WorkerLeases]:
+    def lease_rows(self) -> list[tuple[str, int, int | None, int | None]]:
         leases: list[Any] = list(self.client.zrange(self.key("lease"), 0, -1, withscores=True))
-        ids = [as_text(m) for m, _ in leases]
-        records = self._records(ids, ("st", "wk", "start"))
-        return leases_from_rows(
-            (rec["wk"], 1, int(deadline), int(rec["start"]) if rec.get("start") else None)
-            for (_, deadline), rec in zip(leases, records, strict=True)
-            if rec.get("st") == "running" and rec.get("wk"))
+        records = self._records([as_text(m) for m, _ in leases], ("st", "wk", "start"))
+        return [(rec["wk"], 1, int(deadline), int(rec["start"]) if rec.get("start") else None)
+                for (_, deadline), rec in zip(leases, records, strict=True)
+                if rec.get("st") == "running" and rec.get("wk")]
 
     # -- status -------------------------------------------------------------------------
     def _queue_heads(self, queue: str) -> list[str]:
@@ -387,8 +370,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
                 key, low, f"({high}", start=0, num=HEAD)]
             low = high
 
-    def status(self) -> Status:
-        now, counts = self.now_ms(), self.counts()
+    def status_rows(self) -> StatusRows:
         depth: list[tuple[str, str, int]] = []
         waiting: list[dict[str, str]] = []
         for queue in self._queues():
@@ -402,7 +384,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         depth += [(rec["q"], "scheduled", 1)
                   for rec in self._records(self._zall(self.key("sched")), ("st", "q"))
                   if rec.get("st") == "scheduled"]
-        blocked_groups: list[tuple[str, int, int | None]] = []
+        blocked_groups: list[GroupRow] = []
         for index in self._blocked_indexes():
             group = index[len(self.key("blk")) + 1:]
             concurrency = index.startswith(self.key("blk", ""))  # not a rate group
@@ -424,8 +406,8 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
             if rec.get("cg"):
                 pipe.sismember(self.key("slot", rec["cg"]), job_id)
         holds = iter(pipe.execute())
-        slots = [(rec["cg"], 1, int(rec.get("cl") or 0)) for _, rec in running
-                 if rec.get("cg") and next(holds)]
+        slots: list[GroupRow] = [(rec["cg"], 1, int(rec.get("cl") or 0)) for _, rec in running
+                                 if rec.get("cg") and next(holds)]
         oldest = [(rec.get("q", ""), max(int(rec.get("enq") or 0), int(rec.get("due") or 0)))
                   for rec in waiting]
-        return status_from_rows(now, counts, depth, oldest, blocked_groups, slots)
+        return StatusRows(depth, oldest, blocked_groups, slots)
