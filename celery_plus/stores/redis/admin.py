@@ -12,7 +12,8 @@ filters from the state's own index; by task and/or queue from the admin's listin
 (``lua/admin/index_*.lua``: sets per queue and per task, synced from the state's index by finish
 score and cut down to its current members before each count), which also gives ``status`` its
 per-queue dead-letter counts. Text searches and the other states' listings read every record
-of the state.
+of the state. The orchestration (checks, batches, results, summaries) is
+:class:`~celery_plus.admin.orchestration.StoreAdmin`'s.
 """
 
 from __future__ import annotations
