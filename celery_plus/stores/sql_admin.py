@@ -20,7 +20,15 @@ from typing import Any, ClassVar
 from ..admin.aggregates import StatusRows
 from ..admin.listing import Record
 from ..admin.orchestration import B, StoreAdmin
-from ..admin.store import LIST_TEXT, PREVIEW_BYTES, SEARCH_CHUNK, Query, Scope
+from ..admin.store import (
+    LIST_TEXT,
+    PREVIEW_BYTES,
+    PURGEABLE,
+    SEARCH_CHUNK,
+    Query,
+    Scope,
+    time_field,
+)
 
 #: What a text search reads of each record (whole: it searches all of them).
 SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
@@ -88,9 +96,8 @@ class SqlAdmin(StoreAdmin[B]):
         """All rows of one read statement."""
 
     @abstractmethod
-    def _listing(self, state: str, query: Query) -> Listing:
-        """The listing of ``state`` in the query's task, queue and time filters (see
-        :meth:`_filtered`)."""
+    def _state_is(self, state: str) -> tuple[str, list[Any]]:
+        """The condition (and its parameters) keeping the rows of ``state``."""
 
     @abstractmethod
     def _page_sql(self, state: str, listing: Listing) -> str:
@@ -101,8 +108,14 @@ class SqlAdmin(StoreAdmin[B]):
     def _among(self, ids: Sequence[str]) -> tuple[str, list[Any]]:
         """A condition (and its parameters) keeping the rows of these ids."""
 
-    def _filtered(self, where: str, params: Sequence[Any], at: str, query: Query) -> Listing:
-        """``where`` (with ``params``) and the query's filters, ``at`` the time expression."""
+    def _listing(self, state: str, query: Query) -> Listing:
+        """The rows of ``state`` in the query's task, queue and time filters."""
+        # Finished records always have a finish time: the bare column lets the index on
+        # (state, finished_ms, id) order them (a page, a text search's chunks and each
+        # chunk's keyset); other states may lack theirs.
+        column = self.FIELDS[time_field(state)]
+        at = column if state in PURGEABLE else f"COALESCE({column}, 0)"
+        where, params = self._state_is(state)
         clauses, values = [where], list(params)
         mark = self.MARK
         for value, clause in ((query.task, f"name = {mark}"), (query.queue, f"queue = {mark}"),

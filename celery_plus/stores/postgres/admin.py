@@ -21,7 +21,7 @@ from typing import Any
 
 from ...admin.api import register_admin
 from ...admin.orchestration import Outcome
-from ...admin.store import PURGEABLE, STATES, Query, Scope, time_field
+from ...admin.store import STATES, Scope
 from ..sql_admin import Listing, SqlAdmin, summary_columns
 from .backend import FIELDS, PostgresBackend
 
@@ -59,14 +59,10 @@ class PostgresAdmin(SqlAdmin[PostgresBackend]):
         return self.backend._rows(sql, params)
 
     # -- listings -----------------------------------------------------------------------
-    def _listing(self, state: str, query: Query) -> Listing:
-        # Finished records always have a finish time: the bare column lets the partial index
-        # jobs_finished (state, finished_ms, id) order them; other states may lack theirs.
-        column = FIELDS[time_field(state)]
-        at = column if state in PURGEABLE else f"COALESCE({column}, 0)"
+    def _state_is(self, state: str) -> tuple[str, list[Any]]:
         # The state spelled literally (it is one of STATES) so that the planner may use the
         # partial indexes, whose predicates name the states.
-        return self._filtered(f"state = '{state}'", [], at, query)
+        return f"state = '{state}'", []
 
     def _page_sql(self, state: str, listing: Listing) -> str:
         # Deferred join: order and page the ids only (an index scan), then read the page's

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...admin.orchestration import Outcome
-from ...admin.store import WAITING, Query, Scope, time_field
+from ...admin.store import WAITING, Scope, time_field
 from ..sql_admin import Listing, SqlAdmin, summary_columns
 from .backend import FIELDS, PRIORITY_FACTOR, SQLiteBackend, _Tx
 
@@ -42,9 +42,8 @@ class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
         return self.backend._read(lambda conn: conn.execute(sql, params).fetchall())
 
     # -- listings -----------------------------------------------------------------------
-    def _listing(self, state: str, query: Query) -> Listing:
-        return self._filtered("state = ?", [state], f"COALESCE({FIELDS[time_field(state)]}, 0)",
-                              query)
+    def _state_is(self, state: str) -> tuple[str, list[Any]]:
+        return "state = ?", [state]
 
     def _page_sql(self, state: str, listing: Listing) -> str:
         # Deferred join: sort only (time, id) of the matches, then read the page's rows
