@@ -2,8 +2,9 @@
 CLI and the web.
 
 ``from celery_plus import admin; admin.counts(app)`` — see :mod:`celery_plus.admin.api`.
-One implementation of :class:`~celery_plus.admin.store.AdminStore` per store
-(``celery_plus.stores.*.admin``); the CLI (``cli/admin.py``) uses this
+Every store's :class:`~celery_plus.admin.store.AdminStore` is
+:class:`~celery_plus.admin.orchestration.StoreAdmin` (the operations, written once) over that
+store's statements (``celery_plus.stores.*.admin``); the CLI (``cli/admin.py``) uses this
 API only.
 """
 

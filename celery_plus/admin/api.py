@@ -68,7 +68,9 @@ from .store import (
 
 logger = logging.getLogger(__name__)
 
-Factory = Callable[[Backend, bool], AdminStore]
+#: Builds the admin of a store from (its backend, whether the admin owns it): e.g. the
+#: admin's class (:class:`~celery_plus.admin.orchestration.StoreAdmin`'s constructor).
+Factory = Callable[[Any, bool], AdminStore]
 #: Backend class -> admin factory, for backends outside this package (e.g. PostgreSQL).
 _FACTORIES: dict[type, Factory] = {}
 

@@ -1,8 +1,9 @@
 """The admin's view of a durable store: the ``AdminStore`` interface and the values it returns.
 
-Each store has one implementation in its own package (``stores/redis/admin.py``,
-``stores/sqlite/admin.py``, ``stores/postgres/admin.py``); ``celery_plus.admin.api`` (the
-public API), the CLI and the web page speak only this interface.
+Every store's implementation is :class:`~celery_plus.admin.orchestration.StoreAdmin` (the
+operations written once) with the store's own statements in its package
+(``stores/{redis,sqlite,postgres,memory}/admin.py``); ``celery_plus.admin.api`` (the public
+API), the CLI and the web page speak only this interface.
 
 Rules every implementation follows (the conformance suite, ``tests/conformance/test_admin.py``,
 checks them on every backend):
@@ -547,14 +548,6 @@ def check_state(state: str, allowed: tuple[str, ...] = STATES) -> str:
     return state
 
 
-def check_scope(action: str, scope: Scope, all: bool) -> None:
-    if scope.empty and not all:
-        raise UnscopedOperation(action)
-    if scope.ids is not None and len(scope.ids) > MAX_PER_PAGE:
-        raise ValueError(f"{action} takes at most {MAX_PER_PAGE} task ids at once "
-                         f"(got {len(scope.ids)}): use a task/queue/age scope instead")
-
-
 def time_field(state: str) -> str:
     """The record field (Redis hash name) a listing of ``state`` orders and filters by."""
     if state in ("completed", "failed", "canceled", "discarded"):
@@ -564,31 +557,10 @@ def time_field(state: str) -> str:
     return "enq"
 
 
-def newest_first(rows: list[JobSummary]) -> list[JobSummary]:
-    return sorted(rows, key=lambda r: (r.at_ms, r.id), reverse=True)
-
-
 def batches(ids: Sequence[str], size: int = BATCH) -> Iterator[Sequence[str]]:
     """``ids`` in batches of ``size``: each batch of a bulk operation is one atomic step."""
     for start in range(0, len(ids), size):
         yield ids[start:start + size]
-
-
-def bulk_result(action: str, matched: int, result: BulkResult | None) -> BulkResult:
-    """The result a bulk operation fills in (the caller's, if it passed one)."""
-    if result is None:
-        return BulkResult(action, matched=matched)
-    result.action, result.matched = action, matched
-    return result
-
-
-def histogram(rows: Iterable[tuple[str, int, int]], buckets: int) -> list[tuple[int, int]]:
-    """(completed, failed) per bucket from (state, bucket number, count) rows."""
-    out = [[0, 0] for _ in range(buckets)]
-    for state, n, count in rows:
-        if 0 <= int(n) < buckets:
-            out[int(n)][0 if state == "completed" else 1] += int(count)
-    return [(c, f) for c, f in out]
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -598,7 +570,8 @@ def _int(value: Any, default: int = 0) -> int:
         return default
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A stored value as text ('' for None; bytes decoded, bad bytes replaced)."""
     if value is None:
         return ""
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -622,7 +595,7 @@ def decode_message(raw: str | bytes | None) -> Decoded:
     ``body_encoding`` is base64); protocol 1 bodies are a dict with ``args``/``kwargs``. A
     message that cannot be decoded (a malformed dead letter) gives ``error`` and no args.
     """
-    text = _text(raw)
+    text = as_text(raw)
     try:
         envelope = json.loads(text)
     except ValueError as exc:
@@ -671,11 +644,11 @@ def text_matches(needle: str, record: Mapping[str, Any]) -> bool:
     """``needle`` (case-insensitive) in the decoded args/kwargs or the error fields."""
     low = needle.lower()
     for key in ("etype", "emsg", "tb", "reason"):
-        if low in _text(record.get(key)).lower():
+        if low in as_text(record.get(key)).lower():
             return True
     decoded = decode_message(record.get("msg"))
     if decoded.error:
-        return low in _text(record.get("msg")).lower()
+        return low in as_text(record.get("msg")).lower()
     haystack = json.dumps([decoded.args, decoded.kwargs], default=str, ensure_ascii=False)
     return low in haystack.lower() or low in args_repr(decoded).lower()
 
@@ -700,7 +673,7 @@ def text_page(candidates: Iterable[tuple[str, Mapping[str, Any]]], query: Query,
 
 
 def _bounded(value: Any, limit: int = LIST_TEXT) -> str:
-    text = _text(value)
+    text = as_text(value)
     return text if len(text) <= limit else text[:limit] + "..."
 
 
@@ -719,8 +692,8 @@ def summary_from_record(job_id: str, rec: Mapping[str, Any], bounded: bool = Tru
                         ) -> JobSummary:
     """A listing row from a record with the Redis hash's field names (``msglen``: the size
     of a message the store did not send); ``bounded``: texts cut to LIST_TEXT."""
-    state = _text(rec.get("st"))
-    cut = _bounded if bounded else _text
+    state = as_text(rec.get("st"))
+    cut = _bounded if bounded else as_text
     return JobSummary(
         id=job_id, state=state, name=cut(rec.get("name")),
         queue=cut(rec.get("q")), at_ms=_int(rec.get(time_field(state))),
@@ -734,7 +707,7 @@ def detail_from_record(job_id: str, rec: Mapping[str, Any], holder: str | None) 
     """The full view of a record with the Redis hash's field names."""
     decoded = decode_message(rec.get("msg"))
     try:
-        history = json.loads(_text(rec.get("hist")) or "[]")
+        history = json.loads(as_text(rec.get("hist")) or "[]")
     except ValueError:
         history = []
     start, fin = rec.get("start"), rec.get("fin")
@@ -742,54 +715,12 @@ def detail_from_record(job_id: str, rec: Mapping[str, Any], holder: str | None) 
     return JobDetail(
         summary=summary, args=decoded.args, kwargs=decoded.kwargs, headers=decoded.headers,
         properties=decoded.properties, decode_error=decoded.error,
-        raw_message=_text(rec.get("msg")), max_deliveries=_int(rec.get("mdl")),
+        raw_message=as_text(rec.get("msg")), max_deliveries=_int(rec.get("mdl")),
         started_ms=None if start in (None, "") else _int(start),
         finished_ms=None if fin in (None, "") else _int(fin),
-        worker=_text(rec.get("wk")), traceback=_text(rec.get("tb")),
+        worker=as_text(rec.get("wk")), traceback=as_text(rec.get("tb")),
         history=history if isinstance(history, list) else [],
-        unique_lock=_text(rec.get("uk")), unique_window=_text(rec.get("uw")),
+        unique_lock=as_text(rec.get("uk")), unique_window=as_text(rec.get("uw")),
         unique_ttl_ms=_int(rec.get("ut")), unique_holder=holder,
-        concurrency_group=_text(rec.get("cg")), concurrency_limit=_int(rec.get("cl")),
+        concurrency_group=as_text(rec.get("cg")), concurrency_limit=_int(rec.get("cl")),
         priority=_int(rec.get("score")) >> 40)
-
-
-def op_result(job_id: str, action: str, outcome: str, extra: str) -> OpResult:
-    """Map a store step's reply to an OpResult: ``outcome`` is the new state (``extra`` the
-    previous one), ``noop`` (``extra`` the current state) or ``missing`` (JobNotFound)."""
-    if outcome == "missing":
-        raise JobNotFound(job_id)
-    if outcome in ("noop", "skipped"):
-        return OpResult(job_id, action, False, extra, extra)
-    return OpResult(job_id, action, True, outcome, extra)
-
-
-def status_from_rows(
-    now_ms: int,
-    counts: Counts,
-    depth_rows: Iterable[tuple[str, str, int]],
-    oldest_rows: Iterable[tuple[str, int]],
-    blocked_rows: Iterable[tuple[str, int, int | None]],
-    running_rows: Iterable[tuple[str, int, int | None]],
-) -> Status:
-    """Assemble a ``Status`` from SQL aggregates (shared by the SQL admin stores).
-
-    Rows: (queue, state, count) depths; (queue, oldest waiting ms); and per concurrency
-    group (group, count, limit) of blocked and of running jobs.
-    """
-    per: dict[str, dict[str, int]] = {}
-    for queue, state, n in depth_rows:
-        per.setdefault(queue, {})[state] = int(n)
-    oldest = {queue: int(since) for queue, since in oldest_rows}
-    groups: dict[str, dict[str, int]] = {}
-    for group, n, limit in blocked_rows:
-        groups[group] = {"blocked": int(n), "limit": int(limit or 0), "running": 0}
-    for group, n, limit in running_rows:
-        g = groups.setdefault(group, {"blocked": 0, "limit": 0, "running": 0})
-        g["running"] = int(n)
-        g["limit"] = max(g["limit"], int(limit or 0))
-    queues = [QueueStatus(queue=q, oldest_waiting_ms=oldest.get(q), **per[q])
-              for q in sorted(per)]
-    group_rows = [GroupStatus(group=g, running=v["running"], limit=v["limit"],
-                              blocked=v["blocked"]) for g, v in sorted(groups.items())]
-    return Status(now_ms=now_ms, counts=counts, queues=queues, groups=group_rows,
-                  oldest_waiting_ms=min(oldest.values()) if oldest else None)

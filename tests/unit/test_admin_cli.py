@@ -413,9 +413,8 @@ def test_an_interrupted_purge_says_how_many_it_deleted(store: Store,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C in the middle of a purge (here: after its second batch of two) reports the
     batches already deleted and exits 130; the store holds the rest."""
+    from celery_plus.admin import orchestration
     from celery_plus.admin.store import batches
-    from celery_plus.stores.redis import admin as redis_admin
-    from celery_plus.stores.sqlite import admin as sqlite_admin
 
     for n in range(7):
         store.dead(f"p{n}")
@@ -428,8 +427,7 @@ def test_an_interrupted_purge_says_how_many_it_deleted(store: Store,
                 raise KeyboardInterrupt  # Ctrl-C between two batches
             yield chunk
 
-    for module in (redis_admin, sqlite_admin):
-        monkeypatch.setattr(module, "batches", interrupted)
+    monkeypatch.setattr(orchestration, "batches", interrupted)
     done = run(store, "dlq", "purge", "--all", "--yes")
     assert done.exit_code == 130, done.output
     assert ("interrupted: purged 4 of 7 failed jobs before Ctrl-C (a batch of up to 500 more "

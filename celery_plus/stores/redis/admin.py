@@ -12,41 +12,19 @@ filters from the state's own index; by task and/or queue from the admin's listin
 (``lua/admin/index_*.lua``: sets per queue and per task, synced from the state's index by finish
 score and cut down to its current members before each count), which also gives ``status`` its
 per-queue dead-letter counts. Text searches and the other states' listings read every record
-of the state.
+of the state. The orchestration (checks, batches, results, summaries) is
+:class:`~celery_plus.admin.orchestration.StoreAdmin`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ...admin.store import (
-    LIST_TEXT,
-    PREVIEW_BYTES,
-    PURGEABLE,
-    SEARCH_CHUNK,
-    BulkResult,
-    Counts,
-    GroupStatus,
-    JobDetail,
-    JobSummary,
-    OpResult,
-    Query,
-    QueueStatus,
-    RetryConflict,
-    Scope,
-    Status,
-    WorkerLeases,
-    batches,
-    bulk_result,
-    check_scope,
-    check_state,
-    detail_from_record,
-    op_result,
-    summary_from_record,
-    text_page,
-    time_field,
-)
+from ...admin.aggregates import GroupRow, StatusRows
+from ...admin.listing import Record, listed
+from ...admin.orchestration import Outcome, StoreAdmin
+from ...admin.store import LIST_TEXT, PREVIEW_BYTES, SEARCH_CHUNK, Query, Scope, as_text, batches
 from .backend import RedisBackend
 from .scripts import admin_sources
 
@@ -69,43 +47,24 @@ SYNC_BATCH = 5000
 #: A sync re-reads members finished this long below the highest one indexed (a clock step).
 SYNC_MARGIN_MS = 1000
 
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
-
-
-class RedisAdmin:
+class RedisAdmin(StoreAdmin[RedisBackend]):
     """:class:`~celery_plus.admin.store.AdminStore` on a :class:`RedisBackend`'s store."""
 
-    def __init__(self, backend: RedisBackend, *, owns_backend: bool = False) -> None:
-        self.backend = backend
+    def __init__(self, backend: RedisBackend, owns_backend: bool = False) -> None:
+        super().__init__(backend, owns_backend)
         self.client = backend.client
         self.prefix = backend.prefix
-        self._owns = owns_backend
         self._scripts = {name: self.client.register_script(src)
                          for name, src in admin_sources().items()}
 
     def key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
 
-    def now_ms(self) -> int:
-        return self.backend.now_ms()
-
-    def close(self) -> None:
-        if self._owns:
-            self.backend.close()
-
     # -- reads --------------------------------------------------------------------------
     def _records(self, ids: Sequence[str], fields: Sequence[str]) -> list[dict[str, str]]:
         """``fields`` of each record (an empty dict for a missing record), in order."""
         out: list[dict[str, str]] = []
-        for chunk in _chunks(ids, 1000):
+        for chunk in batches(ids, 1000):
             pipe = self.client.pipeline(transaction=False)
             for job_id in chunk:
                 pipe.hmget(self.key("job", job_id), list(fields))
@@ -113,15 +72,15 @@ class RedisAdmin:
                 if values[0] is None:
                     out.append({})
                 else:
-                    out.append({f: _text(v) for f, v in zip(fields, values, strict=True)
+                    out.append({f: as_text(v) for f, v in zip(fields, values, strict=True)
                                 if v is not None})
         return out
 
     def _members(self, key: str) -> list[str]:
-        return [_text(m) for m in self.client.smembers(key)]
+        return [as_text(m) for m in self.client.smembers(key)]
 
     def _zall(self, key: str) -> list[str]:
-        return [_text(m) for m in self.client.zrange(key, 0, -1)]
+        return [as_text(m) for m in self.client.zrange(key, 0, -1)]
 
     def _queues(self) -> list[str]:
         return sorted(self._members(self.key("queues")))
@@ -131,7 +90,7 @@ class RedisAdmin:
         return ([self.key("blk", g) for g in sorted(self._members(self.key("blkgroups")))]
                 + [self.key("rblk", g) for g in sorted(self._members(self.key("rblkgroups")))])
 
-    def _candidates(self, state: str, query: Query) -> list[str]:
+    def _index_ids(self, state: str, query: Query) -> list[str]:
         """Ids the index of ``state`` (not a finished state) lists; filters not applied."""
         if state == "running":
             return self._zall(self.key("lease"))
@@ -142,72 +101,60 @@ class RedisAdmin:
             return [i for q in queues for i in self._zall(self.key("q", q))]
         return [i for k in self._blocked_indexes() for i in self._zall(k)]
 
-    def counts(self) -> Counts:
-        pipe = self.client.pipeline(transaction=False)
+    def count_rows(self) -> list[tuple[str, int]]:
         queues, groups = self._queues(), self._blocked_indexes()
-        for q in queues:
-            pipe.zcard(self.key("q", q))
-        for g in groups:
-            pipe.zcard(g)
-        for index in ("sched", "lease", "done", "dead", "canceled", "discarded"):
-            pipe.zcard(self.key(index))
+        indexes = {"scheduled": "sched", "running": "lease", **FINISHED_INDEX}
+        pipe = self.client.pipeline(transaction=False)
+        for key in [*(self.key("q", q) for q in queues), *groups,
+                    *(self.key(index) for index in indexes.values())]:
+            pipe.zcard(key)
         replies = [int(r) for r in pipe.execute()]
-        enqueued = sum(replies[:len(queues)])
-        blocked = sum(replies[len(queues):len(queues) + len(groups)])
-        sched, lease, done, dead, canceled, discarded = replies[len(queues) + len(groups):]
-        return Counts(enqueued=enqueued, scheduled=sched, blocked=blocked, running=lease,
-                      completed=done, failed=dead, canceled=canceled, discarded=discarded)
+        per_index = replies[len(queues) + len(groups):]
+        return [("enqueued", sum(replies[:len(queues)])),
+                ("blocked", sum(replies[len(queues):len(queues) + len(groups)])),
+                *zip(indexes, per_index, strict=True)]
 
-    def jobs(self, state: str, query: Query, offset: int, limit: int
-             ) -> tuple[list[JobSummary], int]:
-        check_state(state)
+    # -- listings -----------------------------------------------------------------------
+    def page(self, state: str, query: Query, offset: int, limit: int
+             ) -> tuple[list[Record], int]:
         if state in FINISHED_INDEX:
-            if query.text:
-                return text_page(self._finished_records(state, query), query, offset, limit)
             if query.task or query.queue:
                 return self._indexed_page(state, query, offset, limit)
             return self._finished_page(state, query, offset, limit)
-        # The other states: every record of the state is read (its small fields), filtered
-        # and sorted here; then the page's rows (or, for a text search, the candidates a
-        # chunk at a time).
-        ids = self._candidates(state, query)
-        rows: list[tuple[str, dict[str, str]]] = []
-        tfield = time_field(state)
-        for job_id, rec in zip(ids, self._records(ids, SORT_FIELDS), strict=True):
-            if rec.get("st") != state:
-                continue  # changed since the index was read
-            if (query.task and rec.get("name") != query.task) or (
-                    query.queue and rec.get("q") != query.queue):
-                continue
-            if not query.matches_time(int(rec.get(tfield) or 0)):
-                continue
-            rows.append((job_id, rec))
-        rows.sort(key=lambda row: (int(row[1].get(tfield) or 0), row[0]),
-                  reverse=not query.oldest_first)
-        ordered = [job_id for job_id, _ in rows]
-        if query.text:
-            return text_page(self._whole_records(ordered, state), query, offset, limit)
-        return self._summaries(ordered[offset:offset + limit]), len(rows)
+        ordered = self._ordered(state, query)
+        return self._summary_records(ordered[offset:offset + limit]), len(ordered)
 
-    def _summaries(self, ids: Sequence[str]) -> list[JobSummary]:
+    def candidates(self, state: str, query: Query) -> Iterator[tuple[str, dict[str, str]]]:
+        if state in FINISHED_INDEX:
+            return self._finished_records(state, query)
+        return self._whole_records(self._ordered(state, query), state)
+
+    def _ordered(self, state: str, query: Query) -> list[str]:
+        """Ids of a waiting or running ``state`` in the query's filters, in the listing's
+        order: every record of the state is read (its small fields) and filtered here."""
+        ids = self._index_ids(state, query)
+        return [job_id for job_id, _ in listed(zip(ids, self._records(ids, SORT_FIELDS),
+                                                   strict=True), state, query)]
+
+    def _summary_records(self, ids: Sequence[str]) -> list[Record]:
         """Listing rows of ``ids`` (in order; missing records left out), long texts cut by
         Redis (``summaries.lua``)."""
-        out: list[JobSummary] = []
-        for chunk in _chunks(ids, 200):
+        out: list[Record] = []
+        for chunk in batches(ids, 200):
             reply = self._scripts["summaries"](
                 args=[self.prefix, LIST_TEXT + 1, PREVIEW_BYTES, *chunk])
             for job_id, values in zip(chunk, reply, strict=True):
                 if values[0] is None:
                     continue
-                rec = {f: _text(v) for f, v in zip(SUMMARY_REPLY, values, strict=False)
+                rec = {f: as_text(v) for f, v in zip(SUMMARY_REPLY, values, strict=False)
                        if v is not None}
-                out.append(summary_from_record(job_id, rec))
+                out.append((job_id, rec))
         return out
 
     def _whole_records(self, ids: Sequence[str], state: str
                        ) -> Iterator[tuple[str, dict[str, str]]]:
         """Whole records of ``ids`` still in ``state``, SEARCH_CHUNK at a time."""
-        for chunk in _chunks(ids, SEARCH_CHUNK):
+        for chunk in batches(ids, SEARCH_CHUNK):
             for job_id, rec in zip(chunk, self._records(chunk, SEARCH_FIELDS), strict=True):
                 if rec.get("st") == state:
                     yield job_id, rec
@@ -232,14 +179,14 @@ class RedisAdmin:
         else:
             raw = self.client.zrevrangebyscore(self.key(FINISHED_INDEX[state]), high, low,
                                                start=0, num=count)
-        ids = [_text(i) for i in raw]
+        ids = [as_text(i) for i in raw]
         for job_id, rec in self._whole_records(ids, state):
             if (not query.queue or rec.get("q") == query.queue) and (
                     not query.task or rec.get("name") == query.task):
                 yield job_id, rec
 
     def _finished_page(self, state: str, query: Query, offset: int, limit: int
-                       ) -> tuple[list[JobSummary], int]:
+                       ) -> tuple[list[Record], int]:
         """Newest-first page of a finished state's index, paged by Redis."""
         key = self.key(FINISHED_INDEX[state])
         low = "-inf" if query.since_ms is None else query.since_ms
@@ -249,7 +196,7 @@ class RedisAdmin:
             raw = self.client.zrangebyscore(key, low, high, start=offset, num=limit)
         else:
             raw = self.client.zrevrangebyscore(key, high, low, start=offset, num=limit)
-        return self._summaries([_text(m) for m in raw]), total
+        return self._summary_records([as_text(m) for m in raw]), total
 
     # -- the admin's listing index (lua/admin/index_*.lua) -------------------------------------
     def _sync_index(self, state: str) -> None:
@@ -264,12 +211,12 @@ class RedisAdmin:
             if int(read) < SYNC_BATCH:
                 return
             # The next batch starts at the highest score read, past the members read there.
-            high = int(_text(high))
+            high = int(as_text(high))
             skip = skip + int(read) if high == low else int(at_high)
             low = high
 
     def _indexed_page(self, state: str, query: Query, offset: int, limit: int
-                      ) -> tuple[list[JobSummary], int]:
+                      ) -> tuple[list[Record], int]:
         """A page of a finished state filtered by task and/or queue, from the listing index."""
         self._sync_index(state)
         index = FINISHED_INDEX[state]
@@ -280,7 +227,7 @@ class RedisAdmin:
             total, raw_ids = self._scripts["index_page"](
                 args=[self.prefix, index, query.queue or "", query.task or "", low, high,
                       offset, limit, order])
-            ids = [_text(i) for i in raw_ids]
+            ids = [as_text(i) for i in raw_ids]
             records = self._records(ids, ("st", "q", "name"))
             stale = [(i, r) for i, r in zip(ids, records, strict=True)
                      if r.get("st") != state or (query.queue and r.get("q") != query.queue)
@@ -295,45 +242,41 @@ class RedisAdmin:
                 if query.task:
                     pipe.zrem(self.key("ax", index, "t", query.task), job_id)
             pipe.execute()
-        return self._summaries(ids), int(total)
+        return self._summary_records(ids), int(total)
 
     def _finished_per_queue(self, state: str) -> dict[str, int]:
         """Records of a finished state per queue, from the listing index."""
         self._sync_index(state)
         reply = self._scripts["index_counts"](args=[self.prefix, FINISHED_INDEX[state]])
-        return {_text(reply[i]): int(reply[i + 1]) for i in range(0, len(reply), 2)}
+        return {as_text(reply[i]): int(reply[i + 1]) for i in range(0, len(reply), 2)}
 
-    def show(self, job_id: str) -> JobDetail | None:
-        rec = self.backend.job(job_id)
-        if rec is None:
-            return None
-        lock = rec.get("uk") or ""
-        holder = self.backend.holder(lock) if lock else None
-        return detail_from_record(job_id, rec, holder)
-
-    # -- changes ------------------------------------------------------------------------
-    def _run(self, script: str, args: list[Any]) -> list[tuple[str, str, str]]:
+    # -- changes (one script call each: the scripts re-check every job) ---------------------
+    def _run(self, script: str, args: list[Any]) -> list[Outcome]:
         reply = self._scripts[script](args=[self.prefix, *args])
-        return [(_text(reply[i]), _text(reply[i + 1]), _text(reply[i + 2]))
+        return [(as_text(reply[i]), as_text(reply[i + 1]), as_text(reply[i + 2]))
                 for i in range(0, len(reply), 3)]
 
-    def _one(self, action: str, script: str, args: list[Any], job_id: str) -> OpResult:
-        [(_, outcome, extra)] = self._run(script, [*args, job_id])
-        if outcome == "conflict":
-            rec = self.backend.job(job_id) or {}
-            raise RetryConflict(job_id, extra, rec.get("uk", ""))
-        return op_result(job_id, action, outcome, extra)
+    @staticmethod
+    def _scope_args(scope: Scope) -> list[Any]:
+        return [scope.task or "", scope.queue or "",
+                "" if scope.older_than_ms is None else scope.older_than_ms]
 
-    def retry(self, job_id: str) -> OpResult:
-        return self._one("retry", "retry", [self.backend.backstop_ms, "", "", ""], job_id)
+    def retry_batch(self, ids: Sequence[str], scope: Scope) -> list[Outcome]:
+        return self._run("retry", [self.backend.backstop_ms, *self._scope_args(scope), *ids])
 
-    def discard(self, job_id: str) -> OpResult:
-        return self._one("discard", "discard", [], job_id)
+    def discard_one(self, job_id: str) -> Outcome:
+        [outcome] = self._run("discard", [job_id])
+        return outcome
 
-    def cancel(self, job_id: str) -> OpResult:
-        return self._one("cancel", "cancel", [], job_id)
+    def cancel_one(self, job_id: str) -> Outcome:
+        [outcome] = self._run("cancel", [job_id])
+        return outcome
 
-    def _in_scope(self, state: str, scope: Scope) -> list[str]:
+    def purge_batch(self, state: str, ids: Sequence[str], scope: Scope) -> list[str]:
+        reply = self._scripts["delete"](args=[self.prefix, state, *self._scope_args(scope), *ids])
+        return [as_text(i) for i in reply]
+
+    def select(self, state: str, scope: Scope) -> list[str]:
         """Ids of ``state`` (a finished state) in ``scope``, oldest first (a plain read)."""
         key = self.key(FINISHED_INDEX[state])
         if scope.ids is not None:
@@ -349,41 +292,14 @@ class RedisAdmin:
             ids = self._zall(key)
         else:
             cutoff = self.now_ms() - scope.older_than_ms
-            ids = [_text(m) for m in self.client.zrangebyscore(key, "-inf", cutoff)]
+            ids = [as_text(m) for m in self.client.zrangebyscore(key, "-inf", cutoff)]
         if scope.task is None and scope.queue is None:
             return ids
         return [job_id for job_id, rec in zip(ids, self._records(ids, ("name", "q")), strict=True)
                 if rec and (scope.task is None or rec.get("name") == scope.task)
                 and (scope.queue is None or rec.get("q") == scope.queue)]
 
-    @staticmethod
-    def _scope_args(scope: Scope) -> list[Any]:
-        return [scope.task or "", scope.queue or "",
-                "" if scope.older_than_ms is None else scope.older_than_ms]
-
-    def retry_many(self, scope: Scope, all: bool = False,
-                   result: BulkResult | None = None) -> BulkResult:
-        check_scope("retry", scope, all)
-        ids = self._in_scope("failed", scope)
-        result = bulk_result("retry", len(ids), result)
-        for chunk in batches(ids):
-            for job_id, outcome, extra in self._run(
-                    "retry", [self.backend.backstop_ms, *self._scope_args(scope), *chunk]):
-                result.note_retry(job_id, outcome, extra)
-        return result
-
-    def purge(self, state: str, scope: Scope, all: bool = False,
-              result: BulkResult | None = None) -> BulkResult:
-        check_state(state, PURGEABLE)
-        check_scope("purge", scope, all)
-        ids = self._in_scope(state, scope)
-        result = bulk_result("purge", len(ids), result)
-        for chunk in batches(ids):
-            reply = self._scripts["delete"](
-                args=[self.prefix, state, *self._scope_args(scope), *chunk])
-            result.changed += [_text(i) for i in reply]
-        return result
-
+    # -- reads --------------------------------------------------------------------------
     def finished_since(self, since_ms: int) -> tuple[int, int]:
         pipe = self.client.pipeline(transaction=False)
         pipe.zcount(self.key("done"), since_ms, "+inf")
@@ -391,45 +307,35 @@ class RedisAdmin:
         completed, failed = pipe.execute()
         return int(completed), int(failed)
 
-    def finished_histogram(self, since_ms: int, bucket_ms: int, buckets: int
-                           ) -> list[tuple[int, int]]:
+    def finished_rows(self, since_ms: int, bucket_ms: int, buckets: int
+                      ) -> list[tuple[str, int, int]]:
         pipe = self.client.pipeline(transaction=False)
-        for index in ("done", "dead"):
+        for state in ("completed", "failed"):
             for n in range(buckets):
                 low = since_ms + n * bucket_ms
-                pipe.zcount(self.key(index), low, f"({low + bucket_ms}")
-        counts = [int(c) for c in pipe.execute()]
-        return list(zip(counts[:buckets], counts[buckets:], strict=True))
+                pipe.zcount(self.key(FINISHED_INDEX[state]), low, f"({low + bucket_ms}")
+        counts = iter(pipe.execute())
+        return [(state, n, int(next(counts))) for state in ("completed", "failed")
+                for n in range(buckets)]
 
-    def wait_samples(self, since_ms: int, limit: int) -> list[tuple[str, int]]:
+    def wait_rows(self, since_ms: int, limit: int) -> list[tuple[int, str, int | None]]:
         # Finished jobs started since then finished since then too.
         ids = self._zall(self.key("lease"))
         for index in ("done", "dead"):
-            ids += [_text(m) for m in self.client.zrevrangebyscore(
+            ids += [as_text(m) for m in self.client.zrevrangebyscore(
                 self.key(index), "+inf", since_ms, start=0, num=limit)]
-        samples = []
-        for rec in self._records(ids, ("q", "enq", "due", "start")):
-            start = int(rec.get("start") or 0)
-            if start >= since_ms:
-                ready = max(int(rec.get("enq") or 0), int(rec.get("due") or 0))
-                samples.append((start, rec.get("q", ""), max(start - ready, 0)))
-        samples.sort(reverse=True)
-        return [(queue, wait) for _, queue, wait in samples[:limit]]
+        starts = [(int(rec.get("start") or 0), rec)
+                  for rec in self._records(ids, ("q", "enq", "due", "start"))]
+        return [(start, rec.get("q", ""),
+                 start - max(int(rec.get("enq") or 0), int(rec.get("due") or 0)))
+                for start, rec in starts if start >= since_ms]
 
-    def worker_leases(self) -> list[WorkerLeases]:
+    def lease_rows(self) -> list[tuple[str, int, int | None, int | None]]:
         leases: list[Any] = list(self.client.zrange(self.key("lease"), 0, -1, withscores=True))
-        ids = [_text(m) for m, _ in leases]
-        held: dict[str, list[int]] = {}
-        for (_, deadline), rec in zip(leases, self._records(ids, ("st", "wk", "start")),
-                                      strict=True):
-            if rec.get("st") == "running" and rec.get("wk"):
-                entry = held.setdefault(rec["wk"], [0, 0, 0])
-                start = int(rec.get("start") or 0)
-                entry[0] += 1
-                entry[1] = max(entry[1], int(deadline))
-                entry[2] = min(entry[2], start) if entry[2] else start
-        return [WorkerLeases(worker, n, deadline, start)
-                for worker, (n, deadline, start) in sorted(held.items())]
+        records = self._records([as_text(m) for m, _ in leases], ("st", "wk", "start"))
+        return [(rec["wk"], 1, int(deadline), int(rec["start"]) if rec.get("start") else None)
+                for (_, deadline), rec in zip(leases, records, strict=True)
+                if rec.get("st") == "running" and rec.get("wk")]
 
     # -- status -------------------------------------------------------------------------
     def _queue_heads(self, queue: str) -> list[str]:
@@ -444,69 +350,48 @@ class RedisAdmin:
             if not first:
                 return ids
             high = (int(first[0][1]) // BAND + 1) * BAND
-            ids += [_text(m) for m in self.client.zrangebyscore(
+            ids += [as_text(m) for m in self.client.zrangebyscore(
                 key, low, f"({high}", start=0, num=HEAD)]
             low = high
 
-    def status(self) -> Status:
-        now = self.now_ms()
-        counts = self.counts()
-        per: dict[str, dict[str, int]] = {}
-        oldest: dict[str, int] = {}
-
-        def note_waiting(rec: dict[str, str]) -> None:
-            since = max(int(rec.get("enq") or 0), int(rec.get("due") or 0))
-            queue = rec.get("q", "")
-            oldest[queue] = min(oldest.get(queue, since), since)
-
+    def status_rows(self) -> StatusRows:
+        depth: list[tuple[str, str, int]] = []
+        waiting: list[dict[str, str]] = []
         for queue in self._queues():
-            depth = int(self.client.zcard(self.key("q", queue)))
-            if depth:
-                per.setdefault(queue, {})["enqueued"] = depth
-                for rec in self._records(self._queue_heads(queue), ("st", "q", "enq", "due")):
-                    if rec.get("st") == "enqueued":
-                        note_waiting(rec)
-        groups: dict[str, dict[str, int]] = {}
-        for queue, failed in self._finished_per_queue("failed").items():
-            per.setdefault(queue, {})["failed"] = failed
-        for rec in self._records(self._zall(self.key("sched")), ("st", "q")):
-            if rec.get("st") == "scheduled":
-                bucket = per.setdefault(rec["q"], {})
-                bucket["scheduled"] = bucket.get("scheduled", 0) + 1
+            enqueued = int(self.client.zcard(self.key("q", queue)))
+            if enqueued:
+                depth.append((queue, "enqueued", enqueued))
+                waiting += [rec for rec in self._records(self._queue_heads(queue),
+                                                         ("st", "q", "enq", "due"))
+                            if rec.get("st") == "enqueued"]
+        depth += [(queue, "failed", n) for queue, n in self._finished_per_queue("failed").items()]
+        depth += [(rec["q"], "scheduled", 1)
+                  for rec in self._records(self._zall(self.key("sched")), ("st", "q"))
+                  if rec.get("st") == "scheduled"]
+        blocked_groups: list[GroupRow] = []
         for index in self._blocked_indexes():
-            ids = self._zall(index)
             group = index[len(self.key("blk")) + 1:]
-            for rec in self._records(ids, ("st", "q", "enq", "due", "cl")):
+            concurrency = index.startswith(self.key("blk", ""))  # not a rate group
+            for rec in self._records(self._zall(index), ("st", "q", "enq", "due", "cl")):
                 if rec.get("st") == "blocked":
-                    bucket = per.setdefault(rec["q"], {})
-                    bucket["blocked"] = bucket.get("blocked", 0) + 1
-                    note_waiting(rec)
-                    if index.startswith(self.key("blk", "")):  # a concurrency group
-                        g = groups.setdefault(group, {"blocked": 0, "limit": 0})
-                        g["blocked"] += 1
-                        g["limit"] = max(g["limit"], int(rec.get("cl") or 0))
+                    depth.append((rec["q"], "blocked", 1))
+                    waiting.append(rec)
+                    if concurrency:
+                        blocked_groups.append((group, 1, int(rec.get("cl") or 0)))
         # Slots in use: running jobs of a group that hold one of its slots (read from the
         # running jobs, not by scanning the keyspace for P:slot:* sets).
         running_ids = self._zall(self.key("lease"))
         running = [(i, r) for i, r in zip(
             running_ids, self._records(running_ids, ("st", "q", "cg", "cl")), strict=True)
             if r.get("st") == "running"]
+        depth += [(rec["q"], "running", 1) for _, rec in running]
         pipe = self.client.pipeline(transaction=False)
         for job_id, rec in running:
-            bucket = per.setdefault(rec["q"], {})
-            bucket["running"] = bucket.get("running", 0) + 1
             if rec.get("cg"):
                 pipe.sismember(self.key("slot", rec["cg"]), job_id)
         holds = iter(pipe.execute())
-        for _job_id, rec in running:
-            if rec.get("cg") and next(holds):
-                g = groups.setdefault(rec["cg"], {"blocked": 0, "limit": 0})
-                g["running"] = g.get("running", 0) + 1
-                g["limit"] = max(g["limit"], int(rec.get("cl") or 0))
-        queues = [QueueStatus(queue=q, oldest_waiting_ms=oldest.get(q), **per[q])
-                  for q in sorted(per)]
-        group_rows = [GroupStatus(group=g, running=v.get("running", 0), limit=v["limit"],
-                                  blocked=v["blocked"]) for g, v in sorted(groups.items())]
-        return Status(now_ms=now, counts=counts, queues=queues, groups=group_rows,
-                      oldest_waiting_ms=min(oldest.values()) if oldest else None)
-
+        slots: list[GroupRow] = [(rec["cg"], 1, int(rec.get("cl") or 0)) for _, rec in running
+                                 if rec.get("cg") and next(holds)]
+        oldest = [(rec.get("q", ""), max(int(rec.get("enq") or 0), int(rec.get("due") or 0)))
+                  for rec in waiting]
+        return StatusRows(depth, oldest, blocked_groups, slots)

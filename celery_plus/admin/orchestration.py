@@ -1,0 +1,235 @@
+"""The admin operations written once, over a few atomic primitives each store provides.
+
+:class:`StoreAdmin` is every store's :class:`~celery_plus.admin.store.AdminStore`: it checks
+states and scopes, picks a bulk operation's candidates and changes them a batch at a time,
+turns the store's replies into :class:`OpResult` / :class:`BulkResult` values, raises
+:class:`RetryConflict`, runs a listing (a page, or a text search over the store's records)
+and assembles counts, status, activity, latency and leases from the rows the store reads. A
+store's admin (``stores/*/admin.py``) supplies only its own statements (Lua scripts, SQL,
+steps under the in-process store's lock): the primitives below.
+
+A change primitive is ONE atomic step in the store that re-checks each job's state (and the
+bulk scope) itself and answers per job ``(job id, outcome, extra)``: ``outcome`` is the new
+state (``extra`` the previous one), ``noop`` / ``skipped`` (``extra`` the current state),
+``missing``, or for a retry ``conflict`` (``extra`` the holder of the unique key); see
+:func:`op_result`. Records use the Redis hash's field names (``lua/lib.lua``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from typing import Generic, TypeVar
+
+from ..transport.backend import Backend
+from .aggregates import (
+    StatusRows,
+    counts_from_rows,
+    histogram,
+    leases_from_rows,
+    newest_waits,
+    status_from_rows,
+)
+from .listing import Record
+from .store import (
+    MAX_PER_PAGE,
+    PURGEABLE,
+    BulkResult,
+    Counts,
+    JobDetail,
+    JobNotFound,
+    JobSummary,
+    OpResult,
+    Query,
+    RetryConflict,
+    Scope,
+    Status,
+    UnscopedOperation,
+    WorkerLeases,
+    batches,
+    check_state,
+    detail_from_record,
+    summary_from_record,
+    text_page,
+)
+
+#: A change primitive's answer for one job: (job id, outcome, extra).
+Outcome = tuple[str, str, str]
+
+B = TypeVar("B", bound=Backend)
+
+
+def check_scope(action: str, scope: Scope, all: bool) -> None:
+    """A bulk operation's scope: not empty unless ``all``; at most MAX_PER_PAGE ids."""
+    if scope.empty and not all:
+        raise UnscopedOperation(action)
+    if scope.ids is not None and len(scope.ids) > MAX_PER_PAGE:
+        raise ValueError(f"{action} takes at most {MAX_PER_PAGE} task ids at once "
+                         f"(got {len(scope.ids)}): use a task/queue/age scope instead")
+
+
+def bulk_result(action: str, matched: int, result: BulkResult | None) -> BulkResult:
+    """The result a bulk operation fills in (the caller's, if it passed one)."""
+    if result is None:
+        return BulkResult(action, matched=matched)
+    result.action, result.matched = action, matched
+    return result
+
+
+def op_result(job_id: str, action: str, outcome: str, extra: str) -> OpResult:
+    """Map a store step's reply to an OpResult: ``outcome`` is the new state (``extra`` the
+    previous one), ``noop`` / ``skipped`` (``extra`` the current state) or ``missing``
+    (JobNotFound)."""
+    if outcome == "missing":
+        raise JobNotFound(job_id)
+    if outcome in ("noop", "skipped"):
+        return OpResult(job_id, action, False, extra, extra)
+    return OpResult(job_id, action, True, outcome, extra)
+
+
+class StoreAdmin(ABC, Generic[B]):
+    """:class:`~celery_plus.admin.store.AdminStore` on ``backend``'s store: the orchestration
+    here, the store's statements in a subclass (closing it closes the backend only if
+    ``owns_backend``)."""
+
+    def __init__(self, backend: B, owns_backend: bool = False) -> None:
+        self.backend = backend
+        self._owns = owns_backend
+
+    def now_ms(self) -> int:
+        return self.backend.now_ms()
+
+    def close(self) -> None:
+        if self._owns:
+            self.backend.close()
+
+    # -- the store's primitives: listings ------------------------------------------------
+    @abstractmethod
+    def page(self, state: str, query: Query, offset: int, limit: int
+             ) -> tuple[list[Record], int]:
+        """``limit`` listing rows of ``state`` from ``offset`` in the listing's order (the
+        query's task, queue and time filters applied; no text), and how many match. A row's
+        long texts may be cut and a large message left out (``msglen``: its size)."""
+
+    @abstractmethod
+    def candidates(self, state: str, query: Query) -> Iterable[Record]:
+        """Whole records of ``state`` in the query's task, queue and time filters, in the
+        listing's order, read a chunk at a time (none past ``query.text_limit``)."""
+
+    # -- the store's primitives: changes -------------------------------------------------
+    @abstractmethod
+    def select(self, state: str, scope: Scope) -> list[str]:
+        """Ids of ``state`` in ``scope``, oldest first: a plain read (each change re-checks)."""
+
+    @abstractmethod
+    def retry_batch(self, ids: Sequence[str], scope: Scope) -> list[Outcome]:
+        """Retry ``ids`` (those still failed and in ``scope``) in one atomic step."""
+
+    @abstractmethod
+    def discard_one(self, job_id: str) -> Outcome:
+        """Discard one failed job in one atomic step."""
+
+    @abstractmethod
+    def cancel_one(self, job_id: str) -> Outcome:
+        """Cancel one waiting job in one atomic step."""
+
+    @abstractmethod
+    def purge_batch(self, state: str, ids: Sequence[str], scope: Scope) -> list[str]:
+        """Delete the records of ``ids`` still in ``state`` and ``scope`` in one atomic step;
+        the ids deleted."""
+
+    # -- the store's primitives: rows for the summaries ----------------------------------
+    @abstractmethod
+    def count_rows(self) -> Iterable[tuple[str, int]]:
+        """(state, jobs) rows."""
+
+    @abstractmethod
+    def status_rows(self) -> StatusRows: ...
+
+    @abstractmethod
+    def finished_since(self, since_ms: int) -> tuple[int, int]:
+        """(completed, failed) records whose finish time is at or after ``since_ms``."""
+
+    @abstractmethod
+    def finished_rows(self, since_ms: int, bucket_ms: int, buckets: int
+                      ) -> Iterable[tuple[str, int, int]]:
+        """(state, bucket number, records) rows of the completed and failed records finished
+        in ``buckets`` buckets of ``bucket_ms`` from ``since_ms``."""
+
+    @abstractmethod
+    def wait_rows(self, since_ms: int, limit: int) -> Iterable[tuple[int, str, int | None]]:
+        """(started ms, queue, ms from ready to started) rows of (at least) the newest
+        ``limit`` running, completed or failed jobs started at or after ``since_ms``."""
+
+    @abstractmethod
+    def lease_rows(self) -> Iterable[tuple[str, int, int | None, int | None]]:
+        """(worker id, running jobs, newest lease deadline, oldest start) rows."""
+
+    # -- the operations ----------------------------------------------------------------
+    def jobs(self, state: str, query: Query, offset: int, limit: int
+             ) -> tuple[list[JobSummary], int]:
+        check_state(state)
+        if query.text:
+            return text_page(self.candidates(state, query), query, offset, limit)
+        rows, total = self.page(state, query, offset, limit)
+        return [summary_from_record(job_id, rec) for job_id, rec in rows], total
+
+    def show(self, job_id: str) -> JobDetail | None:
+        rec = self.backend.job(job_id)
+        if rec is None:
+            return None
+        lock = rec.get("uk") or ""
+        return detail_from_record(job_id, rec, self.backend.holder(lock) if lock else None)
+
+    def retry(self, job_id: str) -> OpResult:
+        [(_, outcome, extra)] = self.retry_batch([job_id], Scope())
+        if outcome == "conflict":
+            raise RetryConflict(job_id, extra, (self.backend.job(job_id) or {}).get("uk", ""))
+        return op_result(job_id, "retry", outcome, extra)
+
+    def discard(self, job_id: str) -> OpResult:
+        _, outcome, extra = self.discard_one(job_id)
+        return op_result(job_id, "discard", outcome, extra)
+
+    def cancel(self, job_id: str) -> OpResult:
+        _, outcome, extra = self.cancel_one(job_id)
+        return op_result(job_id, "cancel", outcome, extra)
+
+    def retry_many(self, scope: Scope, all: bool = False,
+                   result: BulkResult | None = None) -> BulkResult:
+        check_scope("retry", scope, all)
+        ids = self.select("failed", scope)
+        result = bulk_result("retry", len(ids), result)
+        for chunk in batches(ids):
+            for job_id, outcome, extra in self.retry_batch(chunk, scope):
+                result.note_retry(job_id, outcome, extra)
+        return result
+
+    def purge(self, state: str, scope: Scope, all: bool = False,
+              result: BulkResult | None = None) -> BulkResult:
+        check_state(state, PURGEABLE)
+        check_scope("purge", scope, all)
+        ids = self.select(state, scope)
+        result = bulk_result("purge", len(ids), result)
+        for chunk in batches(ids):
+            result.changed += self.purge_batch(state, chunk, scope)
+        return result
+
+    # -- the summaries -----------------------------------------------------------------
+    def counts(self) -> Counts:
+        return counts_from_rows(self.count_rows())
+
+    def status(self) -> Status:
+        now, counts = self.now_ms(), self.counts()
+        return status_from_rows(now, counts, self.status_rows())
+
+    def finished_histogram(self, since_ms: int, bucket_ms: int, buckets: int
+                           ) -> list[tuple[int, int]]:
+        return histogram(self.finished_rows(since_ms, bucket_ms, buckets), buckets)
+
+    def wait_samples(self, since_ms: int, limit: int) -> list[tuple[str, int]]:
+        return newest_waits(self.wait_rows(since_ms, limit), limit)
+
+    def worker_leases(self) -> list[WorkerLeases]:
+        return leases_from_rows(self.lease_rows())
+

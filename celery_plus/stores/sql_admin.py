@@ -1,0 +1,230 @@
+"""The admin on the SQL stores (SQLite, PostgreSQL): what their two admins share, once.
+
+:class:`SqlAdmin` lists jobs (a page by a deferred join, a text search by keyset paging),
+selects a bulk operation's candidates and runs the reads whose statements both dialects
+accept. Each store's admin (``sqlite/admin.py``, ``postgres/admin.py``) adds its dialect
+(parameter mark, id order, the keyset's parameters), the statements it tunes for its planner
+(counts, status depths, a listing's condition and page) and its changes.
+
+A listing row's long texts are cut in SQL and a large message is left out (its size is read
+instead), as ``admin/store.py``'s rules ask; a text search reads whole records.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..admin.aggregates import StatusRows
+from ..admin.listing import Record
+from ..admin.orchestration import B, StoreAdmin
+from ..admin.store import (
+    LIST_TEXT,
+    PREVIEW_BYTES,
+    PURGEABLE,
+    SEARCH_CHUNK,
+    Query,
+    Scope,
+    time_field,
+)
+
+#: What a text search reads of each record (whole: it searches all of them).
+SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
+                 "emsg", "msg", "tb")
+
+
+def summary_columns(alias: str, byte_length: str) -> tuple[tuple[str, ...], str]:
+    """(record field names, the SQL select list with the id first) of a listing row, the
+    columns qualified by ``alias`` (``"j."`` or ``""``); ``byte_length`` is the dialect's
+    byte length of the message column (``"octet_length({})"``)."""
+    cut = f"substr({alias}{{}}, 1, {LIST_TEXT + 1})"
+    size = byte_length.format(f"{alias}msg")
+    fields = (("st", f"{alias}state"), ("name", cut.format("name")), ("q", cut.format("queue")),
+              ("enq", f"{alias}enqueued_ms"), ("due", f"{alias}due_ms"),
+              ("start", f"{alias}started_ms"), ("fin", f"{alias}finished_ms"),
+              ("dl", f"{alias}deliveries"), ("reason", cut.format("reason")),
+              ("etype", cut.format("exc_type")), ("emsg", cut.format("exc_message")),
+              ("msg", f"CASE WHEN {size} <= {PREVIEW_BYTES} THEN {alias}msg END"),
+              ("msglen", size))
+    return (tuple(name for name, _ in fields),
+            ", ".join([f"{alias}id", *(sql for _, sql in fields)]))
+
+
+def record(fields: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
+    """A row as a record with the Redis hash's field names (NULL columns left out)."""
+    return {f: (bytes(v) if isinstance(v, memoryview) else v)
+            for f, v in zip(fields, row, strict=True) if v is not None}
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A listing's WHERE condition and its parameters, the time expression it filters and
+    orders by, and its direction (``DESC``: newest first)."""
+
+    condition: str
+    params: list[Any]
+    at: str
+    direction: str
+
+
+class SqlAdmin(StoreAdmin[B]):
+    """:class:`~celery_plus.admin.orchestration.StoreAdmin` on a ``jobs`` table."""
+
+    #: The dialect's parameter mark.
+    MARK: ClassVar[str]
+    #: The id as listings and selections order it (the other stores compare bytes).
+    ID: ClassVar[str]
+    #: A search's keyset parameters: the (time, id) the next chunk starts after.
+    KEYSET: ClassVar[str]
+    #: The dialect's larger of two values.
+    GREATEST: ClassVar[str]
+    #: Redis hash field name -> ``jobs`` column.
+    FIELDS: ClassVar[Mapping[str, str]]
+    #: (field names, select list) of a listing row (:func:`summary_columns`).
+    SUMMARY: ClassVar[tuple[tuple[str, ...], str]]
+    #: (state, count) rows.
+    COUNTS: ClassVar[str]
+    #: (queue, state, count) rows of the states ``status`` shows per queue.
+    DEPTH: ClassVar[str]
+    #: (queue, since when its longest-waiting enqueued or blocked job waits) rows.
+    OLDEST: ClassVar[str]
+
+    @abstractmethod
+    def _all(self, sql: str, *params: Any) -> list[Any]:
+        """All rows of one read statement."""
+
+    @abstractmethod
+    def _state_is(self, state: str) -> tuple[str, list[Any]]:
+        """The condition (and its parameters) keeping the rows of ``state``."""
+
+    @abstractmethod
+    def _page_sql(self, state: str, listing: Listing) -> str:
+        """A page of ``listing`` (the :attr:`SUMMARY` columns, in order); its parameters are
+        the listing's, then the limit and the offset."""
+
+    @abstractmethod
+    def _among(self, ids: Sequence[str]) -> tuple[str, list[Any]]:
+        """A condition (and its parameters) keeping the rows of these ids."""
+
+    def _listing(self, state: str, query: Query) -> Listing:
+        """The rows of ``state`` in the query's task, queue and time filters."""
+        # Finished records always have a finish time: the bare column lets the index on
+        # (state, finished_ms, id) order them (a page, a text search's chunks and each
+        # chunk's keyset); other states may lack theirs.
+        column = self.FIELDS[time_field(state)]
+        at = column if state in PURGEABLE else f"COALESCE({column}, 0)"
+        where, params = self._state_is(state)
+        clauses, values = [where], list(params)
+        mark = self.MARK
+        for value, clause in ((query.task, f"name = {mark}"), (query.queue, f"queue = {mark}"),
+                              (query.since_ms, f"{at} >= {mark}"),
+                              (query.until_ms, f"{at} <= {mark}")):
+            if value is not None:
+                clauses.append(clause)
+                values.append(value)
+        return Listing(" AND ".join(clauses), values, at,
+                       "ASC" if query.oldest_first else "DESC")
+
+    # -- listings -----------------------------------------------------------------------
+    def page(self, state: str, query: Query, offset: int, limit: int
+             ) -> tuple[list[Record], int]:
+        listing = self._listing(state, query)
+        total = self._all(f"SELECT count(*) FROM jobs WHERE {listing.condition}",
+                          *listing.params)[0][0]
+        names, _ = self.SUMMARY
+        rows = self._all(self._page_sql(state, listing), *listing.params, limit, offset)
+        return [(row[0], record(names, row[1:])) for row in rows], int(total)
+
+    def candidates(self, state: str, query: Query) -> Iterator[Record]:
+        """Whole records, SEARCH_CHUNK at a time, each chunk after the (time, id) of the
+        previous one's last row (keyset paging): the memory is one chunk, however large the
+        records; none read past the query's ``text_limit``."""
+        listing = self._listing(state, query)
+        at, ident, direction = listing.at, self.ID, listing.direction
+        columns = ", ".join(["id", at, *(self.FIELDS[f] for f in SEARCH_FIELDS)])
+        after = "<" if direction == "DESC" else ">"
+        last: tuple[Any, Any] | None = None
+        seen = 0
+        while query.text_limit is None or seen < query.text_limit:
+            keyset = "" if last is None else f" AND ({at}, {ident}) {after} {self.KEYSET}"
+            rows = self._all(f"SELECT {columns} FROM jobs WHERE {listing.condition}{keyset} "
+                             f"ORDER BY {at} {direction}, {ident} {direction} "
+                             f"LIMIT {SEARCH_CHUNK}", *listing.params, *(last or ()))
+            for row in rows:
+                seen += 1
+                yield row[0], record(SEARCH_FIELDS, row[2:])
+            if len(rows) < SEARCH_CHUNK:
+                return
+            last = (rows[-1][1], rows[-1][0])
+
+    def select(self, state: str, scope: Scope) -> list[str]:
+        mark = self.MARK
+        where: list[str] = [f"state = {mark}"]
+        params: list[Any] = [state]
+        for value, clause in ((scope.task, f"name = {mark}"), (scope.queue, f"queue = {mark}")):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        if scope.older_than_ms is not None:
+            where.append(f"COALESCE(finished_ms, 0) <= {mark}")
+            params.append(self.now_ms() - scope.older_than_ms)
+        if scope.ids is not None:
+            among, ids = self._among(scope.ids)
+            where.append(among)
+            params += ids
+        return [row[0] for row in self._all(
+            f"SELECT id FROM jobs WHERE {' AND '.join(where)} ORDER BY finished_ms, {self.ID}",
+            *params)]
+
+    # -- rows for the summaries --------------------------------------------------------
+    def count_rows(self) -> list[tuple[str, int]]:
+        return self._all(self.COUNTS)
+
+    def status_rows(self) -> StatusRows:
+        return StatusRows(
+            depth=self._all(self.DEPTH), oldest=self._all(self.OLDEST),
+            blocked=self._all(
+                "SELECT conc_group, count(*), max(conc_limit) FROM jobs WHERE state = 'blocked' "
+                "AND conc_group IS NOT NULL AND conc_group <> '' GROUP BY conc_group"),
+            running=self._all(
+                "SELECT s.conc_group, count(*), max(j.conc_limit) FROM slots s JOIN jobs j "
+                "ON j.id = s.job_id AND j.state = 'running' GROUP BY s.conc_group"))
+
+    def finished_since(self, since_ms: int) -> tuple[int, int]:
+        # The states spelled literally, so that the finish-time index serves both counts.
+        mark = self.MARK
+        [(completed, failed)] = self._all(
+            f"SELECT (SELECT count(*) FROM jobs WHERE state = 'completed' AND finished_ms >= "
+            f"{mark}), (SELECT count(*) FROM jobs WHERE state = 'failed' AND finished_ms >= "
+            f"{mark})", since_ms, since_ms)
+        return int(completed), int(failed)
+
+    def finished_rows(self, since_ms: int, bucket_ms: int, buckets: int
+                      ) -> list[tuple[str, int, int]]:
+        mark, until = self.MARK, since_ms + bucket_ms * buckets
+        sql = " UNION ALL ".join(
+            f"SELECT '{state}', (finished_ms - {mark}) / {mark}, count(*) FROM jobs WHERE "
+            f"state = '{state}' AND finished_ms >= {mark} AND finished_ms < {mark} GROUP BY 2"
+            for state in ("completed", "failed"))
+        return self._all(sql, *([since_ms, bucket_ms, since_ms, until] * 2))
+
+    def wait_rows(self, since_ms: int, limit: int) -> list[tuple[int, str, int | None]]:
+        # Finished jobs started since then finished since then too: the finish-time index
+        # narrows them down.
+        mark = self.MARK
+        parts = [f"SELECT * FROM (SELECT started_ms, queue, started_ms - {self.GREATEST}("
+                 f"enqueued_ms, COALESCE(due_ms, 0)) FROM jobs WHERE state = '{state}' AND "
+                 f"started_ms >= {mark}{extra} ORDER BY started_ms DESC LIMIT {mark}) {state}"
+                 for state, extra in (("running", ""),
+                                      ("completed", f" AND finished_ms >= {mark}"),
+                                      ("failed", f" AND finished_ms >= {mark}"))]
+        return self._all(" UNION ALL ".join(parts) + f" ORDER BY 1 DESC LIMIT {mark}",
+                         since_ms, limit, since_ms, since_ms, limit, since_ms, since_ms, limit,
+                         limit)
+
+    def lease_rows(self) -> list[tuple[str, int, int | None, int | None]]:
+        return self._all(
+            "SELECT worker, count(*), max(lease_expires_ms), min(started_ms) FROM jobs "
+            "WHERE state = 'running' AND worker IS NOT NULL GROUP BY worker")
