@@ -1,7 +1,7 @@
 """The admin on the PostgreSQL store: each change is ONE PL/pgSQL function call.
 
 The functions (``admin_retry``, ``admin_discard``, ``admin_cancel``, ``admin_purge``) are in
-``stores/postgres/sql/0002_admin.sql``, applied by the store's migrations: each is one
+``stores/postgres/functions/admin_*.sql``, applied by the store's migrator: each is one
 transaction (one round trip on the :class:`~celery_plus.stores.postgres.backend.
 PostgresBackend`'s pool) that locks the job's row with ``FOR UPDATE`` and re-checks its state
 before changing it, so concurrent operations on one job have one winner and a repeat is a
