@@ -31,6 +31,7 @@ import pytest
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus import settings
+from celery_plus.stores.options import StoreOptions
 from celery_plus.stores.postgres import migrations as pg_migrations
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.transport import make_backend
@@ -306,7 +307,7 @@ def test_concurrent_claimers_never_oversubscribe_a_group(pg: PostgresBackend) ->
 
 
 def _lead_then_hang(schema: str, out: Any) -> None:
-    backend = PostgresBackend(PG_URL, schema=schema, maintenance_interval_ms=60_000)
+    backend = PostgresBackend(PG_URL, StoreOptions(maintenance_interval_ms=60_000), schema=schema)
     out.put(backend.maintain("leader") and backend.is_leader)
     time.sleep(600)  # killed by the test
 
