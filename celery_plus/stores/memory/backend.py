@@ -39,7 +39,7 @@ _ORDER: dict[str, Callable[[Any], Any]] = {
 }
 
 
-class MemoryBackend(Messaging, OptionsView):
+class MemoryBackend(Messaging, OptionsView, Backend):
     """Store operations on one :class:`MemoryState` (a new one unless ``store`` is given).
 
     ``options`` as every backend takes them; ``clock`` (ms) replaces the wall clock of a new
@@ -228,8 +228,3 @@ class MemoryBackend(Messaging, OptionsView):
             job = self.store.jobs.get(job_id)
             if job is not None:
                 job.state = state
-
-
-def _is_a_backend(backend: MemoryBackend) -> Backend:
-    """(Type check only: MemoryBackend implements the ``Backend`` protocol.)"""
-    return backend

@@ -34,6 +34,7 @@ from kombu.exceptions import ConnectionError as KombuConnectionError
 
 from ...transport.backend import (
     SCHEDULE_COLUMNS,
+    Backend,
     Claim,
     ClaimResult,
     JobClaim,
@@ -150,7 +151,7 @@ def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None) 
             time.sleep(0.05 * failed_connections)
 
 
-class PostgresBackend(OptionsView):
+class PostgresBackend(OptionsView, Backend):
     """Store operations on one schema of one PostgreSQL database (see the module docstring).
 
     Besides the shared ``options`` (whose ``prefix`` it ignores: one schema is one

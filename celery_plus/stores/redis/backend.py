@@ -14,6 +14,7 @@ from typing import Any
 import redis
 
 from ...transport.backend import (
+    Backend,
     Claim,
     ClaimResult,
     JobClaim,
@@ -66,7 +67,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-class RedisBackend(OptionsView):
+class RedisBackend(OptionsView, Backend):
     """Store operations on one Redis server (``redis://``, ``rediss://`` or a Sentinel
     master, connected as ``connector`` says: ``redis_connect.py``)."""
 

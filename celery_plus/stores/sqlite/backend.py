@@ -40,6 +40,7 @@ from kombu.exceptions import ConnectionError as KombuConnectionError
 from ...fork_guard import guard_across_fork
 from ...transport.backend import (
     SCHEDULE_COLUMNS,
+    Backend,
     Claim,
     ClaimResult,
     JobClaim,
@@ -437,7 +438,7 @@ class _Tx:
         return len(due)
 
 
-class SQLiteBackend(OptionsView):
+class SQLiteBackend(OptionsView, Backend):
     """Store operations on one SQLite database file (single host; see the module docstring).
 
     Takes the shared ``options`` (its ``prefix`` is ignored: one database file is one
