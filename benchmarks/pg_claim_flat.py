@@ -21,6 +21,7 @@ import uuid
 
 import psycopg
 
+from celery_plus.stores.options import StoreOptions
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.transport.backend import NewJob, Settle
 
@@ -79,7 +80,7 @@ def main() -> None:
     schemas = {"empty": f"bench_flat_empty_{run}", "full": f"bench_flat_full_{run}"}
     # Retention far beyond the run, so no maintenance would prune the retained rows.
     keep = (10 * 86_400_000, 10_000_000, 10 * 86_400_000, 10_000_000)
-    backends = {kind: PostgresBackend(PG_URL, schema=schema, retention=keep)
+    backends = {kind: PostgresBackend(PG_URL, StoreOptions(retention=keep), schema=schema)
                 for kind, schema in schemas.items()}
     try:
         print(f"filling {args.rows:,} completed rows ...", flush=True)

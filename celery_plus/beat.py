@@ -39,7 +39,7 @@ from typing import Any
 from celery import beat as celery_beat
 from celery import schedules as celery_schedules
 
-from .transport.backend import Backend, NewJob, PublishOutcome
+from .transport.backend import NewJob, PublishOutcome, ScheduleStore
 
 logger = logging.getLogger("celery_plus.beat")
 
@@ -110,7 +110,7 @@ class TickFence:
         #: What the store did (``FIRE_OUTCOMES``); None while nothing reached the store.
         self.outcome: str | None = None
 
-    def publish(self, backend: Backend, job: NewJob) -> PublishOutcome:
+    def publish(self, backend: ScheduleStore, job: NewJob) -> PublishOutcome:
         self.outcome = backend.schedule_fire(self.name, self.expected_ms, self.due_ms,
                                              self.next_ms, job)
         if self.outcome == "fired":
@@ -129,7 +129,7 @@ class Scheduler(celery_beat.PersistentScheduler):
 
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
         self.clustered = _on_plus_store(app)
-        self.backend: Backend | None = None
+        self.backend: ScheduleStore | None = None
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.leading = False
         self._last: dict[str, int] = {}
@@ -210,7 +210,7 @@ class Scheduler(celery_beat.PersistentScheduler):
         self.leading = False
 
     # -- leader and ticks -----------------------------------------------------------------
-    def _store(self) -> Backend:
+    def _store(self) -> ScheduleStore:
         if self.backend is None:
             raise RuntimeError("celery-plus beat: the scheduler is closed")
         return self.backend

@@ -70,8 +70,8 @@ def _store_state(app: Any, holder_id: str) -> str | None:
     """The holder's job state in the durable store (None: no record, or no store)."""
     with app.pool.acquire(block=True) as conn:
         backend = getattr(conn.default_channel, "backend", None)
-        record = backend.job(holder_id) if backend is not None else None
-    return None if record is None else str(record.get("st") or "")
+        record = backend.record(holder_id) if backend is not None else None
+    return None if record is None else str(record.state)
 
 
 def _outcome(holder_id: str, state: str, result: Any) -> Any:

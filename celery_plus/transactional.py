@@ -34,7 +34,7 @@ from typing import Any
 
 from celery.exceptions import ImproperlyConfigured
 
-from .transport.backend import Backend, NewJob, PublishOutcome
+from .transport.backend import JobStore, NewJob, PublishOutcome
 from .transport.channel import PublishBatch, current_batch, current_transaction
 
 __all__ = ["enqueue_after_commit", "enqueue_in"]
@@ -80,7 +80,7 @@ class InTransaction:
     def __init__(self, conn: Any) -> None:
         self.conn = conn
 
-    def publish(self, backend: Backend, job: NewJob) -> PublishOutcome:
+    def publish(self, backend: JobStore, job: NewJob) -> PublishOutcome:
         publish_on = getattr(backend, "publish_on", None)
         if publish_on is None:
             raise ImproperlyConfigured(
@@ -133,7 +133,7 @@ class AfterCommitBatch(PublishBatch):
         self.conn = conn
         self.xid: int | None = None
 
-    def add(self, backend: Backend, job: NewJob) -> None:
+    def add(self, backend: JobStore, job: NewJob) -> None:
         if self.conn is not None and self.xid is None:
             self.xid = int(_fetch_one(self.conn, "SELECT txid_current()"))
         super().add(backend, job)

@@ -9,7 +9,6 @@ errors; :func:`coordinator_for` gives the app's :class:`Coordinator` in coordina
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -241,16 +240,14 @@ class Coordinator:
         Recovery leaves the token as it was and records a ``lease expired`` attempt; a
         continuation (retry, replace: its message is on the broker) records ``retried``.
         """
-        record = self.backend.job(job_id)
-        if not record or record.get("st") not in ("enqueued", "blocked"):
-            return False
-        if record.get("tok") != str(token):
-            return False
         try:
-            history = json.loads(record.get("hist") or "[]")
-        except ValueError:
+            record = self.backend.record(job_id)
+        except ValueError:  # a history that is not JSON
             return False
-        return bool(history) and history[-1].get("outcome") == "lease expired"
+        if record is None or record.state not in ("enqueued", "blocked"):
+            return False
+        return (record.lease_token == token and bool(record.history)
+                and record.history[-1].get("outcome") == "lease expired")
 
     def finish_orphan(self, job_id: str, token: int, action: str,
                       detail: dict[str, Any] | None, task_name: str | None) -> bool:

@@ -189,13 +189,15 @@ class Demo:
         self.app = tasks.make_app(url)
         self.store = make_backend(url.removeprefix("plus+"), self.app.plus_config())
 
-    def job(self, job_id: str) -> dict[str, str]:
-        return self.store.job(job_id) or {}
+    def state(self, job_id: str, missing: str = "?") -> str:
+        """The job's state in the store (``missing`` when it has no record)."""
+        record = self.store.record(job_id)
+        return missing if record is None else record.state
 
     def states(self) -> dict[str, int]:
         counts: dict[str, int] = defaultdict(int)
         for job_id in self.tracked.job_ids():
-            counts[self.job(job_id).get("st", "unknown")] += 1
+            counts[self.state(job_id, "unknown")] += 1
         return counts
 
     def poll_events(self) -> list[dict[str, Any]]:
@@ -357,21 +359,21 @@ class Demo:
         )
 
         attempts = sorted(e["attempt"] for e in self.kinds("flaky.attempt"))
-        flaky_state = self.job(t.flaky).get("st", "?")
+        flaky_state = self.state(t.flaky)
         lines["retries"] = (
             f"flaky job succeeded on attempt {max(attempts, default=0)}"
             if flaky_state == "completed" else f"flaky job ended {flaky_state}"
         ) + f" (attempts {', '.join(map(str, attempts))}; backoff 1s, 2s)"
 
-        dead = [job_id for job_id in t.job_ids() if self.job(job_id).get("st") == "failed"]
-        details = [f"{self.job(j).get('etype', '?')}: {self.job(j).get('emsg', '')}"
-                   for j in dead]
+        dead = [r for r in map(self.store.record, t.job_ids())
+                if r is not None and r.state == "failed"]
+        details = [f"{r.exc_type or '?'}: {r.exc_message}" for r in dead]
         lines["dead letters"] = f"{len(dead)} ({'; '.join(details)})"
 
         on_b = {e["part"] for e in self.kinds("export.start") if e["worker"] == "B"}
         done_a = {e["part"] for e in self.kinds("export.end") if e["worker"] == "A"}
         recovered = on_b & done_a
-        deliveries = [self.job(j).get("dl", "?") for j in t.exports]
+        deliveries = [str(r.deliveries) if r else "?" for r in map(self.store.record, t.exports)]
         lines["recovery"] = (
             f"{len(recovered)} jobs recovered from the killed worker and completed "
             f"(deliveries per job: {', '.join(deliveries)})"

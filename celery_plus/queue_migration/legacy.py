@@ -20,7 +20,7 @@ from typing import Any
 import kombu
 from kombu.utils.json import loads
 
-from ..transport.backend import Backend, Settle
+from ..transport.backend import Backend, JobStore, Settle
 
 logger = logging.getLogger("celery_plus.transport")
 
@@ -151,7 +151,7 @@ def dead_letter_raw(backend: Backend, queue: str, raw: bytes | str, reason: str,
     return job_id
 
 
-def fail_parked(backend: Backend, side_queue: str, reason: str, error: str,
+def fail_parked(backend: JobStore, side_queue: str, reason: str, error: str,
                 worker_id: str) -> int:
     """Dead-letter every job waiting in a ``.malformed`` side queue; how many."""
     failed = 0

@@ -24,6 +24,7 @@ from kombu.utils.url import maybe_sanitize_url
 from .. import settings
 from ..helper_threads import green_patched, green_patcher, native_ident
 from ..queue_migration.legacy import LegacyQueues
+from ..stores.options import StoreOptions
 from . import keeper
 from .backend import Backend
 from .channel import Channel, is_transient
@@ -58,28 +59,19 @@ def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) 
     uses as kombu's Redis transport does.
     """
     scheme = url.partition("://")[0]
-    options: dict[str, Any] = dict(
-        prefix=config.key_prefix,
-        lease_ms=int(config.visibility_timeout * 1000),
-        backstop_ms=int(config.unique_backstop * 1000),
-        retention=(
-            int(config.completed_retention * 1000), config.completed_max,
-            int(config.dead_letter_retention * 1000), config.dead_letter_max,
-        ),
-        maintenance_interval_ms=int(config.maintenance_interval * 1000),
-    )
+    options = StoreOptions.of(config)
     if scheme in ("redis", "rediss", "sentinel"):
         from ..stores.redis.backend import RedisBackend
         from ..stores.redis.connect import from_kombu
 
-        return RedisBackend(url, connector=from_kombu(url, connection), **options)
+        return RedisBackend(url, options, connector=from_kombu(url, connection))
     # The store is reached when kombu connects (Transport.establish_connection), where a
     # store that is down is a connection error kombu and Celery retry; creating a transport
     # must not fail for it (Celery creates one inside its reconnection handler).
     if scheme == "sqlite":
         from ..stores.sqlite.backend import SQLiteBackend
 
-        return SQLiteBackend(url, connect=False, **options)
+        return SQLiteBackend(url, options, connect=False)
     if scheme in ("postgresql", "postgres"):
         from ..stores.postgres.pool import require_psycopg
 
@@ -91,8 +83,8 @@ def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) 
                 "-P gevent, -P threads or -P prefork with PostgreSQL, or a plus+redis:// store.")
         from ..stores.postgres.backend import PostgresBackend
 
-        return PostgresBackend(url, schema=config.pg_schema, connect=False,
-                               synchronous_commit=config.pg_synchronous_commit, **options)
+        return PostgresBackend(url, options, schema=config.pg_schema, connect=False,
+                               synchronous_commit=config.pg_synchronous_commit)
     raise ImproperlyConfigured(
         f"broker_url 'plus+{maybe_sanitize_url(url)}': unsupported store {scheme!r}. "
         f"Use one of: {', '.join('plus+' + s + '://' for s in SCHEMES)}."

@@ -1,7 +1,9 @@
-"""The store interface every durable backend implements, and the values it exchanges.
+"""The store interfaces every durable backend implements, and the values they exchange.
 
-The kombu channel (``transport/channel.py``) speaks only this interface; each backend makes
-every operation one atomic step in its store (one Lua script, one SQL transaction).
+Callers name the narrow interface they use (:class:`JobStore` for the channel's job
+operations, :class:`Inspection` for tests and tools, ...); :class:`Backend` is all of them,
+what each store implements and the transport holds. Each backend makes every operation one
+atomic step in its store (one Lua script, one SQL transaction).
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .details import clean_detail, encode_detail
+from .job_record import JobRecord
 
-__all__ = ["clean_detail", "encode_detail"]
+__all__ = ["JobRecord", "clean_detail", "encode_detail"]
 
 #: Settle actions: ack = completed; fail/reject = dead letter; requeue = back to enqueued
 #: (dead letter once deliveries reach the limit); release = back to enqueued, uncounted.
@@ -171,13 +174,25 @@ class Recovered:
     outcome: str  # requeued | coalesced | dead
 
 
-class Backend(Protocol):
-    """Atomic store operations behind the ``plus`` transport."""
+class Store(Protocol):
+    """What every store interface has: reaching the store, closing it, and its clock."""
 
     def connect(self) -> None:
         """Reach the store now: a store that is down raises one of the transport's
         connection errors (backends are made without connecting)."""
         ...
+
+    def close(self) -> None: ...
+
+    def now_ms(self) -> int:
+        """The store's clock (ms since the epoch): what leases, holds and ETAs are timed by."""
+        ...
+
+
+class JobStore(Store, Protocol):
+    """The job operations: what the channel, the lease keeper and publishers call
+    (``transport/channel.py``, ``keeper.py``, ``event_loop.py``, ``transactional.py``,
+    ``coordination/``, ``control.py``)."""
 
     def publish(self, job: NewJob) -> PublishOutcome:
         """Store one message as a job, deciding uniqueness atomically.
@@ -240,7 +255,63 @@ class Backend(Protocol):
         self, queues: Sequence[str], transient: Sequence[str], timeout: float
     ) -> tuple[str, str, bytes | None] | None: ...
 
-    # -- leases of roles and periodic schedules (celery_plus/beat.py) ---------------------
+    def size(self, queue: str) -> int: ...
+
+    def purge(self, queue: str) -> int:
+        """Delete the jobs waiting in ``queue`` (enqueued, blocked, scheduled); their count.
+
+        Running jobs are held by workers and stay. The non-TTL unique holds of the deleted
+        jobs are released (TTL holds are never released early). One atomic step.
+        """
+        ...
+
+    def scheduled_jobs(self, queues: Sequence[str], limit: int = 1000) -> list[ScheduledJob]:
+        """Jobs of ``queues`` waiting for their ETA (state ``scheduled``), soonest first (ties
+        by task id), at most ``limit`` — the store's answer to ``inspect scheduled``."""
+        ...
+
+
+class RoutingStore(Store, Protocol):
+    """Transient queues and exchange bindings: the channel's non-durable side
+    (``transport/channel.py``, ``transport/transient.py``)."""
+
+    def push_transient(self, queue: str, message: bytes) -> None: ...
+
+    def pop_transient(self, queue: str) -> bytes | None: ...
+
+    def transient_size(self, queue: str) -> int: ...
+
+    def purge_transient(self, queue: str) -> int: ...
+
+    def bind(self, exchange: str, binding: str, ttl_ms: int = 0) -> None:
+        """Add ``binding`` to ``exchange``'s table (idempotent).
+
+        ``ttl_ms > 0``: the binding lapses ``ttl_ms`` from now (store clock) unless bound
+        again — a transient queue's consumer keeps it alive that way, so the bindings of a
+        process that died go away by themselves. ``0``: it stays until unbound.
+        """
+        ...
+
+    def bindings(self, exchange: str) -> list[str]:
+        """``exchange``'s bindings that have not lapsed."""
+        ...
+
+    def unbind(self, exchange: str, binding: str) -> None: ...
+
+    def mark_transient(self, queue: str, ttl_ms: int) -> None:
+        """Record that ``queue`` was declared transient (not durable, auto-delete or
+        exclusive), for ``ttl_ms`` from now; marking it again extends it. Publishers that
+        never declared the queue (a worker answering an ``rpc://`` client) learn it here."""
+        ...
+
+    def is_marked_transient(self, queue: str) -> bool:
+        """True while a mark of :meth:`mark_transient` on ``queue`` has not lapsed."""
+        ...
+
+
+class ScheduleStore(Store, Protocol):
+    """Leases of roles and periodic schedules (``celery_plus/beat.py``)."""
+
     def lead(self, role: str, holder: str, ttl_ms: int) -> bool:
         """Take or renew the lease of ``role`` for ``holder`` for ``ttl_ms`` (store clock).
 
@@ -274,13 +345,17 @@ class Backend(Protocol):
         Otherwise the entry's last due time becomes ``due_ms`` (its next, for display,
         ``next_ms``) and: ``paused`` (a paused entry publishes nothing), ``skipped`` (``job``
         is None: a tick skipped by the catch-up policy), or ``fired`` (``job`` published
-        as :meth:`publish` would).
+        as :meth:`JobStore.publish` would).
         """
         ...
 
     def schedules(self) -> list[ScheduleRecord]:
         """Every schedule entry the store has, by name."""
         ...
+
+
+class AdminPrimitives(Store, Protocol):
+    """Atomic writes of operators, the admin and tests, outside the job operations."""
 
     def schedule_pause(self, name: str, paused: bool) -> bool:
         """Pause (no jobs for its ticks) or resume entry ``name``; False if there is none."""
@@ -290,61 +365,46 @@ class Backend(Protocol):
         """Forget entry ``name`` (its ticks are fired again from scratch if it comes back)."""
         ...
 
-    def push_transient(self, queue: str, message: bytes) -> None: ...
+    def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:
+        """Store bytes as a job's message with no checks (operators' and tests' tool)."""
+        ...
 
-    def pop_transient(self, queue: str) -> bytes | None: ...
+    def _force_state(self, job_id: str, state: str) -> None:
+        """TEST SUPPORT ONLY: overwrite a job's state and nothing else.
 
-    def bind(self, exchange: str, binding: str, ttl_ms: int = 0) -> None:
-        """Add ``binding`` to ``exchange``'s table (idempotent).
-
-        ``ttl_ms > 0``: the binding lapses ``ttl_ms`` from now (store clock) unless bound
-        again — a transient queue's consumer keeps it alive that way, so the bindings of a
-        process that died go away by themselves. ``0``: it stays until unbound.
+        No index, slot, hold or lease is touched, so the store is left inconsistent on
+        purpose (e.g. a slot held by a job that is no longer running, for the maintenance
+        sweep to repair). The transport never calls it.
         """
         ...
 
-    def bindings(self, exchange: str) -> list[str]:
-        """``exchange``'s bindings that have not lapsed."""
-        ...
 
-    def mark_transient(self, queue: str, ttl_ms: int) -> None:
-        """Record that ``queue`` was declared transient (not durable, auto-delete or
-        exclusive), for ``ttl_ms`` from now; marking it again extends it. Publishers that
-        never declared the queue (a worker answering an ``rpc://`` client) learn it here."""
-        ...
+class Inspection(Store, Protocol):
+    """Read-outs of the store for tests, tools and the admin (nothing here changes it)."""
 
-    def is_marked_transient(self, queue: str) -> bool:
-        """True while a mark of :meth:`mark_transient` on ``queue`` has not lapsed."""
-        ...
-
-    def size(self, queue: str) -> int: ...
-
-    def purge(self, queue: str) -> int:
-        """Delete the jobs waiting in ``queue`` (enqueued, blocked, scheduled); their count.
-
-        Running jobs are held by workers and stay. The non-TTL unique holds of the deleted
-        jobs are released (TTL holds are never released early). One atomic step.
-        """
-        ...
-
-    def transient_size(self, queue: str) -> int: ...
-
-    def scheduled_jobs(self, queues: Sequence[str], limit: int = 1000) -> list[ScheduledJob]:
-        """Jobs of ``queues`` waiting for their ETA (state ``scheduled``), soonest first (ties
-        by task id), at most ``limit`` — the store's answer to ``inspect scheduled``."""
-        ...
-
-    def purge_transient(self, queue: str) -> int: ...
-
-    def unbind(self, exchange: str, binding: str) -> None: ...
-
-    # -- inspection (tests, admin, tools) ----------------------------------------------
     def job(self, job_id: str) -> dict[str, str] | None:
         """The job record as text fields (names as in ``lua/lib.lua``), or None."""
         ...
 
+    def record(self, job_id: str) -> JobRecord | None:
+        """The job record with real field names, or None (every store: from :meth:`job`)."""
+        fields = self.job(job_id)
+        return None if fields is None else JobRecord.of(job_id, fields)
+
+    def raw_message(self, job_id: str) -> bytes | None:
+        """The job's stored message, byte for byte (``job()`` decodes it as text)."""
+        ...
+
     def holder(self, lock: str) -> str | None:
         """The task id holding unique ``lock`` (None when free or expired)."""
+        ...
+
+    def holds(self) -> dict[str, str]:
+        """Every live unique hold: lock -> holder task id."""
+        ...
+
+    def hold_deadline(self, lock: str) -> int | None:
+        """When unique ``lock`` lapses (ms since the epoch; None when free or expired)."""
         ...
 
     def slot_holders(self, group: str) -> set[str]:
@@ -359,40 +419,8 @@ class Backend(Protocol):
         """The stored lease deadline (ms since the epoch) of a running job."""
         ...
 
-    def hold_deadline(self, lock: str) -> int | None:
-        """When unique ``lock`` lapses (ms since the epoch; None when free or expired)."""
-        ...
-
     def transient_deadline(self, queue: str) -> int | None:
         """When transient ``queue``'s messages expire (ms since the epoch; None when empty)."""
-        ...
-
-    def now_ms(self) -> int:
-        """The store's clock (ms since the epoch): what leases, holds and ETAs are timed by."""
-        ...
-
-    def _force_state(self, job_id: str, state: str) -> None:
-        """TEST SUPPORT ONLY: overwrite a job's state and nothing else.
-
-        No index, slot, hold or lease is touched, so the store is left inconsistent on
-        purpose (e.g. a slot held by a job that is no longer running, for the maintenance
-        sweep to repair). The transport never calls it.
-        """
-        ...
-
-    def close(self) -> None: ...
-
-    # -- inspection for the end-to-end tests (tests/e2e) --------------------------------
-    def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:
-        """Store bytes as a job's message with no checks (operators' and tests' tool)."""
-        ...
-
-    def raw_message(self, job_id: str) -> bytes | None:
-        """The job's stored message, byte for byte (``job()`` decodes it as text)."""
-        ...
-
-    def holds(self) -> dict[str, str]:
-        """Every live unique hold: lock -> holder task id."""
         ...
 
     def blocked_groups(self) -> set[str]:
@@ -402,3 +430,7 @@ class Backend(Protocol):
     def stats(self) -> dict[str, int]:
         """Cluster counters (deduplicated, recovered, dead_lettered, blocked); absent = 0."""
         ...
+
+
+class Backend(JobStore, RoutingStore, ScheduleStore, AdminPrimitives, Inspection, Protocol):
+    """Every store operation: what each store implements and the transport holds."""

@@ -28,7 +28,7 @@ from .. import signals
 from ..helper_threads import native_lock
 from ..queue_migration.legacy import LegacyChannel, dead_letter_raw, parse_envelope
 from . import transient
-from .backend import Backend, Claim, ClaimResult, NewJob, PublishOutcome
+from .backend import Backend, Claim, ClaimResult, JobStore, NewJob, PublishOutcome
 from .continuation import add_lease_header, continued_token
 from .holdings import SURE_SHARE, Holdings, clock
 from .keeper import flush, report_dead_letters
@@ -58,20 +58,20 @@ class PublishBatch:
     """
 
     def __init__(self) -> None:
-        self.jobs: list[tuple[Backend, NewJob]] = []
+        self.jobs: list[tuple[JobStore, NewJob]] = []
         #: What the send path wants to hear about each job id once the batch is stored.
         self.watched: dict[str, Any] = {}
 
     def watch(self, job_id: str, what: Any) -> None:
         self.watched[job_id] = what
 
-    def add(self, backend: Backend, job: NewJob) -> None:
+    def add(self, backend: JobStore, job: NewJob) -> None:
         self.jobs.append((backend, job))
 
     def flush(self) -> list[PublishOutcome]:
         jobs, self.jobs = self.jobs, []
         outcomes: list[PublishOutcome | None] = [None] * len(jobs)
-        by_backend: dict[int, tuple[Backend, list[int]]] = {}
+        by_backend: dict[int, tuple[JobStore, list[int]]] = {}
         for index, (backend, _) in enumerate(jobs):
             by_backend.setdefault(id(backend), (backend, []))[1].append(index)
         for backend, indexes in by_backend.values():

@@ -32,7 +32,7 @@ from .worker_state import worker_stopping
 
 if TYPE_CHECKING:
     from . import Transport
-    from .backend import Backend
+    from .backend import JobStore
 
 logger = logging.getLogger("celery_plus.transport")
 
@@ -104,7 +104,7 @@ class Waiter(HelperThread):
         self._go.set()
 
     def run(self) -> None:
-        backend: Backend | None = None
+        backend: JobStore | None = None
         try:
             while True:
                 self._go.wait()

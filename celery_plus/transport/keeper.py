@@ -31,7 +31,7 @@ from .worker_state import stop_stale_runs
 
 if TYPE_CHECKING:
     from . import Transport
-    from .backend import Backend
+    from .backend import JobStore
 
 logger = logging.getLogger("celery_plus.keeper")
 
@@ -65,7 +65,7 @@ def report_lost(claims: Iterable[tuple[str, int]]) -> None:
     stop_stale_runs({tag_of(job_id, token) for job_id, token in claims})
 
 
-def flush(backend: Backend, holdings: Holdings,
+def flush(backend: JobStore, holdings: Holdings,
           connection_errors: tuple[type[BaseException], ...] = ()) -> None:
     """Store the pending settles of ``holdings``; whatever does not land is kept for the
     next try (a settle batch is never dropped).
@@ -92,7 +92,7 @@ def flush(backend: Backend, holdings: Holdings,
     report_dead_letters(dead)
 
 
-def _settle_one_by_one(backend: Backend, holdings: Holdings, settles: Sequence[Settle],
+def _settle_one_by_one(backend: JobStore, holdings: Holdings, settles: Sequence[Settle],
                        connection_errors: tuple[type[BaseException], ...]
                        ) -> list[tuple[str, str]]:
     dead: list[tuple[str, str]] = []
@@ -131,7 +131,7 @@ def _plain(value: Any) -> Any:
     return text.replace("\x00", "\\x00").encode("ascii", "backslashreplace").decode("ascii")
 
 
-def heartbeat(backend: Backend, holdings: Holdings) -> None:
+def heartbeat(backend: JobStore, holdings: Holdings) -> None:
     """Renew every held claim; mark (and report) the ones the store says are lost."""
     pairs = holdings.renewable()
     if not pairs:
@@ -145,7 +145,7 @@ class LeaseKeeper(HelperThread):
     """Renews, flushes and maintains for one store in this process (see the module doc)."""
 
     def __init__(self, store: Hashable, holdings: Holdings, config: Any,
-                 new_backend: Callable[[], Backend], worker_id: str,
+                 new_backend: Callable[[], JobStore], worker_id: str,
                  connection_errors: tuple[type[BaseException], ...] = ()) -> None:
         super().__init__(name="celery-plus-lease-keeper", daemon=True)
         self.store = store
@@ -154,7 +154,7 @@ class LeaseKeeper(HelperThread):
         self.worker_id = worker_id
         self.connection_errors = connection_errors
         self._new_backend = new_backend
-        self._backend: Backend | None = None
+        self._backend: JobStore | None = None
         #: Connections attached (consuming), and their transports (for their channels'
         #: transient bindings); both guarded by the module's ``_lock``.
         self.users = 0
@@ -248,12 +248,12 @@ class LeaseKeeper(HelperThread):
             for channel in transport._live_channels():
                 channel.renew_transient()
 
-    def _store(self) -> Backend:
+    def _store(self) -> JobStore:
         if self._backend is None:
             self._backend = self._new_backend()
         return self._backend
 
-    def _maintain(self, backend: Backend) -> None:
+    def _maintain(self, backend: JobStore) -> None:
         if not backend.maintain(self.worker_id):
             return
         hold_off = max(RECOVERY_HOLD_OFF_S, self.config.heartbeat_interval)

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .backend import Backend
+from .backend import RoutingStore
 
 #: Shortest lifetime of a transient binding or mark: long enough to ride out a stalled loop.
 MIN_TTL_MS = 10_000
@@ -73,7 +73,7 @@ class TransientQueues:
     marked before any message is addressed to it, and a task queue never is.
     """
 
-    def __init__(self, store: Callable[[], Backend]) -> None:
+    def __init__(self, store: Callable[[], RoutingStore]) -> None:
         #: The store as the calling thread must use it (the transport's ``backend``).
         self._store = store
         self._declared: dict[str, Declared] = {}

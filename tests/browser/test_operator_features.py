@@ -36,6 +36,7 @@ import pytest
 import redis
 
 from celery_plus import Celery
+from celery_plus.stores.options import StoreOptions
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
@@ -104,10 +105,10 @@ class Deployment:
 def _view(kind: str, broker: str, prefix: str) -> Backend:
     url = broker.removeprefix("plus+")
     if kind == "sqlite":
-        return SQLiteBackend(url, prefix=prefix)
+        return SQLiteBackend(url, StoreOptions(prefix=prefix))
     if kind == "postgres":
         return PostgresBackend(url, schema=proj.pg_schema(prefix))
-    return RedisBackend(url, prefix=prefix)
+    return RedisBackend(url, StoreOptions(prefix=prefix))
 
 
 @pytest.fixture(scope="module", params=STORES)

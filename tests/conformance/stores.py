@@ -19,6 +19,7 @@ from typing import Any
 
 import redis
 
+from celery_plus.stores.options import StoreOptions
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
 from celery_plus.transport.backend import Backend
@@ -42,7 +43,7 @@ def redis_store(tmp_path: Path, *, functions: bool = True) -> Iterator[Opener]:
     prefix = f"c{uuid.uuid4().hex[:10]}"
 
     def open_backend(**options: Any) -> RedisBackend:
-        backend = RedisBackend(REDIS_URL, prefix=prefix, **options)
+        backend = RedisBackend(REDIS_URL, StoreOptions(prefix=prefix, **options))
         backend.scripts.functions = functions
         return backend
 
@@ -65,7 +66,7 @@ def sqlite_file(tmp_path: Path) -> Path:
 def sqlite_store(tmp_path: Path) -> Iterator[Opener]:
     """Backends on one database file in ``tmp_path`` (removed with it by pytest)."""
     url = f"sqlite:///{sqlite_file(tmp_path)}"
-    yield lambda **options: SQLiteBackend(url, **options)
+    yield lambda **options: SQLiteBackend(url, StoreOptions(**options))
 
 
 @contextlib.contextmanager
@@ -74,7 +75,7 @@ def memory_store(tmp_path: Path) -> Iterator[Opener]:
     from celery_plus.stores.memory import MemoryBackend, MemoryState
 
     store = MemoryState()
-    yield lambda **options: MemoryBackend(store, **options)
+    yield lambda **options: MemoryBackend(store, StoreOptions(**options))
 
 
 PG_URL = os.environ.get("PLUS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
@@ -89,7 +90,8 @@ def postgres_store(tmp_path: Path) -> Iterator[Opener]:
 
     schema = f"c{uuid.uuid4().hex[:10]}"
     try:
-        yield lambda **options: PostgresBackend(PG_URL, schema=schema, **options)
+        yield lambda **options: PostgresBackend(
+            PG_URL, StoreOptions(**options), schema=schema)
     finally:
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

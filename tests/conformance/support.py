@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
-from celery_plus.transport.backend import Backend, ClaimResult, NewJob, PublishOutcome, Settle
+from celery_plus.transport.backend import (
+    Backend,
+    ClaimResult,
+    JobRecord,
+    NewJob,
+    PublishOutcome,
+    Settle,
+)
 from tests.support import wait_until
 
 __all__ = ["Q", "claim", "history", "ids", "maintain", "publish", "record", "wait_until"]
@@ -32,14 +38,16 @@ def ids(result: ClaimResult) -> list[str]:
     return [c.job_id for c in result.claims]
 
 
-def record(backend: Backend, job_id: str) -> dict[str, str]:
-    """The job record ({} when there is none)."""
-    return backend.job(job_id) or {}
+def record(backend: Backend, job_id: str) -> JobRecord:
+    """The job record (a test that finds none fails)."""
+    found = backend.record(job_id)
+    assert found is not None, f"no record of job {job_id!r}"
+    return found
 
 
 def history(backend: Backend, job_id: str) -> list[dict[str, Any]]:
     """The job's per-attempt history."""
-    return list(json.loads(record(backend, job_id)["hist"]))
+    return list(record(backend, job_id).history)
 
 
 def maintain(backend: Backend) -> None:

@@ -76,7 +76,7 @@ def dead(backend: Backend, job_id: str, task: str = "proj.work", queue: str = Q,
     backend.settle([Settle(job_id, got[0].token, "fail", {
         "reason": "task failed", "exc_type": "ValueError", "exc_message": error,
         "traceback": TRACEBACK})])
-    assert record(backend, job_id)["st"] == "failed"
+    assert record(backend, job_id).state == "failed"
 
 
 def midpoint_of_a_gap(backend: Backend, gap_ms: int = 400) -> int:
@@ -150,7 +150,7 @@ def test_a_listing_is_newest_first_and_paged(backend: Backend, admin: Admin) -> 
     assert row.state == "failed" and row.name == "proj.work" and row.queue == Q
     assert row.exc_type == "ValueError" and row.exc_message == "boom"
     assert row.reason == "task failed" and row.deliveries == 1
-    assert row.at_ms == int(record(backend, "d4")["fin"]) and row.args_repr == "()"
+    assert row.at_ms == record(backend, "d4").finished_ms and row.args_repr == "()"
     with pytest.raises(ValueError):
         admin.jobs("failed", page=0)
     with pytest.raises(ValueError):
@@ -307,7 +307,7 @@ def test_show_decodes_the_message_and_reports_attempts_history_and_traceback(
     assert detail.worker == "w1" and detail.finished_ms and detail.started_ms
     assert detail.unique_lock == "L" and detail.unique_window == "running"
     assert detail.unique_holder is None  # released when it was dead-lettered
-    assert detail.raw_message == record(backend, "a")["msg"]
+    assert detail.raw_message == record(backend, "a").message
     as_json = json.loads(json.dumps(detail.to_dict()))
     assert as_json["id"] == "a" and as_json["args"] == ["bob", 3]
     assert as_json["traceback"] == TRACEBACK
@@ -344,13 +344,13 @@ def test_retry_enqueues_the_same_task_id_with_the_counter_reset_and_history_kept
     second = claim(backend).claims[0]
     backend.settle([Settle("a", second.token, "fail", {"exc_type": "E", "traceback": "tb"})])
     message = backend.raw_message("a")
-    assert record(backend, "a")["dl"] == "2"
+    assert record(backend, "a").deliveries == 2
 
     result = admin.retry("a")
     assert result.changed and (result.previous, result.state) == ("failed", "enqueued")
     rec = record(backend, "a")
-    assert rec["st"] == "enqueued" and rec["dl"] == "0" and "fin" not in rec
-    assert rec["tb"] == "tb"  # the last error stays visible in show()
+    assert rec.state == "enqueued" and rec.deliveries == 0 and rec.finished_ms == 0
+    assert rec.traceback == "tb"  # the last error stays visible in show()
     assert [h["outcome"] for h in history(backend, "a")] == [
         "worker lost", "task failed", "admin retry"]
     assert listed(admin, "failed") == ["other"] and listed(admin, "enqueued") == ["a"]
@@ -441,14 +441,14 @@ def test_discard_keeps_the_record_as_discarded_and_is_idempotent(
     result = admin.discard("a")
     assert result.changed and (result.previous, result.state) == ("failed", "discarded")
     rec = record(backend, "a")
-    assert rec["st"] == "discarded" and int(rec["fin"]) > 0
+    assert rec.state == "discarded" and rec.finished_ms > 0
     assert history(backend, "a")[-1]["outcome"] == "admin discard"
     assert listed(admin, "failed") == [] and listed(admin, "discarded") == ["a"]
     again = admin.discard("a")
     assert not again.changed and again.state == "discarded"
     assert not admin.retry("a").changed  # a discarded job is not a dead letter any more
     job(backend, "e")
-    assert not admin.discard("e").changed and record(backend, "e")["st"] == "enqueued"
+    assert not admin.discard("e").changed and record(backend, "e").state == "enqueued"
 
 
 def test_cancel_takes_waiting_jobs_out_and_releases_their_holds(
@@ -467,7 +467,7 @@ def test_cancel_takes_waiting_jobs_out_and_releases_their_holds(
         result = admin.cancel(job_id)
         assert result.changed and (result.previous, result.state) == (previous, "canceled")
         rec = record(backend, job_id)
-        assert rec["st"] == "canceled" and int(rec["fin"]) > 0
+        assert rec.state == "canceled" and rec.finished_ms > 0
         assert history(backend, job_id)[-1]["outcome"] == "admin cancel"
     assert backend.holds() == {"T": "ttl"}  # ttl holds are never released early
     assert backend.blocked_groups() == set() and backend.size(Q) == 0
@@ -475,12 +475,12 @@ def test_cancel_takes_waiting_jobs_out_and_releases_their_holds(
     # Nothing comes back: not at the due time, not when the slot frees.
     running = claim(backend, max_jobs=1)  # nothing ready
     assert ids(running) == []
-    wait_until(lambda: backend.now_ms() > int(record(backend, "soon")["fin"]) + 400,
+    wait_until(lambda: backend.now_ms() > record(backend, "soon").finished_ms + 400,
                timeout=5, message="the canceled job's due time passes")
     assert ids(claim(backend)) == []
     assert not admin.cancel("run").changed and admin.cancel("run").state == "running"
     assert not admin.cancel("ready").changed  # idempotent
-    assert record(backend, "run")["st"] == "running"
+    assert record(backend, "run").state == "running"
     # The key is free again.
     assert publish(backend, "again", unique_lock="R", unique_window="pending").accepted
 
@@ -492,11 +492,11 @@ def test_bulk_operations_without_a_scope_need_all(backend: Backend, admin: Admin
         admin.retry_many()
     with pytest.raises(UnscopedOperation):
         admin.purge("failed")
-    assert record(backend, "a")["st"] == "failed"
+    assert record(backend, "a").state == "failed"
     assert admin.retry_many(all=True).changed == ["a"]
     dead(backend, "b", queue="q2")
     assert admin.purge("failed", all=True).changed == ["b"]
-    assert backend.job("b") is None
+    assert backend.record("b") is None
 
 
 def test_retry_many_is_scoped_by_task_queue_and_age(backend: Backend, admin: Admin) -> None:
@@ -524,7 +524,7 @@ def test_retry_many_reports_conflicts_and_retries_the_rest(
     assert result.matched == 3
     # The older dead letter takes the key first; the other conflicts with it.
     assert sorted(result.changed) == ["a", "c"] and result.conflicts == [("b", "a")]
-    assert record(backend, "b")["st"] == "failed" and backend.holder("L") == "a"
+    assert record(backend, "b").state == "failed" and backend.holder("L") == "a"
     assert result.to_dict()["conflicts"] == [{"id": "b", "holder": "a"}]
 
 
@@ -539,7 +539,7 @@ def test_purge_deletes_finished_records_in_scope(backend: Backend, admin: Admin)
     got = claim(backend).claims[0]
     backend.settle([Settle("ok", got.token, "ack")])
     assert admin.purge("failed", queue="other").changed == ["f1"]
-    assert backend.job("f1") is None and listed(admin, "failed") == ["f2"]
+    assert backend.record("f1") is None and listed(admin, "failed") == ["f2"]
     assert admin.purge("discarded", all=True).changed == ["d1"]
     assert admin.purge("canceled", task="proj.work").changed == ["c1"]
     assert admin.purge("completed", task="proj.work").changed == ["ok"]
@@ -559,12 +559,12 @@ def test_bulk_operations_scoped_by_task_ids_act_on_those_jobs_only(
     job(backend, "waiting")
     result = admin.retry_many(ids=["a", "b", "a", "waiting", "nope"])
     assert (result.matched, sorted(result.changed)) == (2, ["a", "b"])
-    assert [record(backend, i)["st"] for i in "abc"] == ["enqueued", "enqueued", "failed"]
+    assert [record(backend, i).state for i in "abc"] == ["enqueued", "enqueued", "failed"]
     assert admin.retry_many(ids=["a"]).changed == []  # already retried
     # ids and the other filters together: both must hold
     assert admin.purge("failed", ids=["c", "other"], task="proj.other").changed == ["other"]
     assert admin.purge("failed", ids=["c", "waiting"]).changed == ["c"]
-    assert backend.job("c") is None and record(backend, "waiting")["st"] == "enqueued"
+    assert backend.record("c") is None and record(backend, "waiting").state == "enqueued"
     with pytest.raises(ValueError, match="at most 1000 task ids"):
         admin.purge("failed", ids=[f"x{i}" for i in range(1001)])
     assert admin.purge("failed", ids=[]).changed == []  # an empty selection: no-op
@@ -578,7 +578,7 @@ def test_discard_many_and_cancel_many_act_on_each_job(backend: Backend, admin: A
     assert (discarded.matched, discarded.changed) == (3, ["d1", "d2"])
     canceled = admin.cancel_many(["w1", "d1"])
     assert (canceled.matched, canceled.changed) == (2, ["w1"])
-    assert record(backend, "w1")["st"] == "canceled"
+    assert record(backend, "w1").state == "canceled"
 
 
 # -- throughput ------------------------------------------------------------------------
@@ -625,10 +625,10 @@ def test_maintenance_prunes_canceled_and_discarded_records_like_completed_ones(
 
     def pruned() -> bool:
         maintain(backend)
-        return backend.job("c") is None and backend.job("d") is None
+        return backend.record("c") is None and backend.record("d") is None
 
     wait_until(pruned, timeout=15, message="canceled and discarded records pruned")
-    assert record(backend, "kept")["st"] == "failed"
+    assert record(backend, "kept").state == "failed"
     assert short.counts().canceled == 0 and short.counts().discarded == 0
 
 
@@ -686,7 +686,7 @@ def test_a_retry_racing_a_discard_has_one_winner(
         dead(backend, name, queue=f"q{i}")
         retried, discarded = race(lambda n=name: one.retry(n), lambda n=name: two.discard(n))
         assert retried.changed != discarded.changed, (retried, discarded)
-        final = record(backend, name)["st"]
+        final = record(backend, name).state
         assert final == ("enqueued" if retried.changed else "discarded")
     assert len(listed(two, "enqueued")) + len(listed(two, "discarded")) == 10
     assert listed(two, "failed") == []
@@ -714,7 +714,7 @@ def test_status_shows_queue_depths_groups_dead_letters_and_the_oldest_waiting_jo
     assert sorted(claim(backend).blocked) == ["p1", "p2"]
     later(backend)
     job(backend, "first", queue="mail")
-    oldest = int(record(backend, "first")["enq"])
+    oldest = record(backend, "first").enqueued_ms
     later(backend)
     job(backend, "second", queue="mail", priority=3)
     job(backend, "third", queue="mail")

@@ -29,7 +29,7 @@ def test_publish_many_returns_one_outcome_per_job_in_order(backend: Backend) -> 
         ("d", True, None, "scheduled")]
     assert sorted(backend.ids_in_state("enqueued")) == ["a", "c"]
     assert backend.ids_in_state("scheduled") == ["d"]
-    assert backend.job("b") is None
+    assert backend.record("b") is None
 
 
 def test_publish_many_decides_uniqueness_per_job_in_batch_order(backend: Backend) -> None:
@@ -62,7 +62,7 @@ def test_publish_many_continues_a_running_job_like_a_single_publish(backend: Bac
     again = claim(backend).claims
     assert [(c.job_id, c.message) for c in again] == [("a", b"m-a"), ("b", b"m-b")]
     assert again[0].token > first.token
-    assert record(backend, "a")["st"] == "running"
+    assert record(backend, "a").state == "running"
 
 
 def test_publish_many_of_no_jobs_does_nothing(backend: Backend) -> None:

@@ -26,8 +26,8 @@ def test_an_enqueued_job_is_claimed_by_id_and_leaves_its_queue(backend: Backend)
     assert got == JobClaim("claimed", "running", token=got.token, deliveries=1)
     assert got.token >= 1
     rec = record(backend, "b")
-    assert rec["st"] == "running" and rec["wk"] == "w1" and rec["dl"] == "1"
-    assert rec["tok"] == str(got.token)
+    assert rec.state == "running" and rec.worker == "w1" and rec.deliveries == 1
+    assert rec.lease_token == got.token
     assert backend.lease_deadline("b") is not None
     assert backend.ids_in_state("running") == ["b"]
     assert backend.size(Q) == 1
@@ -36,10 +36,10 @@ def test_an_enqueued_job_is_claimed_by_id_and_leaves_its_queue(backend: Backend)
 
 def test_a_scheduled_job_is_claimed_by_id_whether_due_or_not(backend: Backend) -> None:
     publish(backend, "later", eta_ms=backend.now_ms() + 3_600_000)
-    assert record(backend, "later")["st"] == "scheduled"
+    assert record(backend, "later").state == "scheduled"
     assert backend.claim_job("later", "w1").outcome == "claimed"
     assert backend.ids_in_state("scheduled") == []
-    assert record(backend, "later")["st"] == "running"
+    assert record(backend, "later").state == "running"
 
 
 def test_the_slot_is_taken_with_the_claim_and_a_full_group_changes_nothing(
@@ -51,12 +51,12 @@ def test_the_slot_is_taken_with_the_claim_and_a_full_group_changes_nothing(
     assert backend.claim_job("g2", "w2").outcome == "claimed"
     assert backend.slot_holders("g") == {"g1", "g2"}
     assert backend.claim_job("g3", "w3") == JobClaim("blocked", "enqueued")
-    assert record(backend, "g3")["st"] == "enqueued" and record(backend, "g3")["dl"] == "0"
+    assert record(backend, "g3").state == "enqueued" and record(backend, "g3").deliveries == 0
     assert backend.slot_holders("g") == {"g1", "g2"}
     assert backend.stats().get("blocked") == 1
     assert backend.claim_job("h1", "w3").outcome == "claimed", "other groups are not blocked"
     g1 = record(backend, "g1")
-    backend.settle([Settle("g1", int(g1["tok"]), "ack")])
+    backend.settle([Settle("g1", g1.lease_token, "ack")])
     assert backend.claim_job("g3", "w3").outcome == "claimed"
     assert backend.slot_holders("g") == {"g2", "g3"}
 
@@ -67,7 +67,7 @@ def test_a_job_parked_by_a_claim_is_claimed_by_id_once_a_slot_frees(backend: Bac
     first = claim(backend)
     assert ids(first) == ["g1"] and first.blocked == ["g2"]
     backend.settle([Settle("g1", first.claims[0].token, "ack")])
-    assert record(backend, "g2")["st"] == "enqueued", "the freed slot unblocked it"
+    assert record(backend, "g2").state == "enqueued", "the freed slot unblocked it"
     publish(backend, "g3", concurrency_group="g", concurrency_limit=1)
     taken = claim(backend, max_jobs=1)
     assert ids(taken) == ["g2"]
@@ -87,7 +87,7 @@ def test_holds_follow_the_window_rules_of_a_claim(backend: Backend) -> None:
     backend.claim_job("r", "w1")
     assert backend.holder("t:p") is None, "the pending window ends when the job starts"
     assert backend.holder("t:r") == "r", "the running window holds while it runs"
-    backend.settle([Settle("r", int(record(backend, "r")["tok"]), "ack")])
+    backend.settle([Settle("r", record(backend, "r").lease_token, "ack")])
     assert backend.holder("t:r") is None
 
 
@@ -97,13 +97,13 @@ def test_running_finished_and_unknown_jobs_are_reported_unchanged(backend: Backe
     again = backend.claim_job("a", "w2")
     assert again.outcome == "held" and again.state == "running" and again.token == 0
     assert 0 < again.lease_left_ms <= 30_000
-    assert record(backend, "a")["tok"] == str(first.token)
-    assert record(backend, "a")["wk"] == "w1"
+    assert record(backend, "a").lease_token == first.token
+    assert record(backend, "a").worker == "w1"
     backend.settle([Settle("a", first.token, "fail", {"reason": "task failed"})])
     assert backend.claim_job("a", "w2") == JobClaim("finished", "failed")
-    assert record(backend, "a")["st"] == "failed"
+    assert record(backend, "a").state == "failed"
     assert backend.claim_job("nope", "w1") == JobClaim("missing")
-    assert record(backend, "nope") == {}
+    assert backend.record("nope") is None
 
 
 def test_a_claim_by_id_is_renewed_recovered_and_fenced_like_any_claim(
@@ -124,10 +124,10 @@ def test_a_claim_by_id_is_renewed_recovered_and_fenced_like_any_claim(
     assert second.outcome == "claimed" and second.token > first.token
     assert second.deliveries == 2
     short.settle([Settle("a", first.token, "ack")])
-    assert record(short, "a")["st"] == "running", "the lost claim's ack changes nothing"
+    assert record(short, "a").state == "running", "the lost claim's ack changes nothing"
     assert short.heartbeat([("a", first.token)]) == ["a"]
     short.settle([Settle("a", second.token, "ack")])
-    assert record(short, "a")["st"] == "completed"
+    assert record(short, "a").state == "completed"
     assert short.slot_holders("g") == set() and short.holder("t:a") is None
 
 

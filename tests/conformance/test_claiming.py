@@ -23,7 +23,7 @@ def test_a_claim_delivers_the_message_byte_for_byte(backend: Backend) -> None:
     assert backend.raw_message("a") == message.encode()
     (got,) = claim(backend).claims
     assert got.message == message.encode()
-    assert record(backend, "a")["msg"] == message
+    assert record(backend, "a").message == message
 
 
 def test_message_bytes_that_are_not_utf8_are_delivered_unchanged(backend: Backend) -> None:
@@ -32,7 +32,7 @@ def test_message_bytes_that_are_not_utf8_are_delivered_unchanged(backend: Backen
     assert backend.raw_message("raw") == raw
     (got,) = claim(backend).claims
     assert got.job_id == "raw" and bytes(got.message) == raw
-    assert "\ufffd" in record(backend, "raw")["msg"], "job() decodes with replacement"
+    assert "\ufffd" in record(backend, "raw").message, "job() decodes with replacement"
 
 
 def test_a_claim_makes_the_job_running_with_a_new_token_and_a_counted_delivery(
@@ -41,8 +41,8 @@ def test_a_claim_makes_the_job_running_with_a_new_token_and_a_counted_delivery(
     (got,) = claim(backend, worker="w1").claims
     assert (got.job_id, got.token, got.deliveries, got.queue) == ("a", 1, 1, Q)
     rec = record(backend, "a")
-    assert rec["st"] == "running" and rec["wk"] == "w1" and rec["name"] == "t"
-    assert rec["tok"] == "1" and rec["dl"] == "1" and int(rec["start"]) > 0
+    assert rec.state == "running" and rec.worker == "w1" and rec.name == "t"
+    assert rec.lease_token == 1 and rec.deliveries == 1 and rec.started_ms > 0
     assert backend.ids_in_state("running") == ["a"]
     assert backend.lease_deadline("a") is not None
     assert ids(claim(backend)) == [], "a running job is claimed twice"
@@ -76,4 +76,4 @@ def test_claims_of_several_queues_follow_the_given_queue_order(backend: Backend)
     result = claim(backend, queues=("a", "b"))
     assert ids(result) == ["a1", "b1"]
     assert [c.queue for c in result.claims] == ["a", "b"]
-    assert record(backend, "c1")["st"] == "enqueued", "a queue not asked for was claimed"
+    assert record(backend, "c1").state == "enqueued", "a queue not asked for was claimed"

@@ -25,7 +25,7 @@ def test_slot_is_taken_with_the_claim_and_a_full_group_parks_the_job(
     result = claim(one, max_jobs=3)
     assert ids(result) == ["g0", "g1"] and result.blocked == ["g2"]
     assert one.slot_holders("g") == {"g0", "g1"}
-    assert record(one, "g2")["st"] == "blocked"
+    assert record(one, "g2").state == "blocked"
     assert one.ids_in_state("blocked") == ["g2"] and one.ids_in_state("enqueued") == []
     assert one.blocked_groups() == {"g"}
     assert one.stats().get("blocked") == 1
@@ -57,14 +57,14 @@ def test_a_freed_slot_unblocks_the_oldest_parked_job_which_keeps_its_place(
     assert claim(backend).blocked == ["b", "c"]
     publish(backend, "later")
     backend.settle([Settle("a", a.token, "ack")])
-    assert record(backend, "b")["st"] == "enqueued"
-    assert record(backend, "c")["st"] == "blocked"
+    assert record(backend, "b").state == "enqueued"
+    assert record(backend, "c").state == "blocked"
     # b keeps its place in line, ahead of a job published after it.
     b = claim(backend, max_jobs=1).claims[0]
     assert b.job_id == "b"
     assert ids(claim(backend, max_jobs=1)) == ["later"]
     backend.settle([Settle("b", b.token, "reject")])  # a dead letter frees the slot too
-    assert record(backend, "c")["st"] == "enqueued"
+    assert record(backend, "c").state == "enqueued"
     assert ids(claim(backend)) == ["c"]
     assert backend.ids_in_state("blocked") == []
     assert backend.blocked_groups() == set()
@@ -88,7 +88,7 @@ def test_every_exit_of_a_claim_frees_its_slot(make_backend: Callable[..., Backen
         assert backend.slot_holders(group) == {got.job_id}
         leave(got.job_id, got.token)
         assert backend.slot_holders(group) == set(), name
-        if record(backend, got.job_id)["st"] == "enqueued":
+        if record(backend, got.job_id).state == "enqueued":
             claimed = claim(backend, max_jobs=1).claims[0]
             backend.settle([Settle(claimed.job_id, claimed.token, "ack")])
         assert backend.ids_in_state("running") == [], name
@@ -101,7 +101,7 @@ def test_blocked_groups_forget_a_group_whose_parked_job_was_published_again(
     assert claim(backend).blocked == ["b"]
     assert backend.blocked_groups() == {"g"}
     publish(backend, "b", "again, without a group")  # the same id replaces its message
-    assert record(backend, "b")["st"] == "enqueued"
+    assert record(backend, "b").state == "enqueued"
     assert backend.blocked_groups() == set(), "a group no job waits for is listed"
 
 

@@ -45,20 +45,20 @@ def _settles(tokens: dict[str, int]) -> list[Settle]:
 def _check_stored(backend: Backend) -> None:
     from celery_plus.transport.details import TEXT_MAX
 
-    assert record(backend, "ack-1")["st"] == "completed"
-    assert record(backend, "ack-2")["st"] == "completed"
+    assert record(backend, "ack-1").state == "completed"
+    assert record(backend, "ack-2").state == "completed"
     assert sorted(backend.ids_in_state("failed")) == sorted(POISON)
     assert not set(backend.ids_in_state("running")) & {"ack-1", "ack-2", *POISON}
     surrogate = record(backend, "surrogate")
-    assert surrogate["emsg"] == "bad name 'caf\\udce9.txt'"
-    assert surrogate["tb"] == "Traceback: \\ud800"
-    assert record(backend, "nul")["emsg"] == "bad\\x00byte"
+    assert surrogate.exc_message == "bad name 'caf\\udce9.txt'"
+    assert surrogate.traceback == "Traceback: \\ud800"
+    assert record(backend, "nul").exc_message == "bad\\x00byte"
     huge = record(backend, "huge")
-    assert len(huge["emsg"]) == TEXT_MAX and huge["emsg"].endswith(
+    assert len(huge.exc_message) == TEXT_MAX and huge.exc_message.endswith(
         "[truncated: 1000000 characters in all]")
-    assert huge["emsg"].startswith("x" * 1000)
+    assert huge.exc_message.startswith("x" * 1000)
     odd = record(backend, "odd types")
-    assert odd["etype"] == "42" and odd["emsg"] == "{'nested': ['a', 1]}"
+    assert odd.exc_type == "42" and odd.exc_message == "{'nested': ['a', 1]}"
     assert history(backend, "nul")[-1]["exc_message"] == "bad\\x00byte"
 
 
@@ -86,6 +86,6 @@ def test_poison_details_of_requeue_and_reject_are_kept_too(
     got = {c.job_id: c.token for c in claim(backend).claims}
     backend.settle([Settle("a", got["a"], action, dict(POISON["surrogate"], reason="r\x00")),
                     Settle("b", got["b"], "ack")])
-    assert record(backend, "b")["st"] == "completed"
-    assert record(backend, "a")["st"] == ("enqueued" if action == "requeue" else "failed")
+    assert record(backend, "b").state == "completed"
+    assert record(backend, "a").state == ("enqueued" if action == "requeue" else "failed")
     assert history(backend, "a")[-1]["exc_message"] == "bad name 'caf\\udce9.txt'"

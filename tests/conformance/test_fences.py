@@ -72,8 +72,8 @@ def test_a_publish_of_a_running_id_without_its_token_changes_nothing(backend: Ba
         assert out.fenced and not out.accepted and out.holder_id == "a", token
     assert backend.size(Q) == 0 and backend.ids_in_state("scheduled") == []
     assert backend.settle([Settle("a", got.token, "ack")]) == []
-    assert record(backend, "a")["st"] == "completed"
-    assert record(backend, "a")["msg"] == "original"
+    assert record(backend, "a").state == "completed"
+    assert record(backend, "a").message == "original"
 
 
 @pytest.mark.parametrize("delay_ms", [0, 60_000], ids=["immediate", "countdown"])
@@ -116,7 +116,7 @@ def test_a_continuation_of_an_ended_claim_changes_nothing(
     holds = backend.holds()
     out = publish(backend, "a", "late", lease_token=got.token, unique_lock="K",
                   unique_window="running", **GROUP)
-    assert out.fenced and not out.accepted and out.state == before["st"]
+    assert out.fenced and not out.accepted and out.state == before.state
     assert record(backend, "a") == before
     assert backend.holds() == holds
     assert backend.slot_holders("g") == set()
@@ -132,7 +132,7 @@ def test_a_publish_from_a_delivery_that_finished_its_own_job_starts_it_anew(
     out = publish(backend, "a", "retry", lease_token=got.token, unique_lock="K",
                   unique_window="running")
     assert out.accepted and not out.continued and not out.fenced
-    assert record(backend, "a")["st"] == "enqueued" and backend.holder("K") == "a"
+    assert record(backend, "a").state == "enqueued" and backend.holder("K") == "a"
     again = claim(backend).claims
     assert [(c.job_id, c.message) for c in again] == [("a", b"retry")]
 
@@ -144,20 +144,20 @@ def test_a_lease_token_never_repeats_for_an_id(make_backend: Callable[..., Backe
     publish(backend, "a")
     seen.append(claim(backend).claims[0].token)
     backend.settle([Settle("a", seen[-1], "ack")])
-    wait_until(lambda: (maintain(backend), backend.job("a") is None)[1], timeout=10,
+    wait_until(lambda: (maintain(backend), backend.record("a") is None)[1], timeout=10,
                message="the completed record pruned")
     publish(backend, "a")
     seen.append(claim(backend).claims[0].token)
     # Purged: back in its queue with its token, deleted by purge, then published again.
     backend.settle([Settle("a", seen[-1], "release")])
-    assert backend.purge(Q) == 1 and backend.job("a") is None
+    assert backend.purge(Q) == 1 and backend.record("a") is None
     publish(backend, "a")
     seen.append(claim(backend).claims[0].token)
     assert len(set(seen)) == 3 and seen == sorted(seen), seen
     # The earlier deliveries' late acks change nothing.
     for token in seen[:-1]:
         backend.settle([Settle("a", token, "ack")])
-        assert record(backend, "a")["st"] == "running"
+        assert record(backend, "a").state == "running"
     # Tokens of different jobs differ too: one counter for the store.
     publish(backend, "b")
     assert claim(backend).claims[0].token > seen[-1]

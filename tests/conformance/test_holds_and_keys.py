@@ -57,7 +57,7 @@ def test_a_continuation_into_a_taken_key_releases_its_own_key(backend: Backend) 
     publish(backend, "b", unique_lock="new", **RUNNING)
     out = publish(backend, "a", unique_lock="new", lease_token=got.token, **RUNNING)
     assert not out.accepted and out.holder_id == "b"
-    assert record(backend, "a")["st"] == "completed"
+    assert record(backend, "a").state == "completed"
     assert backend.holds() == {"new": "b"}
 
 
@@ -105,7 +105,7 @@ def test_maintenance_renews_the_hold_of_a_job_that_still_needs_it(
     publish(backend, "a", unique_lock="K", unique_window="running", **extra)
     if state in ("blocked", "running"):
         claim(backend)
-    assert record(backend, "a")["st"] == state
+    assert record(backend, "a").state == state
     first = backend.hold_deadline("K")
     assert first is not None
     # Past its first deadline the job still holds its key: maintenance renewed it.
@@ -198,7 +198,7 @@ def test_a_concurrency_group_and_a_task_name_are_opaque_strings(
     assert sorted(first.blocked) == sorted(f"b{n}" for n in range(len(groups)))
     for n, group in enumerate(groups):
         assert backend.slot_holders(group) == {f"a{n}"}, n
-        assert record(backend, f"a{n}")["name"] == group[:1000], n
+        assert record(backend, f"a{n}").name == group[:1000], n
     backend.settle([Settle(c.job_id, c.token, "ack") for c in first.claims])
     second = claim(backend, max_jobs=2 * len(groups))
     assert sorted(ids(second)) == sorted(f"b{n}" for n in range(len(groups)))

@@ -50,7 +50,7 @@ def test_an_old_format_hold_is_released_when_its_job_ends(
         unique_window="running")
     assert backend.holder(OLD) == "old"
     _end(backend, how)
-    assert record(backend, "old")["st"] == state
+    assert record(backend, "old").state == state
     assert backend.holds() == {}, "the old key outlived its job"
     out = publish(backend, "new", unique_lock=NEW, **RUNNING)
     assert out.accepted and backend.holds() == {NEW: "new"}

@@ -60,7 +60,7 @@ def test_heartbeat_reports_a_stale_claim_beside_a_current_claim_of_the_same_job(
     assert backend.heartbeat([("a", old.token), ("a", new.token)]) == ["a"]
     assert backend.heartbeat([("a", new.token), ("a", old.token)]) == ["a"]
     assert backend.heartbeat([("a", new.token), ("a", new.token)]) == []
-    assert record(backend, "a")["st"] == "running"
+    assert record(backend, "a").state == "running"
 
 
 def test_recovery_requeues_by_the_stored_lease_deadline(
@@ -75,7 +75,7 @@ def test_recovery_requeues_by_the_stored_lease_deadline(
     # A recovering worker with long leases still recovers by the stored deadline...
     recovered = wait_until(long.recover, timeout=10, message="expired lease recovered")
     assert [(r.job_id, r.outcome) for r in recovered] == [("short", "requeued")]
-    assert record(short, "short")["st"] == "enqueued"
+    assert record(short, "short").state == "enqueued"
     assert short.lease_deadline("short") is None
     last = history(short, "short")[-1]
     assert last["outcome"] == "lease expired" and last["worker"] == "dead-worker"
@@ -83,7 +83,7 @@ def test_recovery_requeues_by_the_stored_lease_deadline(
     assert short.stats().get("recovered") == 1
     # ...and one with short leases never recovers a claim whose stored deadline is far.
     assert short.recover() == []
-    assert record(short, "long")["st"] == "running"
+    assert record(short, "long").state == "running"
     again = claim(long).claims[0]
     assert again.job_id == "short" and again.deliveries == 2 and again.token > dead[0].token
 
@@ -98,9 +98,9 @@ def test_the_dead_workers_late_ack_after_recovery_is_fenced_out(
     assert backend.heartbeat([("a", old.token)]) == ["a"], "the old claim was renewed"
     assert backend.settle([Settle("a", old.token, "ack")]) == []
     rec = record(backend, "a")
-    assert rec["st"] == "running" and rec["wk"] == "w2" and rec["tok"] == str(new.token)
+    assert rec.state == "running" and rec.worker == "w2" and rec.lease_token == new.token
     backend.settle([Settle("a", new.token, "ack")])
-    assert record(backend, "a")["st"] == "completed"
+    assert record(backend, "a").state == "completed"
 
 
 def test_recovery_dead_letters_at_the_delivery_limit(
@@ -114,9 +114,9 @@ def test_recovery_dead_letters_at_the_delivery_limit(
     out = wait_until(backend.recover, timeout=10, message="second recovery")
     assert [(r.job_id, r.outcome) for r in out] == [("a", "dead")]
     rec = record(backend, "a")
-    assert rec["st"] == "failed" and rec["reason"] == "delivery limit"
-    assert rec["emsg"] == "message delivered 2 times; last lease expired"
-    assert rec["msg"] == "msg-a"
+    assert rec.state == "failed" and rec.reason == "delivery limit"
+    assert rec.exc_message == "message delivered 2 times; last lease expired"
+    assert rec.message == "msg-a"
     assert backend.ids_in_state("failed") == ["a"]
     assert backend.lease_deadline("a") is None
     assert backend.holder("L") is None
@@ -132,6 +132,6 @@ def test_recovery_in_pending_window_coalesces_when_the_key_was_taken(
     out = wait_until(backend.recover, timeout=10, message="recovery")
     assert [(r.job_id, r.outcome) for r in out] == [("a", "coalesced")]
     rec = record(backend, "a")
-    assert rec["st"] == "completed" and rec["reason"] == "coalesced"
+    assert rec.state == "completed" and rec.reason == "coalesced"
     assert backend.holder("P") == "b"
     assert ids(claim(backend)) == ["b"]

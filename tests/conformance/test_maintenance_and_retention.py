@@ -42,15 +42,15 @@ def test_maintenance_prunes_completed_records_past_their_retention_age(
         finish(backend, name)
     finish(backend, "dead", "reject")
     maintain(backend)
-    assert backend.job("a") is not None, "pruned before its retention"
+    assert backend.record("a") is not None, "pruned before its retention"
 
     def pruned() -> bool:
         maintain(backend)
         return backend.ids_in_state("completed") == []
 
     wait_until(pruned, timeout=15, message="completed records pruned")
-    assert backend.job("a") is None and backend.job("b") is None
-    assert record(backend, "dead")["st"] == "failed", "dead letter pruned by completed retention"
+    assert backend.record("a") is None and backend.record("b") is None
+    assert record(backend, "dead").state == "failed", "dead letter pruned by completed retention"
 
 
 def test_maintenance_keeps_only_the_newest_records_within_the_count_bound(
@@ -62,10 +62,10 @@ def test_maintenance_keeps_only_the_newest_records_within_the_count_bound(
     finish(backend, "dead2", "reject")
     maintain(backend)
     assert backend.ids_in_state("completed") == ["c2", "c3"]
-    assert backend.job("c0") is None and backend.job("c1") is None
-    assert record(backend, "c3")["st"] == "completed"
+    assert backend.record("c0") is None and backend.record("c1") is None
+    assert record(backend, "c3").state == "completed"
     assert backend.ids_in_state("failed") == ["dead2"]
-    assert backend.job("dead1") is None
+    assert backend.record("dead1") is None
 
 
 def test_maintenance_leaves_parked_jobs_while_their_group_is_full(backend: Backend) -> None:
@@ -73,7 +73,7 @@ def test_maintenance_leaves_parked_jobs_while_their_group_is_full(backend: Backe
         publish(backend, name, concurrency_group="g", concurrency_limit=1)
     assert claim(backend).blocked == ["b"]
     maintain(backend)
-    assert record(backend, "b")["st"] == "blocked"
+    assert record(backend, "b").state == "blocked"
     assert backend.slot_holders("g") == {"a"}
 
 
@@ -82,16 +82,16 @@ def test_maintenance_drops_stale_slots_and_unblocks_one_job_per_free_slot(
     for name in ("a", "b", "c"):
         publish(backend, name, concurrency_group="g", concurrency_limit=1)
     a = claim(backend).claims[0]
-    assert record(backend, "b")["st"] == "blocked"
+    assert record(backend, "b").state == "blocked"
     # The slot entry goes stale: its job left running without settling through the store.
     backend._force_state("a", "canceled")
     maintain(backend)
     assert backend.slot_holders("g") == set()
-    assert record(backend, "b")["st"] == "enqueued"
-    assert record(backend, "c")["st"] == "blocked"
+    assert record(backend, "b").state == "enqueued"
+    assert record(backend, "c").state == "blocked"
     assert backend.settle([Settle("a", a.token, "ack")]) == []
     assert ids(claim(backend)) == ["b"]
-    assert record(backend, "c")["st"] == "blocked"
+    assert record(backend, "c").state == "blocked"
 
 
 def test_maintenance_sweeps_more_groups_than_one_pass_takes(backend: Backend) -> None:

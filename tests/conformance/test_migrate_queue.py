@@ -127,8 +127,8 @@ def test_malformed_messages_are_dead_lettered_with_their_raw_bytes(legacy, backe
     assert (tally.moved, tally.malformed) == (2, 2)
     dead = backend.ids_in_state("failed")
     assert sorted(backend.raw_message(d) for d in dead) == [b'{"no": 1}', b"\xffnot json"]
-    assert {record(backend, d)["reason"] for d in dead} == {"malformed message"}
-    assert {record(backend, d)["q"] for d in dead} == {f"{Q}.malformed"}
+    assert {record(backend, d).reason for d in dead} == {"malformed message"}
+    assert {record(backend, d).queue for d in dead} == {f"{Q}.malformed"}
     assert sorted(everything(backend)) == sorted(sent)
 
 
@@ -136,14 +136,14 @@ def test_a_malformed_message_parked_by_an_interrupted_run_is_dead_lettered(legac
     _, source = legacy
     backend.push_raw(source.side_queue, "malformed-x", b"\x00parked")
     assert run(source, backend).malformed == 1
-    assert record(backend, "malformed-x")["st"] == "failed"
+    assert record(backend, "malformed-x").state == "failed"
 
 
 def test_eta_messages_wait_scheduled_in_the_store(legacy, backend):
     app, source = legacy
     (later,) = send(app, 1, countdown=600)
     run(source, backend)
-    assert record(backend, later)["st"] == "scheduled"
+    assert record(backend, later).state == "scheduled"
 
 
 def test_a_unique_key_held_by_another_job_coalesces_the_legacy_copy(legacy, backend):
@@ -247,5 +247,5 @@ def test_the_move_script_takes_nothing_when_the_tail_changed(legacy, backend):
     stale = source.item(b'{"properties": {}, "headers": {"id": "gone"}}')
     reply = mover._run("list", key, "", [stale, source.item(source.client.lindex(key, -1))])
     assert list(reply) == [0, 0, 0, 0, 0]
-    assert source.client.llen(key) == 1 and record(backend, task_id) == {}
+    assert source.client.llen(key) == 1 and backend.record(task_id) is None
     assert isinstance(stale.job, NewJob)

@@ -22,17 +22,17 @@ def test_job_record_has_the_same_field_names_on_every_backend(backend: Backend) 
     publish(backend, "a", name="t", priority=3, unique_lock="L", unique_window="pending",
             concurrency_group="g", concurrency_limit=2, max_deliveries=4)
     rec = record(backend, "a")
-    assert rec["st"] == "enqueued" and rec["q"] == "jobs" and rec["msg"] == "msg-a"
-    assert rec["dl"] == "0" and rec["mdl"] == "4" and rec["uk"] == "L"
-    assert rec["uw"] == "pending" and rec["ut"] == "0"
-    assert rec["cg"] == "g" and rec["cl"] == "2" and rec["due"] == "0"
-    assert int(rec["score"]) >> 40 == 3 and int(rec["enq"]) > 0
+    assert rec.state == "enqueued" and rec.queue == "jobs" and rec.message == "msg-a"
+    assert rec.deliveries == 0 and rec.max_deliveries == 4 and rec.unique_lock == "L"
+    assert rec.unique_window == "pending" and rec.unique_ttl_ms == 0
+    assert rec.concurrency_group == "g" and rec.concurrency_limit == 2 and rec.due_ms == 0
+    assert rec.score >> 40 == 3 and rec.enqueued_ms > 0
     # Fields a record gets later are absent until then.
-    assert not {"tok", "start", "fin", "wk", "reason", "hist"} & set(rec)
-    assert backend.job("missing") is None
+    assert not {"tok", "start", "fin", "wk", "reason", "hist"} & set(backend.job("a") or {})
+    assert backend.record("missing") is None
     # A job with neither unique key nor group has no extension fields.
     publish(backend, "plain")
-    assert not {"uk", "uw", "ut", "cg", "cl"} & set(record(backend, "plain"))
+    assert not {"uk", "uw", "ut", "cg", "cl"} & set(backend.job("plain") or {})
     assert ids(claim(backend)) == ["plain", "a"]  # a has priority 3
 
 
@@ -42,9 +42,9 @@ def test_duplicate_publish_stores_nothing_and_returns_the_holder(backend: Backen
     assert backend.holder("L") == "a"
     dup = publish(backend, "b", "other message", unique_lock="L", unique_window="running")
     assert not dup.accepted and dup.holder_id == "a" and dup.job_id == "b"
-    assert backend.job("b") is None
+    assert backend.record("b") is None
     assert backend.ids_in_state("enqueued") == ["a"]
-    assert record(backend, "a")["msg"] == "msg-a"
+    assert record(backend, "a").message == "msg-a"
     # Also while the holder runs.
     claim(backend)
     dup = publish(backend, "c", unique_lock="L", unique_window="running")
@@ -66,7 +66,7 @@ def test_duplicate_republish_of_an_existing_id_leaves_that_job_in_place(
     publish(backend, "b", unique_lock="L", unique_window="running")
     dup = publish(backend, "a", "second", unique_lock="L", unique_window="running")
     assert not dup.accepted and dup.holder_id == "b"
-    assert record(backend, "a")["msg"] == "first"
+    assert record(backend, "a").message == "first"
     assert [c.message for c in claim(backend).claims] == [b"first", b"msg-b"]
 
 
@@ -75,12 +75,12 @@ def test_republish_of_a_finished_id_starts_afresh_and_keeps_its_history(
     publish(backend, "a", "first")
     tok = claim(backend).claims[0].token
     backend.settle([Settle("a", tok, "fail", {"exc_type": "E", "traceback": "tb"})])
-    assert record(backend, "a")["st"] == "failed"
+    assert record(backend, "a").state == "failed"
     out = publish(backend, "a", "second")
     assert out.accepted and out.state == "enqueued"
     rec = record(backend, "a")
-    assert rec["st"] == "enqueued" and rec["dl"] == "0" and rec["tok"] == "1"
-    assert not {"reason", "etype", "emsg", "tb", "start", "fin", "wk"} & set(rec)
+    assert rec.state == "enqueued" and rec.deliveries == 0 and rec.lease_token == 1
+    assert not {"reason", "etype", "emsg", "tb", "start", "fin", "wk"} & set(backend.job("a") or {})
     assert backend.ids_in_state("failed") == []
     assert history(backend, "a")[-1]["outcome"] == "task failed", "history lost"
     again = claim(backend).claims[0]
@@ -97,7 +97,7 @@ def test_running_hold_is_released_only_by_its_holder(make_backend: Callable[...,
     assert publish(backend, "b", unique_lock="L", unique_window="running").accepted
     assert backend.holder("L") == "b"
     backend.settle([Settle("a", tok_a, "ack")])
-    assert record(backend, "a")["st"] == "completed"
+    assert record(backend, "a").state == "completed"
     assert backend.holder("L") == "b", "a's ack released b's hold"
     # The holder's own ack releases it.
     long = make_backend()
@@ -129,7 +129,7 @@ def test_pending_hold_is_released_at_claim_and_taken_again_on_requeue(backend: B
         tok = claim(backend).claims[0].token
         assert backend.holder("L") is None, action
         backend.settle([Settle("a", tok, action)])
-        assert record(backend, "a")["st"] == "enqueued"
+        assert record(backend, "a").state == "enqueued"
         assert backend.holder("L") == "a", action
         dup = publish(backend, f"c-{action}", unique_lock="L", unique_window="pending")
         assert not dup.accepted and dup.holder_id == "a"
@@ -142,7 +142,7 @@ def test_requeue_in_pending_window_coalesces_when_the_key_was_taken(backend: Bac
     assert backend.holder("L") == "b"
     backend.settle([Settle("a", tok, "requeue")])
     rec = record(backend, "a")
-    assert rec["st"] == "completed" and rec["reason"] == "coalesced"
+    assert rec.state == "completed" and rec.reason == "coalesced"
     assert backend.holder("L") == "b"
     assert backend.ids_in_state("enqueued") == ["b"]
     assert backend.stats().get("deduplicated") == 1
@@ -154,7 +154,7 @@ def test_ttl_hold_is_never_released_early(backend: Backend) -> None:
     tok = claim(backend).claims[0].token
     assert backend.holder("T") == "a", "claim released a ttl hold"
     backend.settle([Settle("a", tok, "ack")])
-    assert record(backend, "a")["st"] == "completed"
+    assert record(backend, "a").state == "completed"
     assert backend.holder("T") == "a", "ack released a ttl hold"
     deadline = backend.hold_deadline("T")
     assert deadline is not None and deadline - backend.now_ms() > 50_000
@@ -169,7 +169,7 @@ def test_ttl_hold_is_never_released_early(backend: Backend) -> None:
     assert backend.holder("T2") == "c"
     tok = claim(backend).claims[0].token
     backend.settle([Settle("c", tok, "reject")])
-    assert record(backend, "c")["st"] == "failed"
+    assert record(backend, "c").state == "failed"
     assert backend.holder("T2") == "c"
 
 
@@ -192,7 +192,7 @@ def test_continuation_settles_the_running_claim_and_keeps_the_running_hold(
     publish(backend, "x", concurrency_group="g", concurrency_limit=1)
     first = claim(backend, max_jobs=1).claims[0]
     assert backend.slot_holders("g") == {"a"}
-    assert ids(claim(backend)) == [] and record(backend, "x")["st"] == "blocked"
+    assert ids(claim(backend)) == [] and record(backend, "x").state == "blocked"
     # Retry / Task.replace: a new message with the running job's id.
     eta = backend.now_ms() + 60_000
     out = publish(backend, "a", "attempt-2", eta_ms=eta, unique_lock="L",
@@ -200,15 +200,15 @@ def test_continuation_settles_the_running_claim_and_keeps_the_running_hold(
                   lease_token=first.token)
     assert out.accepted and out.continued and out.state == "scheduled"
     rec = record(backend, "a")
-    assert rec["st"] == "scheduled" and rec["msg"] == "attempt-2" and rec["due"] == str(eta)
+    assert rec.state == "scheduled" and rec.message == "attempt-2" and rec.due_ms == eta
     assert backend.lease_deadline("a") is None
     assert "a" not in backend.slot_holders("g")
-    assert record(backend, "x")["st"] == "enqueued", "freed slot did not unblock"
+    assert record(backend, "x").state == "enqueued", "freed slot did not unblock"
     assert backend.holder("L") == "a"
     assert history(backend, "a")[-1]["outcome"] == "retried"
     # The old delivery's ack is a fenced no-op.
     backend.settle([Settle("a", first.token, "ack")])
-    assert record(backend, "a")["st"] == "scheduled"
+    assert record(backend, "a").state == "scheduled"
     assert backend.holder("L") == "a"
     assert not publish(backend, "b", unique_lock="L", unique_window="running").accepted
     # An immediate continuation is claimable with a new token.
@@ -226,6 +226,6 @@ def test_continuation_into_a_taken_key_coalesces_the_running_job(backend: Backen
                   lease_token=token)
     assert not out.accepted and out.holder_id == "b"
     rec = record(backend, "a")
-    assert rec["st"] == "completed" and rec["reason"] == "coalesced"
+    assert rec.state == "completed" and rec.reason == "coalesced"
     assert backend.lease_deadline("a") is None
     assert backend.holder("P") == "b"

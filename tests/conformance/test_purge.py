@@ -40,13 +40,13 @@ def test_purge_deletes_the_waiting_jobs_of_the_queue_and_leaves_running_ones(
     publish(backend, "elsewhere-later", queue="other", eta_ms=backend.now_ms() + 60_000)
     assert backend.purge(Q) == 4
     for gone in ("ready", "ready2", "parked", "later"):
-        assert backend.job(gone) is None, gone
+        assert backend.record(gone) is None, gone
     assert backend.size(Q) == 0
     assert backend.ids_in_state("blocked") == [] and backend.blocked_groups() == set()
     assert backend.ids_in_state("scheduled") == ["elsewhere-later"]
-    assert record(backend, "run")["st"] == "running"
+    assert record(backend, "run").state == "running"
     assert backend.slot_holders("g") == {"run"}
-    assert record(backend, "elsewhere")["st"] == "enqueued" and backend.size("other") == 1
+    assert record(backend, "elsewhere").state == "enqueued" and backend.size("other") == 1
     assert backend.purge(Q) == 0
 
 
@@ -81,7 +81,7 @@ def test_a_purged_parked_job_is_not_unblocked_when_the_slot_frees(backend: Backe
     backend.settle([Settle("a", a.token, "ack")])
     assert backend.slot_holders("g") == set()
     assert ids(claim(backend)) == [] and backend.size(Q) == 0
-    assert backend.job("b") is None and backend.job("c") is None
+    assert backend.record("b") is None and backend.record("c") is None
     publish(backend, "d", concurrency_group="g", concurrency_limit=1)
     assert ids(claim(backend)) == ["d"], "a purged job still holds the group"
 

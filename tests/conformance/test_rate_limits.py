@@ -33,10 +33,10 @@ def test_a_job_record_shows_its_rate_limit_on_every_backend(backend: Backend) ->
     publish(backend, "a", rate_window_ms=60_000, **RATE)
     publish(backend, "plain")
     rec = record(backend, "a")
-    assert (rec["rg"], rec["rl"], rec["rw"]) == ("t:", "2", "60000")
-    assert not {"rg", "rl", "rw"} & set(record(backend, "plain"))
+    assert (rec.rate_group, rec.rate_limit, rec.rate_window_ms) == ("t:", 2, 60_000)
+    assert not {"rg", "rl", "rw"} & set(backend.job("plain") or {}), "no rate fields stored"
     publish(backend, "a", "again without a limit")
-    assert not {"rg", "rl", "rw"} & set(record(backend, "a"))
+    assert not {"rg", "rl", "rw"} & set(backend.job("a") or {})
 
 
 def test_a_full_window_parks_the_job_for_every_worker(
@@ -46,7 +46,7 @@ def test_a_full_window_parks_the_job_for_every_worker(
         publish(one, f"r{i}", rate_window_ms=60_000, **RATE)
     result = claim(one)
     assert ids(result) == ["r0", "r1"] and result.blocked == ["r2", "r3"]
-    assert record(one, "r2")["st"] == "blocked"
+    assert record(one, "r2").state == "blocked"
     assert sorted(one.ids_in_state("blocked")) == ["r2", "r3"]
     assert one.stats().get("rate_limited") == 2
     publish(two, "r4", rate_window_ms=60_000, **RATE)
@@ -130,13 +130,13 @@ def test_a_rate_limit_and_a_concurrency_limit_both_hold(backend: Backend) -> Non
     # b waits for the slot (not counted in the window); c too.
     assert started(backend, first) == ["a"] and first.blocked == ["b", "c"]
     backend.settle([Settle("a", first.claims[0].token, "ack")])
-    assert record(backend, "b")["st"] == "enqueued"
+    assert record(backend, "b").state == "enqueued"
     second = claim(backend)
     assert started(backend, second) == ["b"]
     backend.settle([Settle("b", second.claims[0].token, "ack")])
     # The slot is free now, but the window holds two claims: c stays parked.
     assert ids(claim(backend)) == []
-    assert record(backend, "c")["st"] == "blocked"
+    assert record(backend, "c").state == "blocked"
 
 
 def test_maintenance_gives_parked_jobs_back_without_a_claim(
@@ -150,7 +150,7 @@ def test_maintenance_gives_parked_jobs_back_without_a_claim(
 
     def released() -> bool:
         maintain(backend)
-        return record(backend, "c")["st"] == "enqueued"
+        return record(backend, "c").state == "enqueued"
 
     wait_until(released, timeout=10, message="maintenance released the parked job")
 
@@ -165,7 +165,7 @@ def test_a_parked_job_is_purged_canceled_or_replaced_like_any_waiting_job(
     assert ids(claim(backend)) == ["b"]
     assert backend.purge(Q) == 2
     assert backend.ids_in_state("blocked") == []
-    assert backend.job("c") is None
+    assert backend.record("c") is None
 
 
 def test_a_claim_not_started_yet_counts_until_it_starts_or_its_lease_lapses(
@@ -180,7 +180,7 @@ def test_a_claim_not_started_yet_counts_until_it_starts_or_its_lease_lapses(
     assert ids(first) == ["a", "b"] and first.blocked == ["c", "d"]
     # Prefetched, not started: the window of 100 ms passes, and the claims still count.
     time.sleep(0.25)
-    assert ids(claim(backend)) == [] and record(backend, "c")["st"] == "blocked"
+    assert ids(claim(backend)) == [] and record(backend, "c").state == "blocked"
     # a starts: it counts for 100 ms from its start, then c may be claimed (b still counts).
     backend.rate_started("a", first.claims[0].token)
     got: list[str] = []

@@ -75,7 +75,7 @@ def test_a_tick_fires_once_from_the_last_due_time_it_was_computed_from(
     assert ids(claim(beats[1])) == ["e@6000"]
     assert beats[2].schedule_fire("e", 6000, 11000, 16000, tick_job("e@11000")) == "fired"
     assert beats[0].schedule_fire("missing", 0, 1, 2, tick_job("x")) == "missing"
-    assert beats[0].job("x") is None
+    assert beats[0].record("x") is None
 
 
 def test_concurrent_beats_fire_each_tick_exactly_once(
@@ -112,7 +112,7 @@ def test_a_paused_entry_passes_its_ticks_without_jobs_and_a_skip_publishes_nothi
     assert backend.schedule_pause("e", True)
     assert backend.schedule_register("e", 0).paused  # registering again keeps the pause
     assert backend.schedule_fire("e", 0, 100, 200, tick_job("e@100")) == "paused"
-    assert backend.job("e@100") is None
+    assert backend.record("e@100") is None
     assert backend.schedule_pause("e", False)
     assert backend.schedule_fire("e", 100, 200, 300, None) == "skipped"
     assert backend.schedule_fire("e", 200, 300, 400, tick_job("e@300")) == "fired"

@@ -19,13 +19,13 @@ def test_an_eta_job_stays_scheduled_until_due_then_is_claimable(backend: Backend
     assert out.accepted and out.state == "scheduled"
     publish(backend, "now")
     rec = record(backend, "later")
-    assert rec["st"] == "scheduled" and rec["due"] == str(due)
+    assert rec.state == "scheduled" and rec.due_ms == due
     assert backend.ids_in_state("scheduled") == ["later"]
     assert backend.size(Q) == 1
     assert ids(claim(backend)) == ["now"]
     got = wait_until(lambda: ids(claim(backend)), timeout=15, message="due job claimable")
     assert got == ["later"]
-    assert int(record(backend, "later")["start"]) >= due, "claimed before it was due"
+    assert record(backend, "later").started_ms >= due, "claimed before it was due"
     assert backend.ids_in_state("scheduled") == []
 
 
@@ -45,11 +45,11 @@ def test_a_claim_reports_when_the_next_scheduled_job_is_due(backend: Backend) ->
 
 def test_maintenance_promotes_due_scheduled_jobs(backend: Backend) -> None:
     publish(backend, "a", eta_ms=backend.now_ms() + 300)
-    assert record(backend, "a")["st"] == "scheduled"
+    assert record(backend, "a").state == "scheduled"
 
     def promoted() -> bool:
         maintain(backend)
-        return record(backend, "a")["st"] == "enqueued"
+        return record(backend, "a").state == "enqueued"
 
     wait_until(promoted, timeout=10, message="promotion")
     assert backend.ids_in_state("enqueued") == ["a"] and backend.size(Q) == 1

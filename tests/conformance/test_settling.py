@@ -25,12 +25,12 @@ def test_settle_with_a_stale_token_changes_nothing(backend: Backend) -> None:
     for action in SETTLE_ACTIONS:
         assert backend.settle([Settle("a", first.token, action, {"reason": "late"})]) == []
         rec = record(backend, "a")
-        assert (rec["st"], rec["wk"], rec["tok"]) == ("running", "w2", str(second.token)), action
+        assert (rec.state, rec.worker, rec.lease_token) == ("running", "w2", second.token), action
         assert backend.lease_deadline("a") == deadline, action
     assert backend.ids_in_state("completed") == [] and backend.ids_in_state("failed") == []
     # A token never issued is no more effective.
     backend.settle([Settle("a", second.token + 5, "ack")])
-    assert record(backend, "a")["st"] == "running"
+    assert record(backend, "a").state == "running"
 
 
 def test_settle_of_a_finished_job_changes_nothing(backend: Backend) -> None:
@@ -38,14 +38,14 @@ def test_settle_of_a_finished_job_changes_nothing(backend: Backend) -> None:
     tok = claim(backend).claims[0].token
     backend.settle([Settle("a", tok, "ack")])
     rec = record(backend, "a")
-    assert rec["st"] == "completed" and int(rec["fin"]) > 0
+    assert rec.state == "completed" and rec.finished_ms > 0
     assert backend.lease_deadline("a") is None
     assert backend.ids_in_state("completed") == ["a"]
     for action in SETTLE_ACTIONS:
         assert backend.settle([Settle("a", tok, action)]) == []
         assert record(backend, "a") == rec, action
     assert backend.settle([Settle("nope", 1, "ack")]) == []
-    assert backend.job("nope") is None
+    assert backend.record("nope") is None
 
 
 def test_settles_sent_with_a_claim_take_effect_before_it(backend: Backend) -> None:
@@ -60,7 +60,7 @@ def test_settles_sent_with_a_claim_take_effect_before_it(backend: Backend) -> No
                                      Settle("c", tokens["c"], "requeue")))
     assert ids(result) == ["b"]
     assert result.dead_lettered == [("c", "delivery limit")]
-    assert record(backend, "a")["st"] == "completed" and record(backend, "c")["st"] == "failed"
+    assert record(backend, "a").state == "completed" and record(backend, "c").state == "failed"
 
 
 def test_reject_and_fail_dead_letter_with_message_reason_and_details(backend: Backend) -> None:
@@ -74,18 +74,18 @@ def test_reject_and_fail_dead_letter_with_message_reason_and_details(backend: Ba
     assert dead == [("a", "rejected"), ("b", "task failed")]
     assert "reason" not in detail, "the caller's detail was modified"
     rec = record(backend, "a")
-    assert rec["st"] == "failed" and rec["reason"] == "rejected"
-    assert rec["etype"] == "ValueError" and rec["emsg"] == "bad input"
-    assert rec["tb"] == "Traceback..." and rec["msg"] == "the message"
-    assert int(rec["fin"]) > 0
+    assert rec.state == "failed" and rec.reason == "rejected"
+    assert rec.exc_type == "ValueError" and rec.exc_message == "bad input"
+    assert rec.traceback == "Traceback..." and rec.message == "the message"
+    assert rec.finished_ms > 0
     last = history(backend, "a")[-1]
     assert last["outcome"] == "rejected" and last["exc_type"] == "ValueError"
     assert last["delivery"] == 1 and last["worker"] == "w1"
     assert set(backend.ids_in_state("failed")) == {"a", "b"}
     assert backend.holder("L") is None
     assert backend.lease_deadline("a") is None
-    assert record(backend, "b")["reason"] == "task failed"
-    assert record(backend, "b")["etype"] == "KeyError"
+    assert record(backend, "b").reason == "task failed"
+    assert record(backend, "b").exc_type == "KeyError"
     assert backend.stats().get("dead_lettered") == 2
 
 
@@ -94,16 +94,16 @@ def test_requeue_at_the_delivery_limit_dead_letters(backend: Backend) -> None:
     tok = claim(backend).claims[0].token
     assert backend.settle([Settle("a", tok, "requeue")]) == [("a", "delivery limit")]
     rec = record(backend, "a")
-    assert rec["st"] == "failed" and rec["reason"] == "delivery limit"
-    assert rec["emsg"] == "message delivered 1 times without being settled"
-    assert rec["msg"] == "msg-a"
+    assert rec.state == "failed" and rec.reason == "delivery limit"
+    assert rec.exc_message == "message delivered 1 times without being settled"
+    assert rec.message == "msg-a"
 
 
 def test_requeue_goes_back_to_enqueued_and_records_an_attempt(backend: Backend) -> None:
     publish(backend, "a")
     tok = claim(backend).claims[0].token
     backend.settle([Settle("a", tok, "requeue", {"reason": "worker lost", "exc_type": "WL"})])
-    assert record(backend, "a")["st"] == "enqueued"
+    assert record(backend, "a").state == "enqueued"
     assert backend.lease_deadline("a") is None
     again = claim(backend).claims[0]
     assert again.deliveries == 2 and again.token == tok + 1
@@ -121,7 +121,7 @@ def test_release_does_not_count_a_delivery(backend: Backend) -> None:
         assert got.deliveries == 1
         assert backend.settle([Settle("a", got.token, "release")]) == []
         rec = record(backend, "a")
-        assert rec["st"] == "enqueued" and rec["dl"] == "0"
+        assert rec.state == "enqueued" and rec.deliveries == 0
     # A counted requeue at the limit dead-letters.
     got = claim(backend).claims[0]
     assert backend.settle([Settle("a", got.token, "requeue")]) == [("a", "delivery limit")]

@@ -26,6 +26,7 @@ import psycopg
 import pytest
 import redis
 
+from celery_plus.stores.options import StoreOptions
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
@@ -143,12 +144,12 @@ def view(broker_kind: str, broker_url: str, prefix: str) -> Iterator[Backend]:
     """A store backend on the test's store, for assertions on job records, holds, slots."""
     backend: Backend
     if broker_kind == "sqlite":
-        backend = SQLiteBackend(broker_url.removeprefix("plus+"), prefix=prefix)
+        backend = SQLiteBackend(broker_url.removeprefix("plus+"), StoreOptions(prefix=prefix))
     elif broker_kind == "postgres":
         backend = PostgresBackend(broker_url.removeprefix("plus+"),
                                   schema=proj.pg_schema(prefix))
     else:
-        backend = RedisBackend(broker_url.removeprefix("plus+"), prefix=prefix)
+        backend = RedisBackend(broker_url.removeprefix("plus+"), StoreOptions(prefix=prefix))
     yield backend
     backend.close()
 

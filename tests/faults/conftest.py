@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from celery_plus.stores.options import StoreOptions
 from celery_plus.transport.backend import Backend
 
 from .harness import Deployment
@@ -91,14 +92,14 @@ def open_view(kind: str, url: str, prefix: str) -> Backend:
     if kind.startswith("redis"):
         from celery_plus.stores.redis.backend import RedisBackend
 
-        return RedisBackend(url, prefix=prefix)
+        return RedisBackend(url, StoreOptions(prefix=prefix))
     if kind == "postgres":
         from celery_plus.stores.postgres.backend import PostgresBackend
 
         return PostgresBackend(url, schema=prefix)
     from celery_plus.stores.sqlite.backend import SQLiteBackend
 
-    return SQLiteBackend(url, prefix=prefix)
+    return SQLiteBackend(url, StoreOptions(prefix=prefix))
 
 
 @pytest.fixture

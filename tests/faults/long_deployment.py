@@ -24,6 +24,7 @@ from pathlib import Path
 import psycopg
 import redis
 
+from celery_plus.stores.options import StoreOptions
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
@@ -113,7 +114,7 @@ def deployment(store: str, **env: str) -> Iterator[Deployment]:
             view = PostgresBackend(PG_URL, schema=proj.pg_schema(prefix))
         else:
             url = f"plus+{proj.REDIS_URL}"
-            view = RedisBackend(proj.REDIS_URL, prefix=prefix)
+            view = RedisBackend(proj.REDIS_URL, StoreOptions(prefix=prefix))
         dep = Deployment(store, prefix, url, folder,
                          {"PLUS_TEST_PREFIX": prefix, "PLUS_TEST_BROKER": url, **env}, view)
         try:

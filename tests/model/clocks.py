@@ -20,17 +20,19 @@ Nothing here changes how a store decides; only where its clock comes from.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 from unittest import mock
 
 import psycopg
 import redis
 
 from celery_plus.admin.store import AdminStore
+from celery_plus.stores.options import StoreOptions
 from celery_plus.stores.redis import backend as redis_backend
 from celery_plus.stores.redis.admin import RedisAdmin
 from celery_plus.stores.redis.scripts import ScriptLibrary, admin_sources, store_sources
@@ -101,12 +103,13 @@ def clocked_library(client: redis.Redis) -> ScriptLibrary:
 class RedisUnderTest:
     kind = "redis"
 
-    def __init__(self, clock: Clock, **options: Any) -> None:
+    def __init__(self, clock: Clock, options: StoreOptions) -> None:
         self.prefix = f"m{uuid.uuid4().hex[:10]}"
         self.client = redis.Redis.from_url(REDIS_URL)
         self.client.set(f"{self.prefix}:clock", clock.now)
         self.clock = clock
-        self.backend = redis_backend.RedisBackend(REDIS_URL, prefix=self.prefix, **options)
+        self.backend = redis_backend.RedisBackend(
+            REDIS_URL, dataclasses.replace(options, prefix=self.prefix))
         self.backend.scripts = clocked_library(self.backend.client)
         admin = RedisAdmin(self.backend)
         admin._scripts = {name: self.backend.client.register_script(
@@ -145,11 +148,11 @@ class RedisUnderTest:
 class SQLiteUnderTest:
     kind = "sqlite"
 
-    def __init__(self, clock: Clock, folder: Path, **options: Any) -> None:
+    def __init__(self, clock: Clock, folder: Path, options: StoreOptions) -> None:
         self._clock = mock.patch.object(sqlite_backend, "_now_ms", clock)
         self._clock.start()
         self.path = folder / f"model-{uuid.uuid4().hex[:10]}.db"
-        self.backend = sqlite_backend.SQLiteBackend(f"sqlite:///{self.path}", **options)
+        self.backend = sqlite_backend.SQLiteBackend(f"sqlite:///{self.path}", options)
         self.admin = SQLiteAdmin(self.backend)
 
     def moved(self, by_ms: int) -> None:
@@ -180,13 +183,13 @@ class PostgresSchema:
     backend on it; emptied between examples (made once per test: migrating a schema and
     opening a pool take far longer than an example)."""
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, options: StoreOptions) -> None:
         from celery_plus.stores.postgres.admin import PostgresAdmin
         from celery_plus.stores.postgres.backend import PostgresBackend
 
         self.name = f"m{uuid.uuid4().hex[:10]}"
         self.conn = psycopg.connect(PG_URL, autocommit=True)
-        self.backend = PostgresBackend(PG_URL, schema=self.name, **options)
+        self.backend = PostgresBackend(PG_URL, options, schema=self.name)
         self.admin = PostgresAdmin(self.backend)
         self.conn.execute(f'SET search_path TO "{self.name}"')
         self.conn.execute(_PG_CLOCK)
@@ -229,8 +232,8 @@ class PostgresUnderTest:
 
 
 @contextlib.contextmanager
-def postgres_schema(**options: Any) -> Iterator[PostgresSchema]:
-    schema = PostgresSchema(**options)
+def postgres_schema(options: StoreOptions) -> Iterator[PostgresSchema]:
+    schema = PostgresSchema(options)
     try:
         yield schema
     finally:

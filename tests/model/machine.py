@@ -35,14 +35,15 @@ from hypothesis.stateful import (
 from celery_plus.admin.store import AdminStore, JobNotFound, RetryConflict
 from celery_plus.stores.memory import MemoryBackend
 from celery_plus.stores.memory.admin import MemoryAdmin
+from celery_plus.stores.options import StoreOptions
 from celery_plus.transport.backend import Backend, ClaimResult, NewJob, Settle
 
 from .clocks import GUARD_MS, Clock, StoreUnderTest
 
 #: The stores' options on both sides: short leases, holds and retention, so that clock
 #: jumps reach them; maintenance never throttled by time (the test unthrottles it).
-OPTIONS: dict[str, Any] = {"lease_ms": 30_000, "backstop_ms": 120_000,
-                           "retention": (120_000, 4, 300_000, 3), "maintenance_interval_ms": 1}
+OPTIONS = StoreOptions(lease_ms=30_000, backstop_ms=120_000,
+                       retention=(120_000, 4, 300_000, 3), maintenance_interval_ms=1)
 START_MS = 1_700_000_000_000
 JOBS = ("j0", "j1", "j2", "j3", "j4")
 QUEUES = ("q1", "q2")
@@ -115,7 +116,7 @@ class StoreVsModel(RuleBasedStateMachine):
         COUNTS["examples"] += 1
         self.clock = Clock(START_MS)
         self.store = type(self).open_store(self.clock)
-        self.model = MemoryBackend(clock=self.clock, **OPTIONS)
+        self.model = MemoryBackend(options=OPTIONS, clock=self.clock)
         self.model_admin = MemoryAdmin(self.model)
         self.deliveries: list[Delivery] = []
         self.sent: dict[str, NewJob] = {}
@@ -316,7 +317,7 @@ class StoreVsModel(RuleBasedStateMachine):
         GUARD_MS of its deadline (Redis expires keys by real time), nor a hold exactly at half
         a backstop from it (the stores renew holds lapsing within half a backstop, Redis
         inclusive of that bound, the others not)."""
-        half = OPTIONS["backstop_ms"] // 2
+        half = OPTIONS.backstop_ms // 2
         moved = True
         while moved:
             moved = False

@@ -46,21 +46,21 @@ def _run(machine: type[StoreVsModel], kind: str) -> None:
 
 def test_redis_agrees_with_the_model() -> None:
     class OnRedis(StoreVsModel):
-        open_store = staticmethod(lambda clock: RedisUnderTest(clock, **OPTIONS))
+        open_store = staticmethod(lambda clock: RedisUnderTest(clock, OPTIONS))
 
     _run(OnRedis, "redis")
 
 
 def test_sqlite_agrees_with_the_model(tmp_path: Path) -> None:
     class OnSQLite(StoreVsModel):
-        open_store = staticmethod(lambda clock: SQLiteUnderTest(clock, tmp_path, **OPTIONS))
+        open_store = staticmethod(lambda clock: SQLiteUnderTest(clock, tmp_path, OPTIONS))
 
     _run(OnSQLite, "sqlite")
 
 
 @pytest.fixture
 def schema() -> Iterator[PostgresSchema]:
-    with postgres_schema(**OPTIONS) as made:
+    with postgres_schema(OPTIONS) as made:
         yield made
 
 

@@ -25,6 +25,7 @@ from celery_plus.coordination.coordinator import Coordinator
 from celery_plus.coordination.gate import Claimed
 from celery_plus.transport.backend import NewJob
 from tests.conformance.stores import PG_URL, REDIS_URL
+from tests.conformance.support import record
 from tests.support import wait_until
 
 AMQP = "amqp://guest:guest@127.0.0.1:5672//"
@@ -68,7 +69,7 @@ def _claimed_then_recovered(coordinator: Coordinator, job_id: str = "a") -> Clai
     got = coordinator.claim(job_id)
     assert got.outcome == "claimed"
     wait_until(lambda: coordinator.backend.recover(), timeout=10, message="lease recovery")
-    assert (coordinator.backend.job(job_id) or {}).get("st") == "enqueued"
+    assert record(coordinator.backend, job_id).state == "enqueued"
     return Claimed(coordinator, job_id, got.token, "t")
 
 
@@ -77,7 +78,7 @@ def test_a_delivery_that_ends_after_its_claim_was_recovered_finishes_its_record(
         coordinator: Coordinator, end: str, state: str) -> None:
     claimed = _claimed_then_recovered(coordinator)
     claimed.end(end)
-    assert coordinator.backend.job("a")["st"] == state  # type: ignore[index]
+    assert record(coordinator.backend, "a").state == state
     assert coordinator.backend.holder(LOCK) is None
     assert coordinator.backend.ids_in_state("enqueued") == []
 
@@ -87,15 +88,15 @@ def test_a_failure_after_the_claim_was_recovered_is_a_dead_letter_with_its_detai
     claimed = _claimed_then_recovered(coordinator)
     claimed.failure = {"reason": "task failed", "exc_type": "ValueError", "exc_message": "no"}
     claimed.end("ack")
-    record = coordinator.backend.job("a") or {}
-    assert (record["st"], record["etype"], record["emsg"]) == ("failed", "ValueError", "no")
+    rec = record(coordinator.backend, "a")
+    assert (rec.state, rec.exc_type, rec.exc_message) == ("failed", "ValueError", "no")
 
 
 def test_a_requeued_delivery_leaves_its_record_for_the_brokers_redelivery(
         coordinator: Coordinator) -> None:
     claimed = _claimed_then_recovered(coordinator)
     claimed.end("requeue")
-    assert coordinator.backend.job("a")["st"] == "enqueued"  # type: ignore[index]
+    assert record(coordinator.backend, "a").state == "enqueued"
     assert coordinator.claim("a").outcome == "claimed"
 
 
@@ -104,9 +105,8 @@ def test_a_record_another_delivery_claimed_is_left_to_it(coordinator: Coordinato
     again = coordinator.backend.claim_job("a", "other-worker")
     assert again.outcome == "claimed"
     claimed.end("ack")
-    record = coordinator.backend.job("a") or {}
-    assert (record["st"], record["wk"], record["tok"]) == ("running", "other-worker",
-                                                          str(again.token))
+    rec = record(coordinator.backend, "a")
+    assert (rec.state, rec.worker, rec.lease_token) == ("running", "other-worker", again.token)
 
 
 def test_a_continuations_record_is_left_for_its_message(coordinator: Coordinator) -> None:
@@ -117,8 +117,8 @@ def test_a_continuations_record_is_left_for_its_message(coordinator: Coordinator
     assert out.continued
     coordinator.forget(["a"])  # the keeper saw the claim end
     Claimed(coordinator, "a", got.token, "t").end("ack")
-    record = coordinator.backend.job("a") or {}
-    assert (record["st"], record["msg"]) == ("enqueued", "retry")
+    rec = record(coordinator.backend, "a")
+    assert (rec.state, rec.message) == ("enqueued", "retry")
     assert coordinator.backend.holder(LOCK) == "a"
 
 
@@ -134,14 +134,14 @@ def test_a_settle_the_store_refused_is_retried_until_it_lands(
 
     monkeypatch.setattr(backend, "settle", refuse)
     Claimed(coordinator, "a", got.token, "t").end("ack")  # logged, not raised
-    assert backend.job("a")["st"] == "running"  # type: ignore[index]
+    assert record(backend, "a").state == "running"
     coordinator.retry_unsettled()
-    assert backend.job("a")["st"] == "running"  # type: ignore[index]
+    assert record(backend, "a").state == "running"
     monkeypatch.setattr(backend, "settle", real)
     # Meanwhile the lease ran out and was recovered: the retried settle still finishes it.
     wait_until(lambda: backend.recover(), timeout=10, message="lease recovery")
     coordinator.retry_unsettled()
-    assert backend.job("a")["st"] == "completed"  # type: ignore[index]
+    assert record(backend, "a").state == "completed"
     assert backend.holder(LOCK) is None
 
 

@@ -177,7 +177,7 @@ def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
         assert store.heartbeat([("old", token[0])]) == []
         publish(store, "new")
         assert [c.job_id for c in claim(store).claims] == ["new"]
-        assert record(store, "old")["st"] == "running"
+        assert record(store, "old").state == "running"
     finally:
         store.close()
 

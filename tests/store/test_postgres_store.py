@@ -31,6 +31,7 @@ import pytest
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus import settings
+from celery_plus.stores.options import StoreOptions
 from celery_plus.stores.postgres import migrations as pg_migrations
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.transport import make_backend
@@ -216,7 +217,7 @@ def test_wake_up_of_a_callers_transaction_arrives_at_commit(
         thread.join(timeout=10)
     assert result == [("wake", Q, None)]
     assert time.monotonic() - committed < 5
-    assert record(publisher, "tx")["st"] == "enqueued"
+    assert record(publisher, "tx").state == "enqueued"
 
 
 def test_publish_on_a_rolled_back_transaction_leaves_no_job_and_no_hold(
@@ -306,7 +307,7 @@ def test_concurrent_claimers_never_oversubscribe_a_group(pg: PostgresBackend) ->
 
 
 def _lead_then_hang(schema: str, out: Any) -> None:
-    backend = PostgresBackend(PG_URL, schema=schema, maintenance_interval_ms=60_000)
+    backend = PostgresBackend(PG_URL, StoreOptions(maintenance_interval_ms=60_000), schema=schema)
     out.put(backend.maintain("leader") and backend.is_leader)
     time.sleep(600)  # killed by the test
 
@@ -411,7 +412,7 @@ def test_plus_pg_synchronous_commit_setting_reaches_the_pooled_sessions(tmp_path
         claimed = claim(opted)
         assert ids(claimed) == ["j1"]
         opted.settle([Settle("j1", claimed.claims[0].token, "ack")])
-        assert record(plain, "j1")["st"] == "completed"
+        assert record(plain, "j1").state == "completed"
     finally:
         opted.close()
         plain.close()
@@ -480,6 +481,6 @@ def test_settle_decodes_a_detail_that_is_not_json_as_a_note(pg: PostgresBackend)
                  ["{not json", '"a string"', '{"exc_message": "nul \\u0000 escape"}', None],
                  pg.backstop_ms)
     assert sorted(rows) == [("a", "task failed"), ("b", "task failed"), ("c", "task failed")]
-    assert record(pg, "a")["emsg"] == "failure details could not be decoded"
-    assert record(pg, "c")["emsg"] == "failure details could not be decoded"
-    assert record(pg, "d")["st"] == "completed"
+    assert record(pg, "a").exc_message == "failure details could not be decoded"
+    assert record(pg, "c").exc_message == "failure details could not be decoded"
+    assert record(pg, "d").state == "completed"

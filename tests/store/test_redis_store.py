@@ -9,6 +9,7 @@ lists, and the index entries ``purge.lua`` must leave behind (none).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import redis
@@ -60,7 +61,7 @@ def test_key_layout_follows_the_schema_in_lib_lua(
     assert raw.hget(f"{P}:stats", "dead_lettered") == "1"
     # Maintenance takes the P:maint lock, held by the worker for its interval (a long one
     # here: the fixture's 1 ms throttle would let the lock expire before it is looked at).
-    store.maintenance_interval_ms = 60_000
+    store.options = dataclasses.replace(store.options, maintenance_interval_ms=60_000)
     maintain(store)
     assert raw.get(f"{P}:maint") == "w"
     assert 0 < raw.pttl(f"{P}:maint") <= 60_000

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from celery.exceptions import ImproperlyConfigured
 
+from celery_plus.stores.options import StoreOptions
 from celery_plus.stores.sqlite.backend import SQLiteBackend, sqlite_path
 from celery_plus.transport import make_backend as make_transport_backend
 from celery_plus.transport.backend import NewJob, Settle
@@ -196,7 +197,7 @@ PUBLISHERS, PER_PUBLISHER, CLAIMERS = 4, 250, 2
 def _publisher(path: str, n: int, out: str) -> None:
     """Child process: 250 publishes, some unique and some in a concurrency group."""
     record: dict[str, Any] = {"accepted": [], "duplicates": [], "error": None}
-    backend = SQLiteBackend(f"sqlite:///{path}", lease_ms=60_000)
+    backend = SQLiteBackend(f"sqlite:///{path}", StoreOptions(lease_ms=60_000))
     try:
         for k in range(PER_PUBLISHER):
             extra: dict[str, Any] = {}
@@ -220,7 +221,7 @@ def _publisher(path: str, n: int, out: str) -> None:
 def _claimer(path: str, n: int, stop: Any, out: str) -> None:
     """Child process: claim in batches and ack everything, settling with the next claim."""
     record: dict[str, Any] = {"done": [], "error": None}
-    backend = SQLiteBackend(f"sqlite:///{path}", lease_ms=60_000)
+    backend = SQLiteBackend(f"sqlite:///{path}", StoreOptions(lease_ms=60_000))
     pending: list[Settle] = []
     try:
         while True:

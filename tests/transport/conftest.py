@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from celery_plus import Celery
+from celery_plus.stores.options import StoreOptions
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
@@ -49,7 +50,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     view: Backend
     if request.param == "redis":
         url = f"plus+{REDIS_URL}"
-        view = RedisBackend(REDIS_URL, prefix=prefix)
+        view = RedisBackend(REDIS_URL, StoreOptions(prefix=prefix))
     elif request.param == "sqlite":
         url = f"plus+sqlite:///{tmp_path / 'store.db'}"
         view = SQLiteBackend(url.removeprefix("plus+"))

@@ -22,6 +22,7 @@ import redis
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus import enqueue_after_commit, enqueue_in
+from celery_plus.stores.options import StoreOptions
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.redis.backend import RedisBackend
 from tests.conformance.stores import PG_URL, REDIS_URL
@@ -114,7 +115,7 @@ def test_after_commit_holds_jobs_until_the_registrar_runs_them(
         make_app: Callable[[str], Any], prefix: str) -> None:
     app = make_app("redis")
     task = app.tasks["proj.tx_mark"]
-    store = RedisBackend(REDIS_URL, prefix=prefix)
+    store = RedisBackend(REDIS_URL, StoreOptions(prefix=prefix))
     registrar = FakeDjangoConnection(None)
     try:
         with enqueue_after_commit(registrar):
@@ -140,7 +141,7 @@ def test_after_commit_holds_jobs_until_the_registrar_runs_them(
 def test_after_commit_on_psycopg_needs_the_transaction_to_end_in_the_block(
         make_app: Callable[[str], Any], prefix: str) -> None:
     task = make_app("redis").tasks["proj.tx_mark"]
-    store = RedisBackend(REDIS_URL, prefix=prefix)
+    store = RedisBackend(REDIS_URL, StoreOptions(prefix=prefix))
     try:
         with psycopg.connect(PG_URL) as conn:
             with pytest.raises(ImproperlyConfigured, match="still open"), \

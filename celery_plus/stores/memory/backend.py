@@ -22,6 +22,7 @@ from ...transport.backend import (
     ScheduledJob,
     Settle,
 )
+from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from . import maintenance, rates
 from .messaging import Messaging
 from .state import Clock, MemoryState
@@ -38,35 +39,23 @@ _ORDER: dict[str, Callable[[Any], Any]] = {
 }
 
 
-class MemoryBackend(Messaging):
+class MemoryBackend(Messaging, OptionsView, Backend):
     """Store operations on one :class:`MemoryState` (a new one unless ``store`` is given).
 
-    Takes the keyword arguments of the other backends; ``clock`` (ms) replaces the wall
-    clock of a new store.
+    ``options`` as every backend takes them; ``clock`` (ms) replaces the wall clock of a new
+    store.
     """
 
     def __init__(
         self,
         store: MemoryState | None = None,
+        options: StoreOptions = DEFAULT_OPTIONS,
         *,
-        prefix: str = "plus",
-        lease_ms: int = 30_000,
-        backstop_ms: int = 86_400_000,
-        scan_limit: int = 64,
-        retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
-        maintenance_interval_ms: int = 1000,
         clock: Clock | None = None,
     ) -> None:
         self.store = store if store is not None else (
             MemoryState(clock) if clock is not None else MemoryState())
-        self.prefix = prefix
-        self.lease_ms = lease_ms
-        self.backstop_ms = backstop_ms
-        self.scan_limit = scan_limit
-        self.retention = retention
-        self.maintenance_interval_ms = maintenance_interval_ms
-        #: Maintenance renews the holds of waiting jobs (False for a coordination store).
-        self.renews_waiting_holds = True
+        self.options = options
 
     def connect(self) -> None:
         """Nothing to reach."""
@@ -239,8 +228,3 @@ class MemoryBackend(Messaging):
             job = self.store.jobs.get(job_id)
             if job is not None:
                 job.state = state
-
-
-def _is_a_backend(backend: MemoryBackend) -> Backend:
-    """(Type check only: MemoryBackend implements the ``Backend`` protocol.)"""
-    return backend

@@ -34,6 +34,7 @@ from kombu.exceptions import ConnectionError as KombuConnectionError
 
 from ...transport.backend import (
     SCHEDULE_COLUMNS,
+    Backend,
     Claim,
     ClaimResult,
     JobClaim,
@@ -46,6 +47,7 @@ from ...transport.backend import (
     schedule_record,
 )
 from ...transport.details import encode_detail
+from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from . import migrations as pg_migrations
 from . import pool as pg_pool
 
@@ -149,25 +151,20 @@ def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None) 
             time.sleep(0.05 * failed_connections)
 
 
-class PostgresBackend:
+class PostgresBackend(OptionsView, Backend):
     """Store operations on one schema of one PostgreSQL database (see the module docstring).
 
-    The constructor takes the same keyword arguments as ``RedisBackend`` plus ``schema`` (the
-    ``plus_pg_schema`` setting), ``connect`` (False: connect at the first call or at
-    :meth:`connect`) and ``synchronous_commit`` (``plus_pg_synchronous_commit``); ``prefix``
-    is accepted and ignored (one schema is one deployment).
+    Besides the shared ``options`` (whose ``prefix`` it ignores: one schema is one
+    deployment): ``schema`` (the ``plus_pg_schema`` setting), ``connect`` (False: connect at
+    the first call or at :meth:`connect`) and ``synchronous_commit``
+    (``plus_pg_synchronous_commit``).
     """
 
     def __init__(
         self,
         url: str,
+        options: StoreOptions = DEFAULT_OPTIONS,
         *,
-        prefix: str = "plus",
-        lease_ms: int = 30_000,
-        backstop_ms: int = 86_400_000,
-        scan_limit: int = 64,
-        retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
-        maintenance_interval_ms: int = 1000,
         schema: str = "celery_plus",
         connect: bool = True,
         synchronous_commit: str | None = None,
@@ -179,14 +176,7 @@ class PostgresBackend:
         self.qschema = pg_migrations.quoted(schema)
         #: The NOTIFY channel of this store's wake-ups.
         self.channel = f"plus.{schema}"
-        self.prefix = prefix
-        self.lease_ms = lease_ms
-        self.backstop_ms = backstop_ms
-        self.scan_limit = scan_limit
-        self.retention = retention
-        self.maintenance_interval_ms = maintenance_interval_ms
-        #: Maintenance renews the holds of waiting jobs (False for a coordination store).
-        self.renews_waiting_holds = True
+        self.options = options
         self._reset_process_state()
         pg_pool.on_fork(self)
         if connect:

@@ -14,6 +14,7 @@ from typing import Any
 import redis
 
 from ...transport.backend import (
+    Backend,
     Claim,
     ClaimResult,
     JobClaim,
@@ -25,6 +26,7 @@ from ...transport.backend import (
     Settle,
 )
 from ...transport.details import encode_detail
+from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from .connect import RedisConnect
 from .scripts import ScriptLibrary, pack, store_sources
 
@@ -65,32 +67,19 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-class RedisBackend:
+class RedisBackend(OptionsView, Backend):
     """Store operations on one Redis server (``redis://``, ``rediss://`` or a Sentinel
     master, connected as ``connector`` says: ``redis_connect.py``)."""
 
     def __init__(
         self,
         url: str,
+        options: StoreOptions = DEFAULT_OPTIONS,
         *,
-        prefix: str = "plus",
-        lease_ms: int = 30_000,
-        backstop_ms: int = 86_400_000,
-        scan_limit: int = 64,
-        retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
-        maintenance_interval_ms: int = 1000,
         connector: RedisConnect | None = None,
     ) -> None:
         self.url = url
-        self.prefix = prefix
-        self.lease_ms = lease_ms
-        self.backstop_ms = backstop_ms
-        self.scan_limit = scan_limit
-        self.retention = retention
-        self.maintenance_interval_ms = maintenance_interval_ms
-        #: Maintenance renews the holds of waiting jobs (False for a coordination store,
-        #: whose waiting records wait for another broker: see docs/coordination.md).
-        self.renews_waiting_holds = True
+        self.options = options
         self.connector = connector or RedisConnect(url)
         self.client = self.connector.client()
         self.scripts = ScriptLibrary(self.client, *store_sources())

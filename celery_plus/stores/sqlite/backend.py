@@ -40,6 +40,7 @@ from kombu.exceptions import ConnectionError as KombuConnectionError
 from ...fork_guard import guard_across_fork
 from ...transport.backend import (
     SCHEDULE_COLUMNS,
+    Backend,
     Claim,
     ClaimResult,
     JobClaim,
@@ -52,6 +53,7 @@ from ...transport.backend import (
     schedule_record,
 )
 from ...transport.details import clean_detail
+from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 
 logger = logging.getLogger("celery_plus.transport.sqlite")
 
@@ -436,23 +438,19 @@ class _Tx:
         return len(due)
 
 
-class SQLiteBackend:
+class SQLiteBackend(OptionsView, Backend):
     """Store operations on one SQLite database file (single host; see the module docstring).
 
-    The constructor takes the same keyword arguments as ``RedisBackend``; ``prefix`` is
-    accepted and ignored (one database file is one deployment).
+    Takes the shared ``options`` (its ``prefix`` is ignored: one database file is one
+    deployment) and ``connect`` (False: open the database at the first call or at
+    :meth:`connect`).
     """
 
     def __init__(
         self,
         url: str,
+        options: StoreOptions = DEFAULT_OPTIONS,
         *,
-        prefix: str = "plus",
-        lease_ms: int = 30_000,
-        backstop_ms: int = 86_400_000,
-        scan_limit: int = 64,
-        retention: tuple[int, int, int, int] = (86_400_000, 100_000, 604_800_000, 100_000),
-        maintenance_interval_ms: int = 1000,
         connect: bool = True,
     ) -> None:
         self.url = url
@@ -463,14 +461,7 @@ class SQLiteBackend:
                 f"broker_url 'plus+{url}': directory {folder!r} of the SQLite database does "
                 f"not exist; create it or point the URL elsewhere.")
         self.wake_dir = self.path + ".wake"
-        self.prefix = prefix
-        self.lease_ms = lease_ms
-        self.backstop_ms = backstop_ms
-        self.scan_limit = scan_limit
-        self.retention = retention
-        self.maintenance_interval_ms = maintenance_interval_ms
-        #: Maintenance renews the holds of waiting jobs (False for a coordination store).
-        self.renews_waiting_holds = True
+        self.options = options
         self._group_cursor = ""
         self._reset_process_state()
         guard_across_fork(self)
