@@ -26,12 +26,13 @@ from kombu.utils.json import dumps
 
 from .. import signals
 from ..helper_threads import native_lock
+from ..lease_keeper import clock
 from ..queue_migration.legacy import LegacyChannel, dead_letter_raw, parse_envelope
 from . import transient
 from .backend import Backend, Claim, ClaimResult, NewJob, PublishOutcome
 from .continuation import add_lease_header, continued_token
-from .holdings import SURE_SHARE, Holdings, clock
-from .keeper import flush, report_dead_letters
+from .holdings import SURE_SHARE, Holdings
+from .settles import flush, report_dead_letters
 from .transient import TransientQueues, named_transient
 from .worker_state import worker_running, worker_stopping
 
@@ -42,7 +43,7 @@ logger = logging.getLogger("celery_plus.transport")
 
 BINDING_SEP = "\x06\x16"
 MALFORMED = "malformed message"
-#: Message property of a delivery: until when (``holdings.clock()``) its lease is certainly
+#: Message property of a delivery: until when (``lease_keeper.clock()``) its lease is certainly
 #: still ours; a task starting later asks the store first (``start_check.py``).
 SURE_UNTIL = "plus_lease_sure_until"
 
@@ -702,7 +703,7 @@ class Channel(virtual.Channel):
         """Store the pending settles and claim up to ``max_jobs`` jobs, in one round trip.
 
         The settles stay pending if the call fails. A store that refuses the batch (not a
-        connection error) gets the settles one by one first (``keeper.flush``), so one bad
+        connection error) gets the settles one by one first (``settles.flush``), so one bad
         settle never stops the worker claiming. Returns the result and when it was asked.
         """
         holdings = self.qos.holdings
