@@ -36,8 +36,8 @@ from kombu.utils.url import maybe_sanitize_url
 from .. import signals
 from ..options import message_extensions
 from ..transport.backend import JobClaim
-from ..transport.channel import job_from_message
 from ..transport.continuation import LEASE_HEADER
+from ..transport.publishing import job_from_message
 from . import envelope
 from .coordinator import Coordinator, coordinator_for
 from .keeper import CoordinationKeeper

@@ -1,8 +1,9 @@
 """The kombu side of the ``plus`` transport, written once for every backend.
 
-Task queues are durable: a published message becomes a job in the backend; consumers claim
-jobs in batches under a lease and settle them (ack / reject / requeue) in batches, fenced by
-the lease token carried in the delivery tag. Remote-control, reply, event and every other
+Task queues are durable: a published message becomes a job in the backend (how, and into
+which transaction or batch: ``publishing.py``); consumers claim jobs in batches under a lease
+and settle them (ack / reject / requeue) in batches, fenced by the lease token carried in the
+delivery tag. Remote-control, reply, event and every other
 queue declared transient are transient lists, with bindings that lapse unless their consumer
 renews them (``transient.py``), as kombu's Redis transport keeps them. In a mixed deployment
 (``plus_durable_queues``), the task queues not listed are *legacy* queues, which the channel's
@@ -17,10 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from collections.abc import Callable
-from contextvars import ContextVar
-from datetime import datetime, timezone
 from queue import Empty
 from typing import TYPE_CHECKING, Any
 
@@ -32,11 +30,12 @@ from .. import signals
 from ..helper_threads import native_lock
 from ..lease_keeper import clock
 from . import transient
-from .backend import Backend, Claim, ClaimResult, NewJob, PublishOutcome
+from .backend import Backend, Claim, ClaimResult, PublishOutcome
 from .bridge import LegacyBridge
-from .continuation import add_lease_header, continued_token
+from .continuation import add_lease_header
 from .failures import MALFORMED, failure_detail
 from .holdings import SURE_SHARE, Holdings
+from .publishing import current_batch, current_transaction, job_from_message, last_publish
 from .rotation import rotate
 from .settles import flush, report_dead_letters
 from .transient import TransientQueues, named_transient
@@ -51,49 +50,6 @@ BINDING_SEP = "\x06\x16"
 #: Message property of a delivery: until when (``lease_keeper.clock()``) its lease is certainly
 #: still ours; a task starting later asks the store first (``start_check.py``).
 SURE_UNTIL = "plus_lease_sure_until"
-
-#: The outcome of the last durable publish in this context (read by the app's send path).
-last_publish: ContextVar[PublishOutcome | None] = ContextVar("plus_last_publish", default=None)
-
-
-class PublishBatch:
-    """Durable publishes collected in this context, stored together in one round trip.
-
-    While a batch is active, ``_put`` hands jobs here instead of to the backend; ``flush``
-    publishes them per backend with ``publish_many`` and returns the outcomes in order.
-    """
-
-    def __init__(self) -> None:
-        self.jobs: list[tuple[Backend, NewJob]] = []
-        #: What the send path wants to hear about each job id once the batch is stored.
-        self.watched: dict[str, Any] = {}
-
-    def watch(self, job_id: str, what: Any) -> None:
-        self.watched[job_id] = what
-
-    def add(self, backend: Backend, job: NewJob) -> None:
-        self.jobs.append((backend, job))
-
-    def flush(self) -> list[PublishOutcome]:
-        jobs, self.jobs = self.jobs, []
-        outcomes: list[PublishOutcome | None] = [None] * len(jobs)
-        by_backend: dict[int, tuple[Backend, list[int]]] = {}
-        for index, (backend, _) in enumerate(jobs):
-            by_backend.setdefault(id(backend), (backend, []))[1].append(index)
-        for backend, indexes in by_backend.values():
-            published = backend.publish_many([jobs[i][1] for i in indexes])
-            for i, outcome in zip(indexes, published, strict=True):
-                outcomes[i] = outcome
-        return [o for o in outcomes if o is not None]
-
-
-#: The batch collecting durable publishes in this context (see ``Celery.publish_batch``).
-current_batch: ContextVar[PublishBatch | None] = ContextVar("plus_publish_batch", default=None)
-
-#: The caller's transaction durable publishes are written in, in this context: an object with
-#: ``publish(backend, job) -> PublishOutcome`` (see ``celery_plus.transactional.enqueue_in``).
-current_transaction: ContextVar[Any] = ContextVar("plus_transaction", default=None)
-
 
 def is_transient(queue: str) -> bool:
     """Remote-control, reply and event queues need no durability (by name; a channel also
@@ -110,62 +66,6 @@ def parse_delivery_tag(tag: str) -> tuple[str, int] | None:
     if not sep or not token.isdigit():
         return None
     return job_id, int(token)
-
-
-def _eta_ms(value: Any) -> int:
-    if not value:
-        return 0
-    try:
-        when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return 0
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return int(when.timestamp() * 1000)
-
-
-def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int,
-                     rate_margin_ms: int = 0) -> NewJob:
-    """Describe a kombu envelope as a job, reading celery-plus's ``plus`` header.
-
-    A cluster rate limit's window is stored ``rate_margin_ms`` longer
-    (``plus_rate_limit_margin``): the limit holds for the tasks' starts, a little after their
-    claims, too.
-
-    A job's identity is its task id (``headers['id']``) and nothing else: a correlation id
-    names the task a *reply* is about (``rpc://`` results carry the task's id there), so
-    taking it would make a reply overwrite the task's own record. A message without a task
-    id (a plain kombu message) gets an id of its own.
-    """
-    headers = message.get("headers") or {}
-    props = message.get("properties") or {}
-    ext = headers.get("plus") or {}
-    unique = ext.get("u") or ("", "", 0)
-    group = ext.get("c") or ("", 0)
-    rate = ext.get("r") or ("", 0, 0)
-    try:
-        priority = min(max(int(props.get("priority") or 0), 0), 255)
-    except (TypeError, ValueError):
-        priority = 0
-    job_id = str(headers.get("id") or uuid.uuid4())
-    return NewJob(
-        id=job_id,
-        queue=queue,
-        message=dumps(message),
-        name=str(headers.get("task") or ""),
-        priority=priority,
-        eta_ms=_eta_ms(headers.get("eta")),
-        unique_lock=unique[0],
-        unique_window=unique[1],
-        unique_ttl_ms=int(unique[2] or 0),
-        concurrency_group=group[0],
-        concurrency_limit=int(group[1] or 0),
-        max_deliveries=int(ext.get("md") or max_deliveries),
-        rate_group=rate[0],
-        rate_limit=int(rate[1] or 0),
-        rate_window_ms=int(rate[2] or 0) + (rate_margin_ms if rate[0] else 0),
-        lease_token=continued_token(job_id, headers),
-    )
 
 
 def mark_redelivered(raw: dict[str, Any]) -> None:
