@@ -140,36 +140,35 @@ class LegacyBridge:
         return delivered
 
     def _deliver_raw(self, queue: str, raw: bytes) -> None:
-        try:
-            message = parse_envelope(raw)
-        except ValueError as exc:
-            self.dead_letter(queue, raw, exc)
+        message = self._message_of(queue, raw)
+        if message is None:
             return
-        tag = self._tagged(message)
         try:
             self._transport._deliver(message, queue)
-        finally:
-            self._popped.discard(tag)  # not taken by the QoS: a no-ack consumer
+        finally:  # not taken by the QoS: a no-ack consumer
+            self._popped.discard(message["properties"]["delivery_tag"])
 
     def get(self, queue: str) -> dict[str, Any]:
         """The next message of legacy ``queue`` for ``basic_get``; ``Empty`` if none."""
         raw = self.channel.pop(queue)
-        if raw is None:
+        message = None if raw is None else self._message_of(queue, raw)
+        if message is None:
             raise Empty()
+        return message
+
+    def _message_of(self, queue: str, raw: bytes) -> dict[str, Any] | None:
+        """The kombu message of a legacy entry (consumed or fetched alike), with a delivery
+        tag (kombu's own if it has one) noted as popped; None for an entry that is no kombu
+        message (dead-lettered)."""
         try:
             message = parse_envelope(raw)
         except ValueError as exc:
             self.dead_letter(queue, raw, exc)
-            raise Empty() from exc
-        self._tagged(message)
-        return message
-
-    def _tagged(self, message: dict[str, Any]) -> str:
-        """Give ``message`` a delivery tag (kombu's own if it has one) and note it popped."""
+            return None
         props = message["properties"]
-        tag = props["delivery_tag"] = props.get("delivery_tag") or str(uuid.uuid4())
-        self._popped.add(tag)
-        return str(tag)
+        props["delivery_tag"] = props.get("delivery_tag") or str(uuid.uuid4())
+        self._popped.add(props["delivery_tag"])
+        return message
 
     def got(self) -> None:
         """A ``basic_get`` ended: a no-ack get of a legacy message leaves its tag popped."""
