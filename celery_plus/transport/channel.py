@@ -30,12 +30,12 @@ from .. import signals
 from ..helper_threads import native_lock
 from ..lease_keeper import clock
 from . import transient
-from .backend import Backend, Claim, ClaimResult, PublishOutcome
+from .backend import Backend, Claim, ClaimResult
 from .bridge import LegacyBridge
 from .continuation import add_lease_header
 from .failures import MALFORMED, failure_detail
 from .holdings import SURE_SHARE, Holdings
-from .publishing import current_batch, current_transaction, job_from_message, last_publish
+from .publishing import job_from_message, write_job
 from .rotation import rotate
 from .settles import flush, report_dead_letters
 from .transient import TransientQueues, named_transient
@@ -257,18 +257,8 @@ class Channel(virtual.Channel):
             self.bridge.put(queue, message)
             return
         config = self.connection.config
-        job = job_from_message(queue, message, config.max_deliveries,
-                               round(config.rate_limit_margin * 1000))
-        transaction = current_transaction.get()
-        if transaction is not None:
-            last_publish.set(transaction.publish(self.backend, job))
-            return
-        batch = current_batch.get()
-        if batch is not None:
-            batch.add(self.backend, job)
-            last_publish.set(PublishOutcome(True, job.id, state="batched"))
-            return
-        last_publish.set(self.backend.publish(job))
+        write_job(self.backend, job_from_message(queue, message, config.max_deliveries,
+                                                 round(config.rate_limit_margin * 1000)))
 
     def publish_direct(self, queue: str, message: dict[str, Any]) -> None:
         """Publish a prepared message straight to a durable queue (the lean send path)."""

@@ -1,9 +1,9 @@
 """Publishing durable jobs: a kombu envelope described as a job, and where it is written.
 
 A durable publish (``Channel._put``) becomes a :class:`~celery_plus.transport.backend.NewJob`
-(:func:`job_from_message`) and is written to the store at once, into the caller's transaction
-(:data:`current_transaction`), or into the batch collected in this context
-(:data:`current_batch`); :data:`last_publish` tells the app's send path what came of it.
+(:func:`job_from_message`) and is written (:func:`write_job`) into the caller's transaction
+(:data:`current_transaction`), into the batch collected in this context (:data:`current_batch`),
+or else to the store at once; :data:`last_publish` tells the app's send path what came of it.
 """
 
 from __future__ import annotations
@@ -115,3 +115,18 @@ def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int,
         rate_window_ms=int(rate[2] or 0) + (rate_margin_ms if rate[0] else 0),
         lease_token=continued_token(job_id, headers),
     )
+
+
+def write_job(backend: Backend, job: NewJob) -> None:
+    """Write ``job`` into the caller's transaction, the batch of this context, or else the
+    store itself; :data:`last_publish` tells the outcome."""
+    transaction = current_transaction.get()
+    if transaction is not None:
+        last_publish.set(transaction.publish(backend, job))
+        return
+    batch = current_batch.get()
+    if batch is not None:
+        batch.add(backend, job)
+        last_publish.set(PublishOutcome(True, job.id, state="batched"))
+        return
+    last_publish.set(backend.publish(job))
