@@ -33,7 +33,7 @@ from .exceptions import DuplicateTask
 from .options import EXTENSION_OPTIONS, message_extensions, parse_extensions
 from .producer import Producer
 from .task import plus_task_class
-from .transport.channel import PublishBatch, current_batch, last_publish
+from .transport.publishing import PublishBatch, current_batch, last_publish
 
 logger = logging.getLogger("celery_plus")
 

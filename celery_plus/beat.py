@@ -285,7 +285,7 @@ class Scheduler(celery_beat.PersistentScheduler):
 
     def _fire(self, name: str, entry: Any, last: int, due: int, next_due: int,
               publish: bool) -> str:
-        from .transport.channel import current_transaction
+        from .transport.publishing import current_transaction
 
         fence = TickFence(name, last, due, next_due)
         if publish:

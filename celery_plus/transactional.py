@@ -35,7 +35,7 @@ from typing import Any
 from celery.exceptions import ImproperlyConfigured
 
 from .transport.backend import JobStore, NewJob, PublishOutcome
-from .transport.channel import PublishBatch, current_batch, current_transaction
+from .transport.publishing import PublishBatch, current_batch, current_transaction
 
 __all__ = ["enqueue_after_commit", "enqueue_in"]
 

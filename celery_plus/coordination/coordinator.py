@@ -13,7 +13,6 @@ import logging
 import os
 import socket
 import threading
-import time
 import uuid
 import weakref
 from typing import Any
@@ -22,6 +21,7 @@ from celery.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
 
 from .. import signals
+from ..lease_keeper import clock
 from ..transport.backend import Backend, JobClaim, NewJob, PublishOutcome, Settle
 
 logger = logging.getLogger("celery_plus.coordination")
@@ -145,7 +145,8 @@ class Coordinator:
         self._backend: Backend | None = None
         self._lock = threading.Lock()
         self._held: dict[str, int] = {}
-        #: When each held claim was last known current (claimed, or renewed by a heartbeat).
+        #: When each held claim was last known current (claimed, or renewed by a heartbeat):
+        #: :func:`~celery_plus.lease_keeper.clock` seconds.
         self._renewed: dict[str, float] = {}
         #: Settles a store error kept from landing, retried by the keeper until they do.
         self._unsettled: list[tuple[str, int, str, dict[str, Any] | None, str | None]] = []
@@ -200,7 +201,7 @@ class Coordinator:
     # -- claims ------------------------------------------------------------------------
     def claim(self, job_id: str) -> JobClaim:
         """Claim the job by id; a claimed job's lease is renewed from now on."""
-        asked = time.monotonic()
+        asked = clock()
         got = self.backend.claim_job(job_id, self.worker_id)
         if got.outcome == "claimed":
             with self._lock:
@@ -219,7 +220,7 @@ class Coordinator:
         """
         with self._lock:
             suspect = self._held.get(job_id) != token or (
-                time.monotonic() - self._renewed.get(job_id, 0.0)
+                clock() - self._renewed.get(job_id, 0.0)
                 >= self._lease_s * SUSPECT_SHARE)
             if self._held.get(job_id) == token:
                 del self._held[job_id]
@@ -293,7 +294,8 @@ class Coordinator:
             return list(self._held.items())
 
     def renewed(self, held: list[tuple[str, int]], at: float) -> None:
-        """Note that the claims of ``held`` were current at ``at`` (a heartbeat renewed them)."""
+        """Note that the claims of ``held`` were current at ``at`` (a heartbeat renewed them;
+        a :func:`~celery_plus.lease_keeper.clock` time)."""
         with self._lock:
             for job_id, token in held:
                 if self._held.get(job_id) == token:

@@ -17,8 +17,8 @@ coordination store (``Backend.claim_job``: slot taken atomically, holds per wind
   its unique key (uniqueness is decided when a job is sent), then claimed.
 * the store cannot be reached: given back with a delay, as when blocked.
 
-:class:`CoordinationKeeper` renews this process's leases every ``plus_heartbeat_interval`` and
-runs the store's throttled maintenance (recovery of expired leases frees a dead worker's slots).
+:class:`~celery_plus.coordination.keeper.CoordinationKeeper`, started with the consumer, renews
+this process's leases and runs the store's maintenance.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import random
-import time
 from typing import Any
 
 from celery import bootsteps
@@ -35,17 +34,16 @@ from celery.worker.state import task_ready
 from kombu.utils.url import maybe_sanitize_url
 
 from .. import signals
-from ..helper_threads import HelperThread, NativeEvent
 from ..options import message_extensions
 from ..transport.backend import JobClaim
-from ..transport.channel import job_from_message
 from ..transport.continuation import LEASE_HEADER
+from ..transport.publishing import job_from_message
 from . import envelope
 from .coordinator import Coordinator, coordinator_for
+from .keeper import CoordinationKeeper
 
 logger = logging.getLogger("celery_plus.coordination")
 
-TICK_S = 0.1
 #: Shortest wait before a delivery is tried again while the coordination store is unreachable.
 STORE_RETRY_S = 2.0
 
@@ -169,56 +167,6 @@ class Admission:
 
 def _uses_extensions(request: Any) -> bool:
     return getattr(request.task, "plus_extensions", None) is not None
-
-
-class CoordinationKeeper(HelperThread):
-    """Renews this process's leases; runs the store's maintenance and lease recovery."""
-
-    def __init__(self, coordinator: Coordinator) -> None:
-        super().__init__(name="celery-plus-coordination-keeper", daemon=True)
-        self.coordinator = coordinator
-        self._stopping = NativeEvent()
-
-    def stop(self) -> None:
-        self._stopping.set()
-
-    def run(self) -> None:
-        config = self.coordinator.config
-        next_heartbeat = next_maintenance = time.monotonic()
-        while not self._stopping.wait(TICK_S):
-            now = time.monotonic()
-            try:
-                if now >= next_heartbeat:
-                    next_heartbeat = now + config.heartbeat_interval
-                    self.heartbeat()
-                    self.coordinator.retry_unsettled()
-                if now >= next_maintenance:
-                    next_maintenance = now + config.maintenance_interval
-                    self.maintain()
-            except Exception as exc:
-                logger.warning("celery-plus coordination keeper: %r", exc)
-
-    def heartbeat(self) -> None:
-        held = self.coordinator.held()
-        if not held:
-            return
-        asked = time.monotonic()
-        lost = self.coordinator.backend.heartbeat(held)
-        self.coordinator.forget(lost)
-        self.coordinator.renewed([(i, t) for i, t in held if i not in lost], asked)
-        for job_id in lost:
-            logger.warning("celery-plus: lease of job %s was lost (taken over)", job_id)
-            signals.task_lease_lost.send(sender=None, task_id=job_id)
-
-    def maintain(self) -> None:
-        coordinator = self.coordinator
-        if not coordinator.backend.maintain(coordinator.worker_id):
-            return
-        for item in coordinator.backend.recover():
-            logger.warning("celery-plus: recovered job %s (%s)", item.job_id, item.outcome)
-            signals.task_recovered.send(sender=None, task_id=item.job_id, outcome=item.outcome)
-            if item.outcome == "dead":
-                coordinator.report_dead_letters([(item.job_id, "delivery limit")])
 
 
 def _on_revoked(sender: Any = None, request: Any = None, **kwargs: Any) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from kombu.serialization import dumps as serialize
 
-from ..transport.channel import job_from_message, last_publish
+from ..transport.publishing import job_from_message, last_publish
 from . import envelope
 from .coordinator import COORDINATED, DURABLE, Coordinator, coordinator_for, mode
 

@@ -36,7 +36,7 @@ import redis
 
 from ..stores.redis.backend import RedisBackend
 from ..transport.backend import Backend, NewJob
-from ..transport.channel import job_from_message
+from ..transport.publishing import job_from_message
 from .layout import KombuLayout
 from .legacy import MALFORMED_SUFFIX, fail_parked, parse_envelope
 

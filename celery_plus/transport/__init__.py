@@ -150,7 +150,7 @@ class Transport(virtual.Transport):
         self._thread_backends: dict[int, Backend] = {}
         self.legacy = make_legacy(url, self.config, options)
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._keeper: keeper.LeaseKeeper | None = None
+        self._keeper: keeper.TransportKeeper | None = None
         self._next_due_at: float | None = None
         self._loop_driver: LoopDriver | None = None
         #: Whether the last claim brought jobs, and when transient queues are next popped

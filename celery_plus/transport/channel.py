@@ -1,12 +1,16 @@
 """The kombu side of the ``plus`` transport, written once for every backend.
 
-Task queues are durable: a published message becomes a job in the backend; consumers claim
-jobs in batches under a lease and settle them (ack / reject / requeue) in batches, fenced by
-the lease token carried in the delivery tag. Remote-control, reply, event and every other
+Task queues are durable: a published message becomes a job in the backend (how, and into
+which transaction or batch: ``publishing.py``); consumers claim jobs in batches under a lease
+and settle them (ack / reject / requeue) in batches, fenced by the lease token carried in the
+delivery tag. Remote-control, reply, event and every other
 queue declared transient are transient lists, with bindings that lapse unless their consumer
 renews them (``transient.py``), as kombu's Redis transport keeps them. In a mixed deployment
-(``plus_durable_queues``), the task queues not listed are *legacy* queues, handed to an
-embedded kombu Redis channel (``legacy.py``) with kombu's own semantics.
+(``plus_durable_queues``), the task queues not listed are *legacy* queues, which the channel's
+:class:`~celery_plus.transport.bridge.LegacyBridge` routes to kombu's Redis layout.
+
+A claimed job becomes a kombu message in one place (:meth:`Channel._message_of`), whether a
+consumer is delivered it or ``basic_get`` fetched it.
 """
 
 from __future__ import annotations
@@ -14,10 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from collections.abc import Callable
-from contextvars import ContextVar
-from datetime import datetime, timezone
+from queue import Empty
 from typing import TYPE_CHECKING, Any
 
 from kombu.transport import virtual
@@ -26,12 +28,16 @@ from kombu.utils.json import dumps
 
 from .. import signals
 from ..helper_threads import native_lock
-from ..queue_migration.legacy import LegacyChannel, dead_letter_raw, parse_envelope
+from ..lease_keeper import clock
 from . import transient
-from .backend import Backend, Claim, ClaimResult, JobStore, NewJob, PublishOutcome
-from .continuation import add_lease_header, continued_token
-from .holdings import SURE_SHARE, Holdings, clock
-from .keeper import flush, report_dead_letters
+from .backend import Backend, Claim, ClaimResult
+from .bridge import LegacyBridge
+from .continuation import add_lease_header
+from .failures import MALFORMED, failure_detail
+from .holdings import SURE_SHARE, Holdings
+from .publishing import job_from_message, write_job
+from .rotation import rotate
+from .settles import flush, report_dead_letters
 from .transient import TransientQueues, named_transient
 from .worker_state import worker_running, worker_stopping
 
@@ -41,53 +47,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("celery_plus.transport")
 
 BINDING_SEP = "\x06\x16"
-MALFORMED = "malformed message"
-#: Message property of a delivery: until when (``holdings.clock()``) its lease is certainly
+#: Message property of a delivery: until when (``lease_keeper.clock()``) its lease is certainly
 #: still ours; a task starting later asks the store first (``start_check.py``).
 SURE_UNTIL = "plus_lease_sure_until"
-
-#: The outcome of the last durable publish in this context (read by the app's send path).
-last_publish: ContextVar[PublishOutcome | None] = ContextVar("plus_last_publish", default=None)
-
-
-class PublishBatch:
-    """Durable publishes collected in this context, stored together in one round trip.
-
-    While a batch is active, ``_put`` hands jobs here instead of to the backend; ``flush``
-    publishes them per backend with ``publish_many`` and returns the outcomes in order.
-    """
-
-    def __init__(self) -> None:
-        self.jobs: list[tuple[JobStore, NewJob]] = []
-        #: What the send path wants to hear about each job id once the batch is stored.
-        self.watched: dict[str, Any] = {}
-
-    def watch(self, job_id: str, what: Any) -> None:
-        self.watched[job_id] = what
-
-    def add(self, backend: JobStore, job: NewJob) -> None:
-        self.jobs.append((backend, job))
-
-    def flush(self) -> list[PublishOutcome]:
-        jobs, self.jobs = self.jobs, []
-        outcomes: list[PublishOutcome | None] = [None] * len(jobs)
-        by_backend: dict[int, tuple[JobStore, list[int]]] = {}
-        for index, (backend, _) in enumerate(jobs):
-            by_backend.setdefault(id(backend), (backend, []))[1].append(index)
-        for backend, indexes in by_backend.values():
-            published = backend.publish_many([jobs[i][1] for i in indexes])
-            for i, outcome in zip(indexes, published, strict=True):
-                outcomes[i] = outcome
-        return [o for o in outcomes if o is not None]
-
-
-#: The batch collecting durable publishes in this context (see ``Celery.publish_batch``).
-current_batch: ContextVar[PublishBatch | None] = ContextVar("plus_publish_batch", default=None)
-
-#: The caller's transaction durable publishes are written in, in this context: an object with
-#: ``publish(backend, job) -> PublishOutcome`` (see ``celery_plus.transactional.enqueue_in``).
-current_transaction: ContextVar[Any] = ContextVar("plus_transaction", default=None)
-
 
 def is_transient(queue: str) -> bool:
     """Remote-control, reply and event queues need no durability (by name; a channel also
@@ -106,62 +68,6 @@ def parse_delivery_tag(tag: str) -> tuple[str, int] | None:
     return job_id, int(token)
 
 
-def _eta_ms(value: Any) -> int:
-    if not value:
-        return 0
-    try:
-        when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return 0
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return int(when.timestamp() * 1000)
-
-
-def job_from_message(queue: str, message: dict[str, Any], max_deliveries: int,
-                     rate_margin_ms: int = 0) -> NewJob:
-    """Describe a kombu envelope as a job, reading celery-plus's ``plus`` header.
-
-    A cluster rate limit's window is stored ``rate_margin_ms`` longer
-    (``plus_rate_limit_margin``): the limit holds for the tasks' starts, a little after their
-    claims, too.
-
-    A job's identity is its task id (``headers['id']``) and nothing else: a correlation id
-    names the task a *reply* is about (``rpc://`` results carry the task's id there), so
-    taking it would make a reply overwrite the task's own record. A message without a task
-    id (a plain kombu message) gets an id of its own.
-    """
-    headers = message.get("headers") or {}
-    props = message.get("properties") or {}
-    ext = headers.get("plus") or {}
-    unique = ext.get("u") or ("", "", 0)
-    group = ext.get("c") or ("", 0)
-    rate = ext.get("r") or ("", 0, 0)
-    try:
-        priority = min(max(int(props.get("priority") or 0), 0), 255)
-    except (TypeError, ValueError):
-        priority = 0
-    job_id = str(headers.get("id") or uuid.uuid4())
-    return NewJob(
-        id=job_id,
-        queue=queue,
-        message=dumps(message),
-        name=str(headers.get("task") or ""),
-        priority=priority,
-        eta_ms=_eta_ms(headers.get("eta")),
-        unique_lock=unique[0],
-        unique_window=unique[1],
-        unique_ttl_ms=int(unique[2] or 0),
-        concurrency_group=group[0],
-        concurrency_limit=int(group[1] or 0),
-        max_deliveries=int(ext.get("md") or max_deliveries),
-        rate_group=rate[0],
-        rate_limit=int(rate[1] or 0),
-        rate_window_ms=int(rate[2] or 0) + (rate_margin_ms if rate[0] else 0),
-        lease_token=continued_token(job_id, headers),
-    )
-
-
 def mark_redelivered(raw: dict[str, Any]) -> None:
     """Flag a message delivered again, where kombu's Redis transport flags a restored one
     (Celery's ``request.delivery_info['redelivered']`` reads it)."""
@@ -172,15 +78,6 @@ def mark_redelivered(raw: dict[str, Any]) -> None:
     info = (raw.get("properties") or {}).get("delivery_info")
     if isinstance(info, dict):
         info["redelivered"] = True
-
-
-def failure_detail(reason: str, exc: BaseException | None = None, **extra: Any) -> dict[str, Any]:
-    detail: dict[str, Any] = {"reason": reason}
-    if exc is not None:
-        detail["exc_type"] = type(exc).__name__
-        detail["exc_message"] = str(exc)
-    detail.update(extra)
-    return detail
 
 
 class QoS(virtual.QoS):
@@ -197,8 +94,6 @@ class QoS(virtual.QoS):
         self._lock = native_lock()  # shared with the lease keeper, an OS thread
         self.holdings: Holdings = channel.connection.holdings
         self._failures: dict[str, dict[str, Any]] = {}
-        #: Deliveries from legacy queues: settled through kombu's QoS, not the store.
-        self._legacy: set[str] = set()
 
     def can_consume(self) -> bool:
         pcount = self.prefetch_count
@@ -223,17 +118,11 @@ class QoS(virtual.QoS):
         return pcount - len(self._delivered) >= max(pcount // 2, 1)
 
     def append(self, message: Any, delivery_tag: str) -> None:
-        channel = self.channel
-        if delivery_tag in channel._legacy_popped:
-            channel._legacy_popped.discard(delivery_tag)
-            channel.legacy.append(message, delivery_tag)  # kombu's unacked hash
-            with self._lock:
-                self._legacy.add(delivery_tag)
-                self._delivered[delivery_tag] = message
-            return
+        legacy = self.channel.bridge.take(message, delivery_tag)  # kombu's unacked hash
         with self._lock:
             self._delivered[delivery_tag] = message
-        self.holdings.delivered(delivery_tag)
+        if not legacy:
+            self.holdings.delivered(delivery_tag)
 
     def ack(self, delivery_tag: str) -> None:
         self._settle(delivery_tag, "ack")
@@ -254,11 +143,8 @@ class QoS(virtual.QoS):
         with self._lock:
             self._delivered.pop(delivery_tag, None)
             detail = self._failures.pop(delivery_tag, None)
-            legacy = delivery_tag in self._legacy
-            self._legacy.discard(delivery_tag)
-        if legacy:
-            self.channel.legacy.settle(delivery_tag, action)
-            return
+        if self.channel.bridge.settle(delivery_tag, action):
+            return  # a legacy delivery: settled the kombu way
         parsed = parse_delivery_tag(delivery_tag)
         if parsed is None:
             return
@@ -278,9 +164,7 @@ class QoS(virtual.QoS):
         with self._lock:
             delivered = list(self._delivered.items())
             self._delivered.clear()
-            legacy, self._legacy = self._legacy, set()
-        for tag in legacy:
-            self.channel.legacy.settle(tag, "requeue")  # back to its kombu list
+        legacy = self.channel.bridge.give_back()  # back to their kombu lists
         keep = worker_running()
         for tag, message in delivered:
             parsed = parse_delivery_tag(tag)
@@ -343,13 +227,9 @@ class Channel(virtual.Channel):
     def __init__(self, connection: Transport, **kwargs: Any) -> None:
         super().__init__(connection, **kwargs)
         self._queue_order: list[str] = []
-        #: plus_durable_queues (None: every task queue is durable, no legacy queue).
-        self._durable: frozenset[str] | None = connection.config.durable_queues
-        self._legacy_channel: LegacyChannel | None = None
-        #: Tags of legacy messages being delivered, until QoS.append takes them.
-        self._legacy_popped: set[str] = set()
-        self._legacy_order: list[str] = []
         self.transient: TransientQueues = connection.transient
+        #: Where legacy queues and bridged replies go (a mixed deployment).
+        self.bridge = LegacyBridge(connection, self.is_transient)
         #: When the bindings of the transient queues consumed here are next renewed.
         self._renew_at = time.monotonic() + transient.MIN_TTL_MS / 3000
         self._renew_lock = native_lock()
@@ -366,50 +246,19 @@ class Channel(virtual.Channel):
 
     def is_durable(self, queue: str) -> bool:
         """True for a queue stored in the durable store (the lean producer's check)."""
-        durable = self._durable
-        return (durable is None or queue in durable) and not self.is_transient(queue)
-
-    def is_legacy(self, queue: str) -> bool:
-        """True for a task queue left in kombu's Redis layout (``plus_durable_queues``)."""
-        durable = self._durable
-        return durable is not None and queue not in durable and not self.is_transient(queue)
-
-    def bridges(self, queue: str) -> bool:
-        """True for a reply queue of remote control in a mixed deployment: plain Celery
-        workers answer into kombu's layout, celery-plus workers into the store."""
-        return self._durable is not None and queue.endswith(".pidbox") and ".reply." in queue
-
-    @property
-    def legacy(self) -> LegacyChannel:
-        """The kombu Redis channel of this channel's legacy queues (opened on first use)."""
-        if self._legacy_channel is None:
-            queues = self.connection.legacy
-            if queues is None:  # pragma: no cover - is_legacy() is False without it
-                raise RuntimeError("no legacy queues: plus_durable_queues is not set")
-            self._legacy_channel = queues.channel()
-        return self._legacy_channel
+        return self.bridge.is_durable(queue)
 
     # -- publishing -------------------------------------------------------------------
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
         if self.is_transient(queue):
             self.backend.push_transient(queue, dumps(message))
             return
-        if self._durable is not None and queue not in self._durable:
-            self.legacy.put(queue, message)
+        if self.bridge.is_legacy(queue):
+            self.bridge.put(queue, message)
             return
         config = self.connection.config
-        job = job_from_message(queue, message, config.max_deliveries,
-                               round(config.rate_limit_margin * 1000))
-        transaction = current_transaction.get()
-        if transaction is not None:
-            last_publish.set(transaction.publish(self.backend, job))
-            return
-        batch = current_batch.get()
-        if batch is not None:
-            batch.add(self.backend, job)
-            last_publish.set(PublishOutcome(True, job.id, state="batched"))
-            return
-        last_publish.set(self.backend.publish(job))
+        write_job(self.backend, job_from_message(queue, message, config.max_deliveries,
+                                                 round(config.rate_limit_margin * 1000)))
 
     def publish_direct(self, queue: str, message: dict[str, Any]) -> None:
         """Publish a prepared message straight to a durable queue (the lean send path)."""
@@ -424,8 +273,7 @@ class Channel(virtual.Channel):
         body = dumps(message)
         for binding in self.backend.bindings(exchange):
             self.backend.push_transient(binding.split(BINDING_SEP)[-1], body)
-        if self._durable is not None:  # mixed deployment: plain Celery workers listen there
-            self.legacy.put_fanout(exchange, message, routing_key)
+        self.bridge.put_fanout(exchange, message, routing_key)
 
     def prepare_queue_arguments(self, arguments: dict[str, Any], **kwargs: Any) -> Any:
         """``expires=`` and friends as ``x-expires`` etc., as kombu's Redis channel has them
@@ -434,15 +282,12 @@ class Channel(virtual.Channel):
 
     def _new_queue(self, queue: str, **kwargs: Any) -> None:
         self.transient.declare(queue, **kwargs)
-        if self.bridges(queue):
-            self.legacy.declare(queue, **kwargs)
+        self.bridge.declare(queue, **kwargs)
 
     def _queue_bind(self, exchange: str, routing_key: str, pattern: str, queue: str) -> None:
         self.backend.bind(exchange, BINDING_SEP.join((routing_key or "", pattern or "", queue)),
                           self.transient.binding_ttl_ms(queue))
-        if self.is_legacy(queue) or self.bridges(queue):
-            # kombu routes by its own table: restores, plain clients, plain workers' replies
-            self.legacy.bind(exchange, routing_key, pattern, queue)
+        self.bridge.bind(exchange, routing_key, pattern, queue)
 
     def get_table(self, exchange: str) -> list[Any]:
         """The exchange's bindings, read from the store as kombu's Redis transport reads
@@ -456,8 +301,7 @@ class Channel(virtual.Channel):
             routing_key, pattern = [*args[1:3], "", ""][:2]
             self.backend.unbind(
                 exchange, BINDING_SEP.join((routing_key or "", pattern or "", queue)))
-            if self.is_legacy(queue) or self.bridges(queue):
-                self.legacy.delete(queue, exchange, routing_key, pattern)
+            self.bridge.unbind(queue, exchange, routing_key, pattern)
         if self.is_transient(queue):
             self._purge(queue)
             self.transient.forget(queue)
@@ -521,15 +365,15 @@ class Channel(virtual.Channel):
     def _purge(self, queue: str) -> int:
         if self.is_transient(queue):
             return int(self.backend.purge_transient(queue))
-        if self.is_legacy(queue):
-            return self.legacy.purge(queue)
+        if self.bridge.is_legacy(queue):
+            return self.bridge.purge(queue)
         return self.backend.purge(queue)
 
     def _size(self, queue: str) -> int:
         if self.is_transient(queue):
             return int(self.backend.transient_size(queue))
-        if self.is_legacy(queue):
-            return self.legacy.size(queue)
+        if self.bridge.is_legacy(queue):
+            return self.bridge.size(queue)
         return self.backend.size(queue)
 
     def _has_queue(self, queue: str, **kwargs: Any) -> bool:
@@ -562,8 +406,8 @@ class Channel(virtual.Channel):
         try:
             message = self.Message(raw, channel=self)
         except Exception as exc:
-            if tag in self._legacy_popped:
-                self._dead_letter_legacy(queue, dumps(raw), exc)
+            if self.bridge.popped(tag):
+                self.bridge.dead_letter(queue, dumps(raw), exc)
             else:
                 self._dead_letter_now(tag, failure_detail(MALFORMED, exc))
             return None
@@ -591,27 +435,13 @@ class Channel(virtual.Channel):
             self.qos.holdings.settle(parsed[0], parsed[1], "fail", detail)
             logger.error("celery-plus: dead-lettered job %s: %s", parsed[0], detail)
 
-    def _dead_letter_legacy(self, queue: str, raw: bytes | str, exc: BaseException) -> None:
-        """A legacy message that is no kombu message: kept, with its bytes, as a dead letter."""
-        job_id = dead_letter_raw(self.backend, queue, raw, MALFORMED, str(exc),
-                                 self.connection.worker_id)
-        logger.error("celery-plus: dead-lettered a malformed message of legacy queue %s as "
-                     "job %s: %s", queue, job_id, exc)
-
     @property
     def durable_queues(self) -> list[str]:
         return [q for q in self._active_queues if self.is_durable(q)]
 
-    @property
-    def legacy_queues(self) -> list[str]:
-        if self._durable is None:
-            return []
-        return [q for q in self._active_queues if self.is_legacy(q)]
-
     def polls_kombu(self) -> bool:
         """True while this channel consumes kombu lists, which have no wake-ups."""
-        return self._durable is not None and bool(self._consumers) and any(
-            self.is_legacy(q) or self.bridges(q) for q in self._active_queues)
+        return bool(self._consumers) and self.bridge.polls_kombu(list(self._active_queues))
 
     @property
     def transient_queues(self) -> list[str]:
@@ -619,9 +449,6 @@ class Channel(virtual.Channel):
 
     def wants_jobs(self) -> bool:
         return bool(self._consumers) and self.qos.wants_refill() and bool(self.durable_queues)
-
-    def wants_legacy(self) -> bool:
-        return bool(self._consumers) and bool(self.legacy_queues) and self.qos.can_consume()
 
     def drain_ready(self, transient: bool = True) -> tuple[int, int | None]:
         """Store the pending settles with a claim (or alone, if the prefetch window has no
@@ -639,8 +466,7 @@ class Channel(virtual.Channel):
         delivered = claimed or 0
         if transient:
             delivered += self._deliver_transient()
-        if self.wants_legacy():
-            delivered += self._deliver_legacy()
+        delivered += self.bridge.deliver(list(self._active_queues), self.qos.can_consume)
         return delivered, claimed
 
     def _deliver_transient(self) -> int:
@@ -648,61 +474,21 @@ class Channel(virtual.Channel):
         delivered = 0
         for queue in self.transient_queues:
             raw = self.backend.pop_transient(queue)
-            if raw is None and self.bridges(queue):
-                raw = self.legacy.pop(queue)  # a plain Celery worker's reply
+            if raw is None:
+                raw = self.bridge.pop_reply(queue)  # a plain Celery worker's reply
             if raw is not None:
                 self.connection._deliver(json.loads(raw), queue)
                 delivered += 1
         return delivered
 
-    def _deliver_legacy(self) -> int:
-        """Pop and deliver one message from each legacy queue, while capacity lasts."""
-        legacy = self.legacy
-        legacy.restore_visible()
-        delivered = 0
-        for queue in self._rotate(self.legacy_queues, self._legacy_order):
-            if not self.qos.can_consume():
-                break
-            raw = legacy.pop(queue)
-            if raw is not None:
-                self._deliver_legacy_raw(queue, raw)
-                delivered += 1
-        return delivered
-
-    def _deliver_legacy_raw(self, queue: str, raw: bytes) -> None:
-        try:
-            message = parse_envelope(raw)
-        except ValueError as exc:
-            self._dead_letter_legacy(queue, raw, exc)
-            return
-        props = message["properties"]
-        tag = props.get("delivery_tag") or str(uuid.uuid4())
-        props["delivery_tag"] = tag
-        self._legacy_popped.add(tag)
-        try:
-            self.connection._deliver(message, queue)
-        finally:
-            self._legacy_popped.discard(tag)  # not taken by QoS.append: a no-ack consumer
-
-    @staticmethod
-    def _rotate(queues: list[str], order: list[str]) -> list[str]:
-        """``queues`` starting one further than last time (fair across queues)."""
-        if len(queues) < 2:
-            return queues
-        current = [q for q in order if q in queues]
-        current += [q for q in queues if q not in current]
-        current.append(current.pop(0))
-        order[:] = current
-        return current
-
     def _rotated_queues(self) -> list[str]:
-        return self._rotate(self.durable_queues, self._queue_order)
+        return rotate(self.durable_queues, self._queue_order)
 
     def _claim(self, queues: list[str], max_jobs: int) -> tuple[ClaimResult, float]:
         """Store the pending settles and claim up to ``max_jobs`` jobs, in one round trip.
 
         The settles stay pending if the call fails. A store that refuses the batch (not a
-        connection error) gets the settles one by one first (``keeper.flush``), so one bad
+        connection error) gets the settles one by one first (``settles.flush``), so one bad
         settle never stops the worker claiming. Returns the result and when it was asked.
         """
         holdings = self.qos.holdings
@@ -750,6 +536,16 @@ class Channel(virtual.Channel):
         return asked_at + self.connection.config.visibility_timeout * SURE_SHARE
 
     def _deliver_claim(self, claim: Claim, asked_at: float) -> None:
+        raw = self._message_of(claim, asked_at)
+        if raw is not None:
+            self.connection._deliver(raw, claim.queue)
+
+    def _message_of(self, claim: Claim, asked_at: float) -> dict[str, Any] | None:
+        """The kombu message of a claim granted to a call made at ``asked_at`` (a consumer's
+        delivery and ``basic_get`` alike): tagged with the claim, its lease's sure-until
+        time and token, flagged redelivered after a first delivery. None for a claim lost
+        while it waited here (forgotten) or a job that is no kombu message (dead-lettered).
+        """
         tag = delivery_tag(claim.job_id, claim.token)
         holdings = self.qos.holdings
         if holdings.is_lost(tag):
@@ -757,14 +553,14 @@ class Channel(virtual.Channel):
             holdings.forget(tag)
             logger.warning("celery-plus: job %s not started: its lease was lost before it "
                            "started (it runs elsewhere)", claim.job_id)
-            return
+            return None
         try:
             raw = json.loads(claim.message)
             if not isinstance(raw, dict) or not isinstance(raw.get("properties"), dict):
                 raise ValueError("not a kombu message envelope")
         except ValueError as exc:
             self._dead_letter_now(tag, failure_detail(MALFORMED, exc))
-            return
+            return None
         props = raw["properties"]
         props["delivery_tag"] = tag
         props[SURE_UNTIL] = self._sure_until(asked_at)
@@ -775,7 +571,7 @@ class Channel(virtual.Channel):
         if claim.deliveries > 1:
             mark_redelivered(raw)
         add_lease_header(raw, claim.token)
-        self.connection._deliver(raw, claim.queue)
+        return raw
 
     def flush_settles(self) -> None:
         """Store the settles pending in this process for the store (kept on failure)."""
@@ -783,50 +579,25 @@ class Channel(virtual.Channel):
             flush(self.backend, self._qos.holdings, self.connection.connection_errors)
 
     def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
-        from queue import Empty
-
         if self.is_transient(queue):
             raw = self.backend.pop_transient(queue)
             if raw is None:
                 raise Empty()
             return json.loads(raw)
-        if self.is_legacy(queue):
-            return self._get_legacy(queue)
+        if self.bridge.is_legacy(queue):
+            return self.bridge.get(queue)
         self.connection.start_keeper()  # the claim is renewed like a consumer's
         result, asked_at = self._claim([queue], 1)
-        if not result.claims:
+        message = self._message_of(result.claims[0], asked_at) if result.claims else None
+        if message is None:
             raise Empty()
-        claim = result.claims[0]
-        raw = json.loads(claim.message)
-        props = raw["properties"]
-        props["delivery_tag"] = delivery_tag(claim.job_id, claim.token)
-        props[SURE_UNTIL] = self._sure_until(asked_at)
-        if claim.deliveries > 1:
-            mark_redelivered(raw)
-        add_lease_header(raw, claim.token)
-        return raw
-
-    def _get_legacy(self, queue: str) -> dict[str, Any]:
-        from queue import Empty
-
-        raw = self.legacy.pop(queue)
-        if raw is None:
-            raise Empty()
-        try:
-            message = parse_envelope(raw)
-        except ValueError as exc:
-            self._dead_letter_legacy(queue, raw, exc)
-            raise Empty() from exc
-        props = message["properties"]
-        props["delivery_tag"] = props.get("delivery_tag") or str(uuid.uuid4())
-        self._legacy_popped.add(props["delivery_tag"])
         return message
 
     def basic_get(self, queue: str, no_ack: bool = False, **kwargs: Any) -> Any:
         try:
             message = super().basic_get(queue, no_ack, **kwargs)
         finally:
-            self._legacy_popped.clear()  # a no-ack get of a legacy message leaves its tag
+            self.bridge.got()
         if message is not None and no_ack and self.is_durable(queue):
             self._ack_on_delivery(message.delivery_tag)
             try:
@@ -848,6 +619,4 @@ class Channel(virtual.Channel):
                 except Exception as exc:  # the store may be gone: the bindings lapse
                     logger.debug("celery-plus: could not unbind %s on close: %r", queue, exc)
         super().close()
-        if self._legacy_channel is not None:
-            self._legacy_channel.close()
-            self._legacy_channel = None
+        self.bridge.close()

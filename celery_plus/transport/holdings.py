@@ -11,14 +11,14 @@ reconnects after a connection error, the tasks still executing keep their claims
 the same keeper) and their acks land through whichever connection flushes next.
 
 Delivery tags are ``"<token>:<job id>"`` (``channel.delivery_tag``); times are
-:func:`clock` seconds (counts while a process is stopped or the machine sleeps, and is the
-same in every process of the host, so a pool process can compare a parent's stamp).
+:func:`~celery_plus.lease_keeper.clock` seconds (counts while a process is stopped or the
+machine sleeps, and is the same in every process of the host, so a pool process can compare
+a parent's stamp).
 """
 
 from __future__ import annotations
 
 import os
-import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -31,14 +31,6 @@ from .backend import Claim, Settle
 #: A lease is taken as certainly still ours for this share of its length after the store
 #: last confirmed it (the rest covers clock drift between this host and the store).
 SURE_SHARE = 0.8
-
-
-def clock() -> float:
-    """Seconds on a host-wide clock that keeps counting while a process is stopped."""
-    return time.clock_gettime(CLOCK)
-
-
-CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
 
 
 def tag_of(job_id: str, token: int) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..lease_keeper import clock
 from . import holdings
 from .channel import SURE_UNTIL, parse_delivery_tag
 
@@ -38,14 +39,14 @@ def lease_lost_before_start(app: Any, properties: dict[str, Any]) -> bool:
         if book.is_lost(tag):
             return True
         sure_until = max(sure_until, book.sure_until(tag) or sure_until)
-    if holdings.clock() < sure_until:
+    if clock() < sure_until:
         return False
     return _lost_in_store(app, tag, parsed, book)
 
 
 def _lost_in_store(app: Any, tag: str, claim: tuple[str, int],
                    book: holdings.Holdings | None) -> bool:
-    asked_at = holdings.clock()
+    asked_at = clock()
     try:
         with app.pool.acquire(block=True) as connection:
             lost = connection.default_channel.backend.heartbeat([claim])

@@ -23,7 +23,8 @@ import kombu
 import pytest
 
 from celery_plus.transport.backend import Backend, Settle
-from celery_plus.transport.channel import BINDING_SEP, job_from_message
+from celery_plus.transport.channel import BINDING_SEP
+from celery_plus.transport.publishing import job_from_message
 from tests.conformance.stores import PG_URL, backends_on_one_store, sqlite_file
 from tests.support import wait_until
 

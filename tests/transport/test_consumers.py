@@ -5,6 +5,8 @@
   expires and redelivered until it becomes a "delivery limit" dead letter.
 * A consumer that only calls ``basic_get`` has its claims renewed like any consumer's.
 * Failure details noted for a delivery already settled (an early ack) are not kept.
+* ``basic_get`` turns a claim into a message as a consumer's delivery does: a job that is
+  no kombu message is dead-lettered, not raised to the caller and left claimed.
 """
 
 from __future__ import annotations
@@ -70,3 +72,17 @@ def test_failure_details_of_an_early_acked_delivery_are_not_kept(store: Store) -
             message.ack()  # acks_late=False: acked when the task starts...
             qos.mark_failure(message.delivery_tag, {"reason": "task failed"})  # ...fails
         assert qos._failures == {}
+
+
+def test_a_basic_get_of_a_malformed_job_dead_letters_it(store: Store) -> None:
+    store.view.push_raw("work", "bad", b"not a kombu message")
+    [job_id] = store.publish()
+    with store.connection() as conn:
+        got = [conn.default_channel.basic_get("work") for _ in range(2)]
+        messages = [m for m in got if m is not None]  # the malformed job gives None
+        assert [m.headers["id"] for m in messages] == [job_id]
+        assert messages[0].delivery_info["routing_key"] == "work"
+        messages[0].ack()
+        wait_until(lambda: completed(store, job_id), timeout=10, message="job completed")
+        wait_until(lambda: (store.view.job("bad") or {}).get("st") == "failed", timeout=10,
+                   message="malformed job dead-lettered")

@@ -6,7 +6,7 @@ import gc
 
 from celery_plus.transport.backend import Claim, Settle
 from celery_plus.transport.holdings import SURE_SHARE, Holdings, tag_of
-from celery_plus.transport.keeper import plain_settle
+from celery_plus.transport.settles import plain_settle
 
 
 def claims(*ids: str) -> list[Claim]:

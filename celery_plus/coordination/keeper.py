@@ -1,0 +1,48 @@
+"""The coordination store's lease keeper: one per worker, started by the consumer's ``Gate``.
+
+A :class:`~celery_plus.lease_keeper.LeaseKeeper` (renewal every ``plus_heartbeat_interval``,
+lost leases, the store's throttled maintenance and lease recovery, which frees a dead
+worker's slots) over the claims a :class:`~celery_plus.coordination.coordinator.Coordinator`
+holds; after each heartbeat it also sends again the settles a store error kept back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..lease_keeper import LeaseKeeper, announce_lost
+
+if TYPE_CHECKING:
+    from ..transport.backend import JobStore
+    from .coordinator import Coordinator
+
+
+class CoordinationKeeper(LeaseKeeper):
+    """Renews one coordinator's claims; runs the store's maintenance and lease recovery."""
+
+    label = "celery-plus coordination keeper"
+
+    def __init__(self, coordinator: Coordinator) -> None:
+        super().__init__("celery-plus-coordination-keeper", coordinator.config,
+                         coordinator.worker_id)
+        self.coordinator = coordinator
+
+    def store(self) -> JobStore:
+        return self.coordinator.backend
+
+    def held(self) -> Sequence[tuple[str, int]]:
+        return self.coordinator.held()
+
+    def renewed(self, held: Sequence[tuple[str, int]], lost: list[str],
+                asked_at: float) -> None:
+        self.coordinator.forget(lost)
+        self.coordinator.renewed([(i, t) for i, t in held if i not in lost], asked_at)
+        announce_lost(lost)
+
+    def heartbeat(self, backend: JobStore) -> None:
+        super().heartbeat(backend)
+        self.coordinator.retry_unsettled()
+
+    def report_dead_letters(self, dead: list[tuple[str, str]]) -> None:
+        self.coordinator.report_dead_letters(dead)

@@ -1,0 +1,95 @@
+"""Storing settles: a process's queued acks, rejects and requeues, sent to the store in batches.
+
+:func:`flush` sends what the process's holdings (``holdings.py``) have queued; whatever does
+not land stays queued for the next try (by the channel's next claim, the event loop, or the
+lease keeper: ``keeper.py``). A batch the store refuses is retried settle by settle, so one
+bad settle holds back no other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .. import signals
+from .backend import Settle
+
+if TYPE_CHECKING:
+    from .backend import JobStore
+    from .holdings import Holdings
+
+logger = logging.getLogger("celery_plus.keeper")
+
+
+def report_dead_letters(dead: Iterable[tuple[str, str]]) -> None:
+    for job_id, reason in dead:
+        logger.error("celery-plus: job %s dead-lettered (%s)", job_id, reason)
+        signals.task_dead_lettered.send(sender=None, task_id=job_id, reason=reason)
+
+
+def flush(backend: JobStore, holdings: Holdings,
+          connection_errors: tuple[type[BaseException], ...] = ()) -> None:
+    """Store the pending settles of ``holdings``; whatever does not land is kept for the
+    next try (a settle batch is never dropped).
+
+    A connection error keeps the whole batch. A store that refuses the batch (an error of
+    the store call itself) gets each settle alone, so one bad settle holds back no other;
+    one it refuses alone is tried once more with its failure details reduced to plain ASCII
+    text, and kept (and logged) if even that fails.
+    """
+    settles = holdings.take_settles()
+    if not settles:
+        return
+    try:
+        dead = backend.settle(settles)
+    except connection_errors:
+        holdings.failed(settles)
+        raise
+    except Exception as exc:
+        logger.warning("celery-plus: the store refused a batch of %d settles (%r); storing "
+                       "them one by one", len(settles), exc)
+        dead = _settle_one_by_one(backend, holdings, settles, connection_errors)
+    else:
+        holdings.landed(settles)
+    report_dead_letters(dead)
+
+
+def _settle_one_by_one(backend: JobStore, holdings: Holdings, settles: Sequence[Settle],
+                       connection_errors: tuple[type[BaseException], ...]
+                       ) -> list[tuple[str, str]]:
+    dead: list[tuple[str, str]] = []
+    refused: list[Settle] = []
+    for index, settle in enumerate(settles):
+        for attempt in (settle, plain_settle(settle)):
+            try:
+                dead += backend.settle([attempt])
+            except connection_errors:
+                holdings.failed([*refused, *settles[index:]])
+                raise
+            except Exception as exc:
+                if attempt is not settle:
+                    logger.error("celery-plus: the store refused the settle of job %s "
+                                 "(%r); kept for the next try", settle.job_id, exc)
+                    refused.append(settle)
+                continue
+            holdings.landed([settle])
+            break
+    holdings.failed(refused)
+    return dead
+
+
+def plain_settle(settle: Settle) -> Settle:
+    """``settle`` with its failure details as printable ASCII (no NUL, no lone surrogate)."""
+    if not settle.detail:
+        return settle
+    detail = {str(key): _plain(value) for key, value in settle.detail.items()}
+    return dataclasses.replace(settle, detail=detail)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    text = value if isinstance(value, str) else repr(value)
+    return text.replace("\x00", "\\x00").encode("ascii", "backslashreplace").decode("ascii")
