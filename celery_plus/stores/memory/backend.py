@@ -80,9 +80,6 @@ class MemoryBackend(Messaging, OptionsView, Backend):
     def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
         return self._step(lambda step: [step.publish(job) for job in jobs])
 
-    def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:
-        self.publish(NewJob(id=job_id, queue=queue, message=raw))  # type: ignore[arg-type]
-
     def claim(self, queues: Sequence[str], worker_id: str, max_jobs: int,
               settles: Sequence[Settle] = ()) -> ClaimResult:
         def body(step: Step) -> ClaimResult:

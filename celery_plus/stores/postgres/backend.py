@@ -297,10 +297,6 @@ class PostgresBackend(OptionsView, Backend):
             cursor.close()
         return self._outcome(job, row)
 
-    def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:
-        """Store bytes as a job's message with no checks (operators' and tests' tool)."""
-        self.publish(NewJob(id=job_id, queue=queue, message=raw))  # type: ignore[arg-type]
-
     # -- consuming ----------------------------------------------------------------------
     @staticmethod
     def _settle_arrays(settles: Sequence[Settle]) -> list[list[Any]]:

@@ -155,10 +155,6 @@ class RedisBackend(OptionsView, Backend):
         state = "scheduled" if reply % 10 == 2 else "enqueued"
         return PublishOutcome(True, job.id, state=state, continued=reply >= 10)
 
-    def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:
-        """Store bytes as a job's message with no checks (operators' and tests' tool)."""
-        self.publish(NewJob(id=job_id, queue=queue, message=raw))  # type: ignore[arg-type]
-
     # -- consuming --------------------------------------------------------------------
     def claim(
         self,

@@ -665,10 +665,6 @@ class SQLiteBackend(OptionsView, Backend):
         tx.woke = True
         return PublishOutcome(True, job.id, state=state, continued=continued)
 
-    def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:
-        """Store bytes as a job's message with no checks (operators' and tests' tool)."""
-        self.publish(NewJob(id=job_id, queue=queue, message=raw))  # type: ignore[arg-type]
-
     # -- consuming ----------------------------------------------------------------------
     def claim(
         self,
