@@ -25,11 +25,12 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import unquote
 
 from celery import states
 from celery.backends.base import KeyValueStoreBackend
 from celery.exceptions import ImproperlyConfigured
+
+from ..stores.sqlite.url import sqlite_path
 
 T = TypeVar("T")
 
@@ -54,28 +55,6 @@ _SCHEMA = (
     f"CREATE INDEX IF NOT EXISTS {TABLE}_expires ON {TABLE} (expires_at)"
     " WHERE expires_at IS NOT NULL",
 )
-
-
-def sqlite_path(url: str) -> str:
-    """The file of a SQLAlchemy-style ``sqlite:`` URL, as the ``plus+sqlite://`` broker reads it.
-
-    ``sqlite:///relative/path.db`` (three slashes) is relative to the working directory,
-    ``sqlite:////abs/path.db`` (four) is absolute; ``plus+`` in front is accepted too.
-    """
-    form = "plus+sqlite:///relative/path.db or plus+sqlite:////absolute/path.db"
-    scheme, sep, rest = url.removeprefix("plus+").partition("://")
-    if not sep or scheme != "sqlite":
-        raise ImproperlyConfigured(f"result_backend {url!r} is not a SQLite URL; use {form}.")
-    rest = rest.partition("?")[0]
-    if not rest.startswith("/"):
-        raise ImproperlyConfigured(
-            f"result_backend {url!r}: a SQLite URL names no host; use {form}.")
-    path = unquote(rest[1:])
-    if not path or path == ":memory:":
-        raise ImproperlyConfigured(
-            f"result_backend {url!r} names no database file (an in-memory database cannot "
-            f"be shared by workers and clients); use {form}.")
-    return path
 
 
 def is_locked(exc: BaseException) -> bool:
@@ -117,7 +96,7 @@ class SQLiteResultBackend(KeyValueStoreBackend):
                 "The celery-plus SQLite result backend needs a URL such as "
                 "'plus+sqlite:////absolute/path/file.db'."
             )
-        self.path = sqlite_path(url)
+        self.path = sqlite_path(url, setting="result_backend", plain_path=False)
         failure_expires = app.conf.get("result_failure_expires")
         self.failure_expires = (
             self.expires if failure_expires is None

@@ -29,7 +29,8 @@ import pytest
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus.stores.options import StoreOptions
-from celery_plus.stores.sqlite.backend import SQLiteBackend, sqlite_path
+from celery_plus.stores.sqlite.backend import SQLiteBackend
+from celery_plus.stores.sqlite.url import sqlite_path
 from celery_plus.transport import make_backend as make_transport_backend
 from celery_plus.transport.backend import NewJob, Settle
 from tests.conformance.support import Q, claim, ids, maintain, publish, wait_until

@@ -19,7 +19,8 @@ from celery.backends.redis import RedisBackend
 
 from celery_plus import Celery
 from celery_plus.app import embedded_path, embedded_url
-from celery_plus.result_backends.sqlite import SQLiteResultBackend, sqlite_path
+from celery_plus.result_backends.sqlite import SQLiteResultBackend
+from celery_plus.stores.sqlite.url import sqlite_path
 
 
 @pytest.fixture(autouse=True)

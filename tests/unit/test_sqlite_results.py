@@ -22,7 +22,8 @@ from celery.exceptions import ImproperlyConfigured
 import celery_plus  # noqa: F401  (registers the "plus" result backend alias)
 from celery_plus import Celery
 from celery_plus.result_backends import sqlite as sqlite_mod
-from celery_plus.result_backends.sqlite import TABLE, SQLiteResultBackend, sqlite_path
+from celery_plus.result_backends.sqlite import TABLE, SQLiteResultBackend
+from celery_plus.stores.sqlite.url import sqlite_path
 
 
 def make_app(db: Path, **conf: Any) -> Celery:
@@ -97,14 +98,14 @@ def test_unknown_inner_scheme_is_a_clear_error() -> None:
     ("sqlite:////abs/with%20space.db", "/abs/with space.db"),
 ])
 def test_sqlite_path(url: str, path: str) -> None:
-    assert sqlite_path(url) == path
+    assert sqlite_path(url, "result_backend", plain_path=False) == path
 
 
 @pytest.mark.parametrize("url", ["redis://x", "sqlite://", "sqlite:///", "file.db",
                                  "sqlite://host/file.db", "sqlite:///:memory:"])
 def test_sqlite_path_rejects_non_sqlite_urls(url: str) -> None:
-    with pytest.raises(ImproperlyConfigured):
-        sqlite_path(url)
+    with pytest.raises(ImproperlyConfigured, match=f"result_backend '{url}'"):
+        sqlite_path(url, "result_backend", plain_path=False)
 
 
 # -- get / set / mget / delete --------------------------------------------------------------

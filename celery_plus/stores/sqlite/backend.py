@@ -32,7 +32,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any, TypeVar
-from urllib.parse import unquote
 
 from celery.exceptions import ImproperlyConfigured
 from kombu.exceptions import ConnectionError as KombuConnectionError
@@ -54,6 +53,7 @@ from ...transport.backend import (
 )
 from ...transport.details import clean_detail
 from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
+from .url import sqlite_path
 
 logger = logging.getLogger("celery_plus.transport.sqlite")
 
@@ -177,30 +177,6 @@ def _first(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> An
     """The first row of a query, or None (fetchall: the statement always completes)."""
     rows = conn.execute(sql, params).fetchall()
     return rows[0] if rows else None
-
-
-def sqlite_path(url: str) -> str:
-    """The database file of a SQLAlchemy-style ``sqlite:`` URL (a plain path is returned as is).
-
-    ``sqlite:///relative/path.db`` (three slashes) is relative to the working directory,
-    ``sqlite:////abs/path.db`` (four) is absolute.
-    """
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    form = "plus+sqlite:///relative/path.db or plus+sqlite:////absolute/path.db"
-    if scheme != "sqlite":
-        raise ImproperlyConfigured(f"broker_url 'plus+{url}' is not a SQLite URL; use {form}.")
-    rest = rest.partition("?")[0]
-    if not rest.startswith("/"):
-        raise ImproperlyConfigured(
-            f"broker_url 'plus+{url}': a SQLite URL names no host; use {form}.")
-    path = unquote(rest[1:])
-    if not path or path == ":memory:":
-        raise ImproperlyConfigured(
-            f"broker_url 'plus+{url}' names no database file (an in-memory database cannot be "
-            f"shared by workers and publishers); use {form}.")
-    return path
 
 
 class _Tx:
@@ -454,7 +430,7 @@ class SQLiteBackend(OptionsView, Backend):
         connect: bool = True,
     ) -> None:
         self.url = url
-        self.path = os.path.abspath(sqlite_path(url))
+        self.path = os.path.abspath(sqlite_path(url, shown=f"plus+{url}"))
         folder = os.path.dirname(self.path)
         if not os.path.isdir(folder):
             raise ImproperlyConfigured(
