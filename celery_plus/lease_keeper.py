@@ -72,6 +72,9 @@ class LeaseKeeper(HelperThread):
 
     #: How the keeper names itself in log lines.
     label = "celery-plus lease keeper"
+    #: True: the first heartbeat comes at once (a keeper started again while claims are
+    #: still held must renew them before they lapse); False: one interval after the start.
+    first_heartbeat_now = False
 
     def __init__(self, name: str, config: Any, worker_id: str) -> None:
         super().__init__(name=name, daemon=True)
@@ -133,7 +136,7 @@ class LeaseKeeper(HelperThread):
 
     def _loop(self) -> None:
         interval = self.config.heartbeat_interval
-        next_heartbeat = time.monotonic() + interval
+        next_heartbeat = time.monotonic() + (0.0 if self.first_heartbeat_now else interval)
         next_maintenance = time.monotonic()
         turn = time.monotonic()
         while True:

@@ -22,6 +22,9 @@ class CoordinationKeeper(LeaseKeeper):
     """Renews one coordinator's claims; runs the store's maintenance and lease recovery."""
 
     label = "celery-plus coordination keeper"
+    #: Celery's consumer stops and starts the gate on every broker reconnect while tasks keep
+    #: running with their claims: the restarted keeper renews them at once.
+    first_heartbeat_now = True
 
     def __init__(self, coordinator: Coordinator) -> None:
         super().__init__("celery-plus-coordination-keeper", coordinator.config,
