@@ -10,10 +10,12 @@ at an earlier version, fails :func:`test_fresh_and_upgraded_schemas_equal_the_le
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from celery_plus.stores.postgres import migrations as pg_migrations
 from celery_plus.stores.postgres.backend import PostgresBackend
 from tests.conformance.stores import PG_URL
 from tests.conformance.support import claim, publish, record
+from tests.support import wait_until
 
 LEGACY = Path(__file__).parent / "fixtures" / "postgres_legacy"
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,8 +46,11 @@ def test_every_function_file_replaces_in_place_and_no_migration_defines_a_functi
     for file in files:
         creates = _CREATE_RE.findall(file.sql)
         assert creates, f"{file.name}.sql defines nothing"
-        assert all(replace for replace, _, _ in creates), \
-            f"{file.name}.sql: CREATE without OR REPLACE cannot be applied again"
+        for replace, kind, name in creates:
+            # A trigger is dropped first instead (CREATE OR REPLACE TRIGGER needs PG 14).
+            dropped = re.search(rf"DROP\s+{kind}\s+IF\s+EXISTS\s+{name}\b", file.sql, re.I)
+            assert replace or dropped, \
+                f"{file.name}.sql: CREATE {kind} {name} cannot be applied again"
         assert file.name in {name for _, _, name in creates}, \
             f"{file.name}.sql does not define {file.name}"
     for migration in pg_migrations.migrations():
@@ -286,3 +292,64 @@ def test_a_changed_return_type_needs_the_files_drop_and_a_failing_file_applies_n
     assert [f.name for f in applied.functions] == ["claim", "heartbeat"]
     assert conn.execute(f'SELECT "{schema}".heartbeat(\'{{}}\', \'{{}}\', 1)').fetchone() == (7,)
     assert pg_migrations.migrate(conn, schema) == pg_migrations.Applied()
+
+
+# -- rolling upgrades --------------------------------------------------------------------------
+
+MANIFEST = Path(__file__).parent / "fixtures" / "postgres_functions.json"
+
+
+def test_the_release_is_raised_whenever_a_function_file_changes() -> None:
+    manifest = json.loads(MANIFEST.read_text())
+    now = {f.name: f.sha256 for f in pg_migrations.function_files()}
+    changed = sorted(name for name in now.keys() | manifest["sha256"].keys()
+                     if now.get(name) != manifest["sha256"].get(name))
+    fresh = json.dumps({"release": pg_migrations.FUNCTIONS_RELEASE, "sha256": now},
+                       indent=1, sort_keys=True)
+    assert not changed or manifest["release"] < pg_migrations.FUNCTIONS_RELEASE, (
+        f"function files changed ({', '.join(changed)}): raise FUNCTIONS_RELEASE in "
+        f"stores/postgres/migrations.py, then write {MANIFEST.name} anew")
+    assert not changed and manifest["release"] == pg_migrations.FUNCTIONS_RELEASE, (
+        f"write {MANIFEST} anew:\n{fresh}")
+
+
+def test_a_process_of_an_older_release_never_puts_its_bodies_back(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
+    schema = new_schema("rel")
+    pg_migrations.migrate(conn, schema)
+    # As if the next release had applied a heartbeat.sql of its own.
+    conn.execute(f'UPDATE "{schema}".function_versions SET sha256 = %s, release = %s '
+                 "WHERE name = 'heartbeat'", ["f" * 64, pg_migrations.FUNCTIONS_RELEASE + 1])
+    conn.execute(f'CREATE OR REPLACE FUNCTION "{schema}".heartbeat(p_ids text[], '
+                 "p_tokens bigint[], p_lease_ms bigint) RETURNS SETOF text "
+                 "LANGUAGE sql AS $$ SELECT 'next release' $$")
+    assert pg_migrations.migrate(conn, schema) == pg_migrations.Applied()
+    assert conn.execute(f'SELECT * FROM "{schema}".heartbeat(ARRAY[\'x\'], '
+                        "ARRAY[1::bigint], 1000)").fetchall() == [("next release",)]
+    states = {s.name: s.state for s in pg_migrations.function_status(conn, schema)}
+    assert states["heartbeat"] == "newer" and states["claim"] == "current"
+
+
+def test_every_version_takes_the_same_migration_lock(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
+    # The key earlier versions lock: a migrator of this version must wait for one of theirs.
+    schema = new_schema("lk")
+    build_legacy(conn, schema, upto=3)
+    key = f"celery_plus.migrate:{schema}"
+    conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", [key])
+    done: list[pg_migrations.Applied] = []
+    with psycopg.connect(PG_URL, autocommit=True) as other:
+        pid = other.info.backend_pid
+        migrator = threading.Thread(target=lambda: done.append(
+            pg_migrations.migrate(other, schema)))
+        migrator.start()
+        try:
+            wait_until(lambda: conn.execute(
+                "SELECT count(*) FROM pg_locks WHERE pid = %s AND locktype = 'advisory' "
+                "AND NOT granted", [pid]).fetchone() == (1,), timeout=10,
+                message="the migrator waiting for the earlier version's lock")
+            assert not done
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
+            migrator.join(60)
+    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8]

@@ -7,7 +7,11 @@ Each store lives in one schema (the ``plus_pg_schema`` setting, default ``celery
 * ``functions/<name>.sql``: every function (and trigger) once, in its current version, written
   with ``CREATE OR REPLACE``. After the migrations, each file whose SHA-256 differs from the one
   recorded in ``<schema>.function_versions`` is executed, all in one transaction; unchanged
-  files are skipped. A file whose change alters a function's return type or argument names
+  files are skipped. The set of files has a release number (:data:`FUNCTIONS_RELEASE`,
+  recorded with each file): a process whose release is older than the schema's applies none,
+  so during a rolling upgrade a restarted process of the earlier version never puts its older
+  bodies back over the newer ones (``db status`` shows them as ``newer``). A file whose
+  change alters a function's return type or argument names
   starts with the ``DROP FUNCTION IF EXISTS`` it needs: the applier never drops anything
   itself (an older overload may be kept for processes of earlier versions, e.g.
   ``publish()``; a ``CASCADE`` would silently take triggers along).
@@ -36,6 +40,9 @@ SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
 _FILE_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _FUNCTION_FILE_RE = re.compile(r"^([a-z_][a-z0-9_]*)\.sql$")
 _PACKAGE = "celery_plus.stores.postgres"
+#: The release of the function files: raised whenever any file changes (a test compares the
+#: files with ``tests/store/fixtures/postgres_functions.json`` and says so).
+FUNCTIONS_RELEASE = 1
 
 
 @dataclass(frozen=True)
@@ -68,7 +75,8 @@ class Applied:
 @dataclass(frozen=True)
 class FunctionStatus:
     """A function file: ``current``, ``pending`` (never applied), ``changed`` (another hash
-    applied) or ``unknown`` (recorded in the schema, no such file in this version)."""
+    applied), ``newer`` (a later release applied, left alone by this one) or ``unknown``
+    (recorded in the schema, no such file in this version)."""
 
     name: str
     state: str
@@ -119,7 +127,8 @@ def function_files() -> list[FunctionFile]:
 
 
 def _lock_key(schema: str) -> str:
-    return f"celery_plus.queue_migration.migrate:{schema}"
+    # A name every celery-plus version locks alike: it must never change.
+    return f"celery_plus.migrate:{schema}"
 
 
 def _rows(conn: Any, schema: str, table: str, columns: str) -> list[Any]:
@@ -137,10 +146,15 @@ def _applied(conn: Any, schema: str) -> dict[int, Any]:
             for version, at in _rows(conn, schema, "schema_migrations", "version, applied_at")}
 
 
-def _recorded(conn: Any, schema: str) -> dict[str, tuple[str, Any]]:
-    """Function file name -> (sha256, applied_at) as last applied to the schema."""
-    rows = _rows(conn, schema, "function_versions", "name, sha256, applied_at")
-    return {name: (sha, at) for name, sha, at in rows}
+def _recorded(conn: Any, schema: str) -> dict[str, tuple[str, Any, int]]:
+    """Function file name -> (sha256, applied_at, release) as last applied to the schema."""
+    rows = _rows(conn, schema, "function_versions", "name, sha256, applied_at, release")
+    return {name: (sha, at, release) for name, sha, at, release in rows}
+
+
+def _newer_release(recorded: dict[str, tuple[str, Any, int]]) -> bool:
+    """True when a later celery-plus release applied the schema's function files."""
+    return max((release for _, _, release in recorded.values()), default=0) > FUNCTIONS_RELEASE
 
 
 def pending(conn: Any, schema: str) -> list[Migration]:
@@ -151,8 +165,10 @@ def pending(conn: Any, schema: str) -> list[Migration]:
 def pending_functions(conn: Any, schema: str) -> list[FunctionFile]:
     """Function files never applied to the schema, or changed since they were."""
     recorded = _recorded(conn, schema)
+    if _newer_release(recorded):
+        return []
     return [f for f in function_files()
-            if recorded.get(f.name, ("", None))[0] != f.sha256]
+            if recorded.get(f.name, ("", None, 0))[0] != f.sha256]
 
 
 def _create_bookkeeping(conn: Any, schema: str) -> None:
@@ -164,7 +180,8 @@ def _create_bookkeeping(conn: Any, schema: str) -> None:
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {quoted(schema)}.function_versions ("
         "name text PRIMARY KEY, sha256 text NOT NULL, "
-        "applied_at timestamptz NOT NULL DEFAULT clock_timestamp())")
+        "applied_at timestamptz NOT NULL DEFAULT clock_timestamp(), "
+        "release integer NOT NULL DEFAULT 0)")
 
 
 def _apply_migrations(conn: Any, schema: str) -> list[Migration]:
@@ -196,9 +213,10 @@ def _apply_functions(conn: Any, schema: str) -> list[FunctionFile]:
         for file in files:
             conn.execute(file.sql)
             conn.execute(
-                f"INSERT INTO {quoted(schema)}.function_versions (name, sha256) "
-                "VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET sha256 = excluded.sha256, "
-                "applied_at = clock_timestamp()", [file.name, file.sha256])
+                f"INSERT INTO {quoted(schema)}.function_versions (name, sha256, release) "
+                "VALUES (%s, %s, %s) ON CONFLICT (name) DO UPDATE SET sha256 = "
+                "excluded.sha256, release = excluded.release, applied_at = clock_timestamp()",
+                [file.name, file.sha256, FUNCTIONS_RELEASE])
     return files
 
 
@@ -232,14 +250,17 @@ def status(conn: Any, schema: str) -> list[Status]:
 
 
 def function_status(conn: Any, schema: str) -> list[FunctionStatus]:
-    """Every function file (current, pending or changed), plus recorded names this code lacks."""
+    """Every function file (current, pending, changed or newer), plus recorded names this code
+    lacks."""
     recorded = _recorded(conn, schema)
+    newer = _newer_release(recorded)
     out: list[FunctionStatus] = []
     for file in function_files():
-        sha, at = recorded.pop(file.name, (None, None))
-        state = "current" if sha == file.sha256 else "pending" if sha is None else "changed"
+        sha, at, _ = recorded.pop(file.name, (None, None, 0))
+        state = ("current" if sha == file.sha256 else "newer" if newer
+                 else "pending" if sha is None else "changed")
         out.append(FunctionStatus(file.name, state, at))
-    out += [FunctionStatus(name, "unknown", at) for name, (_, at) in recorded.items()]
+    out += [FunctionStatus(name, "unknown", at) for name, (_, at, _) in recorded.items()]
     return sorted(out, key=lambda s: s.name)
 
 
