@@ -10,7 +10,6 @@ API only.
 
 from __future__ import annotations
 
-from ..stores.postgres import admin as _postgres_admin  # noqa: F401  (registers it)
 from .api import (
     Admin,
     admin_store_for,

@@ -128,9 +128,14 @@ def register_admin(backend_cls: type, factory: Factory) -> None:
 def admin_store_for(backend: Backend, *, owns_backend: bool = False) -> AdminStore:
     """The admin implementation for ``backend``'s store (closing it closes the backend only
     if ``owns_backend``)."""
+    from ..stores.postgres.backend import PostgresBackend
     from ..stores.redis.backend import RedisBackend
     from ..stores.sqlite.backend import SQLiteBackend
 
+    if isinstance(backend, PostgresBackend):
+        from ..stores.postgres.admin import PostgresAdmin
+
+        return PostgresAdmin(backend, owns_backend=owns_backend)
     if isinstance(backend, RedisBackend):
         from ..stores.redis.admin import RedisAdmin
 

@@ -10,8 +10,7 @@ no-op that says so. The rules are the Redis admin scripts'
 (see :mod:`celery_plus.admin.orchestration`). The orchestration and what both SQL stores
 read alike are :class:`~celery_plus.stores.sql_admin.SqlAdmin`'s.
 
-Registered for :class:`PostgresBackend` with :func:`~celery_plus.admin.api.register_admin`
-when this module is imported (``celery_plus.admin`` imports it).
+:func:`~celery_plus.admin.api.admin_store_for` picks it for a :class:`PostgresBackend`.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...admin.api import register_admin
 from ...admin.orchestration import Outcome
 from ...admin.store import STATES, Scope
 from ..sql_admin import Listing, SqlAdmin, summary_columns
@@ -94,5 +92,3 @@ class PostgresAdmin(SqlAdmin[PostgresBackend]):
         return [str(row[0]) for row in self._all(_PURGE, state, list(ids), scope.task,
                                                  scope.queue, scope.older_than_ms)]
 
-
-register_admin(PostgresBackend, PostgresAdmin)
