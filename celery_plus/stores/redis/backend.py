@@ -69,7 +69,7 @@ def _text(value: Any) -> str:
 
 class RedisBackend(OptionsView, Backend):
     """Store operations on one Redis server (``redis://``, ``rediss://`` or a Sentinel
-    master, connected as ``connector`` says: ``redis_connect.py``)."""
+    master, connected as ``connector`` says: ``connect.py``)."""
 
     def __init__(
         self,

@@ -50,7 +50,7 @@ Key schema (P = key prefix, default "plus"; single-node Redis: keys are built he
 ]]
 
 -- @prelude begin  (per call: the key prefix and the server clock; in the Redis Function
--- library, redis_scripts.py turns this block into begin(ARGV), run by every function)
+-- library, scripts.py turns this block into begin(ARGV), run by every function)
 local P = ARGV[1]
 local t = redis.call('TIME')
 local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
