@@ -48,6 +48,8 @@ from ...transport.backend import (
 )
 from ...transport.details import encode_detail
 from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
+from ..sql_record import FIELDS as SQL_FIELDS
+from ..sql_record import record_of
 from . import migrations as pg_migrations
 from . import pool as pg_pool
 
@@ -67,16 +69,8 @@ _ORDER = {"completed": "finished_ms", "failed": "finished_ms", "canceled": "fini
           "discarded": "finished_ms", "running": "lease_expires_ms", "scheduled": "due_ms",
           "enqueued": "score", "blocked": "score"}
 
-#: Redis hash field name -> ``jobs`` column, so a record reads the same on every backend.
-FIELDS: dict[str, str] = {
-    "st": "state", "q": "queue", "name": "name", "msg": "msg", "tok": "token",
-    "dl": "deliveries", "mdl": "max_deliveries", "uk": "unique_lock", "uw": "unique_window",
-    "ut": "unique_ttl_ms", "cg": "conc_group", "cl": "conc_limit", "due": "due_ms",
-    "enq": "enqueued_ms", "start": "started_ms", "fin": "finished_ms", "wk": "worker",
-    "reason": "reason", "etype": "exc_type", "emsg": "exc_message", "tb": "traceback",
-    "hist": "history::text", "score": "score", "rg": "rate_group", "rl": "rate_limit",
-    "rw": "rate_window_ms",
-}
+#: The record's fields as ``jobs`` columns (the history read as text, not ``jsonb``).
+FIELDS: dict[str, str] = {**SQL_FIELDS, "hist": "history::text"}
 
 _PUBLISH_ARGS = ("%s, %s, %s, %s, %s::integer, %s::bigint, %s, %s, %s::bigint, %s, "
                  "%s::integer, %s::integer, %s::bigint, %s::bigint, %s, %s::integer, %s::bigint")
@@ -619,15 +613,7 @@ class PostgresBackend(OptionsView, Backend):
         """The job record with the Redis hash's field names (absent fields left out)."""
         row = self._one(f"SELECT {', '.join(FIELDS.values())} FROM jobs WHERE id = %s",
                         [job_id])
-        if row is None:
-            return None
-        out: dict[str, str] = {}
-        for name, value in zip(FIELDS, row, strict=True):
-            if value is None:
-                continue
-            out[name] = (bytes(value).decode(errors="replace")
-                         if isinstance(value, (bytes, memoryview)) else str(value))
-        return out
+        return None if row is None else record_of(FIELDS, row)
 
     def raw_message(self, job_id: str) -> bytes | None:
         """The job's stored message, byte for byte."""

@@ -53,6 +53,7 @@ from ...transport.backend import (
 )
 from ...transport.details import clean_detail
 from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
+from ..sql_record import FIELDS, record_of
 from .url import sqlite_path
 
 logger = logging.getLogger("celery_plus.transport.sqlite")
@@ -74,17 +75,6 @@ UNBLOCK_GROUPS = 50
 FINISHED = ("completed", "failed", "canceled", "discarded")
 #: Unix socket addresses are limited to ~108 bytes; longer paths go through /proc/self/fd.
 SOCKET_PATH_MAX = 100
-
-#: Redis hash field name -> ``jobs`` column, so a record reads the same on both backends.
-FIELDS: dict[str, str] = {
-    "st": "state", "q": "queue", "name": "name", "msg": "msg", "tok": "token",
-    "dl": "deliveries", "mdl": "max_deliveries", "uk": "unique_lock", "uw": "unique_window",
-    "ut": "unique_ttl_ms", "cg": "conc_group", "cl": "conc_limit", "due": "due_ms",
-    "enq": "enqueued_ms", "start": "started_ms", "fin": "finished_ms", "wk": "worker",
-    "reason": "reason", "etype": "exc_type", "emsg": "exc_message", "tb": "traceback",
-    "hist": "history", "score": "score", "rg": "rate_group", "rl": "rate_limit",
-    "rw": "rate_window_ms",
-}
 
 _SCHEMA: str | None = None
 
@@ -1261,17 +1251,7 @@ class SQLiteBackend(OptionsView, Backend):
         columns = ", ".join(FIELDS.values())
         row = self._read(lambda conn: _first(
             conn, f"SELECT {columns} FROM jobs WHERE id = ?", (job_id,)))
-        if row is None:
-            return None
-        out: dict[str, str] = {}
-        for field_name, value in zip(FIELDS, row, strict=True):
-            if value is None:
-                continue
-            if isinstance(value, bytes):
-                out[field_name] = value.decode(errors="replace")
-            else:
-                out[field_name] = str(value)
-        return out
+        return None if row is None else record_of(FIELDS, row)
 
     def holder(self, lock: str) -> str | None:
         """The task id holding unique ``lock`` (None when free or expired)."""
