@@ -18,7 +18,6 @@ that file (the same file the ``plus+sqlite://`` broker uses). It is a Celery
 from __future__ import annotations
 
 import os
-import random
 import sqlite3
 import threading
 import time
@@ -30,6 +29,7 @@ from celery import states
 from celery.backends.base import KeyValueStoreBackend
 from celery.exceptions import ImproperlyConfigured
 
+from ..stores.sqlite.locking import retry_while_locked
 from ..stores.sqlite.url import sqlite_path
 
 T = TypeVar("T")
@@ -55,14 +55,6 @@ _SCHEMA = (
     f"CREATE INDEX IF NOT EXISTS {TABLE}_expires ON {TABLE} (expires_at)"
     " WHERE expires_at IS NOT NULL",
 )
-
-
-def is_locked(exc: BaseException) -> bool:
-    """True for SQLite's transient "database is locked"/"busy" errors."""
-    if not isinstance(exc, sqlite3.OperationalError):
-        return False
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
 
 
 def _now() -> float:
@@ -156,16 +148,7 @@ class SQLiteResultBackend(KeyValueStoreBackend):
 
     def _retry(self, operation: Callable[[], T]) -> T:
         """Run ``operation``, retrying while SQLite reports the database locked."""
-        deadline = time.monotonic() + LOCKED_RETRY_S
-        delay = 0.005
-        while True:
-            try:
-                return operation()
-            except sqlite3.OperationalError as exc:
-                if not is_locked(exc) or time.monotonic() > deadline:
-                    raise
-            time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 0.25)
+        return retry_while_locked(operation, LOCKED_RETRY_S)
 
     def _write(self, sql: str, params: Sequence[Any]) -> sqlite3.Cursor:
         conn = self.conn

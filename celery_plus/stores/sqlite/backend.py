@@ -23,7 +23,6 @@ import contextlib
 import json
 import logging
 import os
-import random
 import socket
 import sqlite3
 import threading
@@ -54,6 +53,7 @@ from ...transport.backend import (
 from ...transport.details import clean_detail
 from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from ..sql_record import FIELDS, record_of
+from .locking import retry_while_locked
 from .url import sqlite_path
 
 logger = logging.getLogger("celery_plus.transport.sqlite")
@@ -134,11 +134,6 @@ def _text(value: Any) -> str:
     if not _truthy(value):
         return ""
     return value if isinstance(value, str) else str(value)
-
-
-def _is_locked(exc: sqlite3.OperationalError) -> bool:
-    message = str(exc).lower()
-    return "locked" in message or "busy" in message
 
 
 #: SQLite result codes (and their messages, for Pythons without ``sqlite_errorname``) of a
@@ -496,28 +491,16 @@ class SQLiteBackend(OptionsView, Backend):
             raise
 
     def _retry(self, step: Callable[[], T]) -> T:
-        """Run ``step``, again and again while the database is locked (with backoff).
+        """Run ``step`` while the database is locked (:func:`.locking.retry_while_locked`); a
+        store that cannot be written (disk full, I/O error) raises :class:`StoreUnavailable`
+        at once, naming the database file."""
+        return retry_while_locked(step, LOCKED_GIVE_UP_S, self._unavailable)
 
-        A store that cannot be written (disk full, I/O error) raises
-        :class:`StoreUnavailable` at once, naming the database file.
-        """
-        give_up = time.monotonic() + LOCKED_GIVE_UP_S
-        attempt = 0
-        while True:
-            try:
-                return step()
-            except sqlite3.OperationalError as exc:
-                if _is_unavailable(exc):
-                    raise StoreUnavailable(
-                        f"SQLite store {self.path}: {exc} (free space on its disk: "
-                        "celery-plus resumes by itself)") from exc
-                if not _is_locked(exc) or time.monotonic() > give_up:
-                    raise
-                attempt += 1
-                if attempt % 20 == 0:
-                    logger.warning("celery-plus: SQLite database still locked (%d attempts)",
-                                   attempt)
-                time.sleep(min(0.002 * attempt, 0.05) * (0.5 + random.random()))
+    def _unavailable(self, exc: sqlite3.OperationalError) -> BaseException | None:
+        if not _is_unavailable(exc):
+            return None
+        return StoreUnavailable(f"SQLite store {self.path}: {exc} (free space on its disk: "
+                                "celery-plus resumes by itself)")
 
     def _write(self, body: Callable[[_Tx], T]) -> T:
         """Run ``body`` in one BEGIN IMMEDIATE transaction; wake waiters if it made work."""
