@@ -50,6 +50,7 @@ from ...transport.details import encode_detail
 from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from ..sql_record import FIELDS as SQL_FIELDS
 from ..sql_record import record_of
+from ..waiting import Due, wait_for_work
 from . import migrations as pg_migrations
 from . import pool as pg_pool
 
@@ -465,24 +466,24 @@ class PostgresBackend(OptionsView, Backend):
         """
         if not queues and not transient:
             return None
-        deadline = time.monotonic() + max(timeout, 0.0)
         wanted = {f"q:{q}" for q in queues} | {f"t:{q}" for q in transient}
         listener = self._listener()
-        while True:
+
+        def look() -> Due:
+            nonlocal listener
             if listener is not None:
                 listener = self._drain(listener)
-            hit, due_in = self._ready(queues, transient)
-            if hit is not None:
-                return hit
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            pause = remaining if due_in is None else min(remaining, max(due_in, 0.001))
+            return self._due(queues)
+
+        def block(pause: float) -> None:
+            nonlocal listener
             if listener is None:
                 time.sleep(min(pause, 0.5))  # no listener (connection trouble): poll
                 listener = self._listener()
             else:
                 listener = self._await(listener, pause, wanted)
+
+        return wait_for_work(look, self.pop_transient, transient, block, timeout)
 
     def _listener(self) -> Any:
         """This thread's LISTEN connection (None while it cannot be opened)."""
@@ -537,23 +538,12 @@ class PostgresBackend(OptionsView, Backend):
             logger.debug("celery-plus: closing a broken listener: %r", close_exc)
         return None
 
-    def _ready(self, queues: Sequence[str], transient: Sequence[str]
-               ) -> tuple[tuple[str, str, bytes | None] | None, float | None]:
-        """(what is ready now, seconds until a scheduled job of ``queues`` is due)."""
-        due_in: float | None = None
-        if queues:
-            ready, scheduled, due_ms = self._one(_READY, [list(queues), list(queues)])
-            if ready is not None:
-                return ("wake", ready, None), None
-            if scheduled is not None:
-                due_in = int(due_ms) / 1000.0
-                if due_in <= 0:
-                    return ("wake", scheduled, None), None
-        for queue in transient:
-            body = self.pop_transient(queue)
-            if body is not None:
-                return ("transient", queue, body), None
-        return None, due_in
+    def _due(self, queues: Sequence[str]) -> Due:
+        """What ``queues`` hold now (:class:`~celery_plus.stores.waiting.Due`), one query."""
+        if not queues:
+            return Due()
+        ready, scheduled, due_ms = self._one(_READY, [list(queues), list(queues)])
+        return Due(ready, scheduled, None if scheduled is None else int(due_ms) / 1000.0)
 
     # -- transient messages (remote control, replies, events) ---------------------------
     def push_transient(self, queue: str, message: bytes | str) -> None:

@@ -53,6 +53,7 @@ from ...transport.backend import (
 from ...transport.details import clean_detail
 from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from ..sql_record import FIELDS, record_of
+from ..waiting import Due, wait_for_work
 from .locking import retry_while_locked
 from .url import sqlite_path
 
@@ -998,49 +999,40 @@ class SQLiteBackend(OptionsView, Backend):
         if not queues and not transient:
             return None
         sock = self._waiter_socket()
-        deadline = time.monotonic() + max(timeout, 0.0)
-        while True:
+
+        def look() -> Due:
             self._drain_socket(sock)
-            hit, due_in = self._ready(queues, transient)
-            if hit is not None:
-                return hit
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            pause = remaining if due_in is None else min(remaining, max(due_in, 0.001))
+            return self._due(queues)
+
+        def block(pause: float) -> None:
             sock.settimeout(pause)
             with contextlib.suppress(TimeoutError, InterruptedError):
                 sock.recv(64)
 
-    def _ready(self, queues: Sequence[str], transient: Sequence[str]
-               ) -> tuple[tuple[str, str, bytes | None] | None, float | None]:
-        """(what is ready now, seconds until a scheduled job of ``queues`` is due)."""
-        due_in: float | None = None
-        if queues:
-            marks = ", ".join("?" * len(queues))
+        return wait_for_work(look, self.pop_transient, transient, block, timeout)
 
-            def look(conn: sqlite3.Connection) -> tuple[Any, Any]:
-                ready = _first(
-                    conn, f"SELECT queue FROM jobs WHERE state = 'enqueued' "
-                    f"AND queue IN ({marks}) LIMIT 1", tuple(queues))
-                if ready is not None:
-                    return ready, None
-                return None, _first(
-                    conn, f"SELECT queue, due_ms FROM jobs WHERE state = 'scheduled' "
-                    f"AND queue IN ({marks}) ORDER BY due_ms LIMIT 1", tuple(queues))
+    def _due(self, queues: Sequence[str]) -> Due:
+        """What ``queues`` hold now (:class:`~celery_plus.stores.waiting.Due`), one read."""
+        if not queues:
+            return Due()
+        marks = ", ".join("?" * len(queues))
 
-            ready, scheduled = self._read(look)
+        def look(conn: sqlite3.Connection) -> tuple[Any, Any]:
+            ready = _first(
+                conn, f"SELECT queue FROM jobs WHERE state = 'enqueued' "
+                f"AND queue IN ({marks}) LIMIT 1", tuple(queues))
             if ready is not None:
-                return ("wake", ready[0], None), None
-            if scheduled is not None:
-                due_in = (scheduled[1] - _now_ms()) / 1000.0
-                if due_in <= 0:
-                    return ("wake", scheduled[0], None), None
-        for queue in transient:
-            body = self.pop_transient(queue)
-            if body is not None:
-                return ("transient", queue, body), None
-        return None, due_in
+                return ready, None
+            return None, _first(
+                conn, f"SELECT queue, due_ms FROM jobs WHERE state = 'scheduled' "
+                f"AND queue IN ({marks}) ORDER BY due_ms LIMIT 1", tuple(queues))
+
+        ready, scheduled = self._read(look)
+        if ready is not None:
+            return Due(ready=ready[0])
+        if scheduled is None:
+            return Due()
+        return Due(scheduled=scheduled[0], due_in_s=(scheduled[1] - _now_ms()) / 1000.0)
 
     def _waiter_socket(self) -> socket.socket:
         """This thread's wake socket, bound in ``<db>.wake/`` on first use."""
