@@ -87,7 +87,8 @@ if prev[1] then
 elseif lock ~= '' or group ~= '' then
   redis.call('HSET', jk, 'uk', lock, 'uw', window, 'ut', ttl, 'cg', group, 'cl', limit)
 end
-redis.call('HSET', jk, 'msg', msg, 'q', queue, 'name', name, 'score', score, 'dl', 0,
+set_msg(id, msg, prev[1] ~= false)
+redis.call('HSET', jk, 'q', queue, 'name', name, 'score', score, 'dl', 0,
            'mdl', mdl, 'enq', NOW, 'due', eta, 'st', state)
 if rate_group ~= '' then
   redis.call('HSET', jk, 'rg', rate_group, 'rl', rate_limit, 'rw', rate_window)
