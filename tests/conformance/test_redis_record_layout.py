@@ -120,3 +120,25 @@ def test_an_old_waiting_record_is_purged_with_its_queue(redis_backend: RedisBack
     assert publish(redis_backend, "p2", name=TASK).accepted
     assert redis_backend.purge(Q) == 2
     assert keys_of(redis_backend, "p1") == 0 and keys_of(redis_backend, "p2") == 0
+
+
+def test_with_compact_records_off_a_publish_keeps_the_older_layout(
+        redis_backend: RedisBackend, make_backend: Callable[..., Backend]) -> None:
+    older = make_backend(compact_records=False)
+    assert publish(redis_backend, "j", "first", name=TASK).accepted  # compact, then again:
+    assert publish(older, "j", "second", name=TASK).accepted
+    client = redis_backend.client
+    assert client.hget(redis_backend.key("job", "j"), "msg") == b"second"
+    assert not client.exists(redis_backend.key("m", "j"))
+    assert redis_backend.job("j")["msg"] == "second"  # type: ignore[index]
+    got = claim(redis_backend).claims
+    assert got[0].message == b"second"
+
+
+def test_the_setting_reaches_the_store_options() -> None:
+    from celery_plus import settings
+    from celery_plus.stores.options import StoreOptions
+
+    assert StoreOptions.of(settings.resolve({})).compact_records is True
+    off = settings.resolve({"plus_redis_compact_records": False})
+    assert StoreOptions.of(off).compact_records is False

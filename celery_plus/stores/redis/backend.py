@@ -141,7 +141,8 @@ class RedisBackend(OptionsView, Backend):
         numbers = (f"{int(job.priority)} {int(job.eta_ms)} {int(job.unique_ttl_ms)} "
                    f"{int(job.concurrency_limit)} {int(job.max_deliveries)} "
                    f"{int(self.backstop_ms)} {int(job.lease_token)} "
-                   f"{int(job.rate_limit)} {int(job.rate_window_ms)}")
+                   f"{int(job.rate_limit)} {int(job.rate_window_ms)} "
+                   f"{1 if self.options.compact_records else 0}")
         return [self.prefix, job.id, job.queue, job.message, numbers, job.name,
                 job.unique_lock, job.unique_window, job.concurrency_group, job.rate_group]
 
@@ -466,9 +467,9 @@ class RedisBackend(OptionsView, Backend):
 
     # -- inspection for the end-to-end tests (tests/e2e) ------------------------------
     def raw_message(self, job_id: str) -> bytes | None:
-        value: Any = self.client.get(self.key("m", job_id))
+        value: Any = self.client.hget(self.key("job", job_id), "msg")  # an older layout
         if value is None:
-            value = self.client.hget(self.key("job", job_id), "msg")  # an older record
+            value = self.client.get(self.key("m", job_id))
         if value is None:
             return None
         return value if isinstance(value, bytes) else str(value).encode()

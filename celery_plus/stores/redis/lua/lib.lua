@@ -15,8 +15,9 @@ Key schema (P = key prefix, default "plus"; single-node Redis: keys are built he
                        cg cl  concurrency group, slot limit
                        due enq start fin  ms timestamps    wk  worker holding the claim
                        reason etype emsg tb  dead-letter details      hist  JSON array of attempts
-                       msg    (records of releases before the compact layout only) the
-                              envelope, read in place of P:m:{id} when present
+                       msg    the envelope, in records stored by releases before the compact
+                              layout or with plus_redis_compact_records off (then no P:m:{id});
+                              read first when present
   P:m:{id}           STRING  the job's kombu envelope (JSON text), delivered exactly as stored;
                              written, read and deleted with P:job:{id} by the same scripts
   P:q:{queue}        ZSET    enqueued job ids by score
@@ -63,14 +64,6 @@ local WAKE_CAP = 63
 
 local function jkey(id) return P .. ':job:' .. id end
 local function mkey(id) return P .. ':m:' .. id end
-
--- The envelope of job `id`: its P:m:{id} key, or the hash's `msg` field of a record stored
--- by a release before the compact layout (false when neither exists).
-local function get_msg(id)
-  local m = redis.call('GET', mkey(id))
-  if not m then m = redis.call('HGET', jkey(id), 'msg') end
-  return m
-end
 
 -- Store the envelope of job `id` next to its hash (a record of the older layout loses its
 -- `msg` field, so the message is stored once).

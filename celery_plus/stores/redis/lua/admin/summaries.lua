@@ -17,10 +17,12 @@ for i = 4, #ARGV do
     if f[n] and #f[n] > text_max then f[n] = string.sub(f[n], 1, text_max) end
   end
   local mk, field = mkey(ARGV[i]), true
-  local size = redis.call('STRLEN', mk)
-  if size == 0 and redis.call('HEXISTS', jk, 'msg') == 1 then
+  local size = 0
+  if redis.call('HEXISTS', jk, 'msg') == 1 then
     field = false
     size = redis.call('HSTRLEN', jk, 'msg')
+  else
+    size = redis.call('STRLEN', mk)
   end
   local msg = false
   if f[1] and size <= msg_max then
