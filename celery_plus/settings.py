@@ -205,6 +205,16 @@ SETTINGS: tuple[Setting, ...] = (
         "Prefix of every key the Redis backend writes (isolates deployments on one server).",
     ),
     Setting(
+        "plus_redis_compact_records",
+        True,
+        lambda value: isinstance(value, bool),
+        "True or False",
+        "Redis: store each job's envelope in its own key next to a small hash (about a "
+        "quarter less memory per waiting job). Workers of releases before it read the "
+        "envelope only from the hash: keep this False on every process until all workers "
+        "run this release (docs/redis-transport.md).",
+    ),
+    Setting(
         "plus_pg_schema",
         "celery_plus",
         _pg_schema,
@@ -319,6 +329,7 @@ class PlusConfig:
     key_prefix: str
     pg_schema: str = "celery_plus"
     pg_synchronous_commit: str | None = None
+    redis_compact_records: bool = True
     admin_token: str | None = None
     admin_read_token: str | None = None
     admin_public_read: bool = False
@@ -460,6 +471,7 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         key_prefix=str(merged["plus_key_prefix"]),
         pg_schema=str(merged["plus_pg_schema"]),
         pg_synchronous_commit=merged["plus_pg_synchronous_commit"],
+        redis_compact_records=merged["plus_redis_compact_records"],
         admin_token=merged["plus_admin_token"],
         admin_read_token=merged["plus_admin_read_token"],
         admin_public_read=merged["plus_admin_public_read"],

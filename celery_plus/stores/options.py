@@ -32,6 +32,8 @@ class StoreOptions:
     retention: Retention = (86_400_000, 100_000, 604_800_000, 100_000)
     #: Least time between two maintenance passes of one store.
     maintenance_interval_ms: int = 1000
+    #: Redis: a job's envelope in its own key next to a small hash (``plus_redis_compact_records``).
+    compact_records: bool = True
 
     @classmethod
     def of(cls, config: PlusConfig) -> StoreOptions:
@@ -45,6 +47,7 @@ class StoreOptions:
                 int(config.dead_letter_retention * 1000), config.dead_letter_max,
             ),
             maintenance_interval_ms=int(config.maintenance_interval * 1000),
+            compact_records=config.redis_compact_records,
         )
 
 

@@ -67,13 +67,14 @@ def test_key_layout_follows_the_schema_in_lib_lua(
     assert 0 < raw.pttl(f"{P}:maint") <= 60_000
 
 
-def test_the_message_is_stored_as_its_exact_bytes_in_the_job_hash(
+def test_the_message_is_stored_as_its_exact_bytes_next_to_the_job_hash(
         redis_store: RedisBackend) -> None:
     message = b"\xff\xfe{\"not\": utf8} \x00"
     redis_store.push_raw(Q, "raw", message)
     client = redis.Redis.from_url(REDIS_URL)
     try:
-        assert client.hget(redis_store.key("job", "raw"), "msg") == message
+        assert client.get(redis_store.key("m", "raw")) == message
+        assert not client.hexists(redis_store.key("job", "raw"), "msg")
     finally:
         client.close()
     assert claim(redis_store).claims[0].message == message

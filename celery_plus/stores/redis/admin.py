@@ -64,16 +64,26 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
     def _records(self, ids: Sequence[str], fields: Sequence[str]) -> list[dict[str, str]]:
         """``fields`` of each record (an empty dict for a missing record), in order."""
         out: list[dict[str, str]] = []
+        # The envelope lives in P:m:{id} (a record of an older release: the hash's `msg`).
+        with_msg = "msg" in fields
         for chunk in batches(ids, 1000):
             pipe = self.client.pipeline(transaction=False)
             for job_id in chunk:
                 pipe.hmget(self.key("job", job_id), list(fields))
-            for values in pipe.execute():
+                if with_msg:
+                    pipe.get(self.key("m", job_id))
+            replies = pipe.execute()
+            step = 2 if with_msg else 1
+            for n in range(0, len(replies), step):
+                values = replies[n]
                 if values[0] is None:
                     out.append({})
-                else:
-                    out.append({f: as_text(v) for f, v in zip(fields, values, strict=True)
-                                if v is not None})
+                    continue
+                rec = {f: as_text(v) for f, v in zip(fields, values, strict=True)
+                       if v is not None}
+                if with_msg and "msg" not in rec and replies[n + 1] is not None:
+                    rec["msg"] = as_text(replies[n + 1])
+                out.append(rec)
         return out
 
     def _members(self, key: str) -> list[str]:

@@ -141,7 +141,8 @@ class RedisBackend(OptionsView, Backend):
         numbers = (f"{int(job.priority)} {int(job.eta_ms)} {int(job.unique_ttl_ms)} "
                    f"{int(job.concurrency_limit)} {int(job.max_deliveries)} "
                    f"{int(self.backstop_ms)} {int(job.lease_token)} "
-                   f"{int(job.rate_limit)} {int(job.rate_window_ms)}")
+                   f"{int(job.rate_limit)} {int(job.rate_window_ms)} "
+                   f"{1 if self.options.compact_records else 0}")
         return [self.prefix, job.id, job.queue, job.message, numbers, job.name,
                 job.unique_lock, job.unique_window, job.concurrency_group, job.rate_group]
 
@@ -370,8 +371,13 @@ class RedisBackend(OptionsView, Backend):
             pipe = self.client.pipeline(transaction=False)
             for entry in entries:
                 pipe.hmget(self.key("job", _text(entry[0])), ["q", "msg", "st"])
-            for (job_id, due), fields in zip(entries, pipe.execute(), strict=True):
+                pipe.get(self.key("m", _text(entry[0])))
+            replies = pipe.execute()
+            for (job_id, due), fields, stored in zip(entries, replies[::2], replies[1::2],
+                                                     strict=True):
                 queue, message, state = fields
+                if message is None:
+                    message = stored
                 if message is not None and _text(state) == "scheduled" \
                         and _text(queue or b"") in wanted:
                     found.append(ScheduledJob(_text(job_id), _text(queue), int(due), message))
@@ -392,9 +398,14 @@ class RedisBackend(OptionsView, Backend):
 
     # -- reads ------------------------------------------------------------------------
     def job(self, job_id: str) -> dict[str, str] | None:
-        raw = self.client.hgetall(self.key("job", job_id))
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hgetall(self.key("job", job_id))
+        pipe.get(self.key("m", job_id))
+        raw, message = pipe.execute()
         if not raw:
             return None
+        if message is not None and b"msg" not in raw and "msg" not in raw:
+            raw[b"msg"] = message  # the envelope's own key (P:m:{id}), as one record
         return {_text(k): (v.decode(errors="replace") if isinstance(v, bytes) else v)
                 for k, v in raw.items()}
 
@@ -456,7 +467,9 @@ class RedisBackend(OptionsView, Backend):
 
     # -- inspection for the end-to-end tests (tests/e2e) ------------------------------
     def raw_message(self, job_id: str) -> bytes | None:
-        value: Any = self.client.hget(self.key("job", job_id), "msg")
+        value: Any = self.client.hget(self.key("job", job_id), "msg")  # an older layout
+        if value is None:
+            value = self.client.get(self.key("m", job_id))
         if value is None:
             return None
         return value if isinstance(value, bytes) else str(value).encode()

@@ -3,8 +3,8 @@ celery-plus durable store on Redis: shared helpers, prepended to every script.
 
 Key schema (P = key prefix, default "plus"; single-node Redis: keys are built here from P):
   P:seq              STRING  monotonic counter; FIFO tie-break inside a priority
-  P:job:{id}         HASH    one job record per task id:
-                       msg    kombu envelope (JSON text), delivered exactly as stored
+  P:job:{id}         HASH    one job record per task id (small fields only, so Redis keeps it
+                             a listpack while every value is within hash-max-listpack-value):
                        q      queue            name  task name
                        st     enqueued|scheduled|blocked|running|completed|failed|canceled|discarded
                        score  ordering score in its queue: priority * 2^40 + seq (lower first)
@@ -15,6 +15,11 @@ Key schema (P = key prefix, default "plus"; single-node Redis: keys are built he
                        cg cl  concurrency group, slot limit
                        due enq start fin  ms timestamps    wk  worker holding the claim
                        reason etype emsg tb  dead-letter details      hist  JSON array of attempts
+                       msg    the envelope, in records stored by releases before the compact
+                              layout or with plus_redis_compact_records off (then no P:m:{id});
+                              read first when present
+  P:m:{id}           STRING  the job's kombu envelope (JSON text), delivered exactly as stored;
+                             written, read and deleted with P:job:{id} by the same scripts
   P:q:{queue}        ZSET    enqueued job ids by score
   P:sched            ZSET    scheduled (eta/countdown/retry) job ids by due ms
   P:blk:{group}      ZSET    blocked job ids by their queue score
@@ -58,6 +63,19 @@ local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local WAKE_CAP = 63
 
 local function jkey(id) return P .. ':job:' .. id end
+local function mkey(id) return P .. ':m:' .. id end
+
+-- Store the envelope of job `id` next to its hash (a record of the older layout loses its
+-- `msg` field, so the message is stored once).
+local function set_msg(id, msg, legacy)
+  redis.call('SET', mkey(id), msg)
+  if legacy then redis.call('HDEL', jkey(id), 'msg') end
+end
+
+-- Delete job `id`: its hash and its envelope.
+local function del_job(id)
+  redis.call('DEL', jkey(id), mkey(id))
+end
 
 local function wake(queue)
   local k = P .. ':wake:' .. queue

@@ -38,7 +38,7 @@ local pruned = 0
 local function prune(zkey, retention, max_count)
   local old = redis.call('ZRANGEBYSCORE', zkey, '-inf', NOW - retention, 'LIMIT', 0, batch)
   for _, id in ipairs(old) do
-    redis.call('DEL', jkey(id))
+    del_job(id)
     redis.call('ZREM', zkey, id)
     pruned = pruned + 1
   end
@@ -46,7 +46,7 @@ local function prune(zkey, retention, max_count)
   if excess > 0 then
     local popped = redis.call('ZPOPMIN', zkey, math.min(excess, batch))
     for i = 1, #popped, 2 do
-      redis.call('DEL', jkey(popped[i]))
+      del_job(popped[i])
       pruned = pruned + 1
     end
   end

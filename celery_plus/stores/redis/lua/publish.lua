@@ -1,7 +1,8 @@
 --[[ publish: store one task message as a job, deciding uniqueness atomically.
 ARGV: 1 prefix, 2 id, 3 queue, 4 msg, 5 the numbers, separated by spaces: priority, eta ms
       (0 = now), unique ttl ms, slot limit, delivery limit (0 = none), hold backstop ms, lease
-      token continued (0 = none), rate limit, rate window ms; 6 task name, 7 unique lock
+      token continued (0 = none), rate limit, rate window ms, compact layout (0 = the
+      envelope in the hash's msg field, as releases before it; absent = 1); 6 task name, 7 unique lock
       ('' = none), 8 window, 9 concurrency group ('' = none), 10 rate group ('' = none). Text fields are separate arguments: a key or a name
       may contain any character.
 Returns 1 (enqueued), 2 (scheduled), +10 when the publish continued a running job, the
@@ -17,6 +18,7 @@ local n = {}
 for field in string.gmatch(ARGV[5], '%S+') do n[#n + 1] = tonumber(field) end
 local pri, eta, ttl, limit, mdl, backstop, continues = n[1], n[2], n[3], n[4], n[5], n[6], n[7]
 local rate_limit, rate_window = n[8] or 0, n[9] or 0
+local compact = n[10] ~= 0
 local name, lock, window, group = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 local rate_group = ARGV[10] or ''
 local jk = jkey(id)
@@ -87,7 +89,14 @@ if prev[1] then
 elseif lock ~= '' or group ~= '' then
   redis.call('HSET', jk, 'uk', lock, 'uw', window, 'ut', ttl, 'cg', group, 'cl', limit)
 end
-redis.call('HSET', jk, 'msg', msg, 'q', queue, 'name', name, 'score', score, 'dl', 0,
+if compact then
+  set_msg(id, msg, prev[1] ~= false)
+else
+  -- (plus_redis_compact_records off: workers of an earlier release read only the hash)
+  redis.call('DEL', mkey(id))
+  redis.call('HSET', jk, 'msg', msg)
+end
+redis.call('HSET', jk, 'q', queue, 'name', name, 'score', score, 'dl', 0,
            'mdl', mdl, 'enq', NOW, 'due', eta, 'st', state)
 if rate_group ~= '' then
   redis.call('HSET', jk, 'rg', rate_group, 'rl', rate_limit, 'rw', rate_window)

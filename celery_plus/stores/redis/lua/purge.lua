@@ -34,7 +34,7 @@ for _, id in ipairs(victims) do
   local f = redis.call('HMGET', jk, 'st', 'uk', 'uw')
   if f[1] == 'enqueued' or f[1] == 'blocked' or f[1] == 'scheduled' then
     release_hold(f[2], f[3], id)
-    redis.call('DEL', jk)
+    del_job(id)
     purged = purged + 1
   end
 end

@@ -1,5 +1,5 @@
 --[[ admin purge: delete finished job records (failed, completed, canceled, discarded).
-Keys touched: P:job:{id} and the state's index P:dead | P:done | P:canceled | P:discarded
+Keys touched: P:job:{id}, P:m:{id} and the state's index P:dead | P:done | P:canceled | P:discarded
 (schema in stores/redis/lua/lib.lua).
 ARGV: 1 prefix, 2 state, 3 task name ('' = any), 4 queue ('' = any),
       5 finished at least this many ms ago ('' = any age), 6.. job ids
@@ -19,7 +19,7 @@ for i = 6, #ARGV do
   local f = redis.call('HMGET', jk, 'st', 'name', 'q', 'fin')
   if f[1] == state and (name == '' or f[2] == name) and (queue == '' or f[3] == queue)
       and (not cutoff or tonumber(f[4] or '0') <= cutoff) then
-    redis.call('DEL', jk)
+    del_job(id)
     redis.call('ZREM', P .. ':' .. index, id)
     deleted[#deleted + 1] = id
   end

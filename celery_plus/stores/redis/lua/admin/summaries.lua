@@ -1,5 +1,5 @@
 --[[ admin listing rows: the fields of each job a listing shows, long texts cut here.
-Keys read: P:job:{id} (schema in stores/redis/lua/lib.lua).
+Keys read: P:job:{id}, P:m:{id} (schema in stores/redis/lua/lib.lua).
 ARGV: 1 prefix, 2 longest text (characters of name, q, reason, etype, emsg sent),
       3 largest message sent (bytes; a larger one is left out, its size sent instead),
       4.. job ids
@@ -16,9 +16,18 @@ for i = 4, #ARGV do
   for n = 2, 11 do
     if f[n] and #f[n] > text_max then f[n] = string.sub(f[n], 1, text_max) end
   end
-  local size = redis.call('HSTRLEN', jk, 'msg')
+  local mk, field = mkey(ARGV[i]), true
+  local size = 0
+  if redis.call('HEXISTS', jk, 'msg') == 1 then
+    field = false
+    size = redis.call('HSTRLEN', jk, 'msg')
+  else
+    size = redis.call('STRLEN', mk)
+  end
   local msg = false
-  if f[1] and size <= msg_max then msg = redis.call('HGET', jk, 'msg') end
+  if f[1] and size <= msg_max then
+    if field then msg = redis.call('GET', mk) else msg = redis.call('HGET', jk, 'msg') end
+  end
   f[12] = msg
   f[13] = size
   out[#out + 1] = f

@@ -1,0 +1,144 @@
+"""Conformance (Redis): job records stored by a release before the compact layout (issue #17).
+
+The compact layout keeps a job's envelope in its own string key ``P:m:{id}`` next to the
+hash ``P:job:{id}`` (so the hash stays a listpack); an older release kept it in the hash's
+``msg`` field. During a rolling upgrade the new scripts meet such records: they must be
+claimed (their message delivered as stored), acked, dead-lettered, shown and searched by the
+admin, purged, replaced by a publish of the same id, and pruned with nothing left behind. The
+old record is written here with redis-py, field by field as ``lua/lib.lua``'s schema says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from celery_plus.admin import Admin, admin_store_for
+from celery_plus.stores.redis.backend import RedisBackend
+from celery_plus.transport.backend import Backend, Settle
+
+from .support import Q, claim, ids, maintain, publish, record
+from .test_admin import envelope, listed
+
+TASK = "proj.old"
+
+
+@pytest.fixture
+def redis_backend(backend_kind: str, backend: Backend) -> RedisBackend:
+    if not backend_kind.startswith("redis"):
+        pytest.skip("the record layout of the Redis store")
+    assert isinstance(backend, RedisBackend)
+    return backend
+
+
+@pytest.fixture
+def admin(redis_backend: RedisBackend) -> Iterator[Admin]:
+    with Admin(admin_store_for(redis_backend)) as opened:
+        yield opened
+
+
+def old_job(backend: RedisBackend, job_id: str, queue: str = Q, args: list[int] | None = None
+            ) -> str:
+    """Store an enqueued job the way the previous layout did: the envelope in the hash."""
+    message = envelope(job_id, TASK, args or [1])
+    client = backend.client
+    seq = int(client.incr(backend.key("seq")))
+    now = backend.now_ms()
+    client.hset(backend.key("job", job_id), mapping={
+        "msg": message, "q": queue, "name": TASK, "score": seq, "dl": 0, "mdl": 0,
+        "enq": now, "due": 0, "st": "enqueued"})
+    client.zadd(backend.key("q", queue), {job_id: seq})
+    client.sadd(backend.key("queues"), queue)
+    assert not client.exists(backend.key("m", job_id))
+    return message
+
+
+def keys_of(backend: RedisBackend, job_id: str) -> int:
+    return int(backend.client.exists(backend.key("job", job_id), backend.key("m", job_id)))
+
+
+def test_a_new_job_keeps_its_envelope_out_of_a_small_hash(redis_backend: RedisBackend) -> None:
+    message = envelope("new", TASK, [1]) + " " * 200  # longer than hash-max-listpack-value
+    assert publish(redis_backend, "new", message, name=TASK).accepted
+    client = redis_backend.client
+    assert client.get(redis_backend.key("m", "new")) == message.encode()
+    assert not client.hexists(redis_backend.key("job", "new"), "msg")
+    assert client.object("encoding", redis_backend.key("job", "new")) == b"listpack"
+    assert redis_backend.job("new")["msg"] == message  # type: ignore[index]
+    assert redis_backend.raw_message("new") == message.encode()
+
+
+def test_an_old_record_is_claimed_acked_shown_and_pruned(
+        redis_backend: RedisBackend, make_backend: Callable[..., Backend],
+        admin: Admin) -> None:
+    message = old_job(redis_backend, "old", args=[4242])
+    assert redis_backend.job("old")["msg"] == message  # type: ignore[index]
+    assert redis_backend.raw_message("old") == message.encode()
+    assert listed(admin, "enqueued", text="4242") == ["old"]
+    got = claim(redis_backend).claims
+    assert [c.job_id for c in got] == ["old"] and got[0].message == message.encode()
+    shown = admin.show("old")
+    assert shown.args == [4242] and shown.headers["task"] == TASK
+    assert shown.raw_message == message
+    redis_backend.settle([Settle("old", got[0].token, "ack")])
+    assert record(redis_backend, "old").state == "completed"
+    assert record(redis_backend, "old").message == message
+    pruning = make_backend(retention=(600_000, 0, 600_000, 0))
+    maintain(pruning)
+    assert redis_backend.record("old") is None and keys_of(redis_backend, "old") == 0
+
+
+def test_an_old_dead_letter_is_listed_searched_and_deleted(
+        redis_backend: RedisBackend, admin: Admin) -> None:
+    message = old_job(redis_backend, "dead", args=[777])
+    got = claim(redis_backend).claims
+    assert got[0].message == message.encode()
+    redis_backend.settle([Settle("dead", got[0].token, "fail", {
+        "reason": "task failed", "exc_type": "ValueError", "exc_message": "boom"})])
+    assert listed(admin, "failed") == ["dead"]
+    assert listed(admin, "failed", text="777") == ["dead"]
+    assert admin.show("dead").args == [777]
+    assert admin.purge("failed", all=True).changed
+    assert keys_of(redis_backend, "dead") == 0
+
+
+def test_an_old_record_published_again_is_stored_once_in_the_compact_layout(
+        redis_backend: RedisBackend) -> None:
+    old_job(redis_backend, "again")
+    fresh = envelope("again", TASK, [2])
+    assert publish(redis_backend, "again", fresh, name=TASK).accepted
+    client = redis_backend.client
+    assert not client.hexists(redis_backend.key("job", "again"), "msg")
+    assert client.get(redis_backend.key("m", "again")) == fresh.encode()
+    got = claim(redis_backend).claims
+    assert ids(claim(redis_backend)) == [] and got[0].message == fresh.encode()
+
+
+def test_an_old_waiting_record_is_purged_with_its_queue(redis_backend: RedisBackend) -> None:
+    old_job(redis_backend, "p1")
+    assert publish(redis_backend, "p2", name=TASK).accepted
+    assert redis_backend.purge(Q) == 2
+    assert keys_of(redis_backend, "p1") == 0 and keys_of(redis_backend, "p2") == 0
+
+
+def test_with_compact_records_off_a_publish_keeps_the_older_layout(
+        redis_backend: RedisBackend, make_backend: Callable[..., Backend]) -> None:
+    older = make_backend(compact_records=False)
+    assert publish(redis_backend, "j", "first", name=TASK).accepted  # compact, then again:
+    assert publish(older, "j", "second", name=TASK).accepted
+    client = redis_backend.client
+    assert client.hget(redis_backend.key("job", "j"), "msg") == b"second"
+    assert not client.exists(redis_backend.key("m", "j"))
+    assert redis_backend.job("j")["msg"] == "second"  # type: ignore[index]
+    got = claim(redis_backend).claims
+    assert got[0].message == b"second"
+
+
+def test_the_setting_reaches_the_store_options() -> None:
+    from celery_plus import settings
+    from celery_plus.stores.options import StoreOptions
+
+    assert StoreOptions.of(settings.resolve({})).compact_records is True
+    off = settings.resolve({"plus_redis_compact_records": False})
+    assert StoreOptions.of(off).compact_records is False
