@@ -37,6 +37,7 @@ PG_URL = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 CONFIGS = {
     "celery": "plain Celery, redis://",
     "plus": "celery-plus, plus+redis://",
+    "plus-compact": "celery-plus, plus+redis://, compact",
     "plus-pg": "celery-plus, plus+postgresql://",
     "plus-sqlite": "celery-plus, plus+sqlite://",
 }

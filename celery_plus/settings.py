@@ -206,13 +206,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "plus_redis_compact_records",
-        True,
+        False,
         lambda value: isinstance(value, bool),
         "True or False",
         "Redis: store each job's envelope in its own key next to a small hash (about a "
-        "quarter less memory per waiting job). Workers of releases before it read the "
-        "envelope only from the hash: keep this False on every process until all workers "
-        "run this release (docs/redis-transport.md).",
+        "quarter less memory per waiting job). Workers of releases before this one read the "
+        "envelope only from the hash, so it is off by default in this release: turn it on "
+        "once every worker runs this release or a later one (docs/redis-transport.md).",
     ),
     Setting(
         "plus_pg_schema",
@@ -329,7 +329,7 @@ class PlusConfig:
     key_prefix: str
     pg_schema: str = "celery_plus"
     pg_synchronous_commit: str | None = None
-    redis_compact_records: bool = True
+    redis_compact_records: bool = False
     admin_token: str | None = None
     admin_read_token: str | None = None
     admin_public_read: bool = False

@@ -33,7 +33,7 @@ class StoreOptions:
     #: Least time between two maintenance passes of one store.
     maintenance_interval_ms: int = 1000
     #: Redis: a job's envelope in its own key next to a small hash (``plus_redis_compact_records``).
-    compact_records: bool = True
+    compact_records: bool = False
 
     @classmethod
     def of(cls, config: PlusConfig) -> StoreOptions:

@@ -38,11 +38,14 @@ def redis_store(tmp_path: Path, *, functions: bool = True) -> Iterator[Opener]:
     """Backends on a fresh key prefix of the test Redis; its keys are deleted on exit.
 
     ``functions=False``: the backends run their Lua with EVALSHA, as on a Redis without
-    Redis Functions (before 7.0), instead of the function library.
+    Redis Functions (before 7.0), instead of the function library. The function-library
+    variant stores jobs in the compact layout (``plus_redis_compact_records``), the EVALSHA
+    one in the default layout, so the whole suite runs on both layouts.
     """
     prefix = f"c{uuid.uuid4().hex[:10]}"
 
     def open_backend(**options: Any) -> RedisBackend:
+        options.setdefault("compact_records", functions)
         backend = RedisBackend(REDIS_URL, StoreOptions(prefix=prefix, **options))
         backend.scripts.functions = functions
         return backend

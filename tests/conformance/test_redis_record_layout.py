@@ -25,9 +25,12 @@ TASK = "proj.old"
 
 
 @pytest.fixture
-def redis_backend(backend_kind: str, backend: Backend) -> RedisBackend:
+def redis_backend(backend_kind: str, make_backend: Callable[..., Backend]) -> RedisBackend:
+    """A backend writing the compact layout (on both Redis variants: scripts as functions and
+    with EVALSHA)."""
     if not backend_kind.startswith("redis"):
         pytest.skip("the record layout of the Redis store")
+    backend = make_backend(compact_records=True)
     assert isinstance(backend, RedisBackend)
     return backend
 
@@ -139,6 +142,7 @@ def test_the_setting_reaches_the_store_options() -> None:
     from celery_plus import settings
     from celery_plus.stores.options import StoreOptions
 
-    assert StoreOptions.of(settings.resolve({})).compact_records is True
-    off = settings.resolve({"plus_redis_compact_records": False})
-    assert StoreOptions.of(off).compact_records is False
+    # Off by default for one release: workers of earlier releases read only the hash.
+    assert StoreOptions.of(settings.resolve({})).compact_records is False
+    on = settings.resolve({"plus_redis_compact_records": True})
+    assert StoreOptions.of(on).compact_records is True
