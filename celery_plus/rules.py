@@ -281,7 +281,8 @@ def rate_start_counts(started_ms: int, now: int, window_ms: int) -> bool:
 
 
 def rate_claim_counts(deadline: int, now: int) -> bool:
-    """A claim not started yet counts until its lease deadline (heartbeats renew it)."""
+    """A claim not started yet counts until its lease deadline (heartbeats renew it while it
+    counts; a lapsed one stays lapsed, whether or not the window dropped it yet)."""
     return deadline >= now
 
 

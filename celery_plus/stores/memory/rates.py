@@ -43,10 +43,12 @@ def take(step: Step, name: str, job_id: str, token: int) -> None:
 
 
 def renew(step: Step, job: Job, token: int) -> None:
-    """A heartbeat keeps a claim not started yet counting."""
+    """A heartbeat keeps a claim not started yet counting, unless it lapsed already (whether
+    or not a look at the window dropped it yet)."""
     if job.rate:
         pending = _group(step, job.rate[0]).pending
-        if (job.id, token) in pending:
+        at = pending.get((job.id, token))
+        if at is not None and rules.rate_claim_counts(at, step.now):
             pending[(job.id, token)] = step.now + step.lease_ms
 
 

@@ -783,8 +783,8 @@ class SQLiteBackend(OptionsView, Backend):
                     continue
                 # A rate-group claim not started yet counts on (heartbeat.lua).
                 tx.run("UPDATE rate_claims SET at_ms = ? WHERE job_id = ? AND token = ? "
-                       "AND started = 0 AND rate_group = (SELECT rate_group FROM jobs "
-                       "WHERE id = ?)", deadline, job_id, int(token), job_id)
+                       "AND started = 0 AND at_ms >= ? AND rate_group = (SELECT rate_group "
+                       "FROM jobs WHERE id = ?)", deadline, job_id, int(token), tx.now, job_id)
             return lost
 
         return self._write(body)

@@ -18,7 +18,8 @@ BEGIN
     UPDATE rate_claims rc SET at_ms = v_now + p_lease_ms
     FROM renewed r
     WHERE r.rate_group IS NOT NULL AND rc.rate_group = r.rate_group
-      AND rc.job_id = r.id AND rc.token = r.token AND NOT rc.started;
+      AND rc.job_id = r.id AND rc.token = r.token AND NOT rc.started
+      AND rc.at_ms >= v_now;  -- a lapsed claim is not revived
     RETURN QUERY
     SELECT h.id FROM unnest(p_ids, p_tokens) WITH ORDINALITY AS h(id, token, n)
     WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = h.id AND j.state = 'running'

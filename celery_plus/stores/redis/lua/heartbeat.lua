@@ -11,8 +11,11 @@ for i = 3, #ARGV, 2 do
   if f[1] == 'running' and f[2] == tok then
     redis.call('ZADD', P .. ':lease', 'XX', NOW + lease_ms, id)
     if f[3] and f[3] ~= '' then
-      local pk = P .. ':ratep:' .. f[3]
-      if redis.call('ZADD', pk, 'XX', 'CH', NOW + lease_ms, id .. ':' .. tok) == 1 then
+      -- Renewed unless it lapsed already (dropped from the window or not yet).
+      local pk, member = P .. ':ratep:' .. f[3], id .. ':' .. tok
+      local at = redis.call('ZSCORE', pk, member)
+      if at and tonumber(at) >= NOW then
+        redis.call('ZADD', pk, NOW + lease_ms, member)
         redis.call('PEXPIRE', pk, lease_ms + 1000)
       end
     end
