@@ -16,11 +16,14 @@ claim: if it does, the retry's run starts while B's still runs, and the concurre
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
 
 import pytest
+
+from tests.support import wait_until
 
 from .harness import FROZE, MAINTENANCE_S, RETRIED, Deployment, check
 
@@ -57,12 +60,26 @@ def run_frozen(deployment: Deployment, pool: str, limited: bool) -> None:
     deployment.wait_running(2, prefix=first)
     deployment.note_in_flight({a.proc.pid, *a.children()})
     frozen_at = time.time()
+    ready_at: list[float] = []
     with deployment.frozen(a):
-        deployment.start_worker(pool="prefork", concurrency=2)
+        b = deployment.start_worker(pool="prefork", concurrency=2, wait=False)
+
+        def b_ready() -> bool:
+            if not ready_at and " ready." in b.log():
+                ready_at.append(time.time())
+            return bool(ready_at)
+
         # Recovery needs a live worker: B, ready this long after A froze (seconds on a
-        # loaded machine).
-        b_ready_s = time.time() - frozen_at
+        # loaded machine). On SQLite, A frozen inside a write transaction keeps the file's one
+        # write lock until it thaws, so B may get ready only then: not awaited past 20 s here.
+        with contextlib.suppress(AssertionError):
+            wait_until(b_ready, timeout=20, message="B ready")
         time.sleep(vt + 2 * MAINTENANCE_S + 1.0)  # the lease expires, B recovers the jobs
+    wait_until(lambda: b_ready() or b.proc.poll() is not None, timeout=60,
+               message="worker B ready")
+    assert b.proc.poll() is None and ready_at, b.log()
+    assert "consuming on Celery's event loop" in b.log(), b.log()
+    b_ready_s = ready_at[0] - frozen_at
     deployment.fault_ended = time.time()
     deployment.wait_all_finished(timeout=120)
     time.sleep(1.0)  # whatever A still does late happens now
