@@ -1,7 +1,8 @@
 """Conformance (Redis): job records stored by a release before the compact layout (issue #17).
 
-The compact layout keeps a job's envelope in its own string key ``P:m:{id}`` next to the
-hash ``P:job:{id}`` (so the hash stays a listpack); an older release kept it in the hash's
+The compact layout keeps a job's envelope, deflated (``stores/redis/envelope.py``), in its own
+string key ``P:m:{id}`` next to the hash ``P:job:{id}`` (so the hash stays a listpack); an
+older release kept it in the hash's
 ``msg`` field. During a rolling upgrade the new scripts meet such records: they must be
 claimed (their message delivered as stored), acked, dead-lettered, shown and searched by the
 admin, purged, replaced by a publish of the same id, and pruned with nothing left behind. The
@@ -16,6 +17,7 @@ import pytest
 
 from celery_plus.admin import Admin, admin_store_for
 from celery_plus.stores.redis.backend import RedisBackend
+from celery_plus.stores.redis.envelope import MARK, envelope_bytes
 from celery_plus.transport.backend import Backend, Settle
 
 from .support import Q, claim, ids, maintain, publish, record
@@ -61,11 +63,19 @@ def keys_of(backend: RedisBackend, job_id: str) -> int:
     return int(backend.client.exists(backend.key("job", job_id), backend.key("m", job_id)))
 
 
+def stored_envelope(backend: RedisBackend, job_id: str) -> bytes:
+    """``P:m:{id}`` inflated, after checking it is stored deflated."""
+    stored = backend.client.get(backend.key("m", job_id))
+    assert stored is not None and stored.startswith(MARK)
+    return envelope_bytes(stored)
+
+
 def test_a_new_job_keeps_its_envelope_out_of_a_small_hash(redis_backend: RedisBackend) -> None:
     message = envelope("new", TASK, [1]) + " " * 200  # longer than hash-max-listpack-value
     assert publish(redis_backend, "new", message, name=TASK).accepted
     client = redis_backend.client
-    assert client.get(redis_backend.key("m", "new")) == message.encode()
+    assert stored_envelope(redis_backend, "new") == message.encode()
+    assert client.strlen(redis_backend.key("m", "new")) < len(message) / 2
     assert not client.hexists(redis_backend.key("job", "new"), "msg")
     assert client.object("encoding", redis_backend.key("job", "new")) == b"listpack"
     assert redis_backend.job("new")["msg"] == message  # type: ignore[index]
@@ -113,7 +123,7 @@ def test_an_old_record_published_again_is_stored_once_in_the_compact_layout(
     assert publish(redis_backend, "again", fresh, name=TASK).accepted
     client = redis_backend.client
     assert not client.hexists(redis_backend.key("job", "again"), "msg")
-    assert client.get(redis_backend.key("m", "again")) == fresh.encode()
+    assert stored_envelope(redis_backend, "again") == fresh.encode()
     got = claim(redis_backend).claims
     assert ids(claim(redis_backend)) == [] and got[0].message == fresh.encode()
 

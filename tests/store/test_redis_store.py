@@ -15,6 +15,7 @@ from collections.abc import Callable
 import redis
 
 from celery_plus.stores.redis.backend import RedisBackend
+from celery_plus.stores.redis.envelope import MARK, envelope_bytes
 from celery_plus.transport.backend import Settle
 from tests.conformance.stores import REDIS_URL
 from tests.conformance.support import Q, claim, ids, maintain, publish
@@ -69,11 +70,12 @@ def test_key_layout_follows_the_schema_in_lib_lua(
 
 def test_the_message_is_stored_as_its_exact_bytes_next_to_the_job_hash(
         redis_store: RedisBackend) -> None:
-    message = b"\xff\xfe{\"not\": utf8} \x00"
+    message = b"\xff\xfe{\"not\": utf8} \x00" + MARK  # bytes as they come, the mark too
     redis_store.push_raw(Q, "raw", message)
     client = redis.Redis.from_url(REDIS_URL)
     try:
-        assert client.get(redis_store.key("m", "raw")) == message
+        stored = client.get(redis_store.key("m", "raw"))
+        assert stored.startswith(MARK) and envelope_bytes(stored) == message
         assert not client.hexists(redis_store.key("job", "raw"), "msg")
     finally:
         client.close()
@@ -172,3 +174,14 @@ def test_the_hold_renewal_index_keeps_only_holds_that_may_need_renewing(
     assert set(raw.zrange(f"{P}:hexp", 0, -1)) == {"A"}  # the pending hold left at the claim
     store.settle([Settle("a", got["a"], "ack")])
     assert raw.zcard(f"{P}:hexp") == 0 and raw.exists(f"{P}:u:T")
+
+
+def test_a_raw_message_starting_with_the_deflate_mark_is_delivered_as_published(
+        make_redis: Callable[..., RedisBackend]) -> None:
+    # The default layout stores a message in the hash as it came: one that happens to start
+    # like a deflated envelope is not one, and reaches the worker unchanged.
+    store = make_redis(compact_records=False)
+    message = MARK + b"\xff not a deflate stream"
+    store.push_raw(Q, "marked", message)
+    assert store.raw_message("marked") == message
+    assert claim(store).claims[0].message == message

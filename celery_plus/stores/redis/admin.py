@@ -26,6 +26,7 @@ from ...admin.listing import Record, listed
 from ...admin.orchestration import Outcome, StoreAdmin
 from ...admin.store import LIST_TEXT, PREVIEW_BYTES, SEARCH_CHUNK, Query, Scope, as_text, batches
 from .backend import RedisBackend
+from .envelope import envelope_bytes
 from .scripts import admin_sources
 
 #: Finished states and their index (a sorted set scored by finish ms).
@@ -82,7 +83,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
                 rec = {f: as_text(v) for f, v in zip(fields, values, strict=True)
                        if v is not None}
                 if with_msg and "msg" not in rec and replies[n + 1] is not None:
-                    rec["msg"] = as_text(replies[n + 1])
+                    rec["msg"] = as_text(envelope_bytes(replies[n + 1]))
                 out.append(rec)
         return out
 
@@ -156,8 +157,8 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
             for job_id, values in zip(chunk, reply, strict=True):
                 if values[0] is None:
                     continue
-                rec = {f: as_text(v) for f, v in zip(SUMMARY_REPLY, values, strict=False)
-                       if v is not None}
+                rec = {f: as_text(envelope_bytes(v) if f == "msg" else v)
+                       for f, v in zip(SUMMARY_REPLY, values, strict=False) if v is not None}
                 out.append((job_id, rec))
         return out
 

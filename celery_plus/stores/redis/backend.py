@@ -28,6 +28,7 @@ from ...transport.backend import (
 from ...transport.details import encode_detail
 from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from .connect import RedisConnect
+from .envelope import deflated, envelope_bytes, envelope_or_none
 from .scripts import ScriptLibrary, pack, store_sources
 
 TRANSIENT_TTL_S = 300
@@ -143,7 +144,8 @@ class RedisBackend(OptionsView, Backend):
                    f"{int(self.backstop_ms)} {int(job.lease_token)} "
                    f"{int(job.rate_limit)} {int(job.rate_window_ms)} "
                    f"{1 if self.options.compact_records else 0}")
-        return [self.prefix, job.id, job.queue, job.message, numbers, job.name,
+        message = deflated(job.message) if self.options.compact_records else job.message
+        return [self.prefix, job.id, job.queue, message, numbers, job.name,
                 job.unique_lock, job.unique_window, job.concurrency_group, job.rate_group]
 
     @staticmethod
@@ -179,8 +181,8 @@ class RedisBackend(OptionsView, Backend):
         result.next_due = None if next_due < 0 else next_due / 1000.0
         for i in range(0, len(flat), 5):
             result.claims.append(
-                Claim(_text(flat[i]), int(flat[i + 1]), flat[i + 2], int(flat[i + 3]),
-                      _text(flat[i + 4]))
+                Claim(_text(flat[i]), int(flat[i + 1]), envelope_bytes(flat[i + 2]),
+                      int(flat[i + 3]), _text(flat[i + 4]))
             )
         result.blocked = [_text(b) for b in blocked]
         return result
@@ -376,8 +378,7 @@ class RedisBackend(OptionsView, Backend):
             for (job_id, due), fields, stored in zip(entries, replies[::2], replies[1::2],
                                                      strict=True):
                 queue, message, state = fields
-                if message is None:
-                    message = stored
+                message = envelope_or_none(stored if message is None else message)
                 if message is not None and _text(state) == "scheduled" \
                         and _text(queue or b"") in wanted:
                     found.append(ScheduledJob(_text(job_id), _text(queue), int(due), message))
@@ -405,7 +406,7 @@ class RedisBackend(OptionsView, Backend):
         if not raw:
             return None
         if message is not None and b"msg" not in raw and "msg" not in raw:
-            raw[b"msg"] = message  # the envelope's own key (P:m:{id}), as one record
+            raw[b"msg"] = envelope_bytes(message)  # its own key (P:m:{id}), as one record
         return {_text(k): (v.decode(errors="replace") if isinstance(v, bytes) else v)
                 for k, v in raw.items()}
 
@@ -470,9 +471,7 @@ class RedisBackend(OptionsView, Backend):
         value: Any = self.client.hget(self.key("job", job_id), "msg")  # an older layout
         if value is None:
             value = self.client.get(self.key("m", job_id))
-        if value is None:
-            return None
-        return value if isinstance(value, bytes) else str(value).encode()
+        return envelope_or_none(value)
 
     def holds(self) -> dict[str, str]:
         out: dict[str, str] = {}

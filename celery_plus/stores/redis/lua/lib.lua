@@ -18,8 +18,10 @@ Key schema (P = key prefix, default "plus"; single-node Redis: keys are built he
                        msg    the envelope, in records stored by releases before the compact
                               layout or with plus_redis_compact_records off (then no P:m:{id});
                               read first when present
-  P:m:{id}           STRING  the job's kombu envelope (JSON text), delivered exactly as stored;
-                             written, read and deleted with P:job:{id} by the same scripts
+  P:m:{id}           STRING  the job's kombu envelope, deflated by the client ("\0z1" + raw
+                             deflate against a fixed dictionary: stores/redis/envelope.py;
+                             the scripts never read its content); written, read and deleted
+                             with P:job:{id} by the same scripts
   P:q:{queue}        ZSET    enqueued job ids by score
   P:sched            ZSET    scheduled (eta/countdown/retry) job ids by due ms
   P:blk:{group}      ZSET    blocked job ids by their queue score
