@@ -43,9 +43,10 @@ PLAIN_CELERY = [sys.executable, "-m", "celery"]
 #: The durable stores every end-to-end scenario runs on.
 BROKERS = ("redis", "sqlite", "postgres")
 #: Modules not run once per store: they choose their broker themselves, or (mixed
-#: deployment, migrate-queue) run on Redis only, the default store of ``broker_url``/``view``.
+#: deployment, migrate-queue, the compact Redis layout) run on Redis only, the default store
+#: of ``broker_url``/``view``.
 OWN_BROKER = frozenset({"test_sqlite_chord", "test_demo", "test_coordination",
-                        "test_mixed_deployment", "test_migrate_queue"})
+                        "test_mixed_deployment", "test_migrate_queue", "test_compact_layout"})
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

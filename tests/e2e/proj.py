@@ -293,4 +293,7 @@ def json_dumps(value: Any) -> str:
     return json.dumps(value)
 
 
-app = make_app(os.environ.get("PLUS_TEST_PREFIX", "plus-e2e"))
+# PLUS_TEST_COMPACT=1: the compact Redis record layout (plus_redis_compact_records).
+app = make_app(os.environ.get("PLUS_TEST_PREFIX", "plus-e2e"),
+               **({"plus_redis_compact_records": True}
+                  if os.environ.get("PLUS_TEST_COMPACT") == "1" else {}))

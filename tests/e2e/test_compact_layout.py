@@ -1,0 +1,54 @@
+"""The compact Redis record layout (``plus_redis_compact_records``: the envelope deflated in its
+own key) under a real worker (prefork, the default pool; every pool takes its messages from the
+same claim in the worker's main process): tasks run with their arguments, a retry continues, a
+unique duplicate is deduplicated, a failure is a dead letter the admin shows whole.
+"""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from celery_plus.admin import Admin, admin_store_for
+from celery_plus.stores.redis.envelope import MARK
+
+from . import proj
+from .conftest import wait_until
+
+
+@pytest.fixture
+def compact_client(prefix: str):
+    app = proj.make_app(prefix, plus_redis_compact_records=True)
+    yield app
+    app.close()
+
+
+def test_a_compact_store_runs_retries_deduplicates_and_dead_letters(
+        compact_client, start_worker, view, prefix) -> None:
+    start_worker(pool="prefork", concurrency=2, env={"PLUS_TEST_COMPACT": "1"})
+    tasks = compact_client.tasks
+    text = "é\U0001f600 \x1f\x1e|:;{}" + "x" * 20_000  # odd characters, a long value
+    added = tasks["proj.add"].delay(2, 3)
+    flaky = tasks["proj.flaky"].delay("k", 3)
+    held = tasks["proj.unique_running"].delay("same", 1.5)
+    wait_until(lambda: (view.job(held.id) or {}).get("st") == "running",
+               message="the unique job running")
+    duplicate = tasks["proj.unique_running"].delay("same", 1.5)
+    failed = tasks["proj.fail"].delay(text)
+    # Every envelope written by this client is stored deflated in its own key.
+    binary = redis.Redis.from_url(proj.REDIS_URL)
+    try:
+        stored = binary.get(f"{prefix}:m:{failed.id}")
+        assert stored is not None and stored.startswith(MARK)
+    finally:
+        binary.close()
+    assert added.get(timeout=30) == 5
+    assert flaky.get(timeout=30) == 3
+    assert duplicate.deduplicated and duplicate.id == held.id
+    assert held.get(timeout=30) == "same"
+    wait_until(lambda: (view.job(failed.id) or {}).get("st") == "failed",
+               message="the failure dead-lettered")
+    with Admin(admin_store_for(view)) as admin:
+        shown = admin.show(failed.id)
+    assert shown.args == [text] and shown.summary.exc_type == "ValueError"
+    assert shown.raw_message.startswith("{")
