@@ -11,8 +11,11 @@ record fields with pipelined ``HMGET``. Finished-state listings are paged inside
 filters from the state's own index; by task and/or queue from the admin's listing index
 (``lua/admin/index_*.lua``: sets per queue and per task, synced from the state's index by finish
 score and cut down to its current members before each count), which also gives ``status`` its
-per-queue dead-letter counts. Text searches and the other states' listings read every record
-of the state. The orchestration (checks, batches, results, summaries) is
+per-queue dead-letter counts. Listings of waiting states read every record of the state to
+order it by time — up to :data:`ORDERED_MAX` jobs; a larger waiting listing with no filter but
+the queue is paged in its indexes' own order, reading only the page (the order they run in:
+queue by queue, priority then arrival; scheduled jobs by due time), as are its text searches.
+The orchestration (checks, batches, results, summaries) is
 :class:`~celery_plus.admin.orchestration.StoreAdmin`'s.
 """
 
@@ -40,6 +43,12 @@ SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason"
 #: What ``summaries.lua`` returns per job.
 SUMMARY_REPLY = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
                  "emsg", "msg", "msglen")
+#: Waiting jobs a listing orders by time (reading each record); beyond it, index order.
+ORDERED_MAX = 10_000
+#: Ids read from an index per command when paging in index order.
+ID_CHUNK = 1000
+#: Waiting states and whether a queue filter can be answered from their indexes alone.
+WAITING_BY_INDEX = {"enqueued": True, "scheduled": False, "blocked": False}
 #: Jobs looked at from the head of each priority band of a queue for "oldest waiting".
 HEAD = 50
 BAND = 1 << 40
@@ -132,13 +141,62 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
             if query.task or query.queue:
                 return self._indexed_page(state, query, offset, limit)
             return self._finished_page(state, query, offset, limit)
+        large = self._large_waiting(state, query)
+        if large is not None:
+            keys, sizes = large
+            ids = list(self._in_index_order(keys, sizes, query.oldest_first, offset, limit))
+            return self._summary_records(ids), sum(sizes)
         ordered = self._ordered(state, query)
         return self._summary_records(ordered[offset:offset + limit]), len(ordered)
 
     def candidates(self, state: str, query: Query) -> Iterator[tuple[str, dict[str, str]]]:
         if state in FINISHED_INDEX:
             return self._finished_records(state, query)
+        large = self._large_waiting(state, query)
+        if large is not None:
+            keys, sizes = large
+            count = sum(sizes) if query.text_limit is None else query.text_limit
+            return self._whole_records(
+                list(self._in_index_order(keys, sizes, query.oldest_first, 0, count)), state)
         return self._whole_records(self._ordered(state, query), state)
+
+    def _large_waiting(self, state: str, query: Query
+                       ) -> tuple[list[str], list[int]] | None:
+        """The indexes of a waiting listing with more than ORDERED_MAX jobs and no filter its
+        indexes cannot answer, and their sizes; None for any other listing."""
+        if (state not in WAITING_BY_INDEX or query.task or query.since_ms is not None
+                or query.until_ms is not None
+                or (query.queue and not WAITING_BY_INDEX[state])):
+            return None
+        if state == "enqueued":
+            keys = [self.key("q", q) for q in ([query.queue] if query.queue else self._queues())]
+        elif state == "scheduled":
+            keys = [self.key("sched")]
+        else:
+            keys = self._blocked_indexes()
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.zcard(key)
+        sizes = [int(n) for n in pipe.execute()]
+        return (keys, sizes) if sum(sizes) > ORDERED_MAX else None
+
+    def _in_index_order(self, keys: Sequence[str], sizes: Sequence[int], oldest_first: bool,
+                        offset: int, count: int) -> Iterator[str]:
+        """``count`` ids from ``offset`` of the indexes read one after the other, each in its
+        own order (newest first: the indexes and each one read backwards)."""
+        pairs = list(zip(keys, sizes, strict=True))
+        read = self.client.zrange if oldest_first else self.client.zrevrange
+        for key, size in (pairs if oldest_first else reversed(pairs)):
+            if count <= 0:
+                return
+            if offset >= size:
+                offset -= size
+                continue
+            end = min(size, offset + count)
+            for start in range(offset, end, ID_CHUNK):
+                yield from (as_text(i) for i in read(key, start, min(end, start + ID_CHUNK) - 1))
+            count -= end - offset
+            offset = 0
 
     def _ordered(self, state: str, query: Query) -> list[str]:
         """Ids of a waiting or running ``state`` in the query's filters, in the listing's
