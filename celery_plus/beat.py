@@ -80,7 +80,11 @@ def due_after(schedule: Any, last_ms: int) -> int:
     now = schedule.now()
     pinned = copy.copy(schedule)
     pinned.nowfun = lambda: now
-    due = _ms(now + pinned.remaining_estimate(_at(last_ms)))
+    # The last tick in the schedule's clock's zone, as Celery beat's own last runs are:
+    # before 5.7 Celery's crontab matched its fields in the zone of the datetime it is given.
+    zone = getattr(schedule, "tz", None)
+    last = _at(last_ms).astimezone(zone) if zone is not None else _at(last_ms)
+    due = _ms(now + pinned.remaining_estimate(last))
     return max(due, last_ms + 1)
 
 
