@@ -493,9 +493,17 @@ def test_celery_rate_strings_become_starts_per_window() -> None:
     assert parse_rate("t", "100/h") == (100, 3_600_000)
     assert parse_rate("t", 5) == (5, 1_000)
     assert parse_rate("t", "0.5/s") == (1, 2_000)
-    for bad in ("fast", "10/d", "0/m", "-1/s", True, "1.5/s", None):
+    assert parse_rate("t", " 100 / m ") == (100, 60_000)
+    for bad in ("fast", "10/d", "0/m", "-1/s", True, "1.5/s", None,
+                # Not Celery's units (Celery refuses them too): not "per minute".
+                "10/ms", "10/sec", "10/min",
+                # Beyond the stores' integers.
+                "1e30/s", "1e-300/s"):
         with pytest.raises(ImproperlyConfigured, match="rate_limit"):
             parse_rate("t", bad)
+    for no_limit in ("0", 0, "0/m"):  # Celery's "no limit" is not a cluster rate
+        with pytest.raises(ImproperlyConfigured, match="no limit"):
+            parse_rate("t", no_limit)
 
 
 def test_a_cluster_scoped_rate_limit_is_the_stores_not_celerys_per_worker_bucket() -> None:
