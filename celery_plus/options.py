@@ -11,11 +11,13 @@ carries the resolved unique key / concurrency scope / rate group with each messa
 from __future__ import annotations
 
 import datetime
+import difflib
 import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import celery
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus.keys import canonical_json, concurrency_scope, unique_key
@@ -98,6 +100,21 @@ def _fail(
     return ImproperlyConfigured(
         f"task {task_name!r}: invalid {option}={value!r}: {problem}. Fix: {fix}."
     )
+
+
+def check_option_names(task_name: str, attributes: Mapping[str, object]) -> None:
+    """Fail on a task attribute that is no option but one of the extension options misspelt
+    (``rate_limit_scop="cluster"`` would otherwise leave Celery's per-worker limit, silently:
+    the limit times the processes). ``attributes``: the decorator's options or the task
+    class's own; Celery's task attributes, methods and private names are left alone."""
+    for name, value in attributes.items():
+        if (name in EXTENSION_OPTIONS or name.startswith("_") or hasattr(celery.Task, name)
+                or callable(value) or isinstance(value, (classmethod, staticmethod, property))):
+            continue
+        close = difflib.get_close_matches(name, EXTENSION_OPTIONS, n=1, cutoff=0.8)
+        if close:
+            raise _fail(task_name, name, value, "is not an option",
+                        f"write {close[0]}={value!r}")
 
 
 def _signature(fun: Callable[..., object]) -> inspect.Signature | None:
