@@ -48,10 +48,10 @@ def _inversions(starts: list[dict[str, object]]) -> int:
     return sum(1 for a, b in pairwise(order) if a > b)
 
 
-def run(store: str, minutes: float, rate: str) -> dict[str, object]:
+def run(store: str, minutes: float, rate: str, baseline: bool = False) -> dict[str, object]:
     limit, window_ms = parse_rate("long run", rate)
     window = window_ms / 1000
-    backlog = int(limit * (minutes * 60 / window + 2))
+    backlog = 0 if baseline else int(limit * (minutes * 60 / window + 2))
     with deployment(store, PLUS_TEST_RATE=rate) as dep:
         # The client knows the tasks (and their rate limit) as the workers do: the project
         # module, imported with the deployment's settings (its tasks are shared with every
@@ -91,7 +91,8 @@ def run(store: str, minutes: float, rate: str) -> dict[str, object]:
         most_per_key = {k: most_in_window([float(str(e["t"])) for e in v], window)
                         for k, v in per_key.items()}
         report: dict[str, object] = {
-            "scenario": "cluster rate limit: 4 workers x 2 processes", "store": store,
+            "scenario": ("baseline: unlimited tasks alone" if baseline
+                     else "cluster rate limit: 4 workers x 2 processes"), "store": store,
             "minutes": minutes, "rate": rate, "backlog_per_group": backlog,
             "limited_started": len(limited), "most_in_a_window": most,
             "limited_out_of_order": _inversions(limited),
@@ -112,8 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = store_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=3.0)
     parser.add_argument("--rate", default="60/m")
+    parser.add_argument("--baseline", action="store_true",
+                        help="no rate-limited backlog: the unlimited tasks' latency alone, "
+                             "to compare with a run's under the same load")
     args = parser.parse_args(argv)
-    result = run(args.store, args.minutes, args.rate)
+    result = run(args.store, args.minutes, args.rate, args.baseline)
     return report(result, ".long-rate-limits.jsonl")
 
 
