@@ -30,7 +30,7 @@ from kombu.utils.imports import symbol_by_name
 from . import follow, settings, signals
 from .config_view import speed_up
 from .exceptions import DuplicateTask
-from .options import EXTENSION_OPTIONS, message_extensions, parse_extensions
+from .options import EXTENSION_OPTIONS, check_option_names, message_extensions, parse_extensions
 from .producer import Producer
 from .task import plus_task_class
 from .transport.publishing import PublishBatch, current_batch, last_publish
@@ -80,10 +80,14 @@ def embedded_url(main: str | None, cwd: str | os.PathLike[str] | None = None) ->
 
 
 def _validate_decorator_options(fun: Callable[..., Any], opts: dict[str, Any], app: Any) -> None:
-    """Fail at decoration time, not at finalize or first call, on bad extension options."""
-    if not callable(fun) or not any(k in opts for k in EXTENSION_OPTIONS):
+    """Fail at decoration time, not at finalize or first call, on bad extension options
+    (a misspelt one included)."""
+    if not callable(fun):
         return
     name = opts.get("name") or app.gen_task_name(fun.__name__, fun.__module__)
+    check_option_names(name, opts)
+    if not any(k in opts for k in EXTENSION_OPTIONS):
+        return
     parse_extensions(fun, opts, bound=bool(opts.get("bind")), task_name=name)
 
 

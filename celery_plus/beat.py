@@ -38,6 +38,7 @@ from typing import Any
 
 from celery import beat as celery_beat
 from celery import schedules as celery_schedules
+from kombu.exceptions import EncodeError
 
 from .transport.backend import NewJob, PublishOutcome, ScheduleStore
 
@@ -80,7 +81,11 @@ def due_after(schedule: Any, last_ms: int) -> int:
     now = schedule.now()
     pinned = copy.copy(schedule)
     pinned.nowfun = lambda: now
-    due = _ms(now + pinned.remaining_estimate(_at(last_ms)))
+    # The last tick in the schedule's clock's zone, as Celery beat's own last runs are:
+    # before 5.7 Celery's crontab matched its fields in the zone of the datetime it is given.
+    zone = getattr(schedule, "tz", None)
+    last = _at(last_ms).astimezone(zone) if zone is not None else _at(last_ms)
+    due = _ms(now + pinned.remaining_estimate(last))
     return max(due, last_ms + 1)
 
 
@@ -109,8 +114,11 @@ class TickFence:
         self.next_ms = next_ms
         #: What the store did (``FIRE_OUTCOMES``); None while nothing reached the store.
         self.outcome: str | None = None
+        #: The store was asked (an error after this is the store's, not the message's).
+        self.asked = False
 
     def publish(self, backend: ScheduleStore, job: NewJob) -> PublishOutcome:
+        self.asked = True
         self.outcome = backend.schedule_fire(self.name, self.expected_ms, self.due_ms,
                                              self.next_ms, job)
         if self.outcome == "fired":
@@ -296,6 +304,13 @@ class Scheduler(celery_beat.PersistentScheduler):
             token = current_transaction.set(fence)
             try:
                 self.apply_async(tick, producer=self.producer, advance=False)
+            except Exception as exc:
+                if fence.asked or not _unsendable(exc):
+                    raise  # the store's failure: tick() tries again
+                # As Celery beat: the tick is lost, logged; the other entries go on.
+                logger.error("celery-plus beat: %s's tick due %s could not be sent, skipped: "
+                             "%s", name, _at(due).isoformat(), exc)
+                publish = False
             finally:
                 current_transaction.reset(token)
         if fence.outcome is None:
@@ -308,6 +323,13 @@ class Scheduler(celery_beat.PersistentScheduler):
             logger.info("celery-plus beat: %s fired (%s, due %s)", name, entry.task,
                         _at(due).isoformat())
         return fence.outcome
+
+
+def _unsendable(exc: BaseException) -> bool:
+    """A tick whose message cannot be made: its arguments do not serialise, or a task
+    option's key cannot be built from them (Celery's scheduler wraps the error)."""
+    inner = exc.__context__ if isinstance(exc, celery_beat.SchedulingError) else exc
+    return isinstance(inner, (EncodeError, TypeError, ValueError))
 
 
 def _on_plus_store(app: Any) -> bool:

@@ -11,11 +11,13 @@ carries the resolved unique key / concurrency scope / rate group with each messa
 from __future__ import annotations
 
 import datetime
+import difflib
 import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import celery
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus.keys import canonical_json, concurrency_scope, unique_key
@@ -47,6 +49,10 @@ EXTENSION_OPTIONS: frozenset[str] = frozenset(
 RATE_LIMIT_SCOPES = ("worker", "cluster")
 #: Seconds per unit of Celery's rate strings ("10/s", "60/m", "100/h").
 RATE_UNITS = {"s": 1, "m": 60, "h": 3600}
+#: A cluster rate's starts per window and its window fit every store's integers (PostgreSQL's
+#: ``integer`` column; a window added to now exact in a Lua double).
+MAX_RATE_COUNT = 2**31 - 1
+MAX_RATE_WINDOW_MS = 2**45
 UNIQUE_WINDOWS = ("pending", "running", "ttl")
 UNIQUE_ON_DUPLICATE = ("return", "raise")
 DEFAULT_UNIQUE_WINDOW = "running"
@@ -94,6 +100,21 @@ def _fail(
     return ImproperlyConfigured(
         f"task {task_name!r}: invalid {option}={value!r}: {problem}. Fix: {fix}."
     )
+
+
+def check_option_names(task_name: str, attributes: Mapping[str, object]) -> None:
+    """Fail on a task attribute that is no option but one of the extension options misspelt
+    (``rate_limit_scop="cluster"`` would otherwise leave Celery's per-worker limit, silently:
+    the limit times the processes). ``attributes``: the decorator's options or the task
+    class's own; Celery's task attributes, methods and private names are left alone."""
+    for name, value in attributes.items():
+        if (name in EXTENSION_OPTIONS or name.startswith("_") or hasattr(celery.Task, name)
+                or callable(value) or isinstance(value, (classmethod, staticmethod, property))):
+            continue
+        close = difflib.get_close_matches(name, EXTENSION_OPTIONS, n=1, cutoff=0.8)
+        if close:
+            raise _fail(task_name, name, value, "is not an option",
+                        f"write {close[0]}={value!r}")
 
 
 def _signature(fun: Callable[..., object]) -> inspect.Signature | None:
@@ -175,23 +196,32 @@ def _positive_int(task_name: str, option: str, value: object, fix: str) -> int:
 def parse_rate(task_name: str, value: object) -> tuple[int, int]:
     """Celery's ``rate_limit`` (``"60/m"``, ``"10/s"``, ``"100/h"``, or a number per second)
     as (starts, window ms): ``"60/m"`` is (60, 60000); below one per unit, one per longer
-    window (``"0.5/s"`` is (1, 2000))."""
+    window (``"0.5/s"`` is (1, 2000)). The unit is one of Celery's (``"10/ms"`` and
+    ``"10/sec"`` are not rates to Celery either); the count and the window fit the stores'
+    integers (``MAX_RATE_COUNT``, ``MAX_RATE_WINDOW_MS``)."""
     fix = "use Celery's form, e.g. rate_limit='60/m' (per s, m or h)"
     text = str(value).strip() if isinstance(value, (str, int, float)) else ""
     count_text, _, unit = text.partition("/")
-    seconds = RATE_UNITS.get(unit.strip()[:1] or "s")
+    seconds = RATE_UNITS.get(unit.strip() or "s")
     try:
         count = float(count_text)
     except ValueError:
         count = -1.0
+    if count == 0 and seconds is not None and not isinstance(value, bool):
+        raise _fail(task_name, "rate_limit", value, "0 is Celery's 'no limit'",
+                    "drop rate_limit_scope / rate_limit_key, or give a rate, e.g. '60/m'")
     if isinstance(value, bool) or seconds is None or not math.isfinite(count) or count <= 0:
         raise _fail(task_name, "rate_limit", value, "is not a rate", fix)
-    if count < 1:
-        return 1, round(seconds * 1000 / count)
-    if count != int(count):
+    starts, window_ms = ((1, round(seconds * 1000 / count)) if count < 1
+                         else (int(count), seconds * 1000))
+    if count >= 1 and count != int(count):
         raise _fail(task_name, "rate_limit", value, "a cluster rate needs a whole count",
                     f"use e.g. rate_limit='{round(count * 60)}/m'")
-    return int(count), seconds * 1000
+    if starts > MAX_RATE_COUNT or window_ms > MAX_RATE_WINDOW_MS:
+        raise _fail(task_name, "rate_limit", value, "is beyond what the store counts",
+                    f"at most {MAX_RATE_COUNT} starts per window, and at least one start "
+                    f"per {MAX_RATE_WINDOW_MS // 86_400_000} days")
+    return starts, window_ms
 
 
 def _cluster_rate(given: Mapping[str, object], options: Mapping[str, object],

@@ -26,7 +26,13 @@ from celery.exceptions import (
 )
 from celery.worker.request import Request as CeleryRequest
 
-from .options import EXTENSION_OPTIONS, PayloadBinder, TaskExtensions, parse_extensions
+from .options import (
+    EXTENSION_OPTIONS,
+    PayloadBinder,
+    TaskExtensions,
+    check_option_names,
+    parse_extensions,
+)
 from .transport.channel import QoS
 from .transport.details import exception_text
 from .transport.start_check import lease_lost_before_start, note_rate_start
@@ -175,12 +181,13 @@ class Task(celery.Task):
             for name in EXTENSION_OPTIONS
             if getattr(cls, name, None) is not None
         }
+        name = cls.__dict__.get("name") or f"{cls.__module__}.{cls.__qualname__}"
+        check_option_names(name, cls.__dict__)
         if not declared:
             cls.plus_extensions = None
             cls.plus_binder = None
             return
         fun, bound = _run_function(cls)
-        name = cls.__dict__.get("name") or f"{cls.__module__}.{cls.__qualname__}"
         rate = cls.rate_limit if cls.rate_limit is not None else cls.plus_rate_limit
         ext = parse_extensions(fun, {**declared, "rate_limit": rate}, bound=bound,
                                task_name=name)

@@ -338,3 +338,27 @@ def test_an_entry_deleted_from_the_admin_while_configured_starts_afresh(
         scheduler.close()
     assert again.fired == 0 and again.last_due_ms > due  # registered anew, after that tick
     assert tick_id("tick", due) not in view.ids_in_state("enqueued")
+
+
+def test_an_entry_whose_send_fails_does_not_stop_the_other_entries(
+        client: Any, view: Backend) -> None:
+    """An entry whose tick cannot be sent (its arguments do not serialise): as Celery beat
+    does, the error is logged, that tick is passed and the other entries still fire (before,
+    every loop stopped at it, as at a store failure, and no entry after it ever fired)."""
+    client.conf.beat_schedule = {
+        "broken": {"task": "proj.add", "args": (object(), 2), "schedule": timedelta(seconds=10)},
+        "fine": {"task": "proj.add", "args": (1, 2), "schedule": timedelta(seconds=10)}}
+    now_ms = view.now_ms()
+    view.schedule_register("broken", now_ms - 15_000)
+    view.schedule_register("fine", now_ms - 15_000)
+    scheduler = Scheduler(client)
+    try:
+        for _ in range(3):
+            scheduler.tick()
+    finally:
+        scheduler.close()
+    entries = {e.name: e for e in view.schedules()}
+    assert entries["fine"].fired == 1
+    assert view.ids_in_state("enqueued") == [tick_id("fine", now_ms - 5_000)]
+    # The unsendable tick was passed, once, not tried again at every loop.
+    assert entries["broken"].fired == 0 and entries["broken"].last_due_ms == now_ms - 5_000

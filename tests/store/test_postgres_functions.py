@@ -150,6 +150,8 @@ def functions_of(snapshot: dict[str, str]) -> dict[str, str]:
 CHANGED_SINCE_LEGACY = {
     # release 2: a heartbeat no longer revives a lapsed rate claim (tests/model found it).
     "function heartbeat(p_ids text[], p_tokens bigint[], p_lease_ms bigint)",
+    # release 3: a start is stamped once the rate group's lock is held (the long run found it).
+    "function rate_start(p_id text, p_token bigint)",
 }
 
 

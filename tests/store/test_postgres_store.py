@@ -484,3 +484,29 @@ def test_settle_decodes_a_detail_that_is_not_json_as_a_note(pg: PostgresBackend)
     assert record(pg, "a").exc_message == "failure details could not be decoded"
     assert record(pg, "c").exc_message == "failure details could not be decoded"
     assert record(pg, "d").state == "completed"
+
+
+def test_a_start_is_stamped_when_it_is_recorded_not_before_its_wait_for_the_group(
+        pg: PostgresBackend) -> None:
+    """``rate_start`` stamps a start after it holds the rate group's lock: stamped before
+    (when the call began), a start that waited for the lock counted from earlier than it
+    was recorded, so its window closed that much early and let the next start in early — a
+    task body starting after the stamp by more than the margin made 61+ starts in a window
+    of ``"60/m"`` (the long run under load, PostgreSQL: 63)."""
+    publish(pg, "r", rate_group="t:", rate_limit=5, rate_window_ms=60_000)
+    [c] = claim(pg).claims
+    with psycopg.connect(PG_URL) as holder:
+        holder.execute(f"SET search_path TO {pg.qschema}")
+        holder.execute("SELECT group_lock(rate_key('t:'))")  # held until the commit
+        started = threading.Thread(target=pg.rate_started, args=(c.job_id, c.token))
+        started.start()
+        wait_until(lambda: query(pg, "SELECT count(*) FROM pg_locks WHERE locktype = "
+                                     "'advisory' AND NOT granted AND classid::int = "
+                                     "hashtext(current_schema())")[0][0] == 1,
+                   timeout=10, message="rate_start waiting for the group's lock")
+        time.sleep(0.3)  # the wait being measured, not a synchronisation
+        [(released_at,)] = holder.execute("SELECT now_ms()").fetchall()
+        holder.commit()
+    started.join(timeout=10)
+    [(at_ms,)] = query(pg, "SELECT at_ms FROM rate_claims WHERE started AND job_id = 'r'")
+    assert at_ms >= released_at, (at_ms, released_at)

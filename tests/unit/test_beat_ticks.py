@@ -104,3 +104,29 @@ def test_a_users_schedule_class_ticks_from_the_stored_last_tick(berlin: Celery) 
     start = datetime(2026, 10, 25, 0, 30, tzinfo=timezone.utc)
     due = ticks(EveryOtherMinute(app=berlin), start, 3)
     assert [b - a for a, b in pairwise([_ms(start), *due])] == [120_000] * 3
+
+
+class DailyAtWallClock(BaseSchedule):
+    """A schedule that reads the wall clock of the last run it is given, as Celery's crontab
+    did before Celery 5.7 (which this project's ``celery>=5.5`` allows): Celery beat hands
+    schedules their last run in the app's timezone, so must beat on the store."""
+
+    def __init__(self, hour: int, minute: int, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.hour, self.minute = hour, minute
+
+    def remaining_estimate(self, last_run_at: datetime) -> timedelta:
+        at = last_run_at.replace(hour=self.hour, minute=self.minute, second=0, microsecond=0)
+        if at <= last_run_at:
+            at += timedelta(days=1)
+        return at - self.now()
+
+    def is_due(self, last_run_at: datetime) -> tuple[bool, float]:
+        left = self.remaining_estimate(last_run_at).total_seconds()
+        return left <= 0, max(left, 0.0)
+
+
+def test_a_schedule_sees_its_last_run_in_the_apps_timezone(berlin: Celery) -> None:
+    due = ticks(DailyAtWallClock(2, 30, app=berlin),
+                datetime(2026, 6, 1, 12, tzinfo=timezone.utc), 2)
+    assert [local(d, "Europe/Berlin") for d in due] == ["06-02 02:30+0200", "06-03 02:30+0200"]

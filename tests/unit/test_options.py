@@ -493,9 +493,17 @@ def test_celery_rate_strings_become_starts_per_window() -> None:
     assert parse_rate("t", "100/h") == (100, 3_600_000)
     assert parse_rate("t", 5) == (5, 1_000)
     assert parse_rate("t", "0.5/s") == (1, 2_000)
-    for bad in ("fast", "10/d", "0/m", "-1/s", True, "1.5/s", None):
+    assert parse_rate("t", " 100 / m ") == (100, 60_000)
+    for bad in ("fast", "10/d", "0/m", "-1/s", True, "1.5/s", None,
+                # Not Celery's units (Celery refuses them too): not "per minute".
+                "10/ms", "10/sec", "10/min",
+                # Beyond the stores' integers.
+                "1e30/s", "1e-300/s"):
         with pytest.raises(ImproperlyConfigured, match="rate_limit"):
             parse_rate("t", bad)
+    for no_limit in ("0", 0, "0/m"):  # Celery's "no limit" is not a cluster rate
+        with pytest.raises(ImproperlyConfigured, match="no limit"):
+            parse_rate("t", no_limit)
 
 
 def test_a_cluster_scoped_rate_limit_is_the_stores_not_celerys_per_worker_bucket() -> None:
@@ -545,3 +553,43 @@ def test_rate_limit_options_fail_at_decoration(options: dict[str, object],
     with pytest.raises(ImproperlyConfigured, match=fragment):
         @app.task(**options)
         def task(x: int) -> None: ...
+
+
+@pytest.mark.parametrize("options, written, meant", [
+    ({"rate_limit": "60/m", "rate_limit_scop": "cluster"}, "rate_limit_scop", "rate_limit_scope"),
+    ({"rate_limit": "60/m", "rate_limit_keys": "x"}, "rate_limit_keys", "rate_limit_key"),
+    ({"concurency": 2}, "concurency", "concurrency"),
+    ({"max_delivery": 3}, "max_delivery", "max_deliveries"),
+])
+def test_a_misspelt_option_fails_at_decoration(options: dict[str, object], written: str,
+                                               meant: str) -> None:
+    # Celery keeps any unknown option as a task attribute: a misspelt rate_limit_scope would
+    # leave Celery's per-worker limit in place, the limit times the processes, silently.
+    from celery_plus import Celery
+
+    app = Celery("rates", broker="memory://", set_as_current=False)
+    with pytest.raises(ImproperlyConfigured, match=f"invalid {written}=.*write {meant}="):
+        @app.task(**options)
+        def task(x: int) -> None: ...
+
+
+def test_options_of_celery_and_a_users_own_attributes_are_left_alone() -> None:
+    from celery_plus import Celery
+
+    app = Celery("rates", broker="memory://", set_as_current=False)
+
+    @app.task(rate_limit="5/s", acks_late=True, max_retries=3, customer_tier="gold")
+    def task(x: int) -> None: ...
+
+    assert task.customer_tier == "gold" and task.rate_limit == "5/s"
+
+
+def test_a_misspelt_option_of_a_task_class_fails_when_the_class_is_made() -> None:
+    from celery_plus.task import Task
+
+    with pytest.raises(ImproperlyConfigured, match=r"invalid rate_limit_scop=.*rate_limit_scope="):
+        class Limited(Task):
+            rate_limit = "60/m"
+            rate_limit_scop = "cluster"
+
+            def run(self, x: int) -> None: ...
