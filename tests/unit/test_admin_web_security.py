@@ -97,7 +97,12 @@ def test_a_post_from_another_origin_is_refused(store: Store, web: Dashboard) -> 
                     # another program on the operator's machine: a loopback name is listed
                     # by default, but not on another port
                     {"HTTP_ORIGIN": "http://localhost:9999", "HTTP_HOST": "127.0.0.1:8055"},
-                    {"HTTP_ORIGIN": "http://[::1]:9999", "HTTP_HOST": "localhost:8055"}):
+                    {"HTTP_ORIGIN": "http://[::1]:9999", "HTTP_HOST": "localhost:8055"},
+                    # ... nor on its scheme's default port, which an Origin does not spell
+                    # (a browser without Sec-Fetch-Site sends only the Origin)
+                    {"HTTP_ORIGIN": "http://127.0.0.1", "HTTP_HOST": "127.0.0.1:8055"},
+                    {"HTTP_ORIGIN": "http://localhost", "HTTP_HOST": "127.0.0.1:8055"},
+                    {"HTTP_ORIGIN": "https://[::1]", "HTTP_HOST": "[::1]:8055"}):
         status, _, text = browser_post(web, "/job/d1/discard", {}, session, **headers)
         assert status == "403 Forbidden" and "refused" in text, headers
         # a Bearer client is checked the same way
@@ -108,6 +113,11 @@ def test_a_post_from_another_origin_is_refused(store: Store, web: Dashboard) -> 
                                 HTTP_ORIGIN="http://127.0.0.1:8055", HTTP_HOST="127.0.0.1:8055",
                                 HTTP_SEC_FETCH_SITE="same-origin")
     assert status == "303 See Other" and store.state("d1") == "discarded"
+    # the default port spelled out by the Host (a proxy's $host:$server_port) is the same
+    store.dead("d2")
+    status, _, _ = browser_post(web, "/job/d2/discard", {}, session,
+                                HTTP_ORIGIN="https://localhost", HTTP_HOST="localhost:443")
+    assert status == "303 See Other" and store.state("d2") == "discarded"
 
 
 def test_a_token_read_without_credentials_cannot_be_replayed(store: Store,
