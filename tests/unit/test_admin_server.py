@@ -10,19 +10,25 @@ deadline, and the connections of one address beyond its share. The attacker conn
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.client
+import re
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
+from celery_plus import Celery
+from celery_plus.admin import connect
 from celery_plus.admin.server import CONNECTION_LIMIT, PER_CLIENT_LIMIT, create, stop
 from tests.support import wait_until
+from tests.unit.test_admin_cli import Store
 
 ATTACKER, OPERATOR = "127.0.0.3", "127.0.0.2"
 
@@ -110,3 +116,85 @@ def test_a_request_sent_in_pieces_within_the_deadline_is_answered(served: Any) -
         while chunk := sock.recv(65536):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 200") and b"celery_plus_jobs{" in answer
+
+
+# -- behind a reverse proxy (docs/admin.md, "Behind a reverse proxy") -------------------------
+PROXY, CLIENT = "127.0.0.4", "127.0.0.5"
+PROXY_TOKEN = "proxy-admin-token-0123456789"
+
+
+def ask(port: int, source: str, method: str, path: str, headers: dict[str, str],
+        body: str = "") -> tuple[int, dict[str, str], str]:
+    """One request from ``source`` (status, headers, body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10,
+                                      source_address=(source, 0))
+    try:
+        conn.request(method, path, body=body.encode() or None, headers={
+            "Authorization": "Basic " + base64.b64encode(
+                f"op:{PROXY_TOKEN}".encode()).decode(),
+            **({"Content-Type": "application/x-www-form-urlencoded"} if body else {}),
+            **headers})
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read().decode()
+    finally:
+        conn.close()
+
+
+def test_behind_a_trusted_proxy_the_public_name_and_scheme_count(tmp_path: Path) -> None:
+    """``--trusted-proxy``: from that address, waitress takes scheme and host from the
+    ``X-Forwarded-*`` headers (the session cookie is ``Secure``, the allowed-hosts and origin
+    checks see the public name, and an operator's form posts through it); from any other
+    address those headers are ignored. The proxy's address also holds any number of
+    connections (it carries every client's)."""
+    app = Celery("proxied", broker=f"plus+sqlite:///{tmp_path / 'store.db'}",
+                 set_as_current=False)
+    app.conf.plus_admin_token = PROXY_TOKEN
+    with connect(app) as admin:
+        Store(app, admin.store.backend).dead("d1")  # type: ignore[attr-defined]
+    server = create(app, "127.0.0.1", 0, allowed_hosts=["ops.example.com"],
+                    trusted_proxy=PROXY, per_client=3)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    port = int(server.effective_port)
+    upstream = f"127.0.0.1:{port}"  # the Host a proxy that does not pass it on sends
+    forwarded = {"Host": upstream, "X-Forwarded-Proto": "https",
+                 "X-Forwarded-Host": "ops.example.com", "X-Forwarded-For": "203.0.113.9"}
+    try:
+        status, headers, page = ask(port, PROXY, "GET", "/job/d1", forwarded)
+        assert status == 200, page
+        assert headers["Set-Cookie"].endswith("; Secure"), headers["Set-Cookie"]
+        cookie = headers["Set-Cookie"].split(";", 1)[0]
+        token = re.findall(r'name="token" value="([^"]+)"', page)[0]
+        # the public name is the one checked
+        status, _, text = ask(port, PROXY, "GET", "/job/d1",
+                              {**forwarded, "X-Forwarded-Host": "evil.example"})
+        assert status == 400 and "'evil.example' is not one" in text
+        # from another address the same headers are ignored: the Host is the one checked,
+        # and the scheme is plain http (no Secure cookie)
+        status, headers, _ = ask(port, CLIENT, "GET", "/job/d1", forwarded)
+        assert status == 200 and "Secure" not in headers["Set-Cookie"]
+        status, _, text = ask(port, CLIENT, "GET", "/job/d1",
+                              {"Host": "evil.example", "X-Forwarded-Host": "ops.example.com"})
+        assert status == 400 and "'evil.example' is not one" in text
+        # the browser's form, posted through the proxy from the public origin
+        status, headers, text = ask(
+            port, PROXY, "POST", "/job/d1/discard", {
+                **forwarded, "Cookie": cookie, "Origin": "https://ops.example.com",
+                "Sec-Fetch-Site": "same-origin"}, urlencode({"token": token}))
+        assert status == 303 and headers["Location"].startswith("/job/d1?msg=discard"), text
+        # the proxy holds more connections than one client may
+        proxied = [socket.create_connection(("127.0.0.1", port), 10,
+                                            source_address=(PROXY, 0)) for _ in range(6)]
+        direct = [socket.create_connection(("127.0.0.1", port), 10,
+                                           source_address=(CLIENT, 0)) for _ in range(6)]
+        try:
+            wait_until(lambda: sum(is_open(s) for s in direct) <= 3, timeout=10,
+                       message="a client's connections beyond its share closed")
+            assert all(is_open(s) for s in proxied)
+        finally:
+            for sock in proxied + direct:
+                sock.close()
+    finally:
+        stop(server)
+        thread.join(10)
+        app.close()
