@@ -464,6 +464,10 @@ def test_hidden_characters_show_as_escapes_and_messages_must_be_signed(
         assert '<span class="esc">\\x1b</span>[2J' in page, path
         if path != "/":
             assert '<span class="esc">\\u202e</span>' in page, path
+    # the tab's title is text: the escape is spelled out there, not markup shown as text
+    store.dead(f"odd{rlo}<b>", error="x")
+    page = call(web, wsgi_path(f"/job/odd{rlo}<b>"), headers=OPERATOR)[2]
+    assert "<title>job odd\\u202e&lt;b&gt;</title>" in page, page[:300]
     page = call(web, "/job/odd", headers=OPERATOR,
                 query=urlencode({"msg": "Your session expired: sign in at evil.example"}))[2]
     assert "evil.example" not in page and 'id="msg"' not in page
