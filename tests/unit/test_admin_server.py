@@ -198,3 +198,25 @@ def test_behind_a_trusted_proxy_the_public_name_and_scheme_count(tmp_path: Path)
         stop(server)
         thread.join(10)
         app.close()
+
+
+def test_the_address_served_on_is_an_allowed_host(tmp_path: Path) -> None:
+    """``celery-plus admin --host 127.0.0.6`` answers to that address besides the loopback
+    names (docs/admin.md, "Allowed hosts"); a wildcard address names no host."""
+    for host, answered, refused in (("127.0.0.6", ["127.0.0.6", "localhost"], ["127.0.0.7"]),
+                                    ("0.0.0.0", ["127.0.0.1"], ["0.0.0.0", "127.0.0.6"])):
+        server = create(f"plus+sqlite:///{tmp_path / 'store.db'}", host, 0)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        port = int(server.effective_port)
+        try:
+            for name, status in [*((n, 200) for n in answered), *((n, 400) for n in refused)]:
+                conn = http.client.HTTPConnection(host, port, timeout=10)
+                try:
+                    conn.request("GET", "/metrics", headers={"Host": f"{name}:{port}"})
+                    assert conn.getresponse().status == status, (host, name)
+                finally:
+                    conn.close()
+        finally:
+            stop(server)
+            thread.join(10)
