@@ -85,12 +85,12 @@ def same_secret(presented: str, secret: str | None) -> bool:
 
 
 def host_of(value: str) -> str:
-    """The host name of a ``Host`` header or URL netloc, lower-case, without port or
-    brackets."""
+    """The host name of a ``Host`` header or URL netloc, lower-case, without port, brackets
+    or the trailing dot of a fully qualified name (``localhost.`` is ``localhost``)."""
     value = value.strip().lower()
     if value.startswith("["):
         return value[1:value.find("]")] if "]" in value else value[1:]
-    return value.rpartition(":")[0] if value.count(":") == 1 else value
+    return (value.rpartition(":")[0] if value.count(":") == 1 else value).removesuffix(".")
 
 
 def _explicit_port(netloc: str) -> int | None:
@@ -108,7 +108,7 @@ def host_allowed(host: str, patterns: Iterable[str]) -> bool:
     """``host`` (no port) matches a pattern: ``*``, the name itself, or ``.example.com``
     (it and its subdomains)."""
     for pattern in patterns:
-        pattern = pattern.lower().strip("[]")
+        pattern = pattern.lower().strip("[]").removesuffix(".")
         if pattern == "*" or pattern == host:
             return True
         if pattern.startswith(".") and (host == pattern[1:] or host.endswith(pattern)):

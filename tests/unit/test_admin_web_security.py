@@ -232,10 +232,12 @@ def test_public_read_opens_the_pages_and_login_asks_for_the_operator(store: Stor
 
 
 def test_only_allowed_hosts_are_answered(store: Store, web: Dashboard) -> None:
-    for host in ("127.0.0.1:8055", "localhost", "[::1]:8055", "LOCALHOST:1"):
+    for host in ("127.0.0.1:8055", "localhost", "[::1]:8055", "LOCALHOST:1", "localhost.",
+                 "localhost.:8055"):
         assert call(web, "/api/status", headers={**OPERATOR, "HTTP_HOST": host})[0] == (
             "200 OK"), host
     for host in ("evil.example", "evil.example:8055", "127.0.0.1.evil.example", "a b",
+                 "evil.example.", "localhost..", "[::1].",
                  "x\r\nSet-Cookie: a=b"):
         status, _, text = call(web, "/api/status", headers={**OPERATOR, "HTTP_HOST": host})
         assert status == "400 Bad Request", host
@@ -244,6 +246,7 @@ def test_only_allowed_hosts_are_answered(store: Store, web: Dashboard) -> None:
     listed = make_app(store.app)
     try:
         for host, status in (("ops.example.com", "200 OK"), ("example.com:443", "200 OK"),
+                             ("ops.example.com.:443", "200 OK"),
                              ("127.0.0.1", "400 Bad Request"),
                              ("evilexample.com", "400 Bad Request")):
             assert call(listed, "/api/status", headers={**OPERATOR, "HTTP_HOST": host})[0] == (
