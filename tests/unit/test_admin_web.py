@@ -502,6 +502,63 @@ def test_mounted_under_a_prefix_over_http(store: Store, web: Dashboard) -> None:
         thread.join(10)
 
 
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "admin.md"
+
+
+def docs_recipe(heading: str) -> str:
+    """The Python block after docs/admin.md's ``**<heading>**`` paragraph."""
+    block = re.search(rf"\*\*{heading}\*\*.*?```python\n(.*?)```", DOCS.read_text(), re.S)
+    assert block is not None, f"docs/admin.md's {heading} recipe"
+    return block.group(1)
+
+
+def test_mounted_in_flask_as_the_docs_say(store: Store) -> None:
+    """docs/admin.md's Flask recipe, run as written (with ``proj.celery``'s app replaced by
+    the test's), served by waitress: the site's own page, every link and the cookie's Path
+    under the prefix, and a browser's form post redirected under it."""
+    from waitress.server import create_server
+
+    from celery_plus.admin.server import stop
+
+    store.dead("d1")
+    store.app.conf.plus_admin_token = ADMIN_TOKEN
+    imported = "from proj.celery import app as celery_app\n"
+    code = docs_recipe("Flask")
+    assert imported in code
+    namespace: dict[str, Any] = {"__name__": "docs_admin_flask_recipe",
+                                 "celery_app": store.app}
+    exec(compile(code.replace(imported, ""), str(DOCS), "exec"), namespace)
+    site = namespace["site"]
+    site.add_url_rule("/", "home", lambda: "the host site")
+    server = create_server(site.wsgi_app, host="127.0.0.1", port=0)
+    server.dashboard = site.wsgi_app.mounts["/ops/celery"]  # (closed by stop)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.effective_port}"
+    auth = {"Authorization": basic("op", ADMIN_TOKEN)["HTTP_AUTHORIZATION"]}
+    try:
+        with urllib.request.urlopen(f"{base}/", timeout=30) as response:
+            assert response.read() == b"the host site"
+        with urllib.request.urlopen(urllib.request.Request(
+                f"{base}/ops/celery/jobs/failed", headers=auth), timeout=30) as response:
+            cookie = response.headers["Set-Cookie"]
+            page = response.read().decode()
+        assert "; Path=/ops/celery;" in cookie, cookie
+        assert links(page) and all(link.startswith("/ops/celery/") for link in links(page))
+        [token] = re.findall(r'name="token" value="([^"]+)"', page)[:1]
+        request = urllib.request.Request(
+            f"{base}/ops/celery/job/d1/discard", data=urlencode({"token": token}).encode(),
+            headers={**auth, "Cookie": cookie.split(";")[0], "Origin": base,
+                     "Sec-Fetch-Site": "same-origin"})
+        with urllib.request.build_opener(_KeepAuth(auth)).open(request, timeout=30) as response:
+            assert urlsplit(response.url).path == "/ops/celery/job/d1"
+            assert "discard: failed -&gt; discarded" in response.read().decode()
+        assert store.state("d1") == "discarded"
+    finally:
+        stop(server)
+        thread.join(10)
+
+
 def test_a_text_search_says_when_it_looked_at_the_newest_jobs_only(
         store: Store, web: Dashboard, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("celery_plus.admin.pages.TEXT_LIMIT", 2)
