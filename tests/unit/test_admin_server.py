@@ -220,3 +220,23 @@ def test_the_address_served_on_is_an_allowed_host(tmp_path: Path) -> None:
         finally:
             stop(server)
             thread.join(10)
+
+
+def test_an_idle_connection_is_closed_after_the_channel_timeout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection that sends nothing is closed after ``CHANNEL_TIMEOUT`` (30 s; 2 s here)."""
+    from celery_plus.admin import server as module
+
+    monkeypatch.setattr(module, "CHANNEL_TIMEOUT", 2)
+    server = create(f"plus+sqlite:///{tmp_path / 'store.db'}", "127.0.0.1", 0)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        with socket.create_connection(("127.0.0.1", int(server.effective_port)), 10) as sock:
+            started = time.monotonic()
+            wait_until(lambda: not is_open(sock), timeout=15,
+                       message="the idle connection closed")
+            assert 1.5 < time.monotonic() - started < 10
+    finally:
+        stop(server)
+        thread.join(10)
