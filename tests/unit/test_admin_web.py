@@ -406,6 +406,33 @@ def test_bulk_actions_follow_the_rules_of_single_actions(store: Store, web: Dash
     assert (store.state("a"), store.state("b")) == ("failed", "enqueued")
 
 
+def test_more_selected_rows_than_a_bulk_action_takes_are_refused_before_confirming(
+        store: Store, web: Dashboard) -> None:
+    """1001 selected rows: every bulk action says so at once (400), instead of a
+    confirmation page offering what the confirmed step then refuses (purge) or does one by
+    one (discard, cancel)."""
+    store.dead("d1")
+    store.job("w1")
+    many = ("d1", *(f"x{n}" for n in range(1000)))
+    for state, do, confirmed in (("failed", "purge:selected", "0"),
+                                 ("failed", "discard:selected", "0"),
+                                 ("failed", "discard:selected", "1"),
+                                 ("failed", "retry:selected", "1"),
+                                 ("enqueued", "cancel:selected", "1")):
+        ids = ("w1", *many[1:]) if state == "enqueued" else many
+        status, _, text = bulk(web, state, do, ids, confirm=confirmed)
+        assert status == "400 Bad Request", (do, confirmed, status)
+        assert "at most 1000 task ids at once (got 1001)" in text, text
+    assert (store.state("d1"), store.state("w1")) == ("failed", "enqueued")
+    with connect(store.app) as admin:
+        for operation in (admin.discard_many, admin.cancel_many):
+            with pytest.raises(ValueError, match="at most 1000"):
+                operation(list(many))
+    assert (store.state("d1"), store.state("w1")) == ("failed", "enqueued")
+    assert bulk(web, "failed", "retry:selected", many[:1000])[0] == "303 See Other"
+    assert store.state("d1") == "enqueued"
+
+
 # -- mounted under a path prefix ------------------------------------------------------------
 LINK = re.compile(r'(?:href|action)="([^"]*)"')
 
