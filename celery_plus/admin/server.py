@@ -46,7 +46,8 @@ _WILDCARD = ("0.0.0.0", "::", "")
 
 def _channel_class(request_timeout: float, per_client: int, exempt: str | None) -> type:
     """waitress's connection class, with a deadline for each request to arrive and a cap on
-    the connections of one client address (``exempt``: the trusted proxy's)."""
+    the connections of one client address (``exempt``: the trusted proxy's; ``*``, which
+    waitress takes for "any address may be the proxy", exempts every address)."""
     from waitress.channel import HTTPChannel
 
     class DashboardChannel(HTTPChannel):
@@ -56,7 +57,7 @@ def _channel_class(request_timeout: float, per_client: int, exempt: str | None) 
                      map: Any = None) -> None:
             super().__init__(server, sock, addr, adj, map)
             host = addr[0] if isinstance(addr, tuple) else addr
-            if host != exempt and sum(
+            if exempt not in (host, "*") and sum(
                     1 for c in list(server.active_channels.values())
                     if (c.addr[0] if isinstance(c.addr, tuple) else c.addr) == host
             ) > per_client:

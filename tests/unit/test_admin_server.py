@@ -240,3 +240,26 @@ def test_an_idle_connection_is_closed_after_the_channel_timeout(
     finally:
         stop(server)
         thread.join(10)
+
+
+def test_a_wildcard_trusted_proxy_exempts_every_address_from_the_cap(tmp_path: Path) -> None:
+    """``--trusted-proxy '*'`` (waitress: any address may be the proxy): the proxy's
+    connections, whatever its address, are not closed as one client's beyond its share."""
+    server = create(f"plus+sqlite:///{tmp_path / 'store.db'}", "127.0.0.1", 0,
+                    trusted_proxy="*", per_client=3)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    port = int(server.effective_port)
+    socks = [socket.create_connection(("127.0.0.1", port), 10, source_address=(PROXY, 0))
+             for _ in range(6)]
+    try:
+        # (each answered: the server took every connection, and kept it)
+        for sock in socks:
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert sock.recv(12) == b"HTTP/1.1 200"
+        assert all(is_open(s) for s in socks)
+    finally:
+        for sock in socks:
+            sock.close()
+        stop(server)
+        thread.join(10)
