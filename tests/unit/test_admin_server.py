@@ -263,3 +263,30 @@ def test_a_wildcard_trusted_proxy_exempts_every_address_from_the_cap(tmp_path: P
             sock.close()
         stop(server)
         thread.join(10)
+
+
+def test_stop_makes_run_return_every_time(tmp_path: Path) -> None:
+    """``stop(server)`` from another thread (docs/admin.md: running waitress yourself): ``run``
+    returns, every time, at once. Closing the sockets from the stopping thread raced the
+    serving thread's ``select`` (EBADF: ``run`` raised, about one stop in ten)."""
+    for _ in range(100):
+        server = create(f"plus+sqlite:///{tmp_path / 'store.db'}", "127.0.0.1", 0)
+        raised: list[BaseException] = []
+
+        def serve(server: Any = server, raised: list[BaseException] = raised) -> None:
+            try:
+                server.run()
+            except BaseException as exc:  # (whatever it is, the test says so)
+                raised.append(exc)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        clients = [socket.create_connection(("127.0.0.1", int(server.effective_port)), 10)
+                   for _ in range(20)]
+        try:
+            stop(server)
+            thread.join(10)
+            assert not thread.is_alive() and not raised, raised
+        finally:
+            for sock in clients:
+                sock.close()
