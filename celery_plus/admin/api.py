@@ -62,6 +62,7 @@ from .store import (
     Throughput,
     UnsupportedStore,
     WorkerLeases,
+    check_ids,
     check_state,
     latencies,
 )
@@ -348,8 +349,10 @@ class Admin:
     @staticmethod
     def _each(action: str, ids: Sequence[str], operation: Callable[[str], OpResult]
               ) -> BulkResult:
+        unique = list(dict.fromkeys(ids))
+        check_ids(action, unique)
         result = BulkResult(action)
-        for job_id in dict.fromkeys(ids):
+        for job_id in unique:
             try:
                 done = operation(job_id)
             except JobNotFound:

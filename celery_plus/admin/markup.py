@@ -159,7 +159,9 @@ def layout(urls: Urls, title: str, body: str, counts: Counts | None = None,
             f'<a href="{attr(url)}" id="live-{value}">{_live_label(value)}</a>'
             for value, url in choices)
         nav += f' <span class="live">live: {links}</span>'
-    return (f"<!doctype html><html><head><meta charset='utf-8'>{head}<title>{e(title)}</title>"
+    # (a <title> holds text only: its hidden characters are spelled out, not boxed in markup)
+    return (f"<!doctype html><html><head><meta charset='utf-8'>{head}"
+            f"<title>{html.escape(visible(title))}</title>"
             f"<style>{CSS}</style></head><body><nav><a href=\"{attr(urls())}\">"
             f"<b>celery-plus</b></a> {nav}</nav><h1>{e(title)}</h1>{body}</body></html>")
 

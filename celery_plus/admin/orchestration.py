@@ -32,7 +32,6 @@ from .aggregates import (
 )
 from .listing import Record
 from .store import (
-    MAX_PER_PAGE,
     PURGEABLE,
     BulkResult,
     Counts,
@@ -47,6 +46,7 @@ from .store import (
     UnscopedOperation,
     WorkerLeases,
     batches,
+    check_ids,
     check_state,
     detail_from_record,
     summary_from_record,
@@ -63,9 +63,8 @@ def check_scope(action: str, scope: Scope, all: bool) -> None:
     """A bulk operation's scope: not empty unless ``all``; at most MAX_PER_PAGE ids."""
     if scope.empty and not all:
         raise UnscopedOperation(action)
-    if scope.ids is not None and len(scope.ids) > MAX_PER_PAGE:
-        raise ValueError(f"{action} takes at most {MAX_PER_PAGE} task ids at once "
-                         f"(got {len(scope.ids)}): use a task/queue/age scope instead")
+    if scope.ids is not None:
+        check_ids(action, scope.ids)
 
 
 def bulk_result(action: str, matched: int, result: BulkResult | None) -> BulkResult:

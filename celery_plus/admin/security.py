@@ -85,26 +85,30 @@ def same_secret(presented: str, secret: str | None) -> bool:
 
 
 def host_of(value: str) -> str:
-    """The host name of a ``Host`` header or URL netloc, lower-case, without port or
-    brackets."""
+    """The host name of a ``Host`` header or URL netloc, lower-case, without port, brackets
+    or the trailing dot of a fully qualified name (``localhost.`` is ``localhost``)."""
     value = value.strip().lower()
     if value.startswith("["):
         return value[1:value.find("]")] if "]" in value else value[1:]
-    return value.rpartition(":")[0] if value.count(":") == 1 else value
+    return (value.rpartition(":")[0] if value.count(":") == 1 else value).removesuffix(".")
 
 
-def _explicit_port(netloc: str) -> str | None:
+def _explicit_port(netloc: str) -> int | None:
     """The port a ``Host`` header or URL netloc names (None: the scheme's default)."""
     tail = netloc.rpartition("]")[2] if netloc.startswith("[") else netloc
     head, colon, port = tail.rpartition(":")
-    return port if colon and port.isdigit() and (head or netloc.startswith("[")) else None
+    return int(port) if colon and port.isdigit() and (head or netloc.startswith("[")) else None
+
+
+#: The port of an origin that names none.
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def host_allowed(host: str, patterns: Iterable[str]) -> bool:
     """``host`` (no port) matches a pattern: ``*``, the name itself, or ``.example.com``
     (it and its subdomains)."""
     for pattern in patterns:
-        pattern = pattern.lower().strip("[]")
+        pattern = pattern.lower().strip("[]").removesuffix(".")
         if pattern == "*" or pattern == host:
             return True
         if pattern.startswith(".") and (host == pattern[1:] or host.endswith(pattern)):
@@ -164,11 +168,17 @@ class Access:
         origin = environ.get("HTTP_ORIGIN")
         if origin is None or (origin == "null" and site == "same-origin"):
             return None  # (a browser's own form under a no-referrer policy says null)
-        netloc = urlsplit(origin).netloc if origin != "null" else ""
+        parts = urlsplit(origin) if origin != "null" else None
+        netloc = parts.netloc if parts is not None else ""
         raw_host = str(environ.get("HTTP_HOST") or environ.get("SERVER_NAME") or "")
         own, theirs = host_of(raw_host), host_of(netloc) if netloc else ""
-        ports = (_explicit_port(raw_host), _explicit_port(netloc))
-        other_port = None not in ports and ports[0] != ports[1]
+        # An origin without a port is on its scheme's (http://127.0.0.1 is port 80); a Host
+        # without one says nothing (a proxy may have dropped it).
+        port = _explicit_port(raw_host)
+        their_port = _explicit_port(netloc) if netloc else None
+        if their_port is None and parts is not None:
+            their_port = _DEFAULT_PORTS.get(parts.scheme.lower())
+        other_port = None not in (port, their_port) and port != their_port
         # Another host is the dashboard's own only if listed (a proxy that rewrites Host).
         # The same host on another port is another origin (another service), and so is a
         # loopback name on another port, though listed (they are by default): 127.0.0.1:9999

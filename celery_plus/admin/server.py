@@ -23,6 +23,7 @@ name.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -46,7 +47,8 @@ _WILDCARD = ("0.0.0.0", "::", "")
 
 def _channel_class(request_timeout: float, per_client: int, exempt: str | None) -> type:
     """waitress's connection class, with a deadline for each request to arrive and a cap on
-    the connections of one client address (``exempt``: the trusted proxy's)."""
+    the connections of one client address (``exempt``: the trusted proxy's; ``*``, which
+    waitress takes for "any address may be the proxy", exempts every address)."""
     from waitress.channel import HTTPChannel
 
     class DashboardChannel(HTTPChannel):
@@ -56,7 +58,7 @@ def _channel_class(request_timeout: float, per_client: int, exempt: str | None) 
                      map: Any = None) -> None:
             super().__init__(server, sock, addr, adj, map)
             host = addr[0] if isinstance(addr, tuple) else addr
-            if host != exempt and sum(
+            if exempt not in (host, "*") and sum(
                     1 for c in list(server.active_channels.values())
                     if (c.addr[0] if isinstance(c.addr, tuple) else c.addr) == host
             ) > per_client:
@@ -166,10 +168,29 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-def stop(server: Any) -> None:
+def stop(server: Any, timeout: float = 5.0) -> None:
     """Stop a server that :meth:`run` serves in another thread: its task threads, every
-    open connection and the listening socket (``run`` then returns)."""
+    open connection and the listening socket (``run`` then returns).
+
+    The sockets are closed by the serving thread itself (waitress's trigger runs the
+    closing there): closed from this thread, a socket the serving thread was waiting on made
+    its ``select`` fail (EBADF), and ``run`` raised instead of returning."""
+    from waitress.trigger import trigger
+
     server.task_dispatcher.shutdown()
-    for channel in list(server._map.values()):
-        channel.close()
+    channels = getattr(server, "_map", None)
+    if channels is None:
+        channels = server.map  # (waitress's server of several listening sockets)
+    closed = threading.Event()
+
+    def close_all() -> None:
+        for channel in list(channels.values()):
+            channel.close()
+        closed.set()
+
+    wake = next((c for c in list(channels.values()) if isinstance(c, trigger)), None)
+    if wake is not None:
+        wake.pull_trigger(close_all)
+    if not closed.wait(timeout if wake is not None else 0):
+        close_all()  # (not being served: nobody else would close them)
     server.dashboard.close()

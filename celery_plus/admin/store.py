@@ -48,7 +48,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -542,6 +542,13 @@ class AdminStore(Protocol):
 
 
 # -- helpers shared by the implementations -------------------------------------------------
+def check_ids(action: str, ids: Sized) -> None:
+    """The task ids of one bulk operation: at most :data:`MAX_PER_PAGE`."""
+    if len(ids) > MAX_PER_PAGE:
+        raise ValueError(f"{action} takes at most {MAX_PER_PAGE} task ids at once "
+                         f"(got {len(ids)}): use a task/queue/age scope instead")
+
+
 def check_state(state: str, allowed: tuple[str, ...] = STATES) -> str:
     if state not in allowed:
         raise ValueError(f"unknown state {state!r}: use one of {', '.join(allowed)}")

@@ -63,6 +63,7 @@ from .store import (
     JobNotFound,
     Page,
     RetryConflict,
+    check_ids,
     unreachable_errors,
 )
 
@@ -579,6 +580,7 @@ class Dashboard:
         bulk = Bulk(state, action, target,
                     tuple(dict.fromkeys(form.get("id", []))) if target == "selected" else (),
                     {k: v for k, v in filters.items() if k in pages.SCOPE_FIELDS})
+        check_ids(action, bulk.ids)  # (before the confirmation page offers the action)
         back = {**(filters if target == "selected" else bulk.scope)}
         if target == "selected" and not bulk.ids:
             return self._done(lambda **q: urls.jobs(state, **back, **q), "no job selected")

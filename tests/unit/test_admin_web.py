@@ -406,6 +406,33 @@ def test_bulk_actions_follow_the_rules_of_single_actions(store: Store, web: Dash
     assert (store.state("a"), store.state("b")) == ("failed", "enqueued")
 
 
+def test_more_selected_rows_than_a_bulk_action_takes_are_refused_before_confirming(
+        store: Store, web: Dashboard) -> None:
+    """1001 selected rows: every bulk action says so at once (400), instead of a
+    confirmation page offering what the confirmed step then refuses (purge) or does one by
+    one (discard, cancel)."""
+    store.dead("d1")
+    store.job("w1")
+    many = ("d1", *(f"x{n}" for n in range(1000)))
+    for state, do, confirmed in (("failed", "purge:selected", "0"),
+                                 ("failed", "discard:selected", "0"),
+                                 ("failed", "discard:selected", "1"),
+                                 ("failed", "retry:selected", "1"),
+                                 ("enqueued", "cancel:selected", "1")):
+        ids = ("w1", *many[1:]) if state == "enqueued" else many
+        status, _, text = bulk(web, state, do, ids, confirm=confirmed)
+        assert status == "400 Bad Request", (do, confirmed, status)
+        assert "at most 1000 task ids at once (got 1001)" in text, text
+    assert (store.state("d1"), store.state("w1")) == ("failed", "enqueued")
+    with connect(store.app) as admin:
+        for operation in (admin.discard_many, admin.cancel_many):
+            with pytest.raises(ValueError, match="at most 1000"):
+                operation(list(many))
+    assert (store.state("d1"), store.state("w1")) == ("failed", "enqueued")
+    assert bulk(web, "failed", "retry:selected", many[:1000])[0] == "303 See Other"
+    assert store.state("d1") == "enqueued"
+
+
 # -- mounted under a path prefix ------------------------------------------------------------
 LINK = re.compile(r'(?:href|action)="([^"]*)"')
 
@@ -499,6 +526,63 @@ def test_mounted_under_a_prefix_over_http(store: Store, web: Dashboard) -> None:
     finally:
         server.shutdown()
         server.server_close()
+        thread.join(10)
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "admin.md"
+
+
+def docs_recipe(heading: str) -> str:
+    """The Python block after docs/admin.md's ``**<heading>**`` paragraph."""
+    block = re.search(rf"\*\*{heading}\*\*.*?```python\n(.*?)```", DOCS.read_text(), re.S)
+    assert block is not None, f"docs/admin.md's {heading} recipe"
+    return block.group(1)
+
+
+def test_mounted_in_flask_as_the_docs_say(store: Store) -> None:
+    """docs/admin.md's Flask recipe, run as written (with ``proj.celery``'s app replaced by
+    the test's), served by waitress: the site's own page, every link and the cookie's Path
+    under the prefix, and a browser's form post redirected under it."""
+    from waitress.server import create_server
+
+    from celery_plus.admin.server import stop
+
+    store.dead("d1")
+    store.app.conf.plus_admin_token = ADMIN_TOKEN
+    imported = "from proj.celery import app as celery_app\n"
+    code = docs_recipe("Flask")
+    assert imported in code
+    namespace: dict[str, Any] = {"__name__": "docs_admin_flask_recipe",
+                                 "celery_app": store.app}
+    exec(compile(code.replace(imported, ""), str(DOCS), "exec"), namespace)
+    site = namespace["site"]
+    site.add_url_rule("/", "home", lambda: "the host site")
+    server = create_server(site.wsgi_app, host="127.0.0.1", port=0)
+    server.dashboard = site.wsgi_app.mounts["/ops/celery"]  # (closed by stop)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.effective_port}"
+    auth = {"Authorization": basic("op", ADMIN_TOKEN)["HTTP_AUTHORIZATION"]}
+    try:
+        with urllib.request.urlopen(f"{base}/", timeout=30) as response:
+            assert response.read() == b"the host site"
+        with urllib.request.urlopen(urllib.request.Request(
+                f"{base}/ops/celery/jobs/failed", headers=auth), timeout=30) as response:
+            cookie = response.headers["Set-Cookie"]
+            page = response.read().decode()
+        assert "; Path=/ops/celery;" in cookie, cookie
+        assert links(page) and all(link.startswith("/ops/celery/") for link in links(page))
+        [token] = re.findall(r'name="token" value="([^"]+)"', page)[:1]
+        request = urllib.request.Request(
+            f"{base}/ops/celery/job/d1/discard", data=urlencode({"token": token}).encode(),
+            headers={**auth, "Cookie": cookie.split(";")[0], "Origin": base,
+                     "Sec-Fetch-Site": "same-origin"})
+        with urllib.request.build_opener(_KeepAuth(auth)).open(request, timeout=30) as response:
+            assert urlsplit(response.url).path == "/ops/celery/job/d1"
+            assert "discard: failed -&gt; discarded" in response.read().decode()
+        assert store.state("d1") == "discarded"
+    finally:
+        stop(server)
         thread.join(10)
 
 

@@ -97,7 +97,12 @@ def test_a_post_from_another_origin_is_refused(store: Store, web: Dashboard) -> 
                     # another program on the operator's machine: a loopback name is listed
                     # by default, but not on another port
                     {"HTTP_ORIGIN": "http://localhost:9999", "HTTP_HOST": "127.0.0.1:8055"},
-                    {"HTTP_ORIGIN": "http://[::1]:9999", "HTTP_HOST": "localhost:8055"}):
+                    {"HTTP_ORIGIN": "http://[::1]:9999", "HTTP_HOST": "localhost:8055"},
+                    # ... nor on its scheme's default port, which an Origin does not spell
+                    # (a browser without Sec-Fetch-Site sends only the Origin)
+                    {"HTTP_ORIGIN": "http://127.0.0.1", "HTTP_HOST": "127.0.0.1:8055"},
+                    {"HTTP_ORIGIN": "http://localhost", "HTTP_HOST": "127.0.0.1:8055"},
+                    {"HTTP_ORIGIN": "https://[::1]", "HTTP_HOST": "[::1]:8055"}):
         status, _, text = browser_post(web, "/job/d1/discard", {}, session, **headers)
         assert status == "403 Forbidden" and "refused" in text, headers
         # a Bearer client is checked the same way
@@ -108,6 +113,11 @@ def test_a_post_from_another_origin_is_refused(store: Store, web: Dashboard) -> 
                                 HTTP_ORIGIN="http://127.0.0.1:8055", HTTP_HOST="127.0.0.1:8055",
                                 HTTP_SEC_FETCH_SITE="same-origin")
     assert status == "303 See Other" and store.state("d1") == "discarded"
+    # the default port spelled out by the Host (a proxy's $host:$server_port) is the same
+    store.dead("d2")
+    status, _, _ = browser_post(web, "/job/d2/discard", {}, session,
+                                HTTP_ORIGIN="https://localhost", HTTP_HOST="localhost:443")
+    assert status == "303 See Other" and store.state("d2") == "discarded"
 
 
 def test_a_token_read_without_credentials_cannot_be_replayed(store: Store,
@@ -222,10 +232,12 @@ def test_public_read_opens_the_pages_and_login_asks_for_the_operator(store: Stor
 
 
 def test_only_allowed_hosts_are_answered(store: Store, web: Dashboard) -> None:
-    for host in ("127.0.0.1:8055", "localhost", "[::1]:8055", "LOCALHOST:1"):
+    for host in ("127.0.0.1:8055", "localhost", "[::1]:8055", "LOCALHOST:1", "localhost.",
+                 "localhost.:8055"):
         assert call(web, "/api/status", headers={**OPERATOR, "HTTP_HOST": host})[0] == (
             "200 OK"), host
     for host in ("evil.example", "evil.example:8055", "127.0.0.1.evil.example", "a b",
+                 "evil.example.", "localhost..", "[::1].",
                  "x\r\nSet-Cookie: a=b"):
         status, _, text = call(web, "/api/status", headers={**OPERATOR, "HTTP_HOST": host})
         assert status == "400 Bad Request", host
@@ -234,6 +246,7 @@ def test_only_allowed_hosts_are_answered(store: Store, web: Dashboard) -> None:
     listed = make_app(store.app)
     try:
         for host, status in (("ops.example.com", "200 OK"), ("example.com:443", "200 OK"),
+                             ("ops.example.com.:443", "200 OK"),
                              ("127.0.0.1", "400 Bad Request"),
                              ("evilexample.com", "400 Bad Request")):
             assert call(listed, "/api/status", headers={**OPERATOR, "HTTP_HOST": host})[0] == (
@@ -454,6 +467,10 @@ def test_hidden_characters_show_as_escapes_and_messages_must_be_signed(
         assert '<span class="esc">\\x1b</span>[2J' in page, path
         if path != "/":
             assert '<span class="esc">\\u202e</span>' in page, path
+    # the tab's title is text: the escape is spelled out there, not markup shown as text
+    store.dead(f"odd{rlo}<b>", error="x")
+    page = call(web, wsgi_path(f"/job/odd{rlo}<b>"), headers=OPERATOR)[2]
+    assert "<title>job odd\\u202e&lt;b&gt;</title>" in page, page[:300]
     page = call(web, "/job/odd", headers=OPERATOR,
                 query=urlencode({"msg": "Your session expired: sign in at evil.example"}))[2]
     assert "evil.example" not in page and 'id="msg"' not in page
