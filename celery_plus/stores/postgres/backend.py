@@ -202,7 +202,7 @@ class PostgresBackend(OptionsView, Backend):
                 pg_pool.neutralize(conn)
         self._reset_process_state()
 
-    def _pool(self) -> Any:
+    def _current_engine(self) -> pg_pool.Engine:
         if self._pid != os.getpid():
             self._reset_process_state()
         engine = self._engine
@@ -212,7 +212,10 @@ class PostgresBackend(OptionsView, Backend):
                     self._engine = pg_pool.acquire(self.url, self.schema,
                                                    self.synchronous_commit)
                 engine = self._engine
-        return engine.pool
+        return engine
+
+    def _pool(self) -> Any:
+        return self._current_engine().pool
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """One statement on a pool connection (its own transaction); all its rows."""
@@ -258,9 +261,44 @@ class PostgresBackend(OptionsView, Backend):
         return PublishOutcome(True, job.id, state=str(state), continued=bool(continued))
 
     def publish(self, job: NewJob) -> PublishOutcome:
-        """Store one message as a job, deciding uniqueness atomically (publish.lua)."""
-        return self._outcome(job, self._one(f"SELECT * FROM publish({_PUBLISH_ARGS})",
-                                            self._publish_params(job)))
+        """Store one message as a job, deciding uniqueness atomically (publish.lua).
+
+        Returns once the job is committed. Threads of this process publishing at the same
+        time share one transaction and one commit (``pg_pool.GroupCommit``); a failed shared
+        transaction is tried again one job at a time, so each caller gets its own outcome."""
+        engine = _retrying(self._current_engine, self._renew_pool)
+        return self._outcome(job, engine.publishes.submit(self._publish_params(job),
+                                                          self._publish_rows))
+
+    def _publish_rows(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
+        """The ``publish`` rows of ``batch`` (parameter lists), committed in one transaction;
+        if that fails for another reason than the connection, each one in its own, so an
+        error reaches only the caller whose job caused it (a list item per job: its row or
+        its exception)."""
+        sql = f"SELECT * FROM publish({_PUBLISH_ARGS})"
+        if len(batch) == 1:
+            return [self._one(sql, batch[0])]
+
+        def run() -> list[Any]:
+            with self._pool().connection() as conn, conn.transaction():
+                with conn.pipeline():
+                    cursors = [conn.execute(sql, params) for params in batch]
+                return [cur.fetchone() for cur in cursors]
+
+        try:
+            return _retrying(run, self._renew_pool)
+        except StoreUnavailable:
+            raise
+        except Exception:
+            logger.debug("celery-plus: a group commit failed; publishing its %d jobs one "
+                         "by one", len(batch), exc_info=True)
+        found: list[Any] = []
+        for params in batch:
+            try:
+                found.append(self._one(sql, params))
+            except Exception as exc:
+                found.append(exc)
+        return found
 
     def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
         """Publish several jobs in one transaction and one round trip; outcomes in order."""

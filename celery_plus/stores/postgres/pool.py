@@ -19,6 +19,7 @@ import contextlib
 import os
 import threading
 import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...helper_threads import signals_blocked
@@ -30,6 +31,8 @@ POOL_MAX = 8
 POOL_TIMEOUT = 30.0
 #: Seconds a new connection may take (also the start-up check's limit).
 CONNECT_TIMEOUT = 10
+#: Most publishes one group commit takes (the rest wait for the next one).
+GROUP_MAX = 100
 
 _lock = threading.Lock()
 _engines: dict[tuple[str, str, str | None], Engine] = {}
@@ -80,6 +83,83 @@ def connect(url: str, schema: str) -> Any:
     return conn
 
 
+class _Waiting:
+    """One caller's item in a :class:`GroupCommit`: its outcome, or its turn to lead."""
+
+    __slots__ = ("done", "error", "item", "ready", "result")
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+        self.ready = threading.Event()
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class GroupCommit:
+    """Concurrent publishers of one process share a transaction and its commit.
+
+    A caller that finds no transaction in flight runs its own at once (one publisher waits for
+    nobody); callers that arrive while one is in flight queue up, and the first of them, once
+    the leader's commit is done, takes every queued item (up to :data:`GROUP_MAX`) into the
+    next transaction. Each caller returns only after the commit of its own item: ``run`` is
+    given the items of one transaction and returns, per item, its result or the exception to
+    raise in that item's caller.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: list[_Waiting] = []
+        self._busy = False
+
+    def queued(self) -> int:
+        """How many callers wait for a transaction (not counting one in flight)."""
+        with self._lock:
+            return len(self._queue)
+
+    def submit(self, item: Any,
+               run: Callable[[Sequence[Any]], Sequence[Any]]) -> Any:
+        me = _Waiting(item)
+        with self._lock:
+            self._queue.append(me)
+            lead = not self._busy
+            self._busy = True
+        if not lead:
+            me.ready.wait()
+        if not me.done:  # leading: run the queue's head until this item is done
+            try:
+                while not me.done:
+                    with self._lock:
+                        batch = self._queue[:GROUP_MAX]
+                        del self._queue[:GROUP_MAX]
+                    self._run(batch, run)
+            finally:
+                with self._lock:
+                    if self._queue:  # the next caller leads the next transaction
+                        self._queue[0].ready.set()
+                    else:
+                        self._busy = False
+        if me.error is not None:
+            raise me.error
+        return me.result
+
+    @staticmethod
+    def _run(batch: list[_Waiting], run: Callable[[Sequence[Any]], Sequence[Any]]) -> None:
+        try:
+            outcomes = list(run([w.item for w in batch]))
+            if len(outcomes) != len(batch):
+                raise RuntimeError(f"{len(outcomes)} outcomes for {len(batch)} items")
+        except BaseException as exc:  # every caller of this transaction sees it
+            outcomes = [exc] * len(batch)
+        for waiting, outcome in zip(batch, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                waiting.error = outcome
+            else:
+                waiting.result = outcome
+            waiting.done = True
+            waiting.ready.set()
+
+
 class Engine:
     """A process's pool for one store, shared by its backends."""
 
@@ -90,6 +170,8 @@ class Engine:
         self.schema = schema
         self.synchronous_commit = synchronous_commit
         self.users = 0
+        #: The publishes of this process's threads, committed together (``GroupCommit``).
+        self.publishes = GroupCommit()
         self.conns: weakref.WeakSet[Any] = weakref.WeakSet()
         # A direct connection first: a wrong URL fails here with the server's own message.
         with contextlib.closing(pg_migrations.connect(url)) as conn:
