@@ -62,23 +62,32 @@ def lock_waiters(conn: psycopg.Connection[Any], where: str, *params: Any) -> lis
     return [row[0] for row in conn.execute(
         f"SELECT pid FROM pg_locks WHERE NOT granted AND {where}", params).fetchall()]
 
+def xid_waiters(conn: psycopg.Connection[Any], holder: psycopg.Connection[Any]) -> list[int]:
+    """The sessions waiting for ``holder``'s open transaction."""
+    xid = holder.execute("SELECT txid_current()::text").fetchone()[0]  # type: ignore[index]
+    return lock_waiters(conn, "locktype = 'transactionid' AND transactionid::text = %s", xid)
+
+
 def held_up(pg: PostgresBackend, jobs: list[NewJob],
             blocker: psycopg.Connection[Any]) -> list[Publisher]:
-    """Start a publisher per job while ``blocker`` holds ``jobs`` (SHARE, in an open
-    transaction): the first one's insert waits for that lock, the others queue up in this
-    process behind it."""
+    """Start a publisher per job while ``blocker`` holds the row of ``jobs[0]`` (stored first,
+    then locked in an open transaction): the first publish, a replacement of that job, waits
+    for the lock; the others queue up in this process behind it."""
+    assert pg.publish(jobs[0]).accepted
     blocker.execute("BEGIN")
-    blocker.execute("LOCK TABLE jobs IN SHARE MODE")
+    blocker.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", (jobs[0].id,))
     first = Publisher(pg, jobs[0])
     first.start()
-    wait_until(lambda: lock_waiters(blocker, "locktype = 'relation' AND relation = %s::regclass",
-                                    f"{pg.qschema}.jobs"), message="the first publish waits")
+    with session(pg) as look:
+        wait_until(lambda: xid_waiters(look, blocker), message="the first publish waits")
     rest = [Publisher(pg, job) for job in jobs[1:]]
     for publisher in rest:
         publisher.start()
     group = pg._current_engine().publishes
+    assert group is not None
     wait_until(lambda: group.queued() == len(rest), message="the others queued up")
     return [first, *rest]
+
 
 def test_concurrent_publishes_share_one_commit_and_each_returns_after_it(
         pg: PostgresBackend) -> None:
@@ -123,13 +132,11 @@ def test_a_connection_killed_under_a_shared_transaction_loses_nothing(
     with session(pg) as row_lock, session(pg) as blocker, session(pg) as look:
         row_lock.execute("BEGIN")
         row_lock.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", (taken.id,))
-        xid = row_lock.execute("SELECT txid_current()::text").fetchone()[0]  # type: ignore[index]
         publishers = held_up(pg, jobs, blocker)
         blocker.execute("COMMIT")  # the first commits; the shared one waits for the row lock
 
         def group_waiting() -> list[int]:
-            return lock_waiters(look, "locktype = 'transactionid' AND transactionid::text = %s",
-                                xid)
+            return xid_waiters(look, row_lock)
 
         killed = wait_until(group_waiting, message="the shared transaction waits")
         look.execute("SELECT pg_terminate_backend(%s)", (killed[0],))
@@ -154,3 +161,49 @@ def test_one_publisher_runs_its_own_transaction_at_once(pg: PostgresBackend) -> 
     assert len(set(xmin.values())) == 3
 
 _unused: Callable[..., Any] | None = None
+
+
+def test_a_publish_never_waits_for_a_shared_transaction_stuck_on_its_own_callers_lock(
+        pg: PostgresBackend) -> None:
+    """Thread B's open transaction holds a unique key (``publish_on``); thread A publishes the
+    same key, so A's transaction waits for B's commit; B, before committing, publishes another
+    job. B's publish must not wait for A's transaction (it would never end): it is stored and
+    returns, B commits, and A's publish then finds the key held."""
+    with session(pg) as b_conn, session(pg) as look:
+        b_conn.execute("BEGIN")
+        held = new_job(unique_lock="k", unique_window="ttl", unique_ttl_ms=60_000)
+        assert pg.publish_on(b_conn, held).accepted
+        a = Publisher(pg, new_job(unique_lock="k", unique_window="ttl", unique_ttl_ms=60_000))
+        a.start()
+        wait_until(lambda: xid_waiters(look, b_conn), message="A's publish waits for B")
+        b_other = Publisher(pg, new_job())
+        b_other.start()
+        b_other.join(timeout=10)
+        assert not b_other.is_alive(), "B's publish waits behind A's stuck transaction"
+        assert b_other.error is None and b_other.committed_on_return
+        b_conn.execute("COMMIT")
+        a.join(timeout=30)
+    assert a.error is None and a.outcome is not None
+    assert a.outcome.holder_id == held.id
+
+
+def test_a_shared_transaction_stuck_on_a_callers_lock_gives_every_job_back_to_its_caller(
+        pg: PostgresBackend) -> None:
+    """As above, but B's other publish lands in the same shared transaction as A's: that
+    transaction gives up its lock wait and each caller publishes alone."""
+    with session(pg) as b_conn, session(pg) as blocker, session(pg) as look:
+        b_conn.execute("BEGIN")
+        held = new_job(unique_lock="k", unique_window="ttl", unique_ttl_ms=60_000)
+        assert pg.publish_on(b_conn, held).accepted
+        same_key = new_job(unique_lock="k", unique_window="ttl", unique_ttl_ms=60_000)
+        first, a, b_other = held_up(pg, [new_job(), same_key, new_job()], blocker)
+        blocker.execute("COMMIT")  # A's and B's publishes go in one transaction
+        b_other.join(timeout=10)
+        assert not b_other.is_alive(), "B's publish waits in a transaction stuck on B's lock"
+        assert b_other.error is None and b_other.committed_on_return
+        b_conn.execute("COMMIT")
+        for publisher in (first, a):
+            publisher.join(timeout=30)
+        assert look.execute("SELECT count(*) FROM jobs").fetchone() == (3,)
+    assert first.error is None and a.error is None and a.outcome is not None
+    assert a.outcome.holder_id == held.id

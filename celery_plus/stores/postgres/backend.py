@@ -75,6 +75,11 @@ FIELDS: dict[str, str] = {**SQL_FIELDS, "hist": "history::text"}
 
 _PUBLISH_ARGS = ("%s, %s, %s, %s, %s::integer, %s::bigint, %s, %s, %s::bigint, %s, "
                  "%s::integer, %s::integer, %s::bigint, %s::bigint, %s, %s::integer, %s::bigint")
+_PUBLISH = f"SELECT * FROM publish({_PUBLISH_ARGS})"
+#: Milliseconds a shared publish transaction (group commit) waits for a lock before its
+#: callers publish alone.
+GROUP_LOCK_TIMEOUT = 100
+_GROUP_LOCK_TIMEOUT = f"SET LOCAL lock_timeout = {GROUP_LOCK_TIMEOUT}"
 _CLAIM = ("SELECT * FROM claim(%s::text[], %s, %s::integer, %s::integer, %s::bigint, "
           "%s::bigint, %s::text[], %s::bigint[], %s::text[], %s::text[])")
 _SETTLE = "SELECT * FROM settle(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint)"
@@ -100,6 +105,10 @@ def postgres_url(url: str) -> str:
             f"broker_url 'plus+{url}' is not a PostgreSQL URL; use "
             "plus+postgresql://user@host:5432/dbname.")
     return url
+
+
+class _SharedLockWait(Exception):
+    """A shared publish transaction waited too long for a lock (its callers go alone)."""
 
 
 class StoreUnavailable(KombuConnectionError):
@@ -264,25 +273,34 @@ class PostgresBackend(OptionsView, Backend):
         """Store one message as a job, deciding uniqueness atomically (publish.lua).
 
         Returns once the job is committed. Threads of this process publishing at the same
-        time share one transaction and one commit (``pg_pool.GroupCommit``); a failed shared
-        transaction is tried again one job at a time, so each caller gets its own outcome."""
-        engine = _retrying(self._current_engine, self._renew_pool)
-        return self._outcome(job, engine.publishes.submit(self._publish_params(job),
-                                                          self._publish_rows))
+        time share one transaction and one commit (``pg_pool.GroupCommit``; not under
+        gevent/eventlet); when a shared transaction fails (or waits for a lock longer than
+        :data:`GROUP_LOCK_TIMEOUT`), each of its callers publishes its job alone, so an error
+        reaches only the caller whose job caused it."""
+        params = self._publish_params(job)
+        group = _retrying(self._current_engine, self._renew_pool).publishes
+        row: Any = pg_pool.ALONE if group is None else group.submit(params, self._publish_rows)
+        if row is pg_pool.ALONE:
+            row = self._one(_PUBLISH, params)
+        return self._outcome(job, row)
 
     def _publish_rows(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
         """The ``publish`` rows of ``batch`` (parameter lists), committed in one transaction;
-        if that fails for another reason than the connection, each one in its own, so an
-        error reaches only the caller whose job caused it (a list item per job: its row or
-        its exception)."""
-        sql = f"SELECT * FROM publish({_PUBLISH_ARGS})"
+        ``ALONE`` for each if that transaction failed for another reason than the connection
+        (a lock wait longer than :data:`GROUP_LOCK_TIMEOUT` included: the lock may be held by
+        one of these callers' own open transaction)."""
         if len(batch) == 1:
-            return [self._one(sql, batch[0])]
+            return [self._one(_PUBLISH, batch[0])]
+        from psycopg import errors
 
         def run() -> list[Any]:
             with self._pool().connection() as conn, conn.transaction():
-                with conn.pipeline():
-                    cursors = [conn.execute(sql, params) for params in batch]
+                try:
+                    with conn.pipeline():
+                        conn.execute(_GROUP_LOCK_TIMEOUT)
+                        cursors = [conn.execute(_PUBLISH, params) for params in batch]
+                except errors.LockNotAvailable as exc:  # not a connection failure
+                    raise _SharedLockWait() from exc
                 return [cur.fetchone() for cur in cursors]
 
         try:
@@ -290,21 +308,15 @@ class PostgresBackend(OptionsView, Backend):
         except StoreUnavailable:
             raise
         except Exception:
-            logger.debug("celery-plus: a group commit failed; publishing its %d jobs one "
-                         "by one", len(batch), exc_info=True)
-        found: list[Any] = []
-        for params in batch:
-            try:
-                found.append(self._one(sql, params))
-            except Exception as exc:
-                found.append(exc)
-        return found
+            logger.debug("celery-plus: a group commit of %d jobs failed; each is published "
+                         "alone", len(batch), exc_info=True)
+        return [pg_pool.ALONE] * len(batch)
 
     def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
         """Publish several jobs in one transaction and one round trip; outcomes in order."""
         if not jobs:
             return []
-        sql = f"SELECT * FROM publish({_PUBLISH_ARGS})"
+        sql = _PUBLISH
 
         def run() -> list[PublishOutcome]:
             with self._pool().connection() as conn, conn.transaction():
