@@ -4,7 +4,10 @@ Each publisher is its own process: it connects, sends one warm-up ``noop.delay()
 a common start signal, then calls ``noop.delay()`` for its share of the jobs. The rate is all
 jobs over the time from the first publisher's start to the last one's end; no worker runs.
 
-    python -m benchmarks.publishers [--jobs 4000] [--publishers 1,8]
+A last row runs one process of 8 threads (``--threads``): threads of one process publishing
+to ``plus+postgresql://`` share transactions (group commit, ``stores/postgres/pool.py``).
+
+    python -m benchmarks.publishers [--jobs 4000] [--publishers 1,8] [--threads 8]
 """
 
 from __future__ import annotations
@@ -21,12 +24,19 @@ import redis
 from .throughput import CONFIGS, REDIS_URL, ROOT, _cleanup, _env
 
 _PUBLISHER = """
-import json, resource, sys, time
+import json, resource, sys, threading, time
 import redis
 from benchmarks.bench_app import REDIS_URL, RUN, noop
 
-share, go = int(sys.argv[1]), sys.argv[2]
-noop.delay(-1, share)  # connect and warm up before the start signal
+share, go, threads = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+def publish(count):
+    for i in range(count):
+        noop.delay(i, -1)
+workers = [threading.Thread(target=publish, args=(share // threads,)) for _ in range(threads)]
+for _ in range(threads):  # connect and warm up (one connection per thread)
+    warm = threading.Thread(target=noop.delay, args=(-1, share))
+    warm.start()
+    warm.join()
 marks = redis.Redis.from_url(REDIS_URL)
 marks.incr(f"{RUN}:ready")
 while marks.get(go) is None:
@@ -35,21 +45,24 @@ def cpu():
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 start, cpu_start = time.time(), cpu()
-for i in range(share):
-    noop.delay(i, -1)
+for worker in workers:
+    worker.start()
+for worker in workers:
+    worker.join()
 print(json.dumps([start, time.time(), cpu() - cpu_start]))
 """
 
 
-def enqueue_rate(kind: str, jobs: int, publishers: int,
+def enqueue_rate(kind: str, jobs: int, publishers: int, threads: int = 1,
                  timeout: float = 300) -> tuple[float, float]:
-    """Jobs per second that ``publishers`` processes reach together with ``delay()``, and
-    the publishers' CPU microseconds per call (which barely moves with the machine's load)."""
+    """Jobs per second that ``publishers`` processes of ``threads`` threads each reach
+    together with ``delay()``, and the publishers' CPU microseconds per call (which barely
+    moves with the machine's load)."""
     run = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
     marks = redis.Redis.from_url(REDIS_URL)
     go = f"{run}:go"
-    share = jobs // publishers
-    procs = [subprocess.Popen([sys.executable, "-c", _PUBLISHER, str(share), go],
+    share = jobs // publishers // threads * threads
+    procs = [subprocess.Popen([sys.executable, "-c", _PUBLISHER, str(share), go, str(threads)],
                               env=_env(kind, run), cwd=ROOT, stdout=subprocess.PIPE, text=True)
              for _ in range(publishers)]
     try:
@@ -78,23 +91,30 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=4000)
     parser.add_argument("--publishers", default="1,8")
+    parser.add_argument("--threads", type=int, default=8,
+                        help="threads of the one-process row (0: no such row)")
     args = parser.parse_args(argv)
-    return report(args.jobs, [int(n) for n in args.publishers.split(",")])
+    return report(args.jobs, [int(n) for n in args.publishers.split(",")], args.threads)
 
 
-def report(jobs: int, counts: list[int]) -> dict[str, float]:
-    """Print and return the enqueue rates of every configuration for each publisher count."""
+def report(jobs: int, counts: list[int], threads: int = 8) -> dict[str, float]:
+    """Print and return the enqueue rates of every configuration for each publisher count,
+    then for one process of ``threads`` threads (0: not run)."""
     rates: dict[str, float] = {}
-    print(f"delay() enqueue: {jobs} jobs shared by N publisher processes, no worker running")
+    print(f"delay() enqueue: {jobs} jobs shared by N publisher processes (N = {threads}t: "
+          f"one process, {threads} threads), no worker running")
     print(f"{'configuration':48} {'N':>3} {'enqueue/s':>10} {'vs plain Celery':>16} "
           f"{'CPU us/call':>12}")
-    for count in counts:
+    runs = [(count, 1, str(count)) for count in counts]
+    if threads:
+        runs.append((1, threads, f"{threads}t"))
+    for count, per_process, label in runs:
         base = 0.0
         for kind in ("celery", "plus", "plus-pg", "plus-pg-async"):
-            rate, cpu = enqueue_rate(kind, jobs, count)
+            rate, cpu = enqueue_rate(kind, jobs, count, per_process)
             base = base or rate
-            rates[f"{kind}/{count}"] = rate
-            print(f"{CONFIGS[kind][0]:48} {count:3} {rate:10.0f} {rate / base:15.2f}x "
+            rates[f"{kind}/{label}"] = rate
+            print(f"{CONFIGS[kind][0]:48} {label:>3} {rate:10.0f} {rate / base:15.2f}x "
                   f"{cpu:12.0f}")
     return rates
 

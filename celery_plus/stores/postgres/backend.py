@@ -75,6 +75,11 @@ FIELDS: dict[str, str] = {**SQL_FIELDS, "hist": "history::text"}
 
 _PUBLISH_ARGS = ("%s, %s, %s, %s, %s::integer, %s::bigint, %s, %s, %s::bigint, %s, "
                  "%s::integer, %s::integer, %s::bigint, %s::bigint, %s, %s::integer, %s::bigint")
+_PUBLISH = f"SELECT * FROM publish({_PUBLISH_ARGS})"
+#: Milliseconds a shared publish transaction (group commit) waits for a lock before its
+#: callers publish alone.
+GROUP_LOCK_TIMEOUT = 100
+_GROUP_LOCK_TIMEOUT = f"SET LOCAL lock_timeout = {GROUP_LOCK_TIMEOUT}"
 _CLAIM = ("SELECT * FROM claim(%s::text[], %s, %s::integer, %s::integer, %s::bigint, "
           "%s::bigint, %s::text[], %s::bigint[], %s::text[], %s::text[])")
 _SETTLE = "SELECT * FROM settle(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint)"
@@ -100,6 +105,10 @@ def postgres_url(url: str) -> str:
             f"broker_url 'plus+{url}' is not a PostgreSQL URL; use "
             "plus+postgresql://user@host:5432/dbname.")
     return url
+
+
+class _SharedLockWait(Exception):
+    """A shared publish transaction waited too long for a lock (its callers go alone)."""
 
 
 class StoreUnavailable(KombuConnectionError):
@@ -202,7 +211,7 @@ class PostgresBackend(OptionsView, Backend):
                 pg_pool.neutralize(conn)
         self._reset_process_state()
 
-    def _pool(self) -> Any:
+    def _current_engine(self) -> pg_pool.Engine:
         if self._pid != os.getpid():
             self._reset_process_state()
         engine = self._engine
@@ -212,7 +221,10 @@ class PostgresBackend(OptionsView, Backend):
                     self._engine = pg_pool.acquire(self.url, self.schema,
                                                    self.synchronous_commit)
                 engine = self._engine
-        return engine.pool
+        return engine
+
+    def _pool(self) -> Any:
+        return self._current_engine().pool
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """One statement on a pool connection (its own transaction); all its rows."""
@@ -258,15 +270,53 @@ class PostgresBackend(OptionsView, Backend):
         return PublishOutcome(True, job.id, state=str(state), continued=bool(continued))
 
     def publish(self, job: NewJob) -> PublishOutcome:
-        """Store one message as a job, deciding uniqueness atomically (publish.lua)."""
-        return self._outcome(job, self._one(f"SELECT * FROM publish({_PUBLISH_ARGS})",
-                                            self._publish_params(job)))
+        """Store one message as a job, deciding uniqueness atomically (publish.lua).
+
+        Returns once the job is committed. Threads of this process publishing at the same
+        time share one transaction and one commit (``pg_pool.GroupCommit``; not under
+        gevent/eventlet); when a shared transaction fails (or waits for a lock longer than
+        :data:`GROUP_LOCK_TIMEOUT`), each of its callers publishes its job alone, so an error
+        reaches only the caller whose job caused it."""
+        params = self._publish_params(job)
+        group = _retrying(self._current_engine, self._renew_pool).publishes
+        row: Any = pg_pool.ALONE if group is None else group.submit(params, self._publish_rows)
+        if row is pg_pool.ALONE:
+            row = self._one(_PUBLISH, params)
+        return self._outcome(job, row)
+
+    def _publish_rows(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
+        """The ``publish`` rows of ``batch`` (parameter lists), committed in one transaction;
+        ``ALONE`` for each if that transaction failed for another reason than the connection
+        (a lock wait longer than :data:`GROUP_LOCK_TIMEOUT` included: the lock may be held by
+        one of these callers' own open transaction)."""
+        if len(batch) == 1:
+            return [self._one(_PUBLISH, batch[0])]
+        from psycopg import errors
+
+        def run() -> list[Any]:
+            with self._pool().connection() as conn, conn.transaction():
+                try:
+                    with conn.pipeline():
+                        conn.execute(_GROUP_LOCK_TIMEOUT)
+                        cursors = [conn.execute(_PUBLISH, params) for params in batch]
+                except errors.LockNotAvailable as exc:  # not a connection failure
+                    raise _SharedLockWait() from exc
+                return [cur.fetchone() for cur in cursors]
+
+        try:
+            return _retrying(run, self._renew_pool)
+        except StoreUnavailable:
+            raise
+        except Exception:
+            logger.debug("celery-plus: a group commit of %d jobs failed; each is published "
+                         "alone", len(batch), exc_info=True)
+        return [pg_pool.ALONE] * len(batch)
 
     def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
         """Publish several jobs in one transaction and one round trip; outcomes in order."""
         if not jobs:
             return []
-        sql = f"SELECT * FROM publish({_PUBLISH_ARGS})"
+        sql = _PUBLISH
 
         def run() -> list[PublishOutcome]:
             with self._pool().connection() as conn, conn.transaction():

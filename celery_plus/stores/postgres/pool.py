@@ -19,9 +19,10 @@ import contextlib
 import os
 import threading
 import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...helper_threads import signals_blocked
+from ...helper_threads import green_patcher, signals_blocked
 from . import migrations as pg_migrations
 
 #: Largest number of connections of one process's pool for one store.
@@ -30,6 +31,8 @@ POOL_MAX = 8
 POOL_TIMEOUT = 30.0
 #: Seconds a new connection may take (also the start-up check's limit).
 CONNECT_TIMEOUT = 10
+#: Most publishes one group commit takes (the rest wait for the next one).
+GROUP_MAX = 100
 
 _lock = threading.Lock()
 _engines: dict[tuple[str, str, str | None], Engine] = {}
@@ -80,6 +83,103 @@ def connect(url: str, schema: str) -> Any:
     return conn
 
 
+#: Seconds a queued publish waits for a transaction to take it before it starts one itself
+#: (a transaction in flight may wait for a lock that its caller's own open transaction holds).
+GROUP_PATIENCE = 0.25
+#: An item's result when the shared transaction failed: its caller publishes it alone.
+ALONE = object()
+
+
+class _Waiting:
+    """One caller's item in a :class:`GroupCommit`: its outcome, or its turn to lead."""
+
+    __slots__ = ("done", "error", "item", "ready", "result", "taken")
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+        self.ready = threading.Event()
+        self.taken = self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class GroupCommit:
+    """Concurrent publishers of one process share a transaction and its commit.
+
+    A caller that finds no transaction in flight runs its own at once (one publisher waits for
+    nobody); callers that arrive while one is in flight queue up, and the first of them, once
+    that transaction is over, takes every queued item (up to :data:`GROUP_MAX`) into the
+    next one. A caller whose item no transaction took within :data:`GROUP_PATIENCE` seconds
+    starts one itself, so a transaction stuck on a lock never holds up the others (the lock
+    may be their own). Each caller returns only after the commit of its own item: ``run`` is
+    given the items of one transaction and returns, per item, its result or the exception to
+    raise in that item's caller.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: list[_Waiting] = []
+        self._leaders = 0
+
+    def queued(self) -> int:
+        """How many callers wait for a transaction (not counting those in flight)."""
+        with self._lock:
+            return len(self._queue)
+
+    def submit(self, item: Any, run: Callable[[Sequence[Any]], Sequence[Any]]) -> Any:
+        me = _Waiting(item)
+        with self._lock:
+            lead = self._leaders == 0
+            if lead:
+                self._leaders += 1
+            else:
+                self._queue.append(me)
+        while not lead:
+            me.ready.wait(None if me.taken else GROUP_PATIENCE)
+            with self._lock:
+                if me.done:
+                    break
+                if not me.taken:  # promoted, or out of patience: lead a transaction
+                    self._queue.remove(me)
+                    self._leaders += 1
+                    lead = True
+                else:
+                    me.ready.clear()
+        if lead:
+            try:
+                with self._lock:
+                    batch = [me, *self._queue[:GROUP_MAX - 1]]
+                    del self._queue[:GROUP_MAX - 1]
+                    for waiting in batch:
+                        waiting.taken = True
+                        waiting.ready.clear()
+                self._run(batch, run)
+            finally:
+                with self._lock:
+                    self._leaders -= 1
+                    if self._queue and not self._leaders:  # the next caller leads
+                        self._queue[0].ready.set()
+        if me.error is not None:
+            raise me.error
+        return me.result
+
+    def _run(self, batch: list[_Waiting], run: Callable[[Sequence[Any]], Sequence[Any]]) -> None:
+        try:
+            outcomes = list(run([w.item for w in batch]))
+            if len(outcomes) != len(batch):
+                raise RuntimeError(f"{len(outcomes)} outcomes for {len(batch)} items")
+        except BaseException as exc:  # every caller of this transaction sees it
+            outcomes = [exc] * len(batch)
+        with self._lock:
+            for waiting, outcome in zip(batch, outcomes, strict=True):
+                if isinstance(outcome, BaseException):
+                    waiting.error = outcome
+                else:
+                    waiting.result = outcome
+                waiting.done = True
+                waiting.ready.set()
+
+
 class Engine:
     """A process's pool for one store, shared by its backends."""
 
@@ -90,6 +190,10 @@ class Engine:
         self.schema = schema
         self.synchronous_commit = synchronous_commit
         self.users = 0
+        #: The publishes of this process's threads, committed together (``GroupCommit``);
+        #: None under gevent/eventlet, whose locks belong to one OS thread's hub (each
+        #: publish is then its own transaction, as before).
+        self.publishes = None if green_patcher() else GroupCommit()
         self.conns: weakref.WeakSet[Any] = weakref.WeakSet()
         # A direct connection first: a wrong URL fails here with the server's own message.
         with contextlib.closing(pg_migrations.connect(url)) as conn:
