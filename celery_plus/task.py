@@ -27,6 +27,7 @@ from celery.exceptions import (
 from celery.worker.request import Request as CeleryRequest
 
 from .options import EXTENSION_OPTIONS, PayloadBinder, TaskExtensions, parse_extensions
+from .transport import thaw_guard  # noqa: F401  (watches each prefork pool process's thaw)
 from .transport.channel import QoS
 from .transport.details import exception_text
 from .transport.start_check import lease_lost_before_start, note_rate_start
