@@ -122,7 +122,14 @@ def _lease_lost(running: _Running) -> bool:
 
 @signals.worker_process_init.connect(weak=False)
 def install(**_: Any) -> None:
-    """In each prefork pool process: note the plus task running here, watch for a thaw."""
+    """In each prefork pool process: note the plus task running here, watch for a thaw.
+
+    Not in the worker's own process (the solo pool sends ``worker_process_init`` there too):
+    nothing would stop its task, and a SIGTERM there is the worker's own shutdown."""
+    from billiard.process import current_process
+
+    if current_process().name == "MainProcess":
+        return
     signals.task_prerun.connect(_task_started, weak=False)
     signals.task_postrun.connect(_task_ended, weak=False)
     signal.signal(signal.SIGCONT, _on_thaw)
