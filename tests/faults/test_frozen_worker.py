@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 import time
 from collections.abc import Callable
 
@@ -106,7 +107,10 @@ def run_frozen(deployment: Deployment, pool: str, limited: bool) -> None:
 def _taken_over(deployment: Deployment, prefix: str, a: Worker) -> bool:
     """Whether another worker runs each job A was running when it froze."""
     mine = {a.proc.pid, *a.children()}
-    runs = [r for r in deployment.runs() if r.label.startswith(prefix)]
+    try:
+        runs = [r for r in deployment.runs() if r.label.startswith(prefix)]
+    except sqlite3.OperationalError:  # "locking protocol": A froze inside a ledger access
+        return False
     stale = {r.job for r in runs if r.pid in mine and r.ended is None}
     return bool(stale) and all(any(r.job == job and r.pid not in mine and r.ended is None
                                    for r in runs) for job in stale)
