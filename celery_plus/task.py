@@ -33,6 +33,7 @@ from .options import (
     check_option_names,
     parse_extensions,
 )
+from .transport import thaw_guard  # noqa: F401  (watches each prefork pool process's thaw)
 from .transport.channel import QoS
 from .transport.details import exception_text
 from .transport.start_check import lease_lost_before_start, note_rate_start
@@ -59,6 +60,31 @@ def _exception_type(exc: BaseException) -> str:
     return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
 
 
+class TaskMemoryError(Exception):
+    """A ``MemoryError`` a task raised, as the worker handles it: a failure of that task.
+
+    Celery's ``Request.on_failure`` raises a task's ``MemoryError`` again in the worker, which
+    then exits ("Unrecoverable error"; under the threads pool the raise is lost in a pool
+    thread instead and the job is never settled, its lease renewed for ever). The allocation
+    that failed was the task's own (in a prefork pool process, not even in the worker's
+    process): the worker goes on, and the job fails like any other (issue 11: a worker never
+    exits because of what a task raised). The dead letter keeps the type ``MemoryError``.
+    """
+
+
+def _memory_error_as_failure(exc_info: Any) -> None:
+    """Hand Celery a task's ``MemoryError`` as a :class:`TaskMemoryError`."""
+    exc = exc_info.exception
+    inner = exc.exc if isinstance(exc, ExceptionWithTraceback) else exc
+    if not isinstance(inner, MemoryError):
+        return
+    replacement = TaskMemoryError(exception_text(inner))
+    if isinstance(exc, ExceptionWithTraceback):
+        exc.exc = replacement
+    else:
+        exc_info.exception = replacement
+
+
 class Request(CeleryRequest):
     """Celery's request, noting failure details on the delivery before it is settled.
 
@@ -82,6 +108,7 @@ class Request(CeleryRequest):
     def on_failure(self, exc_info: Any, send_failed_event: bool = True,
                    return_ok: bool = False) -> Any:
         self._note_failure(exc_info.exception, exc_info.traceback)
+        _memory_error_as_failure(exc_info)
         return super().on_failure(exc_info, send_failed_event, return_ok)
 
     def on_timeout(self, soft: bool, timeout: float) -> Any:

@@ -41,10 +41,10 @@ def lease_lost_before_start(app: Any, properties: dict[str, Any]) -> bool:
         sure_until = max(sure_until, book.sure_until(tag) or sure_until)
     if clock() < sure_until:
         return False
-    return _lost_in_store(app, tag, parsed, book)
+    return lost_in_store(app, tag, parsed, book)
 
 
-def _lost_in_store(app: Any, tag: str, claim: tuple[str, int],
+def lost_in_store(app: Any, tag: str, claim: tuple[str, int],
                    book: holdings.Holdings | None) -> bool:
     asked_at = clock()
     try:

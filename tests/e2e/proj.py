@@ -54,6 +54,61 @@ class Unprintable(ValueError):
         raise RuntimeError("no repr either")
 
 
+class Departure(BaseException):
+    """A BaseException of the task's own (not an Exception, not SystemExit)."""
+
+
+class StrNotText(ValueError):
+    """``str()`` of it raises TypeError (``__str__`` returns an int, ``__repr__`` bytes)."""
+
+    def __str__(self) -> Any:
+        return 42
+
+    def __repr__(self) -> Any:
+        return b"bytes"
+
+
+class Unpicklable(ValueError):
+    """Its ``__reduce__`` raises: it cannot be pickled (prefork) nor copied."""
+
+    def __reduce__(self) -> Any:
+        raise RuntimeError("no pickle for you")
+
+
+def _recurse(n: int) -> int:
+    return _recurse(n + 1) + 1
+
+
+def outcome(how: str) -> Any:
+    """What ``proj.x_outcome`` raises or returns (issue 11: a worker never exits because
+    of it)."""
+    import threading
+
+    raises: dict[str, Any] = {
+        "generator-exit": lambda: GeneratorExit("bye"),
+        "departure": lambda: Departure("custom base exception"),
+        "memory": lambda: MemoryError("pretend we ran out"),
+        "str-not-text": StrNotText,
+        "unpicklable-exc": lambda: Unpicklable("cannot pickle me"),
+        "unpicklable-args": lambda: ValueError("a lock in args", threading.Lock()),
+        "huge-exc": lambda: ValueError("y" * 1_000_000),
+    }
+    if how in raises:
+        raise raises[how]()
+    if how == "recursion":
+        return _recurse(0)
+    returns: dict[str, Any] = {
+        "ret-lambda": lambda: (lambda: 1),
+        "ret-object": object,
+        "ret-lock": threading.Lock,
+        "ret-5mb": lambda: "z" * 5_000_000,
+        "ret-surrogate": lambda: "bad \udce9 name",
+        "ret-nul": lambda: "a NUL \x00 here",
+        "ret-bytes": lambda: b"\xff\xfe raw",
+    }
+    return returns[how]()
+
+
 def make_app(prefix: str, **settings: Any) -> Celery:
     # PLUS_TEST_BROKER swaps the durable store (set per test by conftest.py's broker_url).
     broker = os.environ.get("PLUS_TEST_BROKER", f"plus+{REDIS_URL}")
@@ -274,6 +329,11 @@ def make_app(prefix: str, **settings: Any) -> Celery:
     def x_three_fields(a: Any, b: Any, c: Any = None) -> int:
         record(prefix, "fields", size=len(json_dumps([a, b, c])))
         return 3
+
+    @app.task(name="proj.x_outcome", max_deliveries=2)
+    def x_outcome(how: str) -> Any:
+        record(prefix, "outcome", how=how)
+        return outcome(how)
 
     @app.task(name="proj.reject_then_succeed", bind=True)
     def reject_then_succeed(self: Any) -> str:

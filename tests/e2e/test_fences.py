@@ -138,6 +138,50 @@ def test_odd_failure_details_are_dead_lettered_and_never_stop_the_worker(
     assert worker.proc.poll() is None and "Unrecoverable error" not in worker.log()
 
 
+#: What ``proj.x_outcome`` raises or returns, and how its job must end: a dead letter of that
+#: type ("delivery limit": the pool takes it for a lost worker), or completed.
+OUTCOMES = {
+    "memory": "MemoryError", "recursion": "RecursionError",
+    "str-not-text": "tests.e2e.proj.StrNotText", "unpicklable-exc": "ValueError",
+    "unpicklable-args": "celery.utils.serialization.UnpickleableExceptionWrapper",
+    "huge-exc": "ValueError", "generator-exit": "GeneratorExit",
+    "departure": "tests.e2e.proj.Departure", "ret-lambda": "kombu.exceptions.EncodeError",
+    "ret-object": "kombu.exceptions.EncodeError", "ret-5mb": "completed",
+    "ret-surrogate": "completed", "ret-nul": "completed", "ret-bytes": "completed",
+}
+
+
+@pytest.mark.parametrize("pool", ["prefork", "solo", "threads"])
+def test_what_a_task_raises_or_returns_never_stops_the_worker(
+        client: Any, start_worker: Callable[..., Worker], view: Backend, pool: str) -> None:
+    """Issue 11: a worker never exits because of what a task raised or returned, and every
+    such job is settled. (A task's MemoryError made Celery's worker exit, and under the
+    threads pool left its job running for ever.)"""
+    odd = {how: client.tasks["proj.x_outcome"].delay(how) for how in OUTCOMES}
+    marks = [client.tasks["proj.mark"].delay(n) for n in range(20)]
+    worker = start_worker(pool=pool, concurrency=2)
+
+    def state(result: Any) -> str | None:
+        return (view.job(result.id) or {}).get("st")
+
+    wait_until(lambda: worker.proc.poll() is not None
+               or all(state(r) in ("completed", "failed") for r in [*odd.values(), *marks]),
+               timeout=60, message="every job settled")
+    assert worker.proc.poll() is None and "Unrecoverable error" not in worker.log(), (
+        worker.log()[-3000:])
+    assert all(state(r) == "completed" for r in marks)
+    for how, expected in OUTCOMES.items():
+        record = view.job(odd[how].id) or {}
+        if expected == "completed":
+            assert record["st"] == "completed", (how, record)
+        elif record.get("reason") == "delivery limit":  # solo, threads: a lost worker
+            assert pool != "prefork", (how, record)
+            assert record["emsg"].startswith(expected.rpartition(".")[2] + "("), (how, record)
+        else:
+            assert (record["st"], record["reason"], record["etype"]) == (
+                "failed", "task failed", expected), (how, record)
+
+
 @pytest.mark.parametrize("how", ["replace", "retry"])
 def test_a_job_continued_under_another_key_leaves_no_key_held(
         client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,

@@ -23,6 +23,38 @@ LIMIT = 1
 POISON_DELIVERIES = 2
 
 
+class Progress:
+    """A run's own code, watched for a freeze: it waits in short steps and notes (in the
+    ledger, once) when it first runs again after a step that lasted far longer than asked,
+    its process frozen meanwhile. So the harness counts a frozen run as executing after the
+    thaw only if its code really ran again, not if it was stopped as its process thawed."""
+
+    #: The longest step of a wait.
+    STEP_S = 0.01
+    #: A step this much longer than asked means the process was frozen meanwhile.
+    STALL_S = 0.5
+
+    def __init__(self, ledger: Ledger, run_id: int) -> None:
+        self.ledger = ledger
+        self.run_id = run_id
+        self.resumed: float | None = None
+        #: When the run's code was last seen running (the end of its last step).
+        self.last = time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            self.step(min(self.STEP_S, left))
+
+    def step(self, seconds: float) -> None:
+        time.sleep(seconds)
+        now = time.monotonic()
+        if self.resumed is None and now - self.last > seconds + self.STALL_S:
+            self.resumed = time.time()
+            self.ledger.resumed(self.run_id, self.resumed)
+        self.last = now
+
+
 def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
              results: str | None = None) -> Celery:
     app = Celery("faults", broker=broker, backend=results, set_as_current=False)
@@ -43,16 +75,16 @@ def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
 
     def run(job: str, label: str, seconds: float, group: str = "") -> None:
         run_id = ledger.start(job, label, group)
-        stopped(run_id, time.sleep, seconds)
+        stopped(Progress(ledger, run_id), Progress.sleep, seconds)
 
-    def stopped(run_id: int, body: Any, *args: Any) -> None:
-        """Run ``body`` and end the run; a stop (SIGTERM: billiard raises SystemExit in
-        the pool process) is noted with its time."""
+    def stopped(progress: Progress, body: Any, *args: Any) -> None:
+        """Run ``body(progress, *args)`` and end the run; a stop (SIGTERM: billiard raises
+        SystemExit in the pool process) is noted with its time."""
         try:
-            body(*args)
-            ledger.end(run_id)
+            body(progress, *args)
+            ledger.end(progress.run_id, resumed=progress.resumed)
         except BaseException:
-            ledger.end(run_id, stopped=True)
+            ledger.end(progress.run_id, stopped=True, resumed=progress.resumed)
             raise
 
     @app.task(name="fault.work", bind=True)
@@ -79,15 +111,15 @@ def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
         job = task.request.id
         run_id = ledger.start(job, label, group)
 
-        def wait() -> None:
+        def wait(progress: Progress) -> None:
             if not (yield_to_later and ledger.first(job) == run_id):
-                time.sleep(seconds)
+                progress.sleep(seconds)
                 return
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not ledger.overtaken(job, run_id):
-                time.sleep(0.05)
+                progress.step(0.05)
 
-        stopped(run_id, wait)
+        stopped(Progress(ledger, run_id), wait)
         if not task.request.retries:
             raise task.retry(countdown=0)
         return label

@@ -92,7 +92,7 @@ class Report:
     run_twice: dict[str, str] = field(default_factory=dict)
     max_concurrent: dict[str, int] = field(default_factory=dict)
     #: Seconds a group had more runs than its limit (runs of frozen processes count only
-    #: while they were not frozen).
+    #: while they were not frozen, and after a thaw only if their code ran again).
     over_limit_s: dict[str, float] = field(default_factory=dict)
     leaked_holds: dict[str, str] = field(default_factory=dict)
     leaked_slots: dict[str, list[str]] = field(default_factory=dict)
@@ -432,9 +432,11 @@ class Deployment:
         return self.deaths.get(run.pid, float("inf"))
 
     def _live_intervals(self, run: Run) -> list[tuple[float, float]]:
-        """When ``run`` was executing: from start to end, less the times it was frozen."""
+        """When ``run`` was executing: from start to end, less the times it was frozen, and
+        less what followed a freeze if its code never ran again (stopped as it thawed)."""
         spans = [(run.started, self._end_of(run))]
         for start, end in sorted(self.freezes.get(run.pid, [])):
+            resumed = run.resumed is not None and run.resumed >= start
             cut: list[tuple[float, float]] = []
             for a, b in spans:
                 if end <= a or start >= b:
@@ -442,7 +444,7 @@ class Deployment:
                     continue
                 if a < start:
                     cut.append((a, start))
-                if end < b:
+                if end < b and resumed:
                     cut.append((end, b))
             spans = cut
         return spans

@@ -24,7 +24,8 @@ CREATE TABLE IF NOT EXISTS runs (
     pid INTEGER NOT NULL,
     started REAL NOT NULL,  -- time.time()
     ended REAL,             -- NULL: the run never finished
-    stopped INTEGER NOT NULL DEFAULT 0  -- 1: ended by SIGTERM (its worker stopped it)
+    stopped INTEGER NOT NULL DEFAULT 0, -- 1: ended by SIGTERM (its worker stopped it)
+    resumed REAL            -- when the task's own code first ran again after a freeze
 );
 """
 
@@ -38,6 +39,9 @@ class Run:
     started: float
     ended: float | None
     stopped: bool = False
+    #: When the task's own code first ran again after its process was frozen (None: it
+    #: never did, e.g. it was stopped as it thawed).
+    resumed: float | None = None
 
 
 class Ledger:
@@ -70,10 +74,17 @@ class Ledger:
                                (job, label, group, os.getpid(), time.time()))
             return int(cur.lastrowid or 0)
 
-    def end(self, run_id: int, stopped: bool = False) -> None:
+    def end(self, run_id: int, stopped: bool = False, resumed: float | None = None) -> None:
         with contextlib.closing(self._connect()) as conn:
-            conn.execute("UPDATE runs SET ended = ?, stopped = ? WHERE id = ?",
-                         (time.time(), int(stopped), run_id))
+            conn.execute("UPDATE runs SET ended = ?, stopped = ?, "
+                         "resumed = coalesce(resumed, ?) WHERE id = ?",
+                         (time.time(), int(stopped), resumed, run_id))
+
+    def resumed(self, run_id: int, at: float) -> None:
+        """The run's own code ran again at ``at`` after its process was frozen."""
+        with contextlib.closing(self._connect()) as conn:
+            conn.execute("UPDATE runs SET resumed = coalesce(resumed, ?) WHERE id = ?",
+                         (at, run_id))
 
     def first(self, job: str) -> int | None:
         """The id of ``job``'s first run."""
@@ -89,6 +100,6 @@ class Ledger:
 
     def runs(self) -> list[Run]:
         with contextlib.closing(self._connect()) as conn:
-            rows = conn.execute("SELECT job, label, grp, pid, started, ended, stopped FROM runs "
-                                "ORDER BY started").fetchall()
-        return [Run(*row[:6], stopped=bool(row[6])) for row in rows]
+            rows = conn.execute("SELECT job, label, grp, pid, started, ended, stopped, resumed "
+                                "FROM runs ORDER BY started").fetchall()
+        return [Run(*row[:6], bool(row[6]), row[7]) for row in rows]

@@ -58,7 +58,7 @@ def run_session_kills(deployment: Deployment, rounds: int, pool: str) -> None:
                          [("redis", "prefork"), ("redis", "threads"), ("postgres", "prefork")])
 def test_every_worker_session_ended_mid_drain(deploy: Callable[..., Deployment], store: str,
                                               pool: str) -> None:
-    run_session_kills(deploy("sessions ended", store, vt=6.0), rounds=3, pool=pool)
+    run_session_kills(deploy(f"sessions ended {pool}", store, vt=6.0), rounds=3, pool=pool)
 
 
 def test_connections_lost_while_a_prefork_pool_is_handed_jobs(
