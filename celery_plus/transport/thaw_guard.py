@@ -19,8 +19,18 @@ no-op, and a new process takes its place); should it not come, the process stops
 after ``STOP_WAIT_S``. A lease still ours, or a store that does not answer in time, lets the
 task go on (the keeper still stops it if the lease turns out lost).
 
+A worker whose own process alone stops (a debugger attached to it, ``SIGSTOP`` of its pid, a
+process starved of CPU) while its pool process runs on is the other way round: nothing renewed
+the lease of the task still running, another worker took the job over and both ran it at once.
+So each pool process also renews the lease of the task it runs itself, every heartbeat
+interval (``_renew``: one heartbeat of that claim, as the worker's keeper sends; the two
+together cost the store one more heartbeat per running task and interval). A lease the store
+says is lost is stopped as at a thaw: the worker's keeper stops it, or the process itself
+after ``STOP_WAIT_S``.
+
 The solo, threads and green pools run tasks in the worker's own process, where a signal
-handler cannot tell which task it would stop: their stale runs go on (``docs/reliability.md``).
+handler cannot tell which task it would stop: their stale runs go on (``docs/reliability.md``);
+their tasks stop with the worker's process, so they need no renewal of their own.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 import time
 from typing import Any
 
@@ -35,6 +46,7 @@ from celery import signals
 
 from ..helper_threads import HelperThread
 from ..lease_keeper import clock
+from ..settings import BY_NAME, resolve
 from .channel import SURE_UNTIL, parse_delivery_tag
 from .start_check import lost_in_store
 
@@ -60,6 +72,8 @@ class _Running:
 
 
 _running: _Running | None = None
+#: Set when a task starts: the renewal thread's wake-up.
+_started = threading.Event()
 
 
 def _task_started(sender: Any = None, task_id: str = "", task: Any = None,
@@ -74,6 +88,7 @@ def _task_started(sender: Any = None, task_id: str = "", task: Any = None,
     if claim is None or not isinstance(sure_until, (int, float)):
         return  # not a delivery of the plus transport
     _running = _Running(task.app, str(tag), claim, float(sure_until), task.name)
+    _started.set()
 
 
 def _task_ended(**_: Any) -> None:
@@ -101,6 +116,57 @@ def _on_thaw(signum: int, frame: Any) -> None:
     stop = signal.getsignal(signal.SIGTERM)
     if callable(stop):
         stop(signal.SIGTERM, frame)  # billiard's: raises SystemExit, the process ends
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+_intervals: dict[int, float] = {}
+
+
+def _interval(app: Any) -> float:
+    """The app's heartbeat interval (a third of the lease unless set)."""
+    if id(app) not in _intervals:
+        conf = app.conf
+        _intervals[id(app)] = resolve({name: conf.get(name) for name in BY_NAME
+                                       if conf.get(name) is not None}).heartbeat_interval
+    return _intervals[id(app)]
+
+
+def _renew() -> None:
+    """Renew the lease of the plus task running in this process, every heartbeat interval
+    from its start, while it runs; stop a task whose lease the store says is lost."""
+    while True:
+        _started.wait()
+        _started.clear()
+        running = _running
+        if running is None:
+            continue
+        try:
+            interval = _interval(running.app)
+        except Exception:  # settings the worker itself refused never get here
+            continue
+        while not _started.wait(interval):
+            if _running is not running:
+                break  # the task ended (the next start sets the event)
+            if lost_in_store(running.app, running.tag, running.claim, None):
+                if _running is running:
+                    _stop_lost(running)
+                break
+        else:
+            _started.set()  # another task started meanwhile: watch it from its start
+
+
+def _stop_lost(running: _Running) -> None:
+    """The lease of the task running here was lost while it ran: its worker's keeper stops
+    it (one stopper, as at a thaw); should it not within ``STOP_WAIT_S``, this process does."""
+    logger.warning("celery-plus: task %s[%s] lost its lease while it ran (another worker "
+                   "may run the job now)", running.name, running.claim[0])
+    deadline = time.monotonic() + STOP_WAIT_S
+    while time.monotonic() < deadline:
+        if _running is not running:
+            return
+        time.sleep(0.05)
+    logger.warning("celery-plus: task %s[%s] stopped here: its worker did not stop it within "
+                   "%.0f s", running.name, running.claim[0], STOP_WAIT_S)
     os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -133,6 +199,7 @@ def install(**_: Any) -> None:
     signals.task_prerun.connect(_task_started, weak=False)
     signals.task_postrun.connect(_task_ended, weak=False)
     signal.signal(signal.SIGCONT, _on_thaw)
+    HelperThread(target=_renew, name="celery-plus pool lease renewal", daemon=True).start()
 
 
 __all__ = ["ANSWER_S", "STOP_WAIT_S", "install"]

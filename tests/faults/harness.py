@@ -255,15 +255,16 @@ class Deployment:
         return victims
 
     @contextlib.contextmanager
-    def frozen(self, worker: Worker) -> Iterator[None]:
-        """SIGSTOP of a worker and its pool processes for the block, then SIGCONT."""
-        pids = [worker.proc.pid, *worker.children()]
+    def frozen(self, worker: Worker, main_only: bool = False) -> Iterator[None]:
+        """SIGSTOP of a worker and its pool processes (``main_only``: of its own process
+        alone) for the block, then SIGCONT."""
+        pids = [worker.proc.pid] if main_only else [worker.proc.pid, *worker.children()]
         start = time.time()
-        worker.signal(signal.SIGSTOP)
+        worker.signal(signal.SIGSTOP, group=not main_only)
         try:
             yield
         finally:
-            worker.signal(signal.SIGCONT)
+            worker.signal(signal.SIGCONT, group=not main_only)
             end = time.time()
             for pid in pids:
                 self.freezes[pid].append((start, end))

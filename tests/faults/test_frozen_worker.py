@@ -139,3 +139,28 @@ def test_sigstop_past_the_lease_prefork_long(deploy: Callable[..., Deployment],
                                              store: str) -> None:
     run_frozen(deploy("sigstop prefork-long", store, vt=30.0), "prefork", limited=True)
 
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_worker_whose_own_process_stops_keeps_the_jobs_its_pool_runs(
+        deploy: Callable[..., Deployment], store: str) -> None:
+    """Only A's own process stops (a debugger, ``SIGSTOP`` of its pid) for longer than the
+    lease while its pool processes run two jobs on: they renew their leases themselves, so B
+    never takes those jobs over — each runs once, and never beside another run of its group
+    (without the pool's own renewal B ran both while A's pool still did)."""
+    deployment = deploy("main process stopped", store, vt=3.0)
+    vt = deployment.vt
+    a = deployment.start_worker(pool="prefork", concurrency=2)
+    for n in range(2):
+        deployment.publish_limited("ab"[n], f"l{n}", 2 * vt + 3.0)
+    deployment.wait_running(2, prefix="l")
+    deployment.start_worker(pool="prefork", concurrency=2)
+    frozen_at = time.time()
+    with deployment.frozen(a, main_only=True):
+        time.sleep(vt + 2 * MAINTENANCE_S + 1.0)  # the fault: longer than the lease
+    frozen_s = time.time() - frozen_at
+    deployment.fault_ended = time.time()
+    deployment.wait_all_finished(timeout=120)
+    report = deployment.finish(f"worker's own process stopped {frozen_s:.1f}s, lease "
+                               f"{vt:.0f}s, its prefork pool running")
+    check(report, allow_twice=(), overlap_s=0.0)
