@@ -95,6 +95,16 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         record(prefix, "replaced", n=n)
         return self.replace(uniq.s(n))
 
+    @app.task(name="dropin.uniq_replacing", bind=True, unique=True)
+    def uniq_replacing(self: Any, n: int) -> Any:
+        record(prefix, "uniq_replacing", n=n)
+        return self.replace(app.tasks["proj.add"].s(n, 1))
+
+    @app.task(name="dropin.limited_replacing", bind=True, concurrency=1)
+    def limited_replacing(self: Any, n: int) -> Any:
+        record(prefix, "limited_replacing", n=n)
+        return self.replace(app.tasks["dropin.limited"].s(n, 0.1))
+
     @app.task(name="dropin.limited_by", concurrency=1, concurrency_key="key")
     def limited_by(key: str, n: int, seconds: float = 0.2) -> int:
         record(prefix, "limited_by", key=key, n=n)

@@ -4,8 +4,9 @@
 One worker per pool and store runs every case in turn: nested chords with a coalesced
 member, chords sharing a unique body, a unique body chained on, ``unique_by`` members,
 members with a countdown, ``Task.replace`` by a unique task inside a chain (with and without
-a pending holder), ``starmap``/``chunks`` of a unique task, ``concurrency_key`` members of a
-chord, and a chord whose member follows a failing holder.
+a pending holder), a unique or concurrency-limited task replacing itself,
+``starmap``/``chunks`` of a unique task, ``concurrency_key`` members of a chord, and a chord
+whose member follows a failing holder.
 """
 
 from __future__ import annotations
@@ -73,6 +74,19 @@ def test_canvas_with_extension_options_completes(
     holder = uniq.apply_async((15,), countdown=2)
     assert chain(replaced.s(15), add.s(1)).apply_async().get(timeout=TIMEOUT) == 151
     assert holder.get(timeout=TIMEOUT) == 150 and _ran(prefix, "uniq", 15) == 1
+
+    # A unique task replacing itself (the replacement takes over its id), alone, in a chain
+    # and as duplicate group members; then its key is free again.
+    replacing = t["dropin.uniq_replacing"]
+    assert chain(replacing.s(6), add.s(10)).apply_async().get(timeout=TIMEOUT) == 17
+    result = group(replacing.s(7), replacing.s(7), replacing.s(8)).apply_async()
+    assert result.get(timeout=TIMEOUT) == [8, 8, 9]
+    again = replacing.delay(7)
+    assert not again.deduplicated and again.get(timeout=TIMEOUT) == 8
+    # A concurrency-limited task replaced by another, in a chord.
+    limited_replacing = t["dropin.limited_replacing"]
+    members = [limited_replacing.s(1), limited_replacing.s(2)]
+    assert chord(members)(tsum.s()).get(timeout=TIMEOUT) == 3
 
     # starmap and chunks call the task in the worker, as Celery does.
     assert uniq.starmap([(17, 0), (17, 0)]).apply_async().get(timeout=TIMEOUT) == [170, 170]
