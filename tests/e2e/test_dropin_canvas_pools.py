@@ -2,7 +2,8 @@
 (``test_dropin_canvas.py`` runs each case on the threads pool).
 
 One worker per pool and store runs every case in turn: nested chords with a coalesced
-member, chords sharing a unique body, a unique body chained on, ``unique_by`` members,
+member, chords sharing a unique body, a chord whose unique body follows a pending holder
+(with a link, and chained on), a unique body chained on, ``unique_by`` members,
 members with a countdown, ``Task.replace`` by a unique task inside a chain (with and without
 a pending holder), a unique or concurrency-limited task replacing itself,
 ``starmap``/``chunks`` of a unique task, ``concurrency_key`` members of a chord, and a chord
@@ -19,7 +20,7 @@ from celery import chain, chord, group
 from celery.exceptions import ChordError
 
 from . import dropin_fixtures
-from .conftest import Worker
+from .conftest import Worker, wait_until
 from .proj import events
 
 APP = dropin_fixtures.APP
@@ -55,6 +56,18 @@ def test_canvas_with_extension_options_completes(
     chained = chain(group(add.s(3, 3), add.s(4, 4)), usum.s(), add.s(100)).apply_async()
     assert (first.get(timeout=TIMEOUT), second.get(timeout=TIMEOUT)) == (6, 6)
     assert chained.get(timeout=TIMEOUT) == 114
+
+    # A chord whose unique body coalesces into a pending holder: the body's id follows it,
+    # its link runs, and a chain goes on from it.
+    holder = usum.apply_async(([2, 4],), countdown=3)
+    result = chord([add.s(1, 1), add.s(2, 2)])(usum.s().set(link=t["proj.mark"].si(23)))
+    assert result.get(timeout=TIMEOUT) == 6 and result.id != holder.id
+    assert holder.get(timeout=TIMEOUT) == 6
+    wait_until(lambda: _ran(prefix, "mark", 23) == 1, timeout=TIMEOUT,
+               message="the body's link ran")
+    holder = usum.apply_async(([3, 5],), countdown=3)
+    result = (chord([add.s(1, 2), add.s(2, 3)], usum.s()) | add.s(100)).apply_async()
+    assert result.get(timeout=TIMEOUT) == 108 and holder.get(timeout=TIMEOUT) == 8
 
     # unique_by members: the key is n only.
     result = group(ub.s(13, "a"), ub.s(13, "b"), ub.s(14, "c")).apply_async()
