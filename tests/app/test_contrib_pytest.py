@@ -119,16 +119,21 @@ def test_the_app_is_celery_plus(celery_app):
 '''
 
 
-@pytest.mark.parametrize("plugins, passes", [
-    (["celery.contrib.pytest", "celery_plus.contrib.pytest"], True),
-    (["celery_plus.contrib.pytest", "celery.contrib.pytest"], False),
-], ids=["celery-then-plus", "plus-then-celery"])
+@pytest.mark.parametrize("plugins, conftest, passes", [
+    (["celery.contrib.pytest", "celery_plus.contrib.pytest"], False, True),
+    (["celery_plus.contrib.pytest", "celery.contrib.pytest"], False, False),
+    (["celery_plus.contrib.pytest", "celery.contrib.pytest"], True, False),
+], ids=["celery-then-plus", "plus-then-celery", "plus-then-celery-in-conftest"])
 def test_celerys_plugin_loaded_after_ours_stops_the_session(
-        tmp_path: Path, plugins: list[str], passes: bool) -> None:
-    """Both plugins loaded: the one registered last provides ``celery_app``. Celery's last
-    would give every test a plain Celery app, silently; the session stops instead."""
+        tmp_path: Path, plugins: list[str], conftest: bool, passes: bool) -> None:
+    """Both plugins loaded (``-p``, or ``pytest_plugins`` in the conftest): the one
+    registered last provides ``celery_app``. Celery's last would give every test a plain
+    Celery app, silently; the session stops instead."""
     (tmp_path / "test_order.py").write_text(ORDER_TEST)
     loads = [arg for name in plugins for arg in ("-p", name)]
+    if conftest:
+        (tmp_path / "conftest.py").write_text(f"pytest_plugins = {tuple(plugins)!r}\n")
+        loads = []
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", *loads, "-p", "no:cacheprovider",
          "-p", "no:xdist", "--rootdir", str(tmp_path), str(tmp_path / "test_order.py")],
