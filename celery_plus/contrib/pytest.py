@@ -49,7 +49,6 @@ depends_on_current_app = celery_fixtures.depends_on_current_app
 use_celery_app_trap = celery_fixtures.use_celery_app_trap
 
 
-
 def pytest_configure(config: pytest.Config) -> None:
     """Celery's marker; and refuse a session where Celery's plugin registered after this one
     (its ``celery_app`` would win: a plain Celery app, no extension at work)."""
