@@ -15,7 +15,10 @@ errbacks, chain, chord, group, queue, priority), that completes from the holder'
 * the holder cannot finish any more (no record in the store and no result, or finished
   without a stored result) → the follower fails with :class:`FollowError`.
 
-Followers read the holder's outcome from the result backend, so they need one. The task is
+Followers read the holder's outcome from the result backend, so they need one that a worker can
+read another caller's results from: with none, or with ``rpc://`` (a result reaches only the
+client that published its task), a follower fails at once with :class:`FollowError` saying
+so. The task is
 named ``celery.plus_follow``: like Celery's own ``celery.*`` tasks, it is left out of
 ``inspect registered`` and the worker banner.
 """
@@ -27,6 +30,7 @@ from typing import Any
 
 from celery import states
 from celery.backends.base import DisabledBackend
+from celery.backends.rpc import RPCBackend
 from celery.exceptions import Ignore, TaskRevokedError
 
 FOLLOW_TASK = "celery.plus_follow"
@@ -91,6 +95,12 @@ def follow(task: Any, holder_id: str) -> Any:
         raise FollowError(
             f"cannot follow job {holder_id}: a coalesced canvas member completes from its "
             "holder's result, and this app has no result backend (set result_backend)")
+    if isinstance(task.app.backend, RPCBackend):
+        raise FollowError(
+            f"cannot follow job {holder_id}: a coalesced canvas member completes from its "
+            "holder's result, and the rpc:// result backend delivers a result only to the "
+            "client that published its task (set a result_backend workers can read, such "
+            "as redis://)")
     holder = task.app.AsyncResult(holder_id)
     if holder.state in states.READY_STATES:
         return _outcome(holder_id, holder.state, holder.result)

@@ -1,7 +1,9 @@
 """pytest fixtures for celery-plus apps: ``celery.contrib.pytest``'s, with a celery-plus app.
 
-Enable them instead of Celery's (same names and shapes; loading both makes whichever loads
-last win)::
+Enable them instead of Celery's (same names and shapes). With both loaded, whichever
+registers last provides the fixtures; so if Celery's registers after this one (``-p
+celery_plus.contrib.pytest -p celery.contrib.pytest``), the session stops with a usage error
+rather than run every test on a plain Celery app::
 
     # conftest.py
     pytest_plugins = ("celery_plus.contrib.pytest",)
@@ -22,6 +24,7 @@ marker. Results go to ``cache+memory://`` as with Celery's fixtures (the worker 
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -43,8 +46,22 @@ celery_parameters = celery_fixtures.celery_parameters
 celery_worker_parameters = celery_fixtures.celery_worker_parameters
 celery_worker_pool = celery_fixtures.celery_worker_pool
 depends_on_current_app = celery_fixtures.depends_on_current_app
-pytest_configure = celery_fixtures.pytest_configure
 use_celery_app_trap = celery_fixtures.use_celery_app_trap
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Celery's marker; and refuse a session where Celery's plugin registered after this one
+    (its ``celery_app`` would win: a plain Celery app, no extension at work)."""
+    celery_fixtures.pytest_configure(config)
+    order = [plugin for _, plugin in config.pluginmanager.list_name_plugin()]
+    ours = sys.modules[__name__]
+    if (ours in order and celery_fixtures in order
+            and order.index(celery_fixtures) > order.index(ours)):
+        raise pytest.UsageError(
+            "celery.contrib.pytest is registered after celery_plus.contrib.pytest, so its "
+            "fixtures win and celery_app would be a plain Celery app: load "
+            "celery_plus.contrib.pytest instead of celery.contrib.pytest (or after it)")
+
 
 NO_WORKER = os.environ.get("NO_WORKER")
 BROKER_ENV = "CELERY_PLUS_TEST_BROKER"

@@ -108,3 +108,40 @@ def test_a_projects_tests_run_on_the_fixtures(tmp_path: Path, store: str) -> Non
     proc = _run(tmp_path, broker, expected)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "5 passed" in proc.stdout, proc.stdout
+
+
+ORDER_TEST = '''
+from celery_plus import Celery
+
+
+def test_the_app_is_celery_plus(celery_app):
+    assert isinstance(celery_app, Celery)
+'''
+
+
+@pytest.mark.parametrize("plugins, conftest, passes", [
+    (["celery.contrib.pytest", "celery_plus.contrib.pytest"], False, True),
+    (["celery_plus.contrib.pytest", "celery.contrib.pytest"], False, False),
+    (["celery_plus.contrib.pytest", "celery.contrib.pytest"], True, False),
+], ids=["celery-then-plus", "plus-then-celery", "plus-then-celery-in-conftest"])
+def test_celerys_plugin_loaded_after_ours_stops_the_session(
+        tmp_path: Path, plugins: list[str], conftest: bool, passes: bool) -> None:
+    """Both plugins loaded (``-p``, or ``pytest_plugins`` in the conftest): the one
+    registered last provides ``celery_app``. Celery's last would give every test a plain
+    Celery app, silently; the session stops instead."""
+    (tmp_path / "test_order.py").write_text(ORDER_TEST)
+    loads = [arg for name in plugins for arg in ("-p", name)]
+    if conftest:
+        (tmp_path / "conftest.py").write_text(f"pytest_plugins = {tuple(plugins)!r}\n")
+        loads = []
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *loads, "-p", "no:cacheprovider",
+         "-p", "no:xdist", "--rootdir", str(tmp_path), str(tmp_path / "test_order.py")],
+        cwd=tmp_path, env={**os.environ, "CELERY_PLUS_TEST_BROKER": ""},
+        capture_output=True, text=True, timeout=120)
+    output = proc.stdout + proc.stderr
+    if passes:
+        assert proc.returncode == 0 and "1 passed" in proc.stdout, output
+    else:
+        assert proc.returncode == 4, output  # pytest's usage error
+        assert "load celery_plus.contrib.pytest instead of celery.contrib.pytest" in output

@@ -35,6 +35,8 @@ def connection_settings() -> dict[str, Any]:
     if os.environ.get("PLUS_TEST_SSL_CA"):
         found["broker_use_ssl"] = {"ssl_cert_reqs": ssl.CERT_REQUIRED,
                                    "ssl_ca_certs": os.environ["PLUS_TEST_SSL_CA"]}
+    if os.environ.get("PLUS_TEST_RESULT_BACKEND"):
+        found["result_backend"] = os.environ["PLUS_TEST_RESULT_BACKEND"]
     if os.environ.get("PLUS_TEST_TRANSPORT_OPTIONS"):
         found["broker_transport_options"] = json.loads(os.environ["PLUS_TEST_TRANSPORT_OPTIONS"])
     return found
@@ -73,6 +75,39 @@ def make_app(prefix: str, **settings: Any) -> Celery:
     @app.task(name="dropin.limited", concurrency=1)
     def limited(n: int, seconds: float = 0.3) -> int:
         record(prefix, "limited", n=n)
+        time.sleep(seconds)
+        return n
+
+    @app.task(name="dropin.uniq_by", unique_by=["n"])
+    def uniq_by(n: int, tag: str, seconds: float = 0.5) -> int:
+        record(prefix, "uniq_by", n=n, tag=tag)
+        time.sleep(seconds)
+        return n * 10
+
+    @app.task(name="dropin.uniq_sum", unique=True)
+    def uniq_sum(numbers: list[int]) -> int:
+        record(prefix, "uniq_sum", numbers=numbers)
+        time.sleep(0.3)
+        return sum(numbers)
+
+    @app.task(name="dropin.replaced_by_uniq", bind=True)
+    def replaced_by_uniq(self: Any, n: int) -> Any:
+        record(prefix, "replaced", n=n)
+        return self.replace(uniq.s(n))
+
+    @app.task(name="dropin.uniq_replacing", bind=True, unique=True)
+    def uniq_replacing(self: Any, n: int) -> Any:
+        record(prefix, "uniq_replacing", n=n)
+        return self.replace(app.tasks["proj.add"].s(n, 1))
+
+    @app.task(name="dropin.limited_replacing", bind=True, concurrency=1)
+    def limited_replacing(self: Any, n: int) -> Any:
+        record(prefix, "limited_replacing", n=n)
+        return self.replace(app.tasks["dropin.limited"].s(n, 0.1))
+
+    @app.task(name="dropin.limited_by", concurrency=1, concurrency_key="key")
+    def limited_by(key: str, n: int, seconds: float = 0.2) -> int:
+        record(prefix, "limited_by", key=key, n=n)
         time.sleep(seconds)
         return n
 

@@ -177,3 +177,40 @@ def test_a_member_of_a_holder_that_stores_no_result_fails_saying_so(
     assert "FollowError" in str(view.job(member.id)), view.job(member.id)
     assert "stored no result" in str(view.job(member.id)), view.job(member.id)
     assert _ran(prefix, "uniq_quiet", 1) == 1
+
+
+def test_a_member_following_a_holder_on_rpc_fails_saying_why(
+        prefix: str, broker_url: str, start_worker: Callable[..., Worker]) -> None:
+    """With ``result_backend='rpc://'`` a result reaches only the client that published its
+    task, so a follower cannot read its holder's: it fails at once, naming ``rpc://``
+    (docs/options.md, "Canvas"), instead of waiting for the holder and then blaming
+    ``ignore_result``. Members that coalesce with nothing complete as on plain Celery."""
+    from celery.exceptions import TimeoutError as CeleryTimeoutError
+
+    from celery_plus.follow import FollowError
+
+    from . import dropin_proj
+
+    start_worker(app=APP, pool="threads", concurrency=4,
+                 env={"PLUS_TEST_RESULT_BACKEND": "rpc://"})
+    rpc, other = (dropin_proj.make_app(prefix, result_backend="rpc://") for _ in range(2))
+    try:
+        uniq, add = rpc.tasks["dropin.uniq"], rpc.tasks["proj.add"]
+        assert chain(uniq.s(9, 0), add.s(1)).apply_async().get(timeout=TIMEOUT) == 91
+        with pytest.raises(NotImplementedError, match="rpc"):  # as on plain Celery
+            chord([add.s(1, 1)])(rpc.tasks["proj.tsum"].s())
+        holder = uniq.apply_async((10,), countdown=5)  # pending: the member coalesces
+        member = chain(uniq.s(10), add.s(1)).apply_async()
+        with pytest.raises(FollowError, match=r"rpc://.*only to the client"):
+            member.get(timeout=TIMEOUT)
+        # A plain duplicate from another client gets the holder's id, whose result goes
+        # to the holder's client only.
+        again = other.tasks["dropin.uniq"].delay(10)
+        assert again.deduplicated and again.id == holder.id
+        assert holder.get(timeout=TIMEOUT) == 100
+        with pytest.raises(CeleryTimeoutError):
+            again.get(timeout=3)
+        assert _ran(prefix, "uniq", 10) == 1
+    finally:
+        rpc.close()
+        other.close()
