@@ -58,6 +58,7 @@ from celery_plus.transport.backend import Backend, NewJob, Settle
 
 from .bench_app import pg_schema
 from .memory import private_redis
+from .pools import _stop as stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_URL = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
@@ -200,12 +201,7 @@ def _worker_rss(kind: str, run: str, redis_url: str, backend: Backend, queue: st
                       if line.startswith("VmRSS:"))
         return rss_kb / 1024
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 PAGE_TIMEOUT_S = 60.0
