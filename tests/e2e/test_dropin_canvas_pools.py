@@ -12,6 +12,7 @@ whose member follows a failing holder.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -29,9 +30,18 @@ client = dropin_fixtures.client
 TIMEOUT = 60
 
 
+#: The pool of each store in the README's suite (every pool on every store: PLUS_DROPIN_ALL=1):
+#: the cases are the same on each store, and each store's canvas path runs in
+#: ``test_dropin_canvas.py`` on the threads pool.
+POOL_OF_STORE = {"redis": "prefork", "sqlite": "gevent", "postgres": "prefork"}
+
+
 @pytest.fixture(params=["prefork", "gevent"])
-def worker(request: pytest.FixtureRequest, start_worker: Callable[..., Worker]) -> Worker:
+def worker(request: pytest.FixtureRequest, start_worker: Callable[..., Worker],
+           broker_kind: str) -> Worker:
     pool = request.param
+    if os.environ.get("PLUS_DROPIN_ALL") != "1" and POOL_OF_STORE[broker_kind] != pool:
+        pytest.skip(f"{pool} on {broker_kind}: PLUS_DROPIN_ALL=1 runs it")
     return start_worker(app=APP, pool=pool, concurrency=4 if pool == "gevent" else 3)
 
 
