@@ -87,6 +87,8 @@ def _task_started(sender: Any = None, task_id: str = "", task: Any = None,
     claim = parse_delivery_tag(tag) if isinstance(tag, str) else None
     if claim is None or not isinstance(sure_until, (int, float)):
         return  # not a delivery of the plus transport
+    if not getattr(task.request, "acks_late", getattr(task, "acks_late", True)):
+        return  # acked as it was received (acks_late=False): no lease left to keep or lose
     _running = _Running(task.app, str(tag), claim, float(sure_until), task.name)
     _started.set()
 

@@ -320,6 +320,13 @@ def make_app(prefix: str, **settings: Any) -> Celery:
             raise self.retry(countdown=0.1)
         return n
 
+    @app.task(name="proj.x_early_long", acks_late=False)
+    def x_early_long(seconds: float) -> float:
+        """Acked as it is received, then runs for longer than the lease."""
+        record(prefix, "early_long", seconds=seconds)
+        time.sleep(seconds)
+        return seconds
+
     @app.task(name="proj.x_two_fields", unique_by=["a", "b"])
     def x_two_fields(a: Any, b: Any) -> int:
         record(prefix, "fields", size=len(json_dumps([a, b])))

@@ -101,3 +101,17 @@ def test_countdown_longer_than_visibility_timeout_runs_exactly_once(
     assert view.stats().get("recovered", 0) == 0
     for worker in workers:
         assert worker.proc.poll() is None
+
+
+def test_an_early_acked_job_runs_to_its_end_in_a_prefork_pool_past_the_lease(
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
+) -> None:
+    """``acks_late=False``: the job is finished in the store as it is received, so the pool
+    process that runs it has no lease to renew: it must not take the finished claim for a
+    lost lease and stop its task (it did: ``thaw_guard``'s renewal)."""
+    worker = start_worker(pool="prefork", concurrency=1, env=VT)
+    seconds = 2 * VT_S + 5.0 + 1.0  # past the lease, a renewal and a lost lease's wait
+    result = client.tasks["proj.x_early_long"].delay(seconds)
+    assert result.get(timeout=seconds + 30) == seconds
+    assert len(events(prefix, "early_long")) == 1
+    assert "lost its lease" not in worker.log(), worker.log()
