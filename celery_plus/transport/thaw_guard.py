@@ -19,8 +19,8 @@ no-op, and a new process takes its place); should it not come, the process stops
 after ``STOP_WAIT_S``. A lease still ours, or a store that does not answer in time, lets the
 task go on (the keeper still stops it if the lease turns out lost).
 
-A worker whose own process alone stops (a debugger attached to it, ``SIGSTOP`` of its pid, a
-process starved of CPU) while its pool process runs on is the other way round: nothing renewed
+A worker whose own process alone stops (a debugger attached to it, ``SIGSTOP`` of its pid)
+while its pool process runs on is the other way round: nothing renewed
 the lease of the task still running, another worker took the job over and both ran it at once.
 So each pool process also renews the lease of the task it runs itself, every heartbeat
 interval (``_renew``: one heartbeat of that claim, as the worker's keeper sends; the two
