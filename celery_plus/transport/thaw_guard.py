@@ -46,7 +46,6 @@ from celery import signals
 
 from ..helper_threads import HelperThread
 from ..lease_keeper import clock
-from ..settings import BY_NAME, resolve
 from .channel import SURE_UNTIL, parse_delivery_tag
 from .start_check import lost_in_store
 
@@ -125,11 +124,10 @@ _intervals: dict[int, float] = {}
 
 
 def _interval(app: Any) -> float:
-    """The app's heartbeat interval (a third of the lease unless set)."""
+    """The heartbeat interval of the app's plus transport (its keeper renews at the same)."""
     if id(app) not in _intervals:
-        conf = app.conf
-        _intervals[id(app)] = resolve({name: conf.get(name) for name in BY_NAME
-                                       if conf.get(name) is not None}).heartbeat_interval
+        with app.pool.acquire(block=True) as connection:
+            _intervals[id(app)] = float(connection.transport.config.heartbeat_interval)
     return _intervals[id(app)]
 
 
@@ -144,7 +142,7 @@ def _renew() -> None:
             continue
         try:
             interval = _interval(running.app)
-        except Exception:  # settings the worker itself refused never get here
+        except Exception:  # no store to ask: the worker's own keeper renews, as before
             continue
         while not _started.wait(interval):
             if _running is not running:
