@@ -1,10 +1,10 @@
 """A million waiting jobs: what publishing, claiming, the admin and a worker cost, per store.
 
 Issue #17: with ``--backlog`` (1,000,000) jobs waiting in one queue, against the same store with
-none waiting. For each store (``redis``: a private ``redis-server`` started for the run, default
-layout; ``redis-compact``: the same with ``plus_redis_compact_records``; ``sqlite``: a file in
-the temp folder; ``postgres``: a schema of the test database), two stores of their own,
-``empty`` and ``full``:
+none waiting. For each store (``redis``: a private ``redis-server`` started for the run, the
+default (compact) layout; ``redis-hash``: the same with ``plus_redis_compact_records = False``;
+``sqlite``: a file in the temp folder; ``postgres``: a schema of the test database), two
+stores of their own, ``empty`` and ``full``:
 
 1. *fill*: ``full`` gets the backlog, copies of one real ``bench.noop`` envelope (published by
    ``delay()``) with ids of their own, through ``publish_many`` in batches of 1,000 (PostgreSQL:
@@ -24,7 +24,7 @@ Every figure of ``full`` is printed next to ``empty``'s, with the ratio; samples
 taken on one store then the other, in turn, so the machine's load weighs on both alike. Each
 store is removed afterwards.
 
-    python -m benchmarks.backlog [--stores redis,redis-compact,sqlite,postgres]
+    python -m benchmarks.backlog [--stores redis,redis-hash,sqlite,postgres]
                                  [--backlog 1000000] [--samples 1000] [--rounds 7]
 """
 
@@ -62,7 +62,7 @@ from .pools import _stop as stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_URL = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
-KINDS = {"redis": "plus", "redis-compact": "plus-compact", "sqlite": "plus-sqlite",
+KINDS = {"redis": "plus", "redis-hash": "plus-hash", "sqlite": "plus-sqlite",
          "postgres": "plus-pg"}
 WORKER_JOBS = 2_000
 
@@ -97,7 +97,7 @@ def _app(kind: str, run: str, redis_url: str) -> Celery:
         broker = f"plus+{redis_url}"
     app = Celery("bench", broker=broker, backend=None, set_as_current=False)
     app.conf.update(plus_key_prefix=run, plus_pg_schema=pg_schema(run),
-                    plus_redis_compact_records=kind == "redis-compact",
+                    plus_redis_compact_records=kind != "redis-hash",
                     task_default_queue=f"{run}-q", task_ignore_result=True)
     return app
 

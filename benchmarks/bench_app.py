@@ -48,8 +48,8 @@ if KIND.startswith("plus"):
     app = Celery("bench", broker=broker, backend=None, set_as_current=False)
     app.conf.plus_key_prefix = RUN
     app.conf.plus_pg_schema = pg_schema(RUN)
-    if KIND == "plus-compact":  # plus_redis_compact_records opted in (docs/redis-transport.md)
-        app.conf.plus_redis_compact_records = True
+    if KIND == "plus-hash":  # plus_redis_compact_records off (docs/redis-transport.md)
+        app.conf.plus_redis_compact_records = False
     if KIND == "plus-pg-async":  # plus_pg_synchronous_commit opted in (docs/postgres.md)
         app.conf.plus_pg_synchronous_commit = "off"
     app.conf.plus_visibility_timeout = float(os.environ.get("BENCH_VISIBILITY_TIMEOUT", 30))

@@ -4,7 +4,7 @@ One invocation, the same N ``noop.delay(i, n)`` calls (``benchmarks/bench_app.py
 configuration, no worker running, then the store's growth divided by N:
 
 * Redis (plain Celery and ``plus+redis://``): ``used_memory`` of a private ``redis-server``
-  (no persistence, started on a free port for the run), before and after;
+  (no persistence, started on a free port of 7200 to 7299 for the run), before and after;
 * PostgreSQL: ``pg_total_relation_size`` of the run schema's tables (heap, indexes, TOAST)
   after ``VACUUM``, before and after;
 * SQLite: the database file's size after a WAL checkpoint, before and after.
@@ -18,7 +18,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,14 +29,15 @@ from pathlib import Path
 import redis
 
 from .bench_app import pg_schema
+from .ports import REDIS_PORTS, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_URL = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
 CONFIGS = {
     "celery": "plain Celery, redis://",
-    "plus": "celery-plus, plus+redis://",
-    "plus-compact": "celery-plus, plus+redis://, compact",
+    "plus": "celery-plus, plus+redis:// (compact)",
+    "plus-hash": "celery-plus, plus+redis://, hash layout",
     "plus-pg": "celery-plus, plus+postgresql://",
     "plus-sqlite": "celery-plus, plus+sqlite://",
 }
@@ -46,9 +46,7 @@ CONFIGS = {
 @contextlib.contextmanager
 def private_redis() -> Iterator[str]:
     """A redis-server of this run's own (no snapshot, no AOF); its URL."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port(REDIS_PORTS)
     folder = tempfile.mkdtemp(prefix="bench-memory-")
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                              "--save", "", "--appendonly", "no", "--dir", folder],
@@ -162,9 +160,9 @@ def main() -> None:
             figures[kind] = measure(kind, args.jobs, url)
     base = figures["celery"]
     print(f"{args.jobs} waiting noop.delay(i, n) jobs, no worker; store growth per job")
-    print(f"{'configuration':34} {'bytes/job':>10} {'vs plain Celery':>16}")
+    print(f"{'configuration':40} {'bytes/job':>10} {'vs plain Celery':>16}")
     for kind, label in CONFIGS.items():
-        print(f"{label:34} {figures[kind]:10.0f} {figures[kind] / base:15.2f}x")
+        print(f"{label:40} {figures[kind]:10.0f} {figures[kind] / base:15.2f}x")
 
 
 if __name__ == "__main__":

@@ -11,15 +11,16 @@ configuration — plain Celery on ``redis://`` (the reference curve), celery-plu
    jobs completed between them, is its **CPU per job** (claim, ack and their share of
    heartbeats and maintenance).
 
-The stores run on servers of the run's own, so their CPU is the run's alone: a private
-``redis-server`` (both Redis configurations, one after the other) and a private PostgreSQL
-cluster (``initdb`` as the ``postgres`` user, on a free port; removed afterwards). Store CPU is
-read from ``/proc`` (Redis: its process; PostgreSQL: the postmaster and every backend). The
-tasks' completion marks go to the Redis of ``BENCH_MARKS`` (the test Redis), not to the store
-measured. The machine's cores are shared by the workers, the publisher and the store: with N
-above the number of cores, the curve shows where the machine, not the store, is the ceiling.
+The stores run on servers of the run's own, so their CPU is the run's alone: a private ``redis-
+server`` (both Redis configurations, one after the other) and a private PostgreSQL cluster
+(``initdb`` as the ``postgres`` user, on a free port of 5500 to 5510; removed afterwards). Store
+CPU is read from ``/proc`` (Redis: its process; PostgreSQL: the postmaster and every backend).
+The tasks' completion marks go to the Redis of ``BENCH_MARKS`` (the test Redis), not to the
+store measured. The machine's cores are shared by the workers, the publisher and the store: with
+N above the number of cores, the curve shows where the machine, not the store, is the ceiling.
 
-    python -m benchmarks.scaling [--jobs 8000] [--workers 1,2,4,8] [--configs celery,plus,plus-pg]
+    python -m benchmarks.scaling [--jobs 8000] [--workers 1,2,4,8]
+                                 [--configs celery,plus,plus-hash,plus-pg]
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import contextlib
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,6 +43,7 @@ import redis
 
 from .cpu import WorkerCPU
 from .memory import private_redis
+from .ports import POSTGRES_PORTS, free_port
 from .throughput import CONFIGS, ROOT
 
 MARKS_URL = os.environ.get("BENCH_MARKS", "redis://127.0.0.1:6379/0")
@@ -64,32 +65,26 @@ class Point:
     job_us: float
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def private_postgres() -> Iterator[Store]:
     """A PostgreSQL cluster of this run's own (trust auth, database ``test``)."""
     bindir = sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1]
     folder = tempfile.mkdtemp(prefix="bench-scaling-pg-")
     shutil.chown(folder, "postgres")
-    port = _free_port()
+    port = free_port(POSTGRES_PORTS)
     data = f"{folder}/data"
 
     def as_postgres(*cmd: str) -> None:
-        subprocess.run(["su", "postgres", "-c", " ".join(cmd)], check=True,
+        subprocess.run(["runuser", "-u", "postgres", "--", *cmd], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     as_postgres(f"{bindir}/initdb", "-D", data, "--auth=trust", "-U", "postgres")
     as_postgres(f"{bindir}/pg_ctl", "-D", data, "-l", f"{folder}/log", "-w", "-o",
-                f"'-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c max_connections=200'",
+                f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c max_connections=200",
                 "start")
     try:
         as_postgres(f"{bindir}/psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
-                    "-c", "'CREATE DATABASE test'")
+                    "-c", "CREATE DATABASE test")
         pid = int(Path(f"{data}/postmaster.pid").read_text().split()[0])
         yield Store(f"postgresql://postgres@127.0.0.1:{port}/test", pid)
     finally:
@@ -197,8 +192,9 @@ def curve(kind: str, jobs: int, counts: list[int], store: Store) -> list[Point]:
         finally:
             _clear(kind, store)
         points.append(Point(workers, rate, publish_us, job_us))
-        print(f"  {kind:8} x{workers}: {rate:7.0f} jobs/s; store CPU {publish_us:6.1f} µs per "
-              f"publish, {job_us:6.1f} µs per job", flush=True)
+        print(f"  {kind:9} x{workers}: {rate:7.0f} jobs/s; store CPU {publish_us:6.1f} µs per "
+              f"publish, {job_us:6.1f} µs per job; load average {os.getloadavg()[0]:.1f}",
+              flush=True)
     return points
 
 
@@ -221,10 +217,10 @@ def main() -> None:
             results[kind] = curve(kind, args.jobs, counts, store)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     print(f"\n{args.jobs} jobs per point, solo workers; drain jobs/s (store CPU µs per job)")
-    print(f"{'configuration':36}" + "".join(f"{f'x{n}':>18}" for n in counts))
+    print(f"{'configuration':42}" + "".join(f"{f'x{n}':>18}" for n in counts))
     for kind, points in results.items():
         cells = "".join(f"{f'{p.rate:,.0f} ({p.job_us:.0f})':>18}" for p in points)
-        print(f"{CONFIGS[kind][0]:36}{cells}")
+        print(f"{CONFIGS[kind][0]:42}{cells}")
     print("\nstore CPU per publish (delay(), one publisher), µs: " + "; ".join(
         f"{CONFIGS[kind][0]} {min(p.publish_us for p in points):.0f} to "
         f"{max(p.publish_us for p in points):.0f}" for kind, points in results.items()))

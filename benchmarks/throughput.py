@@ -5,7 +5,7 @@ process, late acks, prefetch multiplier 4, results ignored) and N no-op jobs. En
 N ``delay()`` calls from one process, no worker running. Drain rate: the worker starts on the
 full queue; jobs per second between the first and the last job's start.
 
-    python -m benchmarks.throughput --jobs 10000 [--rounds 1]
+    python -m benchmarks.throughput --jobs 10000 [--rounds 1] [--configs plus,plus-hash,...]
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ PG_URL = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 CONFIGS = {
     "celery": ("plain Celery, redis://", [sys.executable, "-m", "celery"]),
     "plus": ("celery-plus, plus+redis://", [sys.executable, "-m", "celery_plus.cli"]),
+    "plus-hash": ("celery-plus, plus+redis://, hash layout",
+                  [sys.executable, "-m", "celery_plus.cli"]),
     "plus-sqlite": ("celery-plus, plus+sqlite://", [sys.executable, "-m", "celery_plus.cli"]),
     "plus-pg": ("celery-plus, plus+postgresql://", [sys.executable, "-m", "celery_plus.cli"]),
     "plus-pg-async": ("celery-plus, plus+postgresql://, async commit",
@@ -134,10 +136,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--configs", default=",".join(CONFIGS))
     args = parser.parse_args()
-    results: dict[str, list[Figures]] = {kind: [] for kind in CONFIGS}
+    kinds = ["celery", *(k for k in args.configs.split(",") if k != "celery")]
+    results: dict[str, list[Figures]] = {kind: [] for kind in kinds}
     for _ in range(args.rounds):
-        for kind in CONFIGS:
+        for kind in kinds:
             results[kind].append(measure(kind, args.jobs))
     best = {
         k: Figures(
@@ -154,7 +158,7 @@ def main() -> None:
         print(f"{CONFIGS[kind][0]:32} {figures.enqueue_rate:12.0f} {figures.drain_rate:12.0f}"
               f" {batch}")
     base = best["celery"]
-    for kind in CONFIGS:
+    for kind in kinds:
         if kind == "celery":
             continue
         ours = best[kind]

@@ -32,6 +32,7 @@ from .config_view import speed_up
 from .exceptions import DuplicateTask
 from .options import EXTENSION_OPTIONS, check_option_names, message_extensions, parse_extensions
 from .producer import Producer
+from .queue_scope import check_queue_scope
 from .task import plus_task_class
 from .transport.publishing import PublishBatch, current_batch, last_publish
 
@@ -275,6 +276,7 @@ class Celery(celery.Celery):
         if ext is not None:
             payload = task.plus_binder.bind(args or (), kwargs or {})
             header = message_extensions(ext, name, payload)
+            check_queue_scope(self, name, task, header, options, args, kwargs)
             if header:
                 options["headers"] = {**(options.get("headers") or {}), "plus": header}
         token = last_publish.set(None)

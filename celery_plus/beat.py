@@ -41,6 +41,7 @@ from celery import schedules as celery_schedules
 from kombu.exceptions import EncodeError
 
 from .transport.backend import NewJob, PublishOutcome, ScheduleStore
+from .utils.deferred_stop import stop_deferred
 
 logger = logging.getLogger("celery_plus.beat")
 
@@ -277,8 +278,9 @@ class Scheduler(celery_beat.PersistentScheduler):
                 publish = self.catch_up == "once"
                 logger.warning("celery-plus beat: %s missed its ticks since %s; catch-up "
                                "policy %r", name, _at(last).isoformat(), self.catch_up)
-            outcome = self._fire(name, entry, last, due, due_after(entry.schedule, due),
-                                 publish)
+            with stop_deferred():  # a stop lands between ticks: each fired one is logged
+                outcome = self._fire(name, entry, last, due, due_after(entry.schedule, due),
+                                     publish)
             if outcome == "stale":
                 # Another process fired it: ask the store whether this one still leads
                 # before the next tick, and re-read the entries once then (not per entry).

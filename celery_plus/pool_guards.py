@@ -1,4 +1,4 @@
-"""Two guards on Celery's worker pools, for a worker consuming from the ``plus`` transport.
+"""Three guards on Celery's worker pools, for a worker consuming from the ``plus`` transport.
 
 On this transport a claim outlives its connection (``transport/holdings.py``): a delivery
 Celery still holds keeps its claim, renewed, until Celery settles it, and a delivery Celery
@@ -17,6 +17,19 @@ store, which delivers the job again (found with short jobs and Redis ``CLIENT KI
 started: they stay in the pool and ack through their kept claims. Jobs still waiting in the
 pool's own buffer are discarded as before: they never run, and their claims go back.
 
+**A job a pool process started is never handed to another** (:func:`count_handed_jobs`).
+When the prefork pool finds a process dead, it sends the jobs that process had not *accepted*
+to another process ("job was not acked, so find another worker to send it to",
+``AsynPool.on_partial_read``). A process acknowledges a job before it starts it, and billiard
+reads the acknowledgements left by the processes it found exited before it looks at the jobs;
+but a process that exits between those two steps (two pool processes dying at once, the window
+wider on a loaded machine) leaves its acknowledgement unread: a job it had started, even one
+that killed it, ran again in the replacement process under the same delivery, which the store
+counts once, so ``max_deliveries`` did not bound its runs. The pool now reads the dead process's
+acknowledgements first: a job the process accepted is reported as a lost worker (Celery rejects
+the delivery; the store redelivers it, counted, or dead-letters it at its limit), and only a job
+the process never read (killed while idle) goes to another process, as before.
+
 **A task that raises SystemExit or KeyboardInterrupt is a lost worker, not a stuck one**
 (:func:`report_base_exceptions`). The solo, threads and green pools run a task through Celery's
 ``apply_target``, which reports such an exception as a ``WorkerLostError`` given to the
@@ -30,11 +43,14 @@ dead-lettered (``task_reject_on_worker_lost``).
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from billiard.einfo import ExceptionInfo
 from celery import signals
+
+logger = logging.getLogger("celery_plus")
 
 
 def keep_handed_jobs(pool: Any) -> None:
@@ -60,6 +76,30 @@ def keep_handed_jobs(pool: Any) -> None:
 
     flush_keeping_handed_jobs.keeps_handed_jobs = True  # type: ignore[attr-defined]
     pool.flush = flush_keeping_handed_jobs
+
+
+def count_handed_jobs(pool: Any) -> None:
+    """Make ``pool`` (Celery's started prefork ``TaskPool``) read what a dead process said
+    before it decides to send that process's job to another (module docstring)."""
+    asyn: Any = getattr(pool, "_pool", None)  # billiard's AsynPool
+    on_partial_read: Callable[[Any, Any], Any] | None = getattr(asyn, "on_partial_read", None)
+    if on_partial_read is None or getattr(on_partial_read, "counts_handed_jobs", False):
+        return
+
+    def on_partial_read_reading_acks(job: Any, proc: Any) -> Any:
+        if not getattr(job, "_accepted", True):
+            # The process wrote its acknowledgement before it started the job: read it now
+            # (it accepts the job, which the pool then reports lost with its process).
+            asyn.process_flush_queues(proc)
+            if job._accepted:
+                logger.warning("celery-plus: pool process %s died running job %s before the "
+                               "pool read its acknowledgement: reported as a lost worker, "
+                               "not sent to another process", getattr(proc, "pid", "?"),
+                               getattr(job, "_job", "?"))
+        return on_partial_read(job, proc)
+
+    on_partial_read_reading_acks.counts_handed_jobs = True  # type: ignore[attr-defined]
+    asyn.on_partial_read = on_partial_read_reading_acks
 
 
 def report_base_exceptions(pool: Any) -> None:
@@ -98,6 +138,7 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
         return
     if isinstance(pool, Prefork):
         keep_handed_jobs(pool)
+        count_handed_jobs(pool)
     elif callable(getattr(pool, "on_apply", None)):
         report_base_exceptions(pool)
 

@@ -206,13 +206,32 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "plus_redis_compact_records",
-        False,
+        True,
         lambda value: isinstance(value, bool),
         "True or False",
-        "Redis: store each job's envelope in its own key next to a small hash (about a "
-        "quarter less memory per waiting job). Workers of releases before this one read the "
-        "envelope only from the hash, so it is off by default in this release: turn it on "
-        "once every worker runs this release or a later one (docs/redis-transport.md).",
+        "Redis: store each job's envelope deflated in its own key next to a small hash (less "
+        "than half the memory per waiting job). Workers of releases before the compact layout "
+        "read the envelope only from the hash: set it to False while any of them still runs "
+        "(a rolling upgrade), and back once every worker runs this release or a later one "
+        "(docs/redis-transport.md).",
+    ),
+    Setting(
+        "plus_redis_wait_replicas",
+        0,
+        lambda value: isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+        "an integer >= 0",
+        "Redis Cluster (plus+redis+cluster://): a publish is acknowledged only once this many "
+        "replicas of its queue's primary have it (WAIT after the publish, on its connection); "
+        "0 acknowledges on the primary's write alone; above 0 on another Redis store is an "
+        "error (docs/redis-cluster.md).",
+    ),
+    Setting(
+        "plus_redis_wait_timeout",
+        1.0,
+        _positive,
+        "seconds > 0",
+        "Longest wait for plus_redis_wait_replicas replicas; a publish they did not confirm "
+        "in time raises (it may or may not survive a failover).",
     ),
     Setting(
         "plus_pg_schema",
@@ -329,7 +348,9 @@ class PlusConfig:
     key_prefix: str
     pg_schema: str = "celery_plus"
     pg_synchronous_commit: str | None = None
-    redis_compact_records: bool = False
+    redis_compact_records: bool = True
+    redis_wait_replicas: int = 0
+    redis_wait_timeout: float = 1.0
     admin_token: str | None = None
     admin_read_token: str | None = None
     admin_public_read: bool = False
@@ -472,6 +493,8 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         pg_schema=str(merged["plus_pg_schema"]),
         pg_synchronous_commit=merged["plus_pg_synchronous_commit"],
         redis_compact_records=merged["plus_redis_compact_records"],
+        redis_wait_replicas=int(merged["plus_redis_wait_replicas"]),
+        redis_wait_timeout=float(merged["plus_redis_wait_timeout"]),
         admin_token=merged["plus_admin_token"],
         admin_read_token=merged["plus_admin_read_token"],
         admin_public_read=merged["plus_admin_public_read"],

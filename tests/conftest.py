@@ -8,12 +8,14 @@ The pytest process that starts the session (xdist's controller, or pytest itself
 shared server, and exports its URL as ``PLUS_TEST_PG`` when it loads this file: before any
 other conftest or test module reads it (pytest loads the conftests of the paths it is given
 before ``pytest_configure``) and before any xdist worker starts. It stops and removes the
-cluster at the end. Set ``PLUS_TEST_PG`` yourself to use another server instead; without
-PostgreSQL's server programs (``initdb``) the suite uses ``127.0.0.1:5432/test``.
+cluster at the end (at exit, if the session ends before it is configured). Set
+``PLUS_TEST_PG`` yourself to use another server instead; without PostgreSQL's server
+programs (``initdb``) the suite uses ``127.0.0.1:5432/test``.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 from typing import Any
@@ -38,7 +40,34 @@ def _start_private_cluster() -> Any:
     return cluster
 
 
+def _stop_private_cluster() -> None:
+    global _cluster
+    if _cluster is not None:
+        _cluster.close()
+        _cluster = None
+        os.environ.pop("PLUS_TEST_PG", None)
+
+
 _cluster = _start_private_cluster()
+#: Also when the session ends before ``pytest_configure`` (a usage error), which calls no
+#: ``pytest_unconfigure``: the cluster used to be left running.
+atexit.register(_stop_private_cluster)
+
+
+#: Modules whose tests run longest (a run of minutes, or a group one xdist worker runs in
+#: turn), collected first so that xdist starts them first instead of ending the session on them.
+LONG_FIRST = ("tests/compat/test_upstream_slice.py", "tests/compat/test_compat_dimensions.py",
+              "tests/compat/test_compat_suite.py", "tests/browser/", "tests/model/")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::")[0]
+        return next((i for i, long in enumerate(LONG_FIRST) if path.startswith(long)),
+                    len(LONG_FIRST))
+
+    items.sort(key=rank)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,8 +96,24 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    global _cluster
-    if _cluster is not None:
-        _cluster.close()
-        _cluster = None
-        os.environ.pop("PLUS_TEST_PG", None)
+    _stop_private_cluster()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A local Redis Cluster (3 primaries, 3 replicas; tests/redis_cluster.py) for the
+    session, started on first use, or yours (``PLUS_TEST_REDIS_CLUSTER``): its URL
+    (``redis+cluster://…``, without ``plus+``), also exported as ``PLUS_TEST_REDIS_CLUSTER``."""
+    from tests.redis_cluster import CLUSTER_URL_ENV, local_cluster
+
+    if os.environ.get(CLUSTER_URL_ENV):
+        yield os.environ[CLUSTER_URL_ENV]
+        return
+    with local_cluster(tmp_path_factory.mktemp("redis-cluster")) as cluster:
+        url = cluster.url.removeprefix("plus+")
+        os.environ[CLUSTER_URL_ENV] = url
+        try:
+            yield url
+        finally:
+            del os.environ[CLUSTER_URL_ENV]
+

@@ -20,6 +20,24 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: fl
         time.sleep(interval)
 
 
+def drop_pg_schema(url: str, schema: str) -> None:
+    """Drop a test's PostgreSQL schema. A store session of the test's app may still be at
+    work in it for a moment after the app closed (its helper threads stop on their next
+    turn), and PostgreSQL may pick the drop as the victim of the lock cycle: it is tried
+    again."""
+    import psycopg
+
+    for attempt in range(5):
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            return
+        except psycopg.errors.DeadlockDetected:
+            if attempt == 4:
+                raise
+            time.sleep(0.2)
+
+
 def in_forked_child(target: Callable[..., Any], *args: Any, timeout: float = 60.0) -> Any:
     """Run ``target(*args)`` in a child made by a bare ``os.fork()``; its return value.
 

@@ -137,6 +137,12 @@ def admin_store_for(backend: Backend, *, owns_backend: bool = False) -> AdminSto
         from ..stores.postgres.admin import PostgresAdmin
 
         return PostgresAdmin(backend, owns_backend=owns_backend)
+    from ..stores.redis.cluster import RedisClusterBackend
+
+    if isinstance(backend, RedisClusterBackend):
+        from ..stores.redis.cluster_admin import RedisClusterAdmin
+
+        return RedisClusterAdmin(backend, owns_backend=owns_backend)
     if isinstance(backend, RedisBackend):
         from ..stores.redis.admin import RedisAdmin
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .api import TaskResult
+from .capped import count_text
 from .charts import activity_svg
 from .markup import (
     REFRESH_CHOICES,
@@ -121,6 +122,11 @@ def _seconds(value: float) -> str:
     return f"{value:.1f} s" if value < 60 else age(value)
 
 
+def num(count: int) -> str:
+    """A count as HTML text (a capped one as ``10000+``: admin/capped.py)."""
+    return e(count_text(count))
+
+
 # -- overview ------------------------------------------------------------------------------
 def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Activity,
              latency: Sequence[QueueLatency], range_key: str, refresh: int) -> str:
@@ -138,7 +144,7 @@ def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Acti
           e(t.failed), e(_per_min(t.failed_per_min))] for t in rates], ident="throughput")
     counts = table(
         ["state", "jobs"],
-        [[f'<a href="{attr(urls.jobs(s))}">{e(s)}</a>', e(st.counts[s])] for s in STATES])
+        [[f'<a href="{attr(urls.jobs(s))}">{e(s)}</a>', num(st.counts[s])] for s in STATES])
     now = st.now_ms
     waits = {q.queue: q for q in latency}
     names = sorted({q.queue for q in st.queues} | set(waits))
@@ -147,9 +153,9 @@ def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Acti
     for name in names:
         q, w = by_name.get(name), waits.get(name)
         rows.append([
-            cell(name), e(q.enqueued if q else 0), e(q.scheduled if q else 0),
-            e(q.blocked if q else 0), e(q.running if q else 0),
-            f'<a href="{attr(urls.jobs("failed", queue=name))}">{e(q.failed if q else 0)}</a>',
+            cell(name), *(num(getattr(q, s) if q else 0)
+                          for s in ("enqueued", "scheduled", "blocked", "running")),
+            f'<a href="{attr(urls.jobs("failed", queue=name))}">{num(q.failed if q else 0)}</a>',
             e(age(None if q is None or q.oldest_waiting_ms is None
                   else (now - q.oldest_waiting_ms) / 1000)),
             e(_seconds(w.p50_s)) if w else "-", e(_seconds(w.p95_s)) if w else "-",
@@ -157,7 +163,7 @@ def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Acti
     queues = table(["queue", "enqueued", "scheduled", "blocked", "running", "failed",
                     "oldest waiting", "wait p50", "wait p95", "started (1 h)"], rows,
                    ident="queues")
-    out = (f"<p>dead letters: <a href=\"{attr(urls.jobs('failed'))}\">{e(st.dead_letters)}"
+    out = (f"<p>dead letters: <a href=\"{attr(urls.jobs('failed'))}\">{num(st.dead_letters)}"
            f"</a>; oldest waiting job: {e(age(st.oldest_waiting_age_s))}</p>{chart}"
            f"<h2>Throughput</h2>{throughput}<h2>Queues</h2>{queues}"
            "<p class=\"more\">wait: from enqueued (or due) to started, of the jobs started "
@@ -194,8 +200,8 @@ def _pager(urls: Urls, page: Page, view: ListingView) -> str:
         if 1 <= number <= page.pages:
             href = urls.jobs(view.state, **view.query(page=number))
             parts.append(f'<a href="{attr(href)}">{e(label)}</a>')
-    return f'<p class="pages" id="pages">{e(page.total)} jobs, page {e(page.page)} of ' \
-           f'{e(last)}: {" ".join(parts)}</p>'
+    return f'<p class="pages" id="pages">{num(page.total)} jobs, page {e(page.page)} of ' \
+           f'{e(last)}{"+" if page.capped else ""}: {" ".join(parts)}</p>'
 
 
 def _filter_form(urls: Urls, view: ListingView) -> str:
@@ -254,7 +260,7 @@ def listing(urls: Urls, page: Page, view: ListingView, msg: str, token: str | No
         else:
             scoped = "".join(
                 f'<button name="do" value="{attr(a)}:scope" id="bulk-{attr(a)}-scope">'
-                f"{e(a)} all {e(page.total)}</button>" for a in SCOPE_ACTIONS[state])
+                f"{e(a)} all {num(page.total)}</button>" for a in SCOPE_ACTIONS[state])
             bulk += (f'<div class="bulk">whole filter ({e(_scope_words(scope))}): '
                      f"{scoped}</div>")
     return (f'{out}<form method="post" action="{attr(urls.bulk(state))}" id="bulk">'
@@ -272,7 +278,7 @@ def confirm(urls: Urls, bulk: Bulk, matched: int, token: str) -> str:
         if len(bulk.ids) > 50:
             listed += f"<p>... and {e(len(bulk.ids) - 50)} more</p>"
     else:
-        what = (f"all {matched} {bulk.state} job{'s' if matched != 1 else ''} of this "
+        what = (f"all {count_text(matched)} {bulk.state} job{'s' if matched != 1 else ''} of this "
                 f"filter ({_scope_words(bulk.scope)})")
         listed = ""
     fields = token_field(token) + hidden_fields(bulk.scope)

@@ -52,6 +52,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from .capped import is_capped
+
 #: States a job record can be in, in lifecycle order.
 STATES = ("enqueued", "scheduled", "blocked", "running", "completed", "failed", "canceled",
           "discarded")
@@ -258,13 +260,23 @@ class Page:
     searched: int | None = None
 
     @property
+    def capped(self) -> bool:
+        """Whether ``total`` only says "more than COUNT_CAP" (admin/capped.py)."""
+        return is_capped(self.total)
+
+    @property
     def pages(self) -> int:
-        return math.ceil(self.total / self.per_page) if self.per_page else 0
+        """The pages of the listing; of a capped one, those known: this one, and the next
+        while this one is full."""
+        known = math.ceil(self.total / self.per_page) if self.per_page else 0
+        if not self.capped:
+            return known
+        return max(known, self.page + (len(self.items) >= self.per_page))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"state": self.state, "total": self.total, "page": self.page,
-                "per_page": self.per_page, "pages": self.pages, "searched": self.searched,
-                "items": [item.to_dict() for item in self.items]}
+        return {"state": self.state, "total": self.total, "capped": self.capped,
+                "page": self.page, "per_page": self.per_page, "pages": self.pages,
+                "searched": self.searched, "items": [item.to_dict() for item in self.items]}
 
 
 @dataclass(frozen=True)

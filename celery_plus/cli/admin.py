@@ -32,6 +32,7 @@ from celery.bin.base import CeleryCommand
 from celery.exceptions import ImproperlyConfigured
 
 from ..admin import api
+from ..admin.capped import count_text
 from ..admin.params import MAX_PAGE, parse_duration, parse_moment
 from ..admin.schedules import Schedule, ScheduleNotFound
 from ..admin.store import (
@@ -128,7 +129,7 @@ def page_text(page: Page) -> str:
         headers.append("REASON")
         for row, item in zip(rows, page.items, strict=True):
             row.append(item.reason or "-")
-    footer = (f"page {page.page}/{max(page.pages, 1)}, {page.total} {page.state} "
+    footer = (f"page {page.page}/{max(page.pages, 1)}, {count_text(page.total)} {page.state} "
               f"job{'s' if page.total != 1 else ''}")
     return table(headers, rows) + "\n" + footer
 
@@ -183,7 +184,8 @@ def detail_text(d: JobDetail) -> str:
 
 def status_text(st: Status) -> str:
     now = st.now_ms
-    rows = [[q.queue, q.enqueued, q.scheduled, q.blocked, q.running, q.failed,
+    rows = [[q.queue, *(count_text(getattr(q, s)) for s in
+                       ("enqueued", "scheduled", "blocked", "running", "failed")),
              age(None if q.oldest_waiting_ms is None else (now - q.oldest_waiting_ms) / 1000)]
             for q in st.queues]
     out = [table(["QUEUE", "ENQUEUED", "SCHEDULED", "BLOCKED", "RUNNING", "FAILED",
@@ -192,9 +194,10 @@ def status_text(st: Status) -> str:
         out += ["", table(["CONCURRENCY GROUP", "RUNNING", "LIMIT", "BLOCKED"],
                           [[g.group, g.running, g.limit, g.blocked] for g in st.groups])]
     c = st.counts
-    out += ["", f"dead letters: {st.dead_letters}",
+    out += ["", f"dead letters: {count_text(st.dead_letters)}",
             f"oldest waiting job: {age(st.oldest_waiting_age_s)}",
-            f"completed: {c.completed}  canceled: {c.canceled}  discarded: {c.discarded}"]
+            f"completed: {count_text(c.completed)}  canceled: {count_text(c.canceled)}  "
+            f"discarded: {count_text(c.discarded)}"]
     return "\n".join(out)
 
 
@@ -472,7 +475,7 @@ def jobs(ctx: click.Context, state: str | None, as_json: bool, **filters: Any) -
     if as_json:
         _emit_json(counts.to_dict())
     else:
-        _echo(table(["STATE", "JOBS"], [[s, counts[s]] for s in STATES]))
+        _echo(table(["STATE", "JOBS"], [[s, count_text(counts[s])] for s in STATES]))
 
 
 @click.command(cls=CeleryCommand, name="cancel")

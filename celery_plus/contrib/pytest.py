@@ -77,9 +77,9 @@ def drop_isolated(app: Celery) -> None:
     """Remove what an app with :func:`isolation` settings left in a shared store."""
     inner = str(app.conf.broker_url).removeprefix("plus+")
     scheme = inner.partition("://")[0]
-    if scheme in ("redis", "rediss", "sentinel"):
+    if scheme in ("redis", "rediss", "sentinel", "redis+cluster", "rediss+cluster"):
         with app.connection_for_write() as conn:
-            client = conn.default_channel.backend.client
+            client = conn.default_channel.backend.client  # a cluster's: scans every primary
             keys = list(client.scan_iter(f"{app.conf.plus_key_prefix}:*", count=1000))
             for i in range(0, len(keys), 500):
                 client.delete(*keys[i:i + 500])

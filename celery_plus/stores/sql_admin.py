@@ -8,6 +8,14 @@ accept. Each store's admin (``sqlite/admin.py``, ``postgres/admin.py``) adds its
 
 A listing row's long texts are cut in SQL and a large message is left out (its size is read
 instead), as ``admin/store.py``'s rules ask; a text search reads whole records.
+
+Counts are capped (``admin/capped.py``): no count reads more than ``CAPPED`` rows of an index,
+so the overview, the status, ``/metrics`` and a listing's first page cost the same with a
+million jobs waiting as with ten thousand. A state over the cap is counted per queue (its
+queues found by a loose index scan), and its oldest waiting job is looked for among the
+:data:`HEAD` jobs at the head of each queue; a listing of more than ``COUNT_CAP`` enqueued
+jobs with no filter but the queue is paged in the claim index's order (queue by queue,
+priority then arrival), as Redis pages it, instead of being sorted by time.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..admin.aggregates import StatusRows
+from ..admin.capped import CAPPED, is_capped
 from ..admin.listing import Record
 from ..admin.orchestration import B, StoreAdmin
 from ..admin.store import (
@@ -25,6 +34,7 @@ from ..admin.store import (
     PREVIEW_BYTES,
     PURGEABLE,
     SEARCH_CHUNK,
+    STATES,
     Query,
     Scope,
     time_field,
@@ -33,6 +43,33 @@ from ..admin.store import (
 #: What a text search reads of each record (whole: it searches all of them).
 SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
                  "emsg", "msg", "tb")
+#: States whose per-queue depth ``status`` shows.
+DEPTH_STATES = ("enqueued", "scheduled", "blocked", "running", "failed")
+#: Jobs looked at from the head of each queue for "oldest waiting" when a state is over the cap.
+HEAD = 50
+
+
+def state_is(state: str, alias: str = "") -> str:
+    """The condition keeping the rows of ``state``, spelled literally (one of STATES) so that
+    PostgreSQL's partial indexes, whose predicates name the states, serve it."""
+    if state not in STATES:
+        raise ValueError(f"unknown state {state!r}")
+    return f"{alias}state = '{state}'"
+
+
+def capped_count(condition: str) -> str:
+    """A scalar subquery: the rows of ``jobs`` meeting ``condition``, CAPPED at most."""
+    return (f"(SELECT count(*) FROM (SELECT 1 FROM jobs WHERE {condition} LIMIT {CAPPED}) "
+            "AS capped)")
+
+
+def queues_of(condition: str) -> str:
+    """The distinct queues of the rows meeting ``condition`` by a loose index scan: one index
+    probe per queue (the state's index leads with the queue) instead of reading every row."""
+    return (f"WITH RECURSIVE q(queue) AS (SELECT (SELECT min(queue) FROM jobs WHERE "
+            f"{condition}) UNION ALL SELECT (SELECT min(queue) FROM jobs WHERE {condition} "
+            "AND queue > q.queue) FROM q WHERE q.queue IS NOT NULL) "
+            "SELECT queue FROM q WHERE queue IS NOT NULL")
 
 
 def summary_columns(alias: str, byte_length: str) -> tuple[tuple[str, ...], str]:
@@ -84,20 +121,10 @@ class SqlAdmin(StoreAdmin[B]):
     FIELDS: ClassVar[Mapping[str, str]]
     #: (field names, select list) of a listing row (:func:`summary_columns`).
     SUMMARY: ClassVar[tuple[tuple[str, ...], str]]
-    #: (state, count) rows.
-    COUNTS: ClassVar[str]
-    #: (queue, state, count) rows of the states ``status`` shows per queue.
-    DEPTH: ClassVar[str]
-    #: (queue, since when its longest-waiting enqueued or blocked job waits) rows.
-    OLDEST: ClassVar[str]
 
     @abstractmethod
     def _all(self, sql: str, *params: Any) -> list[Any]:
         """All rows of one read statement."""
-
-    @abstractmethod
-    def _state_is(self, state: str) -> tuple[str, list[Any]]:
-        """The condition (and its parameters) keeping the rows of ``state``."""
 
     @abstractmethod
     def _page_sql(self, state: str, listing: Listing) -> str:
@@ -115,8 +142,8 @@ class SqlAdmin(StoreAdmin[B]):
         # chunk's keyset); other states may lack theirs.
         column = self.FIELDS[time_field(state)]
         at = column if state in PURGEABLE else f"COALESCE({column}, 0)"
-        where, params = self._state_is(state)
-        clauses, values = [where], list(params)
+        clauses: list[str] = [state_is(state)]
+        values: list[Any] = []
         mark = self.MARK
         for value, clause in ((query.task, f"name = {mark}"), (query.queue, f"queue = {mark}"),
                               (query.since_ms, f"{at} >= {mark}"),
@@ -131,11 +158,26 @@ class SqlAdmin(StoreAdmin[B]):
     def page(self, state: str, query: Query, offset: int, limit: int
              ) -> tuple[list[Record], int]:
         listing = self._listing(state, query)
-        total = self._all(f"SELECT count(*) FROM jobs WHERE {listing.condition}",
-                          *listing.params)[0][0]
+        total = int(self._all(f"SELECT {capped_count(listing.condition)}",
+                              *listing.params)[0][0])
+        in_queue_order = (is_capped(total) and state == "enqueued" and not query.task
+                          and query.since_ms is None and query.until_ms is None)
+        sql = self._queue_order_page(listing) if in_queue_order else self._page_sql(state,
+                                                                                     listing)
         names, _ = self.SUMMARY
-        rows = self._all(self._page_sql(state, listing), *listing.params, limit, offset)
-        return [(row[0], record(names, row[1:])) for row in rows], int(total)
+        rows = self._all(sql, *listing.params, limit, offset)
+        return [(row[0], record(names, row[1:])) for row in rows], total
+
+    def _queue_order_page(self, listing: Listing) -> str:
+        """A page of enqueued jobs in the claim index's order (queue, then score: priority
+        then arrival; newest first backwards): the page's keys are read from the index alone,
+        then its rows."""
+        order = f"queue {listing.direction}, score {listing.direction}"
+        keys = (f"SELECT queue, score FROM jobs WHERE {listing.condition} ORDER BY {order} "
+                f"LIMIT {self.MARK} OFFSET {self.MARK}")
+        return (f"SELECT {self.SUMMARY[1]} FROM ({keys}) p JOIN jobs j ON "
+                f"{state_is('enqueued', 'j.')} AND j.queue = p.queue "
+                f"AND j.score = p.score ORDER BY p.{order.replace(', ', ', p.')}")
 
     def candidates(self, state: str, query: Query) -> Iterator[Record]:
         """Whole records, SEARCH_CHUNK at a time, each chunk after the (time, id) of the
@@ -180,17 +222,49 @@ class SqlAdmin(StoreAdmin[B]):
 
     # -- rows for the summaries --------------------------------------------------------
     def count_rows(self) -> list[tuple[str, int]]:
-        return self._all(self.COUNTS)
+        return self._all(" UNION ALL ".join(
+            f"SELECT '{state}', {capped_count(state_is(state))}" for state in STATES))
 
     def status_rows(self) -> StatusRows:
+        depth: list[tuple[str, str, int]] = []
+        oldest: list[tuple[str, int]] = []
+        for state in DEPTH_STATES:
+            rows, over = self._depth(state)
+            depth += rows
+            if state in ("enqueued", "blocked"):
+                oldest += self._oldest(state, [q for q, _, _ in rows] if over else None)
         return StatusRows(
-            depth=self._all(self.DEPTH), oldest=self._all(self.OLDEST),
+            depth=depth, oldest=oldest,
             blocked=self._all(
                 "SELECT conc_group, count(*), max(conc_limit) FROM jobs WHERE state = 'blocked' "
                 "AND conc_group IS NOT NULL AND conc_group <> '' GROUP BY conc_group"),
             running=self._all(
                 "SELECT s.conc_group, count(*), max(j.conc_limit) FROM slots s JOIN jobs j "
                 "ON j.id = s.job_id AND j.state = 'running' GROUP BY s.conc_group"))
+
+    def _depth(self, state: str) -> tuple[list[tuple[str, str, int]], bool]:
+        """(queue, state, jobs) rows of ``state``, each count capped, and whether the state is
+        over the cap (then its queues were found by a loose index scan)."""
+        where = state_is(state)
+        rows = self._all(f"SELECT queue, count(*) FROM (SELECT queue FROM jobs WHERE {where} "
+                         f"LIMIT {CAPPED}) AS sample GROUP BY queue")
+        if sum(int(n) for _, n in rows) < CAPPED:
+            return [(str(q), state, int(n)) for q, n in rows], False
+        of_queue = f"{where} AND queue = {self.MARK}"
+        return [(str(q), state, int(self._all(f"SELECT {capped_count(of_queue)}", q)[0][0]))
+                for (q,) in self._all(queues_of(where))], True
+
+    def _oldest(self, state: str, queues: list[str] | None) -> list[tuple[str, int]]:
+        """(queue, since when its longest-waiting job of ``state`` waits) rows: exact for a
+        state within the cap (``queues`` None), else among the HEAD jobs at each queue's head."""
+        since = f"min({self.GREATEST}(enqueued_ms, due_ms))"
+        if queues is None:
+            return self._all(f"SELECT queue, {since} FROM jobs WHERE {state_is(state)} "
+                             "GROUP BY queue")
+        head = (f"SELECT enqueued_ms, due_ms FROM jobs WHERE {state_is(state)} AND queue = "
+                f"{self.MARK} ORDER BY score LIMIT {HEAD}")
+        found = ((q, self._all(f"SELECT {since} FROM ({head}) AS h", q)[0][0]) for q in queues)
+        return [(q, int(at)) for q, at in found if at is not None]
 
     def finished_since(self, since_ms: int) -> tuple[int, int]:
         # The states spelled literally, so that the finish-time index serves both counts.

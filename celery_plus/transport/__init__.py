@@ -36,7 +36,8 @@ from .worker_state import worker_stopping
 
 logger = logging.getLogger("celery_plus.transport")
 
-SCHEMES = ("redis", "rediss", "sentinel", "sqlite", "postgresql")
+SCHEMES = ("redis", "rediss", "sentinel", "redis+cluster", "rediss+cluster", "sqlite",
+           "postgresql")
 
 #: Longest idle wait while kombu lists are consumed (legacy queues, plain workers' replies):
 #: they have no wake-ups, so they are polled (plain Celery workers keep their blocking pops).
@@ -60,7 +61,18 @@ def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) 
     """
     scheme = url.partition("://")[0]
     options = StoreOptions.of(config)
+    if scheme in ("redis+cluster", "rediss+cluster"):
+        from ..stores.redis.cluster import RedisClusterBackend
+        from ..stores.redis.connect import from_kombu
+
+        return RedisClusterBackend(url, options, connector=from_kombu(url, connection))
     if scheme in ("redis", "rediss", "sentinel"):
+        if options.wait_replicas > 0:
+            # Refused, not ignored: the publisher asked for replica-confirmed publishes.
+            raise ImproperlyConfigured(
+                f"plus_redis_wait_replicas = {options.wait_replicas} applies to a Redis Cluster "
+                f"store (plus+redis+cluster://) only; a plus+{scheme}:// store does not WAIT "
+                "for replicas after a publish. Set it to 0 (docs/redis-cluster.md).")
         from ..stores.redis.backend import RedisBackend
         from ..stores.redis.connect import from_kombu
 
@@ -123,6 +135,8 @@ class Transport(virtual.Transport):
         *virtual.Transport.connection_errors,
         redis.exceptions.ConnectionError,
         redis.exceptions.TimeoutError,
+        # A Redis Cluster store whose nodes cannot be reached or whose slots are not covered.
+        redis.exceptions.RedisClusterException,
     )
     channel_errors = (  # type: ignore[assignment]
         *virtual.Transport.channel_errors, redis.exceptions.ResponseError,

@@ -23,6 +23,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from queue import Empty, SimpleQueue
 from typing import Any
 
 from ..helper_threads import native_lock
@@ -68,6 +69,13 @@ class Holdings:
         #: (``event_loop.py``); while one runs, the lease keeper stores them on its own
         #: turns only, instead of racing the loop for each settle.
         self._loops = 0
+        #: Tags of kept deliveries whose messages are gone (:meth:`keep`), put by their
+        #: finalizers and applied under the lock by the next call that reads the claims.
+        #: A finalizer runs wherever the garbage collector does, in any thread and at any
+        #: allocation, also inside a section holding ``_lock``: it must take no lock
+        #: (``SimpleQueue.put`` is reentrant), or that thread waits for itself for ever
+        #: and the worker's event loop and lease keeper with it.
+        self._gone: SimpleQueue[str] = SimpleQueue()
 
     def loop_started(self) -> None:
         with self._lock:
@@ -128,6 +136,7 @@ class Holdings:
     def renewable(self) -> list[tuple[str, int]]:
         """(job id, token) of every claim to renew: held, not lost, settle not landed."""
         with self._lock:
+            self._release_gone()
             return [(h.job_id, h.token) for h in self._held.values() if not h.lost]
 
     def confirmed(self, pairs: Sequence[tuple[str, int]], lost_ids: Iterable[str],
@@ -167,16 +176,21 @@ class Holdings:
         """Keep the claim of a delivery whose connection closed while its consumer still
         has ``message``: renewed until settled; released once nothing references
         ``message`` any more unsettled (the consumer dropped it)."""
-        weakref.finalize(message, self._dropped, tag)
+        weakref.finalize(message, self._gone.put, tag)
 
-    def _dropped(self, tag: str) -> None:
-        with self._lock:
+    def _release_gone(self) -> None:
+        """Release the kept claims whose messages are gone unsettled (under ``_lock``)."""
+        while True:
+            try:
+                tag = self._gone.get_nowait()
+            except Empty:
+                return
             held = self._held.get(tag)
             if held is None or held.settle is not None:
-                return
+                continue
             if held.lost:
                 del self._held[tag]
-                return
+                continue
             held.settle = Settle(held.job_id, held.token, "release")
             self._pending.append(held.settle)
 
@@ -210,6 +224,7 @@ class Holdings:
     def take_settles(self) -> list[Settle]:
         """The settles to send now; give them back with :meth:`landed` or :meth:`failed`."""
         with self._lock:
+            self._release_gone()
             out = list(self._pending)
             self._pending.clear()
             return out
@@ -232,10 +247,12 @@ class Holdings:
 
     def has_settles(self) -> bool:
         with self._lock:
+            self._release_gone()
             return bool(self._pending)
 
     def __len__(self) -> int:
         with self._lock:
+            self._release_gone()
             return len(self._held) + len(self._pending)
 
 

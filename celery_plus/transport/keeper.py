@@ -23,36 +23,50 @@ from typing import TYPE_CHECKING, Any
 
 from ..helper_threads import native_lock
 from ..lease_keeper import LeaseKeeper, announce_lost
+from .continuations import continued_by_its_run
 from .holdings import Holdings, tag_of
 from .settles import flush, report_dead_letters
 from .worker_state import stop_stale_runs
 
 if TYPE_CHECKING:
     from . import Transport
-    from .backend import JobStore
+    from .backend import Backend, JobStore
 
 logger = logging.getLogger("celery_plus.keeper")
 
 
-def report_lost(claims: Iterable[tuple[str, int]]) -> None:
-    """Signal the claims found lost, and stop their tasks if they still run here."""
-    claims = list(claims)
+def report_lost(claims: Iterable[tuple[str, int]], backend: Backend) -> None:
+    """Signal the claims found lost, and stop their tasks if they still run here (a claim
+    its own run continued is not lost: ``continuations.py``)."""
+    claims = [claim for claim in claims if not _continued(backend, claim)]
     announce_lost(job_id for job_id, _ in claims)
     stop_stale_runs({tag_of(job_id, token) for job_id, token in claims})
+
+
+def _continued(backend: Backend, claim: tuple[str, int]) -> bool:
+    try:
+        continued = continued_by_its_run(backend, claim)
+    except Exception as exc:  # the store cannot say: a lost lease, as the heartbeat said
+        logger.warning("celery-plus: could not read job %s (%r)", claim[0], exc)
+        return False
+    if continued:
+        logger.info("celery-plus: job %s waits under the message its run sent (a retry or "
+                    "continuation): that run goes on here", claim[0])
+    return continued
 
 
 class TransportKeeper(LeaseKeeper):
     """Keeps the holdings of one store in this process (see the module doc)."""
 
     def __init__(self, store: Hashable, holdings: Holdings, config: Any,
-                 new_backend: Callable[[], JobStore], worker_id: str,
+                 new_backend: Callable[[], Backend], worker_id: str,
                  connection_errors: tuple[type[BaseException], ...] = ()) -> None:
         super().__init__("celery-plus-lease-keeper", config, worker_id)
         self.key = store
         self.holdings = holdings
         self.connection_errors = connection_errors
         self._new_backend = new_backend
-        self._backend: JobStore | None = None
+        self._backend: Backend | None = None
         #: Connections attached (consuming), and their transports (for their channels'
         #: transient bindings); both guarded by the module's ``_lock``.
         self.users = 0
@@ -71,7 +85,7 @@ class TransportKeeper(LeaseKeeper):
             except Exception as exc:
                 logger.debug("%s: closing its store: %r", self.label, exc)
 
-    def store(self) -> JobStore:
+    def store(self) -> Backend:
         if self._backend is None:
             self._backend = self._new_backend()
         return self._backend
@@ -81,7 +95,7 @@ class TransportKeeper(LeaseKeeper):
 
     def renewed(self, held: Sequence[tuple[str, int]], lost: list[str],
                 asked_at: float) -> None:
-        report_lost(self.holdings.confirmed(held, lost, asked_at))
+        report_lost(self.holdings.confirmed(held, lost, asked_at), self.store())
 
     def report_dead_letters(self, dead: list[tuple[str, str]]) -> None:
         report_dead_letters(dead)

@@ -21,6 +21,7 @@ from typing import Any
 from ..lease_keeper import clock
 from . import holdings
 from .channel import SURE_UNTIL, parse_delivery_tag
+from .continuations import continued_by_its_run
 
 logger = logging.getLogger("celery_plus.transport")
 
@@ -46,10 +47,14 @@ def lease_lost_before_start(app: Any, properties: dict[str, Any]) -> bool:
 
 def lost_in_store(app: Any, tag: str, claim: tuple[str, int],
                    book: holdings.Holdings | None) -> bool:
+    """Whether the store says the lease of ``claim`` is lost (asking renews it); a claim its
+    own run continued is not (``continuations.py``)."""
     asked_at = clock()
     try:
         with app.pool.acquire(block=True) as connection:
-            lost = connection.default_channel.backend.heartbeat([claim])
+            backend = connection.default_channel.backend
+            lost = bool(backend.heartbeat([claim]))
+            continued = lost and continued_by_its_run(backend, claim)
     except Exception as exc:
         logger.warning("celery-plus: could not check the lease of job %s before it starts "
                        "(%r); starting it", claim[0], exc)
@@ -59,7 +64,7 @@ def lost_in_store(app: Any, tag: str, claim: tuple[str, int],
             book.mark_lost(tag)
         else:
             book.confirmed([claim], (), asked_at)
-    return bool(lost)
+    return lost and not continued
 
 
 def note_rate_start(app: Any, properties: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ from celery import Celery
 
 import celery_plus.transport  # noqa: F401  (registers plus+ URLs)
 from tests.conformance.stores import PG_URL
+from tests.support import drop_pg_schema
 
 
 def schema_exists(name: str) -> bool:
@@ -35,8 +36,7 @@ def test_masking_a_postgres_url_neither_connects_nor_creates_a_schema() -> None:
         assert not schema_exists(schema)
     finally:
         conn.release()
-        with psycopg.connect(PG_URL, autocommit=True) as pg:  # if it was created after all
-            pg.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        drop_pg_schema(PG_URL, schema)  # if it was created after all
 
 
 def test_celerys_bugreport_and_conf_do_not_touch_the_store() -> None:

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-import psycopg
 import pytest
 import redis
 
@@ -46,7 +45,7 @@ from tests.conformance.stores import PG_URL
 from tests.e2e import proj
 from tests.e2e.conftest import CELERY_PLUS, ROOT, Worker
 from tests.e2e.proj import REDIS_URL, events
-from tests.support import wait_until
+from tests.support import drop_pg_schema, wait_until
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 STORES = [pytest.param(kind, marks=pytest.mark.xdist_group(f"admin-features-{kind}"))
@@ -145,8 +144,7 @@ def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
             client.delete(key)
         client.close()
         if kind == "postgres":
-            with psycopg.connect(PG_URL, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{proj.pg_schema(prefix)}" CASCADE')
+            drop_pg_schema(PG_URL, proj.pg_schema(prefix))
 
 
 @pytest.fixture(scope="module")

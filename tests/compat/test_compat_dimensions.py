@@ -24,6 +24,10 @@ from compat_suite.report import Run, text, write
 from compat_suite.run import run
 from tests.conformance.stores import PG_URL, REDIS_URL
 
+# One xdist worker runs the module, so its module-scoped run is made once, not once per
+# worker that gets one of its tests.
+pytestmark = pytest.mark.xdist_group("compat-dimensions")
+
 POOL_RUN = {"names": ["plus-redis"], "pools": ["threads", "gevent", "solo"], "django": False}
 DJANGO_RUN = {"names": ["plus-redis", "plus-sqlite", "plus-postgres"], "pools": ["prefork"],
               "django": True, "plain": False}

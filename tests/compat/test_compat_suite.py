@@ -21,6 +21,10 @@ from compat_suite.run import run
 from tests.conformance.stores import PG_URL, REDIS_URL
 
 #: Wall-clock budget of the whole suite on this 2-core machine (the brief's limit).
+# One xdist worker runs the module, so its module-scoped run is made once, not once per
+# worker that gets one of its tests.
+pytestmark = pytest.mark.xdist_group("compat-suite")
+
 BUDGET_S = 150
 PLUS_CONFIGS = [name for name in CONFIGS if name != REFERENCE.name]
 

@@ -23,6 +23,7 @@ from celery_plus.stores.options import StoreOptions
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
 from celery_plus.transport.backend import Backend
+from tests.support import drop_pg_schema
 
 REDIS_URL = os.environ.get("PLUS_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
@@ -39,8 +40,8 @@ def redis_store(tmp_path: Path, *, functions: bool = True) -> Iterator[Opener]:
 
     ``functions=False``: the backends run their Lua with EVALSHA, as on a Redis without
     Redis Functions (before 7.0), instead of the function library. The function-library
-    variant stores jobs in the compact layout (``plus_redis_compact_records``), the EVALSHA
-    one in the default layout, so the whole suite runs on both layouts.
+    variant stores jobs in the compact layout (``plus_redis_compact_records``, the default), the
+    EVALSHA one in the hash layout (the setting off), so the whole suite runs on both layouts.
     """
     prefix = f"c{uuid.uuid4().hex[:10]}"
 
@@ -57,6 +58,30 @@ def redis_store(tmp_path: Path, *, functions: bool = True) -> Iterator[Opener]:
         keys = list(client.scan_iter(f"{prefix}:*", count=1000))
         for i in range(0, len(keys), 500):
             client.delete(*keys[i:i + 500])
+        client.close()
+
+
+@contextlib.contextmanager
+def redis_cluster_store(tmp_path: Path) -> Iterator[Opener]:
+    """Backends on a fresh key prefix of the test Redis Cluster; its keys are deleted on exit."""
+    from redis.cluster import RedisCluster
+
+    from celery_plus.stores.redis.cluster import RedisClusterBackend
+    from tests.redis_cluster import CLUSTER_URL_ENV
+
+    url = os.environ[CLUSTER_URL_ENV]
+    prefix = f"c{uuid.uuid4().hex[:10]}"
+
+    def open_backend(**options: Any) -> RedisClusterBackend:
+        options.setdefault("compact_records", True)
+        return RedisClusterBackend(url, StoreOptions(prefix=prefix, **options))
+
+    try:
+        yield open_backend
+    finally:
+        client = RedisCluster.from_url(url.replace("redis+cluster://", "redis://"))
+        for key in list(client.scan_iter(f"{prefix}:*", count=1000)):
+            client.delete(key)
         client.close()
 
 
@@ -87,8 +112,6 @@ PG_URL = os.environ.get("PLUS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/te
 @contextlib.contextmanager
 def postgres_store(tmp_path: Path) -> Iterator[Opener]:
     """Backends on a fresh schema of the test database; the schema is dropped on exit."""
-    import psycopg
-
     from celery_plus.stores.postgres.backend import PostgresBackend
 
     schema = f"c{uuid.uuid4().hex[:10]}"
@@ -96,14 +119,14 @@ def postgres_store(tmp_path: Path) -> Iterator[Opener]:
         yield lambda **options: PostgresBackend(
             PG_URL, StoreOptions(**options), schema=schema)
     finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        drop_pg_schema(PG_URL, schema)
 
 
 #: Backend name -> a context manager giving an opener of backends on one isolated store.
 OPENERS: dict[str, Callable[[Path], contextlib.AbstractContextManager[Opener]]] = {
     "redis": redis_store,
     "redis-eval": functools.partial(redis_store, functions=False),
+    "redis-cluster": redis_cluster_store,
     "sqlite": sqlite_store,
     "postgres": postgres_store,
     "memory": memory_store,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from celery_plus.transport.backend import Backend
 
 from .support import Q, claim, ids, publish, record
@@ -69,6 +71,7 @@ def test_one_claim_takes_at_most_max_jobs(backend: Backend) -> None:
     assert backend.size(Q) == 0
 
 
+@pytest.mark.cluster_smoke
 def test_claims_of_several_queues_follow_the_given_queue_order(backend: Backend) -> None:
     publish(backend, "b1", queue="b")
     publish(backend, "a1", queue="a")

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from celery_plus.transport.backend import Backend, Settle
 
 from .support import claim, ids, publish, record, wait_until
@@ -49,6 +51,7 @@ def test_a_parked_job_does_not_block_other_groups(backend: Backend) -> None:
     assert backend.slot_holders("h") == {"h1"}
 
 
+@pytest.mark.cluster_smoke
 def test_a_freed_slot_unblocks_the_oldest_parked_job_which_keeps_its_place(
         backend: Backend) -> None:
     for name in ("a", "b", "c"):

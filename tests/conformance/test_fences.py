@@ -161,3 +161,34 @@ def test_a_lease_token_never_repeats_for_an_id(make_backend: Callable[..., Backe
     # Tokens of different jobs differ too: one counter for the store.
     publish(backend, "b")
     assert claim(backend).claims[0].token > seen[-1]
+
+
+@pytest.mark.not_queue_scoped("a job moved between queues (refused on a cluster: "
+                              "tests/store/test_redis_cluster_scope.py)")
+def test_a_continuation_to_another_queue_moves_the_job(
+        make_backend: Callable[..., Backend]) -> None:
+    """``self.retry(queue="other")``: the running claim's continuation sends the job to another
+    queue. One job, one live delivery: it waits in the other queue, the first queue's claim is
+    over (no recovery delivers it again once its lease ends), and a publish of the id to a
+    third queue without the token changes nothing while the job runs again."""
+    backend = make_backend(lease_ms=150)
+    publish(backend, "a", "original")
+    got = claim(backend).claims[0]
+    lease_over = backend.now_ms() + 200
+    out = publish(backend, "a", "retry", queue="other", lease_token=got.token)
+    assert out.accepted and out.continued
+    # The worker's settle of the continued claim (the transport acks it).
+    backend.settle([Settle("a", got.token, "ack")])
+    assert record(backend, "a").state == "enqueued"
+    # The first queue's lease ends: nothing of it is delivered again.
+    wait_until(lambda: backend.now_ms() > lease_over, timeout=10, message="the lease's end")
+    assert backend.recover() == []
+    assert ids(claim(backend, worker="w2", queues=[Q])) == []
+    again = claim(backend, worker="w3", queues=["other"]).claims
+    assert [(c.job_id, c.message) for c in again] == [("a", b"retry")]
+    assert again[0].token != got.token
+    outsider = publish(backend, "a", "outsider", queue="third")
+    assert outsider.fenced and not outsider.accepted
+    assert ids(claim(backend, worker="w4", queues=["third"])) == []
+    assert backend.settle([Settle("a", again[0].token, "ack")]) == []
+    assert record(backend, "a").state == "completed"

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from celery_plus.transport.backend import Backend, Settle
 
 from .support import claim, history, ids, publish, record, wait_until
@@ -88,6 +90,7 @@ def test_recovery_requeues_by_the_stored_lease_deadline(
     assert again.job_id == "short" and again.deliveries == 2 and again.token > dead[0].token
 
 
+@pytest.mark.cluster_smoke
 def test_the_dead_workers_late_ack_after_recovery_is_fenced_out(
         make_backend: Callable[..., Backend]) -> None:
     backend = make_backend(lease_ms=150)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from celery_plus.transport.backend import Backend, Settle
 
 from .support import claim, history, ids, publish, record, wait_until
@@ -119,6 +121,7 @@ def test_running_hold_is_kept_while_running_and_released_by_dead_letter(
     assert publish(backend, "b", unique_lock="L", unique_window="running").accepted
 
 
+@pytest.mark.cluster_smoke
 def test_pending_hold_is_released_at_claim_and_taken_again_on_requeue(backend: Backend) -> None:
     publish(backend, "a", unique_lock="L", unique_window="pending")
     assert backend.holder("L") == "a"

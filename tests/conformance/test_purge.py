@@ -13,6 +13,8 @@ early). ``size`` counts the ``enqueued`` jobs of the queue only.
 
 from __future__ import annotations
 
+import pytest
+
 from celery_plus.transport.backend import Backend, Settle
 
 from .support import Q, claim, ids, publish, record, wait_until
@@ -50,6 +52,7 @@ def test_purge_deletes_the_waiting_jobs_of_the_queue_and_leaves_running_ones(
     assert backend.purge(Q) == 0
 
 
+@pytest.mark.not_queue_scoped("one unique key held across two queues (per queue on a cluster)")
 def test_purge_releases_the_unique_holds_of_the_jobs_it_deletes(backend: Backend) -> None:
     publish(backend, "r", unique_lock="R", unique_window="running")
     assert ids(claim(backend)) == ["r"]

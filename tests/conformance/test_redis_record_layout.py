@@ -23,6 +23,10 @@ from celery_plus.transport.backend import Backend, Settle
 from .support import Q, claim, ids, maintain, publish, record
 from .test_admin import envelope, listed
 
+pytestmark = pytest.mark.not_queue_scoped(
+    "the standalone server's record layout, written and read key by key with a"
+    " standalone client")
+
 TASK = "proj.old"
 
 
@@ -152,7 +156,8 @@ def test_the_setting_reaches_the_store_options() -> None:
     from celery_plus import settings
     from celery_plus.stores.options import StoreOptions
 
-    # Off by default for one release: workers of earlier releases read only the hash.
-    assert StoreOptions.of(settings.resolve({})).compact_records is False
-    on = settings.resolve({"plus_redis_compact_records": True})
-    assert StoreOptions.of(on).compact_records is True
+    # On by default; off is the rolling-upgrade switch (earlier workers read only the hash).
+    assert StoreOptions.of(settings.resolve({})).compact_records is True
+    assert StoreOptions().compact_records is True
+    off = settings.resolve({"plus_redis_compact_records": False})
+    assert StoreOptions.of(off).compact_records is False

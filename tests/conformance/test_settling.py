@@ -9,6 +9,8 @@ once deliveries reach the limit; release goes back without counting the delivery
 
 from __future__ import annotations
 
+import pytest
+
 from celery_plus.transport.backend import SETTLE_ACTIONS, Backend, Settle
 
 from .support import claim, history, ids, publish, record
@@ -48,6 +50,7 @@ def test_settle_of_a_finished_job_changes_nothing(backend: Backend) -> None:
     assert backend.record("nope") is None
 
 
+@pytest.mark.cluster_smoke
 def test_settles_sent_with_a_claim_take_effect_before_it(backend: Backend) -> None:
     publish(backend, "a", concurrency_group="g", concurrency_limit=1)
     publish(backend, "b", concurrency_group="g", concurrency_limit=1)

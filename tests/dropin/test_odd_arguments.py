@@ -8,12 +8,12 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 import redis
 
 from celery_plus import Celery
 from tests.conformance.stores import PG_URL, REDIS_URL
+from tests.support import drop_pg_schema
 
 ODD = ["\ud800", "a\x00b", "x" * 1_000_000, "a\x1fb\x06\x16c:d|e;f"]
 
@@ -33,8 +33,7 @@ def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Celery]:
         if keys:
             client.delete(*keys)
     elif request.param == "postgres":
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        drop_pg_schema(PG_URL, name)
 
 
 @pytest.mark.parametrize("value", ODD, ids=["surrogate", "nul", "1mb", "separators"])

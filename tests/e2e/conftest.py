@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 import redis
 
@@ -32,9 +31,9 @@ from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
 from celery_plus.transport.backend import Backend
 from tests.conformance.stores import PG_URL
-from tests.support import wait_until
+from tests.support import drop_pg_schema, wait_until
 
-from . import proj
+from . import pool_matrix, proj
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY_PLUS = [sys.executable, "-m", "celery_plus.cli"]
@@ -46,7 +45,8 @@ BROKERS = ("redis", "sqlite", "postgres")
 #: deployment, migrate-queue, the compact Redis layout) run on Redis only, the default store
 #: of ``broker_url``/``view``.
 OWN_BROKER = frozenset({"test_sqlite_chord", "test_demo", "test_coordination",
-                        "test_mixed_deployment", "test_migrate_queue", "test_compact_layout"})
+                        "test_mixed_deployment", "test_migrate_queue", "test_compact_layout",
+                        "test_redis_cluster"})
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -55,6 +55,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     module = metafunc.module.__name__.rpartition(".")[2]
     if "broker_kind" in metafunc.fixturenames and module not in OWN_BROKER:
         metafunc.parametrize("broker_kind", BROKERS, indirect=True, ids=BROKERS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    pool_matrix.thin(config, items)
 
 
 class Worker:
@@ -136,8 +140,7 @@ def broker_url(request: pytest.FixtureRequest, broker_kind: str, tmp_path: Path,
         monkeypatch.setenv("PLUS_TEST_BROKER", url)
     yield url
     if broker_kind == "postgres":
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{proj.pg_schema(prefix)}" CASCADE')
+        drop_pg_schema(PG_URL, proj.pg_schema(prefix))
 
 
 @pytest.fixture
@@ -187,7 +190,7 @@ def start_worker(prefix: str, tmp_path: Path, broker_url: str) -> Iterator[Calla
         return worker
 
     yield start
-    for worker in workers:  # all shut down at once, then wait for each
-        worker.terminate()
+    # SIGKILL, not a warm shutdown: the test's assertions are done, and a prefork pool's warm
+    # shutdown takes about 2 s (as plain Celery's does). Tests of shutdown call stop() themselves.
     for worker in workers:
-        worker.stop()
+        worker.kill()

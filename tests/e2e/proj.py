@@ -327,6 +327,26 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         time.sleep(seconds)
         return seconds
 
+    @app.task(name="proj.x_retry_and_go_on", bind=True, max_retries=1)
+    def x_retry_and_go_on(self: Any, seconds: float) -> str:
+        """``self.retry(throw=False)``, then more work: Celery lets the run go on."""
+        record(prefix, "go_on", retries=self.request.retries, at="start")
+        if self.request.retries == 0:
+            self.retry(countdown=60, throw=False)
+            time.sleep(seconds)
+            record(prefix, "go_on", retries=0, at="end")
+            return "went on"
+        return "retried"
+
+    @app.task(name="proj.x_retry_elsewhere", bind=True, max_retries=1)
+    def x_retry_elsewhere(self: Any) -> str:
+        """Retries into queue ``reports`` (``self.retry(queue=...)``)."""
+        record(prefix, "elsewhere", retries=self.request.retries,
+               queue=(self.request.delivery_info or {}).get("routing_key"))
+        if self.request.retries == 0:
+            raise self.retry(queue="reports", countdown=0)
+        return "moved"
+
     @app.task(name="proj.x_two_fields", unique_by=["a", "b"])
     def x_two_fields(a: Any, b: Any) -> int:
         record(prefix, "fields", size=len(json_dumps([a, b])))
@@ -360,7 +380,8 @@ def json_dumps(value: Any) -> str:
     return json.dumps(value)
 
 
-# PLUS_TEST_COMPACT=1: the compact Redis record layout (plus_redis_compact_records).
+# PLUS_TEST_COMPACT=0: the hash Redis record layout (plus_redis_compact_records off; the
+# default, 1, is the compact layout).
 app = make_app(os.environ.get("PLUS_TEST_PREFIX", "plus-e2e"),
-               **({"plus_redis_compact_records": True}
-                  if os.environ.get("PLUS_TEST_COMPACT") == "1" else {}))
+               **({"plus_redis_compact_records": False}
+                  if os.environ.get("PLUS_TEST_COMPACT") == "0" else {}))

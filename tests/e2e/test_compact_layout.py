@@ -1,7 +1,9 @@
-"""The compact Redis record layout (``plus_redis_compact_records``: the envelope deflated in its
-own key) under a real worker (prefork, the default pool; every pool takes its messages from the
-same claim in the worker's main process): tasks run with their arguments, a retry continues, a
-unique duplicate is deduplicated, a failure is a dead letter the admin shows whole.
+"""Both Redis record layouts under a real worker (prefork, the default pool; every pool takes
+its messages from the same claim in the worker's main process): tasks run with their
+arguments, a retry continues, a unique duplicate is deduplicated, a failure is a dead letter
+the admin shows whole. ``compact`` (the default: the envelope deflated in its own key) runs in
+every other Redis e2e test too; ``hash`` is ``plus_redis_compact_records=False``, the switch a
+rolling upgrade from a release before the compact layout keeps on (the envelope in the hash).
 """
 
 from __future__ import annotations
@@ -16,17 +18,23 @@ from . import proj
 from .conftest import wait_until
 
 
+@pytest.fixture(params=["compact", "hash"])
+def layout(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def compact_client(prefix: str):
-    app = proj.make_app(prefix, plus_redis_compact_records=True)
+def layout_client(prefix: str, layout: str):
+    app = proj.make_app(prefix, plus_redis_compact_records=layout == "compact")
     yield app
     app.close()
 
 
-def test_a_compact_store_runs_retries_deduplicates_and_dead_letters(
-        compact_client, start_worker, view, prefix) -> None:
-    start_worker(pool="prefork", concurrency=2, env={"PLUS_TEST_COMPACT": "1"})
-    tasks = compact_client.tasks
+def test_each_layout_runs_retries_deduplicates_and_dead_letters(
+        layout_client, layout, start_worker, view, prefix) -> None:
+    start_worker(pool="prefork", concurrency=2,
+                 env={"PLUS_TEST_COMPACT": "1" if layout == "compact" else "0"})
+    tasks = layout_client.tasks
     text = "é\U0001f600 \x1f\x1e|:;{}" + "x" * 20_000  # odd characters, a long value
     added = tasks["proj.add"].delay(2, 3)
     flaky = tasks["proj.flaky"].delay("k", 3)
@@ -35,11 +43,16 @@ def test_a_compact_store_runs_retries_deduplicates_and_dead_letters(
                message="the unique job running")
     duplicate = tasks["proj.unique_running"].delay("same", 1.5)
     failed = tasks["proj.fail"].delay(text)
-    # Every envelope written by this client is stored deflated in its own key.
+    # compact: every envelope written by this client is stored deflated in its own key;
+    # hash: in the job's hash, as releases before the compact layout read it.
     binary = redis.Redis.from_url(proj.REDIS_URL)
     try:
         stored = binary.get(f"{prefix}:m:{failed.id}")
-        assert stored is not None and stored.startswith(MARK)
+        in_hash = binary.hget(f"{prefix}:job:{failed.id}", "msg")
+        if layout == "compact":
+            assert stored is not None and stored.startswith(MARK) and in_hash is None
+        else:
+            assert stored is None and in_hash is not None and in_hash.startswith(b"{")
     finally:
         binary.close()
     assert added.get(timeout=30) == 5

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 import pytest
 import redis
 from kombu import Connection, Exchange, Queue
@@ -31,6 +30,7 @@ from celery_plus import admin
 from celery_plus.coordination import coordinator_for
 from celery_plus.transport.backend import Backend
 from tests.conformance.stores import PG_URL
+from tests.support import drop_pg_schema
 
 from . import coordination_proj, proj
 from .conftest import CELERY_PLUS, ROOT, Worker, wait_until
@@ -68,8 +68,7 @@ def setup(request: pytest.FixtureRequest, prefix: str,
     if chosen.broker == "amqp":
         _amqp_cleanup(prefix)
     if chosen.store == "postgres":
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{proj.pg_schema(prefix)}" CASCADE')
+        drop_pg_schema(PG_URL, proj.pg_schema(prefix))
 
 
 @pytest.fixture

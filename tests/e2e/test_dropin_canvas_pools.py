@@ -12,7 +12,6 @@ whose member follows a failing holder.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +21,7 @@ from celery.exceptions import ChordError
 
 from . import dropin_fixtures
 from .conftest import Worker, wait_until
+from .pool_matrix import pools
 from .proj import events
 
 APP = dropin_fixtures.APP
@@ -30,18 +30,8 @@ client = dropin_fixtures.client
 TIMEOUT = 60
 
 
-#: The pool of each store in the README's suite (every pool on every store: PLUS_DROPIN_ALL=1):
-#: the cases are the same on each store, and each store's canvas path runs in
-#: ``test_dropin_canvas.py`` on the threads pool.
-POOL_OF_STORE = {"redis": "prefork", "sqlite": "gevent", "postgres": "prefork"}
-
-
-@pytest.fixture(params=["prefork", "gevent"])
-def worker(request: pytest.FixtureRequest, start_worker: Callable[..., Worker],
-           broker_kind: str) -> Worker:
-    pool = request.param
-    if os.environ.get("PLUS_DROPIN_ALL") != "1" and POOL_OF_STORE[broker_kind] != pool:
-        pytest.skip(f"{pool} on {broker_kind}: PLUS_DROPIN_ALL=1 runs it")
+@pytest.fixture
+def worker(start_worker: Callable[..., Worker], pool: str) -> Worker:
     return start_worker(app=APP, pool=pool, concurrency=4 if pool == "gevent" else 3)
 
 
@@ -49,6 +39,8 @@ def _ran(prefix: str, kind: str, n: int) -> int:
     return sum(1 for e in events(prefix, kind) if e["n"] == n)
 
 
+# Each store's canvas path also runs in ``test_dropin_canvas.py`` on the threads pool.
+@pools("prefork", "gevent")
 def test_canvas_with_extension_options_completes(
         client: Any, worker: Worker, prefix: str) -> None:
     t = client.tasks

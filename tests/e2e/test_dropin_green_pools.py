@@ -16,6 +16,7 @@ import pytest
 
 from . import dropin_fixtures
 from .conftest import Worker, wait_until
+from .pool_matrix import pools
 from .proj import events
 
 APP = dropin_fixtures.APP
@@ -61,7 +62,7 @@ def test_green_pool_runs_tasks_concurrently(
 
 
 @pytest.mark.parametrize("cli", CLIS)
-@pytest.mark.parametrize("pool", POOLS)
+@pools(*POOLS)
 def test_a_cpu_bound_task_longer_than_the_lease_runs_once(
         client: Any, start_worker: Callable[..., Worker], prefix: str, pool: str,
         cli: str, broker_kind: str) -> None:

@@ -28,6 +28,7 @@ import pytest
 from celery_plus.transport.backend import Backend
 
 from .conftest import Worker, wait_until
+from .pool_matrix import pools
 from .proj import events
 
 VT = {"PLUS_TEST_VT": "2"}
@@ -62,7 +63,7 @@ def _runs(prefix: str, n: str) -> list[tuple[float, float]]:
     return [(starts[e["execution"]], e["t"]) for e in events(prefix, "end") if e["n"] == n]
 
 
-@pytest.mark.parametrize("pool", ["prefork", "solo", "threads"])
+@pools("prefork", "solo", "threads")
 def test_a_late_retry_from_a_worker_whose_lease_was_recovered_changes_nothing(
         client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
         pool: str) -> None:
@@ -104,7 +105,7 @@ def test_a_late_retry_from_a_worker_whose_lease_was_recovered_changes_nothing(
     assert frozen.proc.poll() is None, frozen.log()
 
 
-@pytest.mark.parametrize("pool", ["prefork", "solo", "threads"])
+@pools("prefork", "solo", "threads")
 def test_odd_failure_details_are_dead_lettered_and_never_stop_the_worker(
         client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
         pool: str) -> None:
@@ -151,7 +152,7 @@ OUTCOMES = {
 }
 
 
-@pytest.mark.parametrize("pool", ["prefork", "solo", "threads"])
+@pools("prefork", "solo", "threads")
 def test_what_a_task_raises_or_returns_never_stops_the_worker(
         client: Any, start_worker: Callable[..., Worker], view: Backend, pool: str) -> None:
     """Issue 11: a worker never exits because of what a task raised or returned, and every
@@ -271,7 +272,7 @@ def test_multi_field_unique_keys_of_any_text_publish_run_and_deduplicate(
     wait_until(lambda: view.holds() == {}, timeout=20, message="every key released")
 
 
-@pytest.mark.parametrize("pool", ["prefork", "solo"])
+@pools("prefork", "solo")
 def test_an_early_acked_task_still_retries(
         client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
         pool: str) -> None:

@@ -19,11 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from celery_plus.transport.backend import Backend
 
 from .conftest import Worker, wait_until
+from .pool_matrix import pools
 from .proj import events
 
 VT_S = 2.0
@@ -31,7 +30,7 @@ JOB_S = 1.0
 JOBS = 4
 
 
-@pytest.mark.parametrize("pool", ["prefork", "threads", "solo"])
+@pools("prefork", "threads", "solo")
 def test_a_frozen_worker_does_not_start_jobs_it_no_longer_holds(
     client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend, pool: str
 ) -> None:

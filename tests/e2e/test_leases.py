@@ -115,3 +115,22 @@ def test_an_early_acked_job_runs_to_its_end_in_a_prefork_pool_past_the_lease(
     assert result.get(timeout=seconds + 30) == seconds
     assert len(events(prefix, "early_long")) == 1
     assert "lost its lease" not in worker.log(), worker.log()
+
+
+def test_a_task_that_retries_without_raising_runs_on_to_its_end(
+    client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
+) -> None:
+    """``self.retry(countdown=60, throw=False)`` then more work: the retry's message ends the
+    claim in the store (the job waits for its countdown), and the run that sent it goes on, as
+    in Celery: neither the worker's keeper nor the pool process's renewal takes the claim its
+    own task continued for a lost lease and stops the run."""
+    worker = start_worker(pool="prefork", concurrency=1, env=VT)
+    seconds = 2 * VT_S + 5.0 + 1.0  # past the lease, a renewal and a lost lease's wait
+    result = client.tasks["proj.x_retry_and_go_on"].delay(seconds)
+    wait_until(lambda: len(events(prefix, "go_on")) == 2, timeout=seconds + 30,
+               message="the run that retried reaches its end")
+    assert [e["at"] for e in events(prefix, "go_on")] == ["start", "end"]
+    record = view.record(result.id)
+    assert record is not None and record.state == "scheduled", record
+    log = worker.log()
+    assert "lost its lease" not in log and "was lost" not in log, log

@@ -12,19 +12,29 @@ The long variant (10 minutes, three beats, two leader kills) is ``tests/faults/l
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import psycopg
 import pytest
+from celery.apps.beat import Beat as CeleryBeat
 
 from celery_plus.beat import ROLE, Scheduler, tick_id
 from celery_plus.transport.backend import Backend
+from celery_plus.utils.deferred_stop import GRACE_S
+from tests.conformance.stores import PG_URL
 from tests.e2e.conftest import Worker
 from tests.e2e.periodic_checks import Beat, fired, kill_before_tick, leader, leads, tick_report
-from tests.e2e.proj import events, make_app
+from tests.e2e.proj import events, make_app, pg_schema
 from tests.faults.servers import PostgresCluster, RedisServer
 from tests.support import wait_until
 
@@ -133,6 +143,77 @@ def test_a_leader_keeps_its_lease_through_a_loop_longer_than_the_lease(
         one.close()
     assert [e.fired for e in view.schedules()] == [1, 1, 1, 1]
     assert held is not None and held[0] == one.holder, held
+
+
+@contextlib.contextmanager
+def stopping_as_celery_beat(client: Any, view: Backend) -> Iterator[Scheduler]:
+    """A scheduler with one tick due, under Celery beat's own SIGTERM/SIGINT handler (which
+    raises SystemExit wherever the loop is); the test's handlers are given back after."""
+    client.conf.beat_schedule = {"e": {"task": "proj.add", "args": (1, 2),
+                                       "schedule": timedelta(seconds=60)}}
+    view.schedule_register("e", view.now_ms() - 61_000)  # a tick is due
+    one = Scheduler(client)
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    CeleryBeat.install_sync_handler(None, SimpleNamespace(sync=lambda: None))  # type: ignore[arg-type]
+    try:
+        yield one
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+        one.close()
+
+
+def test_a_stop_while_a_tick_is_fired_lands_once_it_is_logged(
+        client: Any, view: Backend, caplog: pytest.LogCaptureFixture) -> None:
+    """Celery beat's SIGTERM handler raises SystemExit wherever the loop is: arriving just
+    after the store fired a tick, it left the tick enqueued and never logged (seen as a worker
+    running a tick no beat log named). The stop now lands as the fire ends."""
+    with stopping_as_celery_beat(client, view) as one:
+        publish = one.apply_async
+
+        def publish_then_stopped(*args: Any, **kwargs: Any) -> Any:
+            sent = publish(*args, **kwargs)  # the store has fired the tick
+            signal.raise_signal(signal.SIGTERM)
+            return sent
+
+        one.apply_async = publish_then_stopped  # type: ignore[method-assign]
+        with caplog.at_level(logging.INFO, logger="celery_plus.beat"), \
+                pytest.raises(SystemExit):
+            one.tick()
+    assert [e.fired for e in view.schedules()] == [1]
+    assert "celery-plus beat: e fired" in caplog.text
+
+
+def test_a_stop_while_the_store_holds_a_fire_back_lands_within_the_grace(
+        client: Any, view: Backend, prefix: str, broker_kind: str) -> None:
+    """A fire waiting on a locked schedule row (an operator's open transaction) does not hold
+    beat's one SIGTERM back until the lock goes: it lands after ``GRACE_S``."""
+    if broker_kind != "postgres":
+        pytest.skip("a row lock is PostgreSQL's")
+    sent: list[float] = []
+
+    def stop_once_the_fire_waits() -> None:
+        with psycopg.connect(PG_URL, autocommit=True) as watcher:
+            wait_until(lambda: watcher.execute(
+                "SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0] > 0,
+                timeout=30, message="the fire waits for the row")
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    with stopping_as_celery_beat(client, view) as one, psycopg.connect(PG_URL) as locker:
+        locker.execute(f"SET search_path TO {pg_schema(prefix)}")
+        locker.execute("SELECT * FROM schedules WHERE name = 'e' FOR UPDATE")
+        stopper = threading.Thread(target=stop_once_the_fire_waits, daemon=True)
+        try:
+            stopper.start()
+            with pytest.raises(SystemExit):
+                one.tick()
+            stopped = time.monotonic()
+        finally:
+            locker.rollback()
+            stopper.join(30)
+    assert sent and GRACE_S <= stopped - sent[0] < GRACE_S + 5, (sent, stopped)
+    assert [e.fired for e in view.schedules()] == [0]
 
 
 def run_until_fired(scheduler: Scheduler, count: int, log: list[tuple[str, int, float]],
@@ -328,7 +409,9 @@ def test_an_entry_deleted_from_the_admin_while_configured_starts_afresh(
     try:
         scheduler.tick()
         [fired_once] = view.schedules()
-        assert fired_once.fired == 1
+        # The tick due 0.5 s ago fired; on a loaded machine the next one may be due too, and
+        # late ticks each fire (docs/schedules.md).
+        assert fired_once.fired >= 1
         assert view.schedule_delete("tick")
         due = fired_once.last_due_ms + 1000
         wait_until(lambda: view.now_ms() > due + 50, timeout=5, message="the next tick due")

@@ -14,11 +14,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from celery_plus.transport.backend import Backend
 
 from .conftest import Worker, wait_until
+from .pool_matrix import pools
 from .proj import events
 
 VT_S = 3.0
@@ -26,7 +25,7 @@ JOB_S = 0.6 * VT_S
 JOBS = 4
 
 
-@pytest.mark.parametrize("pool", ["solo", "threads"])
+@pools("solo", "threads")
 def test_a_healthy_worker_never_runs_its_prefetched_jobs_twice(
     client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend, pool: str
 ) -> None:

@@ -20,6 +20,7 @@ import pytest
 from celery_plus import enqueue_after_commit, enqueue_in
 from celery_plus.stores.postgres.backend import PostgresBackend
 from tests.conformance.stores import PG_URL
+from tests.support import drop_pg_schema
 
 from . import proj
 from .conftest import Worker, wait_until
@@ -31,8 +32,7 @@ def broker_url(prefix: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     url = f"plus+{PG_URL}"
     monkeypatch.setenv("PLUS_TEST_BROKER", url)
     yield url
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{proj.pg_schema(prefix)}" CASCADE')
+    drop_pg_schema(PG_URL, proj.pg_schema(prefix))
 
 
 @pytest.fixture

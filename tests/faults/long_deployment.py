@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psycopg
 import redis
 
 from celery_plus.stores.options import StoreOptions
@@ -32,6 +31,7 @@ from celery_plus.transport.backend import Backend
 from tests.conformance.stores import PG_URL
 from tests.e2e import proj
 from tests.e2e.periodic_checks import CELERY_PLUS, ROOT, Beat
+from tests.support import drop_pg_schema
 
 APP = "tests.e2e.periodic_proj"
 STORES = ("redis", "sqlite", "postgres")
@@ -133,5 +133,4 @@ def deployment(store: str, **env: str) -> Iterator[Deployment]:
                 client.delete(*keys[i:i + 500])
             client.close()
             if store == "postgres":
-                with psycopg.connect(PG_URL, autocommit=True) as conn:
-                    conn.execute(f'DROP SCHEMA IF EXISTS "{proj.pg_schema(prefix)}" CASCADE')
+                drop_pg_schema(PG_URL, proj.pg_schema(prefix))

@@ -89,3 +89,12 @@ def test_every_worker_session_ended_mid_drain_long(deploy: Callable[..., Deploym
     run_session_kills(deploy("sessions ended-long", store, vt=30.0), rounds=20,
                       pool="prefork")
 
+
+@pytest.mark.long
+def test_every_worker_session_ended_mid_drain_many_rounds(deploy: Callable[..., Deployment]
+                                                         ) -> None:
+    """50 rounds under a 10 s lease (Redis, prefork): a worker that goes silent after a
+    reconnect shows within the run, as its jobs run again once their leases lapse (the
+    finalizer deadlock in ``transport/holdings.py``: 2 of 11 runs failed before its fix)."""
+    run_session_kills(deploy("sessions ended-many", "redis", vt=10.0), rounds=50,
+                      pool="prefork")

@@ -16,7 +16,6 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 
 from celery_plus import Celery
@@ -26,7 +25,7 @@ from celery_plus.coordination.gate import Claimed
 from celery_plus.transport.backend import NewJob
 from tests.conformance.stores import PG_URL, REDIS_URL
 from tests.conformance.support import record
-from tests.support import wait_until
+from tests.support import drop_pg_schema, wait_until
 
 AMQP = "amqp://guest:guest@127.0.0.1:5672//"
 LOCK = "t:k=1"
@@ -47,8 +46,7 @@ def coordinator(request: pytest.FixtureRequest) -> Iterator[Coordinator]:
     finally:
         found.close()
         if request.param == "postgres":
-            with psycopg.connect(PG_URL, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+            drop_pg_schema(PG_URL, name)
         else:
             import redis
 

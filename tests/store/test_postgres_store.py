@@ -38,7 +38,7 @@ from celery_plus.transport import make_backend
 from celery_plus.transport.backend import NewJob, Settle
 from tests.conformance.stores import PG_URL, backends_on_one_store
 from tests.conformance.support import Q, claim, ids, publish, record, wait_until
-from tests.support import in_forked_child
+from tests.support import drop_pg_schema, in_forked_child
 
 #: Spawned, not forked: a forked child runs kombu's after-fork clean-up of the connections an
 #: earlier test left in this process, which can block on a socket forever.
@@ -112,8 +112,7 @@ def test_schema_is_created_once_by_20_processes_starting_together() -> None:
         assert [v for (v,) in versions] == [m.version for m in pg_migrations.migrations()]
         assert jobs is not None and jobs[0] == 20, "every process could publish"
     finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        drop_pg_schema(PG_URL, schema)
 
 
 # -- uniqueness across hosts -----------------------------------------------------------------
@@ -384,8 +383,7 @@ def test_plus_pg_schema_setting_is_validated_and_used() -> None:
         assert backend.size(Q) == 0
     finally:
         backend.close()
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute('DROP SCHEMA IF EXISTS "plus_settings_test" CASCADE')
+        drop_pg_schema(PG_URL, "plus_settings_test")
 
 
 def test_plus_pg_synchronous_commit_setting_reaches_the_pooled_sessions(tmp_path: Path) -> None:
@@ -416,8 +414,7 @@ def test_plus_pg_synchronous_commit_setting_reaches_the_pooled_sessions(tmp_path
     finally:
         opted.close()
         plain.close()
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        drop_pg_schema(PG_URL, schema)
 
 
 def test_db_migrate_and_status_commands(tmp_path: Path) -> None:
@@ -444,8 +441,7 @@ def test_db_migrate_and_status_commands(tmp_path: Path) -> None:
                                timeout=60)
         assert wrong.returncode != 0 and "not a PostgreSQL store" in wrong.stderr
     finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        drop_pg_schema(PG_URL, schema)
 
 
 def _blocked_signals(native_id: int) -> int:

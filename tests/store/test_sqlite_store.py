@@ -77,6 +77,39 @@ def test_database_is_in_wal_mode_with_the_documented_tables(store, db):
 
 # -- expiry by the clock ------------------------------------------------------------------
 
+def test_opening_a_connection_reads_no_job_rows_once_the_token_counter_exists(
+        store: SQLiteBackend, db: sqlite3.Connection, db_path: Path) -> None:
+    # Every connection runs the schema script; it seeded the token counter with MAX(token)
+    # over every job each time (0.6 s per connection at a million jobs).
+    publish(store, "seed")
+    db.execute("WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 20000) "
+               "INSERT INTO jobs (id, queue, name, msg, state, score, enqueued_ms) "
+               "SELECT 'r' || n, 'q', 't', x'00', 'completed', n, 0 FROM g")
+    steps = []
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.set_progress_handler(lambda: steps.append(1), 1000)  # a call per 1,000 VM steps
+    try:
+        SQLiteBackend._prepare(conn)
+    finally:
+        conn.close()
+    assert len(steps) < 10, f"{len(steps) * 1000} VM steps to open a connection"
+
+
+def test_a_store_without_the_token_counter_starts_it_above_every_token(
+        store: SQLiteBackend, db: sqlite3.Connection, db_path: Path) -> None:
+    publish(store, "old")
+    db.execute("UPDATE jobs SET token = 500 WHERE id = 'old'")
+    db.execute("DELETE FROM meta WHERE key = 'token'")  # a store of an earlier version
+    reopened = SQLiteBackend(f"sqlite:///{db_path}", StoreOptions())
+    try:
+        publish(reopened, "new")
+        db.execute("DELETE FROM jobs WHERE id = 'old'")
+        [got] = claim(reopened).claims
+        assert got.job_id == "new" and got.token > 500
+    finally:
+        reopened.close()
+
+
 def test_expired_holds_and_transient_messages_vanish_and_maintenance_drops_their_rows(
         make_sqlite: Callable[..., SQLiteBackend], db: sqlite3.Connection) -> None:
     store = make_sqlite(backstop_ms=60_000)

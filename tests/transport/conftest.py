@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import kombu
-import psycopg
 import pytest
 import redis
 
@@ -25,6 +24,7 @@ from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
 from celery_plus.transport.backend import Backend
 from tests.conformance.stores import PG_URL, REDIS_URL
+from tests.support import drop_pg_schema
 
 
 @dataclass
@@ -68,5 +68,4 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
             client.delete(key)
         client.close()
     elif request.param == "postgres":
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{prefix}" CASCADE')
+        drop_pg_schema(PG_URL, prefix)

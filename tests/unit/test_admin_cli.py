@@ -28,6 +28,7 @@ from celery_plus.admin import connect
 from celery_plus.cli import plus
 from celery_plus.cli.admin import parse_duration, parse_moment, table
 from celery_plus.transport.backend import Backend, NewJob, Settle
+from tests.support import drop_pg_schema
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -89,12 +90,9 @@ def drop_store(kind: str, prefix: str) -> None:
             client.delete(key)
         client.close()
     elif kind == "postgres":
-        import psycopg
-
         from tests.conformance.stores import PG_URL
 
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{prefix}" CASCADE')
+        drop_pg_schema(PG_URL, prefix)
 
 
 def run(store: Store, *args: str, input: str | None = None) -> Result:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 
 from celery_plus.transport.backend import Claim, Settle
 from celery_plus.transport.holdings import SURE_SHARE, Holdings, tag_of
@@ -83,6 +84,36 @@ def test_a_kept_delivery_is_released_once_its_message_is_gone_unsettled() -> Non
     gc.collect()
     assert sorted((s.job_id, s.action) for s in book.take_settles()) == [
         ("a", "release"), ("b", "ack")]
+
+
+def test_a_kept_message_collected_while_its_holdings_are_locked_deadlocks_nothing() -> None:
+    """The garbage collector runs in whichever thread allocates, also inside a section
+    holding the holdings' lock (a heartbeat's answer, a settle), and runs the finalizer of a
+    kept message there. It used to take that lock again: the thread waited for itself, and
+    the worker's event loop and lease keeper with it (a worker went silent after a
+    reconnect, and its jobs ran again once their leases lapsed)."""
+
+    class Message:
+        def __init__(self) -> None:
+            self.cycle = self  # freed by the collector only, as Celery's requests are
+
+    book = book_with("a")
+    message = Message()
+    book.keep(tag_of("a", 1), message)
+    del message
+    gc.disable()  # the collection below must be the one that frees it
+    try:
+        def collect_while_locked() -> None:
+            with book._lock:
+                gc.collect()
+
+        thread = threading.Thread(target=collect_while_locked, daemon=True)
+        thread.start()
+        thread.join(5)
+    finally:
+        gc.enable()
+    assert not thread.is_alive(), "the finalizer waited for the lock its own thread held"
+    assert [(s.job_id, s.action) for s in book.take_settles()] == [("a", "release")]
 
 
 def test_undelivered_claims_are_the_ones_to_give_back() -> None:

@@ -80,3 +80,31 @@ def test_sentinel_addresses_come_from_every_url() -> None:
     manager = client.connection_pool.sentinel_manager
     assert manager.min_other_sentinels == 1
     assert sentinels[0].connection_pool.connection_kwargs["password"] == "for-sentinels"
+
+
+def test_a_cluster_url_gives_every_address_as_a_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from celery_plus.stores.redis import connect
+
+    made: dict[str, Any] = {}
+    monkeypatch.setattr(connect, "RedisCluster", lambda **kwargs: made.update(kwargs) or made)
+    RedisConnect("redis+cluster://u:secret@10.0.0.1:7000/0;redis+cluster://10.0.0.2:7001",
+                 alternates=("plus+redis+cluster://10.0.0.3:7002",),
+                 options={"socket_timeout": 5, "max_connections": 7}).cluster_client()
+    assert [(n.host, n.port) for n in made["startup_nodes"]] == [
+        ("10.0.0.1", 7000), ("10.0.0.2", 7001), ("10.0.0.3", 7002)]
+    assert (made["username"], made["password"]) == ("u", "secret")
+    assert made["socket_timeout"] == 5 and made["max_connections"] == 7
+
+
+def test_a_cluster_has_database_0_only() -> None:
+    with pytest.raises(ImproperlyConfigured, match="database 0 only"):
+        RedisConnect("redis+cluster://127.0.0.1:7000/3").cluster_client()
+
+
+def test_a_cluster_store_that_is_down_is_made_and_then_a_connection_error() -> None:
+    from celery_plus.stores.redis.cluster import RedisClusterBackend
+
+    backend = RedisClusterBackend("redis+cluster://127.0.0.1:1/0")  # nothing contacted yet
+    with pytest.raises(redis.exceptions.ConnectionError, match="cannot be connected"):
+        backend.connect()
+    backend.close()

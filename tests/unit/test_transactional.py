@@ -27,6 +27,7 @@ from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.redis.backend import RedisBackend
 from tests.conformance.stores import PG_URL, REDIS_URL
 from tests.e2e import proj
+from tests.support import drop_pg_schema
 
 
 @pytest.fixture
@@ -37,8 +38,7 @@ def prefix() -> Iterator[str]:
     for key in list(client.scan_iter(f"{name}:*", count=1000)):
         client.delete(key)
     client.close()
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{proj.pg_schema(name)}" CASCADE')
+    drop_pg_schema(PG_URL, proj.pg_schema(name))
 
 
 @pytest.fixture

@@ -19,19 +19,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...admin.orchestration import Outcome
-from ...admin.store import STATES, Scope
+from ...admin.store import Scope
 from ..sql_admin import Listing, SqlAdmin, summary_columns
 from .backend import FIELDS, PostgresBackend
 
 _RETRY = ("SELECT * FROM admin_retry(%s::text[], %s::text, %s::text, %s::bigint, "
           "%s::bigint)")
 _PURGE = "SELECT * FROM admin_purge(%s, %s::text[], %s::text, %s::text, %s::bigint)"
-
-
-def _per_state(sql: str, states: Sequence[str]) -> str:
-    """``sql`` once per state, the state spelled literally (``{state}``) so that each part
-    is served by that state's partial index (0001_initial.sql), in one UNION ALL."""
-    return " UNION ALL ".join(sql.format(state=state) for state in states)
 
 
 class PostgresAdmin(SqlAdmin[PostgresBackend]):
@@ -44,24 +38,11 @@ class PostgresAdmin(SqlAdmin[PostgresBackend]):
     GREATEST = "greatest"
     FIELDS = FIELDS
     SUMMARY = summary_columns("j.", "octet_length({})")
-    COUNTS = _per_state("SELECT '{state}', count(*) FROM jobs WHERE state = '{state}'", STATES)
-    DEPTH = _per_state("SELECT queue, state, count(*) FROM jobs WHERE state = '{state}' "
-                       "GROUP BY queue, state",
-                       ("enqueued", "scheduled", "blocked", "running", "failed"))
-    OLDEST = ("SELECT queue, min(since) FROM ("
-              + _per_state("SELECT queue, greatest(enqueued_ms, due_ms) AS since FROM jobs "
-                           "WHERE state = '{state}'", ("enqueued", "blocked"))
-              + ") w GROUP BY queue")
 
     def _all(self, sql: str, *params: Any) -> list[Any]:
         return self.backend._rows(sql, params)
 
     # -- listings -----------------------------------------------------------------------
-    def _state_is(self, state: str) -> tuple[str, list[Any]]:
-        # The state spelled literally (it is one of STATES) so that the planner may use the
-        # partial indexes, whose predicates name the states.
-        return f"state = '{state}'", []
-
     def _page_sql(self, state: str, listing: Listing) -> str:
         # Deferred join: order and page the ids only (an index scan), then read the page's
         # rows (long texts cut in SQL).

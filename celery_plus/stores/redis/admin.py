@@ -70,6 +70,11 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
     def key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
 
+    def _call(self, script: str, *args: Any) -> Any:
+        """Run admin script ``script``; KEYS[1] is the prefix, as for the store's scripts
+        (on a Redis Cluster its hash tag routes the call to the slot of every key it uses)."""
+        return self._scripts[script](keys=[self.prefix], args=[self.prefix, *args])
+
     # -- reads --------------------------------------------------------------------------
     def _records(self, ids: Sequence[str], fields: Sequence[str]) -> list[dict[str, str]]:
         """``fields`` of each record (an empty dict for a missing record), in order."""
@@ -210,13 +215,15 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         Redis (``summaries.lua``)."""
         out: list[Record] = []
         for chunk in batches(ids, 200):
-            reply = self._scripts["summaries"](
-                args=[self.prefix, LIST_TEXT + 1, PREVIEW_BYTES, *chunk])
+            reply = self._call("summaries", LIST_TEXT + 1, PREVIEW_BYTES, *chunk)
             for job_id, values in zip(chunk, reply, strict=True):
                 if values[0] is None:
                     continue
-                rec = {f: as_text(envelope_bytes(v) if f == "msg" else v)
-                       for f, v in zip(SUMMARY_REPLY, values, strict=False) if v is not None}
+                raw = dict(zip(SUMMARY_REPLY, values, strict=False))
+                if raw.get("msg") is not None:  # its size as published, not as stored
+                    raw["msg"] = envelope_bytes(raw["msg"])
+                    raw["msglen"] = len(raw["msg"])
+                rec = {f: as_text(v) for f, v in raw.items() if v is not None}
                 out.append((job_id, rec))
         return out
 
@@ -239,9 +246,8 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         order = "asc" if query.oldest_first else "desc"
         if query.task or query.queue:
             self._sync_index(state)
-            _, raw = self._scripts["index_page"](
-                args=[self.prefix, FINISHED_INDEX[state], query.queue or "", query.task or "",
-                      low, high, 0, count, order])
+            _, raw = self._call("index_page", FINISHED_INDEX[state], query.queue or "",
+                                query.task or "", low, high, 0, count, order)
         elif query.oldest_first:
             raw = self.client.zrangebyscore(self.key(FINISHED_INDEX[state]), low, high,
                                             start=0, num=count)
@@ -275,8 +281,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         low: str | int = "-inf" if hw is None else int(hw) - SYNC_MARGIN_MS
         skip = 0
         while True:
-            read, high, at_high = self._scripts["index_sync"](
-                args=[self.prefix, index, low, skip, SYNC_BATCH])
+            read, high, at_high = self._call("index_sync", index, low, skip, SYNC_BATCH)
             if int(read) < SYNC_BATCH:
                 return
             # The next batch starts at the highest score read, past the members read there.
@@ -293,9 +298,8 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         high = "+inf" if query.until_ms is None else query.until_ms
         order = "asc" if query.oldest_first else "desc"
         for _ in range(3):
-            total, raw_ids = self._scripts["index_page"](
-                args=[self.prefix, index, query.queue or "", query.task or "", low, high,
-                      offset, limit, order])
+            total, raw_ids = self._call("index_page", index, query.queue or "", query.task or "",
+                                        low, high, offset, limit, order)
             ids = [as_text(i) for i in raw_ids]
             records = self._records(ids, ("st", "q", "name"))
             stale = [(i, r) for i, r in zip(ids, records, strict=True)
@@ -316,12 +320,12 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
     def _finished_per_queue(self, state: str) -> dict[str, int]:
         """Records of a finished state per queue, from the listing index."""
         self._sync_index(state)
-        reply = self._scripts["index_counts"](args=[self.prefix, FINISHED_INDEX[state]])
+        reply = self._call("index_counts", FINISHED_INDEX[state])
         return {as_text(reply[i]): int(reply[i + 1]) for i in range(0, len(reply), 2)}
 
     # -- changes (one script call each: the scripts re-check every job) ---------------------
     def _run(self, script: str, args: list[Any]) -> list[Outcome]:
-        reply = self._scripts[script](args=[self.prefix, *args])
+        reply = self._call(script, *args)
         return [(as_text(reply[i]), as_text(reply[i + 1]), as_text(reply[i + 2]))
                 for i in range(0, len(reply), 3)]
 
@@ -342,7 +346,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         return outcome
 
     def purge_batch(self, state: str, ids: Sequence[str], scope: Scope) -> list[str]:
-        reply = self._scripts["delete"](args=[self.prefix, state, *self._scope_args(scope), *ids])
+        reply = self._call("delete", state, *self._scope_args(scope), *ids)
         return [as_text(i) for i in reply]
 
     def select(self, state: str, scope: Scope) -> list[str]:

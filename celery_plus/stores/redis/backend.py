@@ -63,6 +63,17 @@ redis.call('HSET', KEYS[1], 'paused', ARGV[1])
 return 1
 """
 
+#: KEYS[1]'s deadline (server ms; -1 without a TTL or key) and, with ARGV[1] = '1', its
+#: (string) value, read atomically (one script: on a Redis Cluster TIME cannot be pipelined).
+_DEADLINE = """
+local t = redis.call('TIME')
+local ttl = redis.call('PTTL', KEYS[1])
+local value = false
+if ARGV[1] == '1' then value = redis.call('GET', KEYS[1]) end
+if ttl < 0 then return {value, -1} end
+return {value, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl}
+"""
+
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -78,15 +89,20 @@ class RedisBackend(OptionsView, Backend):
         options: StoreOptions = DEFAULT_OPTIONS,
         *,
         connector: RedisConnect | None = None,
+        client: Any = None,
     ) -> None:
         self.url = url
         self.options = options
         self.connector = connector or RedisConnect(url)
-        self.client = self.connector.client()
+        #: A client given (a Redis Cluster's, shared by the scopes of one cluster store:
+        #: stores/redis/cluster.py) is the caller's to close.
+        self._owns_client = client is None
+        self.client = self.connector.client() if client is None else client
         self.scripts = ScriptLibrary(self.client, *store_sources())
         self._bind_script = self.client.register_script(_BIND)
         self._bindings_script = self.client.register_script(_BINDINGS)
         self._pause_script = self.client.register_script(_PAUSE)
+        self._deadline_script = self.client.register_script(_DEADLINE)
         self._publish_lock = threading.Lock()
         self._publish_conn: Any = None
         self._publish_pid = 0
@@ -114,6 +130,8 @@ class RedisBackend(OptionsView, Backend):
         harmless: a publish of a waiting job's id replaces its message, and one of a running
         job's id (or a continuation already applied) changes nothing.
         """
+        if not self._owns_client:
+            return self.scripts.run("publish", args)
         with self._publish_lock:
             conn = self._publish_conn
             if conn is None or self._publish_pid != os.getpid():
@@ -226,10 +244,14 @@ class RedisBackend(OptionsView, Backend):
         if not self.client.set(self.key("maint"), worker_id, nx=True,
                                px=self.maintenance_interval_ms):
             return False
+        self.run_maintenance()
+        return True
+
+    def run_maintenance(self) -> None:
+        """One housekeeping pass (``lua/maintain.lua``), unthrottled."""
         comp_ret, comp_max, dead_ret, dead_max = self.retention
         self.scripts.run("maintain", [self.prefix, 500, comp_ret, comp_max, dead_ret, dead_max,
                                       self.backstop_ms, int(self.renews_waiting_holds)])
-        return True
 
     def rate_started(self, job_id: str, token: int) -> None:
         self.scripts.run("rate_start", [self.prefix, job_id, int(token)])
@@ -242,14 +264,10 @@ class RedisBackend(OptionsView, Backend):
         self.scripts.run("lead", [self.prefix, role, holder, 0])
 
     def role_holder(self, role: str) -> tuple[str, int] | None:
-        pipe = self.client.pipeline(transaction=True)
-        pipe.time()
-        pipe.get(self.key("lead", role))
-        pipe.pttl(self.key("lead", role))
-        (seconds, micros), holder, ttl = pipe.execute()
-        if holder is None or ttl < 0:
+        holder, deadline = self._deadline_script(keys=[self.key("lead", role)], args=["1"])
+        if holder is None or deadline < 0:
             return None
-        return _text(holder), int(seconds) * 1000 + int(micros) // 1000 + int(ttl)
+        return _text(holder), int(deadline)
 
     def schedule_register(self, name: str, last_due_ms: int, task: str = "",
                           schedule: str = "") -> ScheduleRecord:
@@ -437,11 +455,8 @@ class RedisBackend(OptionsView, Backend):
 
     def _deadline(self, key: str) -> int | None:
         """Server time + the key's PTTL, read atomically (None when the key is absent)."""
-        pipe = self.client.pipeline(transaction=True)
-        pipe.time()
-        pipe.pttl(key)
-        (sec, usec), ttl = pipe.execute()
-        return None if ttl < 0 else int(sec) * 1000 + int(usec) // 1000 + int(ttl)
+        deadline = int(self._deadline_script(keys=[key], args=["0"])[1])
+        return None if deadline < 0 else deadline
 
     def hold_deadline(self, lock: str) -> int | None:
         return self._deadline(self.key("u", lock))
@@ -464,7 +479,8 @@ class RedisBackend(OptionsView, Backend):
             if self._publish_conn is not None and self._publish_pid == os.getpid():
                 self._publish_conn.disconnect()
             self._publish_conn = None
-        self.client.close()
+        if self._owns_client:
+            self.client.close()
 
     # -- inspection for the end-to-end tests (tests/e2e) ------------------------------
     def raw_message(self, job_id: str) -> bytes | None:

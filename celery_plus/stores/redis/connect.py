@@ -9,6 +9,8 @@ reads them, turned into redis-py clients.
 * ``plus+sentinel://h1:26379;sentinel://h2:26379/0`` (kombu's Sentinel URL form) with
   ``master_name`` (required), ``sentinel_kwargs`` and ``min_other_sentinels`` in the
   transport options; the master is looked up again on every new connection (failover).
+* ``plus+redis+cluster://h1:7000/0;redis+cluster://h2:7000`` (or ``rediss+cluster``): a Redis
+  Cluster, every address a seed node (redis-py's ``RedisCluster``; db 0 only).
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ from urllib.parse import unquote, urlsplit
 import redis
 from celery.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
+from redis.cluster import ClusterNode, RedisCluster
 
 #: Transport options passed to every redis-py connection (kombu's Redis transport's names).
 CONNECTION_OPTIONS = ("socket_timeout", "socket_connect_timeout", "socket_keepalive",
                       "socket_keepalive_options", "health_check_interval", "retry_on_timeout",
                       "client_name")
 SSL_OPTIONS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+#: URL schemes of a Redis Cluster store (``plus+redis+cluster://``).
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 #: A connection idle this long is checked with PING before use (kombu's default too).
 DEFAULT_HEALTH_CHECK_S = 25
 
@@ -44,6 +49,10 @@ class RedisConnect:
     @property
     def is_sentinel(self) -> bool:
         return self.url.partition("://")[0] == "sentinel"
+
+    @property
+    def is_cluster(self) -> bool:
+        return self.url.partition("://")[0] in CLUSTER_SCHEMES
 
     def _connection_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"health_check_interval": DEFAULT_HEALTH_CHECK_S}
@@ -74,6 +83,31 @@ class RedisConnect:
         if max_connections is not None:
             kwargs["max_connections"] = max_connections
         return redis.Redis.from_url(url, **kwargs)
+
+    def cluster_client(self) -> RedisCluster:
+        """A new client of the Redis Cluster whose seed nodes the URLs name."""
+        kwargs = {**self._connection_kwargs(), **self._ssl_kwargs()}
+        # kombu splits the broker URL's ';' list into alternates; a URL given whole keeps it.
+        urls = [*self.url.split(";"), *(u.removeprefix("plus+") for u in self.alternates)]
+        seeds: list[ClusterNode] = []
+        username = password = None
+        for url in urls:
+            parts = urlsplit(url)
+            if parts.scheme not in CLUSTER_SCHEMES:
+                continue
+            if parts.path.strip("/") not in ("", "0"):
+                raise ImproperlyConfigured(
+                    f"broker_url 'plus+{maybe_sanitize_url(self.url)}': a Redis Cluster has "
+                    "database 0 only; drop the '/<db>' of the URL.")
+            seeds.append(ClusterNode(parts.hostname or "localhost", parts.port or 6379))
+            username = unquote(parts.username) if parts.username else username
+            password = unquote(parts.password) if parts.password else password
+            if parts.scheme.startswith("rediss"):
+                kwargs.setdefault("ssl", True)
+        if self.options.get("max_connections") is not None:
+            kwargs["max_connections"] = self.options["max_connections"]
+        return RedisCluster(startup_nodes=seeds, username=username, password=password,
+                            **kwargs)
 
     def _sentinel_client(self, kwargs: dict[str, Any], max_connections: Any) -> redis.Redis:
         from redis.sentinel import Sentinel, SentinelManagedSSLConnection

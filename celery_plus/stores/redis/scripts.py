@@ -139,9 +139,11 @@ class ScriptLibrary:
 
     def command(self, name: str, args: Sequence[Any]) -> tuple[Any, ...]:
         """The command that runs script ``name`` with ``args`` (for a connection or pipeline)."""
+        # KEYS[1] is the key prefix (ARGV[1]): every key a script touches starts with it, so
+        # on a Redis Cluster its hash tag routes the call to the slot of all those keys.
         if self.functions is False:
-            return ("EVALSHA", self._shas[name], 0, *args)
-        return ("FCALL", f"{self.library}_{name}", 0, *args)
+            return ("EVALSHA", self._shas[name], 1, args[0], *args)
+        return ("FCALL", f"{self.library}_{name}", 1, args[0], *args)
 
     def recover(self, exc: redis.exceptions.ResponseError) -> bool:
         """After ``exc`` from a command of :meth:`command`: make the next try work.

@@ -31,20 +31,12 @@ class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
     KEYSET = "(?, ?)"
     GREATEST = "MAX"
     FIELDS = FIELDS
-    SUMMARY = summary_columns("", "length(CAST({} AS BLOB))")
-    COUNTS = "SELECT state, COUNT(*) FROM jobs GROUP BY state"
-    DEPTH = ("SELECT queue, state, COUNT(*) FROM jobs WHERE state IN ('enqueued', "
-             "'scheduled', 'blocked', 'running', 'failed') GROUP BY queue, state")
-    OLDEST = ("SELECT queue, MIN(MAX(enqueued_ms, due_ms)) FROM jobs "
-              "WHERE state IN ('enqueued', 'blocked') GROUP BY queue")
+    SUMMARY = summary_columns("j.", "length(CAST({} AS BLOB))")
 
     def _all(self, sql: str, *params: Any) -> list[Any]:
         return self.backend._read(lambda conn: conn.execute(sql, params).fetchall())
 
     # -- listings -----------------------------------------------------------------------
-    def _state_is(self, state: str) -> tuple[str, list[Any]]:
-        return "state = ?", [state]
-
     def _page_sql(self, state: str, listing: Listing) -> str:
         # Deferred join: sort only (time, id) of the matches, then read the page's rows
         # (long texts cut in SQL) — sorting the wide rows made a page of 100k dead letters
@@ -54,7 +46,8 @@ class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
         order = f"{FIELDS[time_field(state)]} {listing.direction}, id {listing.direction}"
         page_ids = (f"SELECT id FROM jobs WHERE {listing.condition} ORDER BY {order} "
                     "LIMIT ? OFFSET ?")
-        return f"SELECT {self.SUMMARY[1]} FROM jobs WHERE id IN ({page_ids}) ORDER BY {order}"
+        return (f"SELECT {self.SUMMARY[1]} FROM jobs j WHERE j.id IN ({page_ids}) "
+                f"ORDER BY j.{order.replace(', ', ', j.')}")
 
     def _among(self, ids: Sequence[str]) -> tuple[str, list[Any]]:
         return f"id IN ({', '.join('?' * len(ids))})", list(ids)

@@ -1,7 +1,9 @@
 --[[
 celery-plus durable store on Redis: shared helpers, prepended to every script.
 
-Key schema (P = key prefix, default "plus"; single-node Redis: keys are built here from P):
+Key schema (P = key prefix: "plus" on one server; "plus:{q:<queue>}" etc. on a Redis Cluster,
+where P's hash tag puts every key below in one slot: stores/redis/keyspace.py). Every script is
+called with KEYS[1] = ARGV[1] = P; keys are built here from P, so they share KEYS[1]'s slot:
   P:seq              STRING  monotonic counter; FIFO tie-break inside a priority
   P:job:{id}         HASH    one job record per task id (small fields only, so Redis keeps it
                              a listpack while every value is within hash-max-listpack-value):

@@ -1,0 +1,133 @@
+"""The admin on a Redis Cluster store: a :class:`~.admin.RedisAdmin` per queue scope, fanned
+out over the store's queue registry and merged (docs/redis-cluster.md).
+
+Listings merge the queues' listings in the listing's order (time then id); a listing filtered
+by queue reads that queue only. Changes by id go to the job's queue; bulk changes run per
+queue. Each queue's part is the single-server admin's, on the queue's slot.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+
+from ...admin.aggregates import StatusRows
+from ...admin.listing import Record, time_field
+from ...admin.orchestration import Outcome, StoreAdmin
+from ...admin.store import Query, Scope
+from .admin import RedisAdmin
+from .cluster import RedisClusterBackend
+
+
+class RedisClusterAdmin(StoreAdmin[RedisClusterBackend]):
+    """:class:`~celery_plus.admin.store.AdminStore` on a Redis Cluster store."""
+
+    def __init__(self, backend: RedisClusterBackend, owns_backend: bool = False) -> None:
+        super().__init__(backend, owns_backend)
+        self._admins: dict[str, RedisAdmin] = {}
+
+    def _admin(self, queue: str) -> RedisAdmin:
+        admin = self._admins.get(queue)
+        if admin is None:
+            admin = self._admins[queue] = RedisAdmin(self.backend.queue(queue))
+        return admin
+
+    def _admins_for(self, queue: str | None) -> list[RedisAdmin]:
+        """The admin of ``queue``'s scope, or of every registered queue."""
+        return [self._admin(q) for q in ([queue] if queue else self.backend.queues())]
+
+    def _by_queue(self, ids: Iterable[str]) -> dict[str, list[str]]:
+        grouped: dict[str, list[str]] = defaultdict(list)
+        for job_id in ids:
+            queue = self.backend.queue_of(job_id)
+            if queue is not None:
+                grouped[queue].append(job_id)
+        return grouped
+
+    @staticmethod
+    def _merged(parts: Iterable[Iterable[Record]], state: str, query: Query) -> Iterator[Record]:
+        """The queues' rows, each in the listing's order, as one listing."""
+        at = time_field(state)
+
+        def order(row: Record) -> tuple[int, str]:
+            return int(row[1].get(at) or 0), row[0]
+
+        return heapq.merge(*parts, key=order, reverse=not query.oldest_first)
+
+    # -- listings -----------------------------------------------------------------------
+    def page(self, state: str, query: Query, offset: int, limit: int
+             ) -> tuple[list[Record], int]:
+        parts = [a.page(state, query, 0, offset + limit) for a in self._admins_for(query.queue)]
+        rows = self._merged((p[0] for p in parts), state, query)
+        return list(itertools.islice(rows, offset, offset + limit)), sum(p[1] for p in parts)
+
+    def candidates(self, state: str, query: Query) -> Iterable[Record]:
+        rows = self._merged((a.candidates(state, query) for a in self._admins_for(query.queue)),
+                            state, query)
+        return rows if query.text_limit is None else itertools.islice(rows, query.text_limit)
+
+    # -- changes --------------------------------------------------------------------------
+    def select(self, state: str, scope: Scope) -> list[str]:
+        if scope.ids is not None:
+            return [i for q, ids in self._by_queue(scope.ids).items()
+                    for i in self._admin(q).select(state, Scope(scope.task, scope.queue,
+                                                                scope.older_than_ms, tuple(ids)))]
+        return [i for a in self._admins_for(scope.queue) for i in a.select(state, scope)]
+
+    def retry_batch(self, ids: Sequence[str], scope: Scope) -> list[Outcome]:
+        grouped = self._by_queue(ids)
+        found = {i for part in grouped.values() for i in part}
+        done = [o for q, part in grouped.items() for o in self._admin(q).retry_batch(part, scope)]
+        return done + [(i, "missing", "") for i in ids if i not in found]
+
+    def _one(self, job_id: str, action: str) -> Outcome:
+        queue = self.backend.queue_of(job_id)
+        if queue is None:
+            return (job_id, "missing", "")
+        admin = self._admin(queue)
+        return admin.discard_one(job_id) if action == "discard" else admin.cancel_one(job_id)
+
+    def discard_one(self, job_id: str) -> Outcome:
+        return self._one(job_id, "discard")
+
+    def cancel_one(self, job_id: str) -> Outcome:
+        return self._one(job_id, "cancel")
+
+    def purge_batch(self, state: str, ids: Sequence[str], scope: Scope) -> list[str]:
+        return [i for q, part in self._by_queue(ids).items()
+                for i in self._admin(q).purge_batch(state, part, scope)]
+
+    # -- rows for the summaries (every queue's) -------------------------------------------
+    def count_rows(self) -> list[tuple[str, int]]:
+        total: dict[str, int] = defaultdict(int)
+        for admin in self._admins_for(None):
+            for state, n in admin.count_rows():
+                total[state] += n
+        return list(total.items())
+
+    def status_rows(self) -> StatusRows:
+        parts = [a.status_rows() for a in self._admins_for(None)]
+        return StatusRows(depth=[r for p in parts for r in p.depth],
+                          oldest=[r for p in parts for r in p.oldest],
+                          blocked=[r for p in parts for r in p.blocked],
+                          running=[r for p in parts for r in p.running])
+
+    def finished_since(self, since_ms: int) -> tuple[int, int]:
+        pairs = [a.finished_since(since_ms) for a in self._admins_for(None)]
+        return sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+
+    def finished_rows(self, since_ms: int, bucket_ms: int, buckets: int
+                      ) -> list[tuple[str, int, int]]:
+        total: dict[tuple[str, int], int] = defaultdict(int)
+        for admin in self._admins_for(None):
+            for state, n, count in admin.finished_rows(since_ms, bucket_ms, buckets):
+                total[(state, n)] += count
+        return [(state, n, count) for (state, n), count in total.items()]
+
+    def wait_rows(self, since_ms: int, limit: int) -> list[tuple[int, str, int | None]]:
+        return [r for a in self._admins_for(None) for r in a.wait_rows(since_ms, limit)]
+
+    def lease_rows(self) -> list[tuple[str, int, int | None, int | None]]:
+        return [r for a in self._admins_for(None) for r in a.lease_rows()]
