@@ -207,12 +207,17 @@ class Deployment:
         worker = Worker(proc, log)
         self.workers.append(worker)
         if wait:
-            wait_until(lambda: " ready." in worker.log() or proc.poll() is not None,
-                       timeout=60, message="worker ready")
-            assert proc.poll() is None, worker.log()
-            # Every scenario runs on Celery's event loop (the transport is asynchronous).
-            assert "consuming on Celery's event loop" in worker.log(), worker.log()
+            self.wait_ready(worker)
         return worker
+
+    @staticmethod
+    def wait_ready(worker: Worker) -> None:
+        """Wait until the worker consumes (its signal handlers are installed by then)."""
+        wait_until(lambda: " ready." in worker.log() or worker.proc.poll() is not None,
+                   timeout=60, message="worker ready")
+        assert worker.proc.poll() is None, worker.log()
+        # Every scenario runs on Celery's event loop (the transport is asynchronous).
+        assert "consuming on Celery's event loop" in worker.log(), worker.log()
 
     def note_in_flight(self, pids: set[int]) -> None:
         """The jobs these processes run are hit by the fault about to happen."""

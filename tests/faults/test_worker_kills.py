@@ -80,6 +80,7 @@ def test_warm_shutdowns_of_busy_workers(deploy: Callable[..., Deployment], store
     for n in range(3):
         time.sleep(0.7)
         victim = workers[n % 2]
+        deployment.wait_ready(victim)  # a SIGTERM before Celery's handlers kills outright
         victim.signal(signal.SIGTERM, group=False)
         assert victim.proc.wait(timeout=60) == 0, victim.log()[-3000:]
         workers[n % 2] = deployment.start_worker(concurrency=4, wait=False)
