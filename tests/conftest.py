@@ -1,5 +1,5 @@
 """The test session's own PostgreSQL: a private cluster, so the suite never runs out of the
-shared server's connections (``max_connections=100`` there; four pytest-xdist workers, each
+shared server's connections (``max_connections=100`` there; six pytest-xdist workers, each
 with real workers and prefork children holding pool, LISTEN and maintenance sessions, need
 more) and never touches its data.
 
@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-#: Enough sessions for four xdist workers' deployments at once, with room to spare.
-MAX_CONNECTIONS = 600
+#: Enough sessions for six xdist workers' deployments at once, with room to spare.
+MAX_CONNECTIONS = 900
 
 
 def _start_private_cluster() -> Any:
