@@ -34,6 +34,15 @@ def stop_deferred(signums: tuple[int, ...] = STOP_SIGNALS,
     previous: dict[int, Any] = {}
     arrived: list[int] = []
     timers: list[threading.Timer] = []
+    # A grace timer signals only while the block runs: one firing as the block ends would
+    # otherwise stop the process a second time, in the middle of its shutdown.
+    ended = threading.Event()
+    ending = threading.Lock()
+
+    def resend(signum: int) -> None:
+        with ending:
+            if not ended.is_set():
+                os.kill(os.getpid(), signum)
 
     def note(signum: int, frame: FrameType | None) -> None:
         if arrived:  # the second, or the first again after the grace: act now
@@ -42,7 +51,7 @@ def stop_deferred(signums: tuple[int, ...] = STOP_SIGNALS,
             signal.raise_signal(signum)
             return
         arrived.append(signum)
-        timer = threading.Timer(grace_s, os.kill, (os.getpid(), signum))
+        timer = threading.Timer(grace_s, resend, (signum,))
         timer.daemon = True
         timers.append(timer)
         timer.start()
@@ -56,6 +65,8 @@ def stop_deferred(signums: tuple[int, ...] = STOP_SIGNALS,
             signal.signal(signum, note)
         yield
     finally:
+        with ending:  # a signal a timer sent before this lands on ``note`` (still installed)
+            ended.set()
         for timer in timers:
             timer.cancel()
         _restore(previous)

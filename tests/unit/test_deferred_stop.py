@@ -11,6 +11,7 @@ from types import FrameType
 
 import pytest
 
+from celery_plus.utils import deferred_stop
 from celery_plus.utils.deferred_stop import stop_deferred
 
 
@@ -99,4 +100,26 @@ def test_a_block_ending_within_the_grace_leaves_no_late_signal(stopping: None) -
     caught = []
     signal.signal(signal.SIGTERM, lambda n, f: caught.append(n))
     time.sleep(0.6)  # past the grace: a timer left running would signal now
+    assert caught == []
+
+
+def test_a_grace_timer_firing_as_the_block_ends_stops_nothing_twice(
+        stopping: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race of a block that takes just the grace: the timer's resend, run after the
+    block ended (here by hand, deterministically), sends no second stop into the shutdown."""
+    started: list[threading.Timer] = []
+
+    class Recorded(threading.Timer):
+        def start(self) -> None:
+            started.append(self)  # not started: the test runs it when it chooses
+
+    monkeypatch.setattr(deferred_stop.threading, "Timer", Recorded)
+    with pytest.raises(Stopped), stop_deferred(grace_s=0.3):
+        signal.raise_signal(signal.SIGTERM)
+    caught = []
+    signal.signal(signal.SIGTERM, lambda n, f: caught.append(n))
+    assert len(started) == 1
+    # The timer fires just after the block ended. A signal this thread sends itself is
+    # delivered before os.kill returns, and its handler runs at once, in this thread.
+    started[0].function(*started[0].args)
     assert caught == []
