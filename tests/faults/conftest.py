@@ -134,6 +134,7 @@ def deploy(request: pytest.FixtureRequest, tmp_path: Path, prefix: str,
     yield make
     for deployment in made:
         deployment.stop_workers()
+        deployment.ledger_anchor.close()
         with contextlib.suppress(Exception):
             deployment.app.close()  # its connections (a result consumer's too)
         with contextlib.suppress(Exception):

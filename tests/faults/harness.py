@@ -169,6 +169,7 @@ class Deployment:
         self.results = results
         self.ledger_path = folder / "ledger.db"
         self.ledger = Ledger(self.ledger_path)
+        self.ledger_anchor = self.ledger.anchor()
         self.app = make_app(broker, prefix, str(self.ledger_path), vt, results)
         self.view = view()
         self.workers: list[Worker] = []

@@ -44,10 +44,15 @@ class Run:
     resumed: float | None = None
 
 
+#: How long opening the ledger retries while another process holds it (a frozen worker).
+OPEN_TIMEOUT_S = 60.0
+
+
 class Ledger:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        for attempt in range(50):
+        deadline = time.monotonic() + OPEN_TIMEOUT_S
+        while True:
             try:
                 with contextlib.closing(self._connect()) as conn:
                     # WAL is a property of the file: set once, by whichever process comes first.
@@ -57,10 +62,21 @@ class Ledger:
                 return
             except sqlite3.OperationalError as exc:
                 # SQLITE_PROTOCOL ("locking protocol"): processes opening the file at once
-                # raced for the WAL index; the next try finds it settled.
-                if "locking protocol" not in str(exc) or attempt == 49:
+                # raced for the WAL index. SQLITE_BUSY without the busy timeout ("database
+                # is locked"): a process froze holding the WAL index's lock. Both pass.
+                transient = ("locking protocol", "database is locked")
+                if not any(t in str(exc) for t in transient) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
+
+    def anchor(self) -> sqlite3.Connection:
+        """A connection to keep open while workers use the ledger: the last connection to
+        close checkpoints the WAL under an exclusive lock, and a worker frozen there (a
+        SIGSTOP scenario) kept every other process from opening the file. While this one is
+        open, no worker's connection is the last."""
+        conn = self._connect()
+        conn.execute("SELECT count(*) FROM runs").fetchall()
+        return conn
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
