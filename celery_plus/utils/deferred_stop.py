@@ -34,19 +34,27 @@ def stop_deferred(signums: tuple[int, ...] = STOP_SIGNALS,
     previous: dict[int, Any] = {}
     arrived: list[int] = []
     timers: list[threading.Timer] = []
-    # A grace timer signals only while the block runs: one firing as the block ends would
-    # otherwise stop the process a second time, in the middle of its shutdown.
+    # A grace timer signals only until the stop is acted on: one firing later would stop the
+    # process a second time, in the middle of its shutdown. Reentrant: ``note`` runs in the
+    # main thread, which may hold it in ``end_timers`` already.
     ended = threading.Event()
-    ending = threading.Lock()
+    ending = threading.RLock()
 
     def resend(signum: int) -> None:
         with ending:
             if not ended.is_set():
                 os.kill(os.getpid(), signum)
 
+    def end_timers() -> None:
+        with ending:
+            ended.set()
+        for timer in timers:
+            timer.cancel()
+
     def note(signum: int, frame: FrameType | None) -> None:
         if arrived:  # the second, or the first again after the grace: act now
             arrived.clear()
+            end_timers()
             _restore(previous)
             signal.raise_signal(signum)
             return
@@ -65,10 +73,7 @@ def stop_deferred(signums: tuple[int, ...] = STOP_SIGNALS,
             signal.signal(signum, note)
         yield
     finally:
-        with ending:  # a signal a timer sent before this lands on ``note`` (still installed)
-            ended.set()
-        for timer in timers:
-            timer.cancel()
+        end_timers()  # a signal a timer sent before this lands on ``note`` (still installed)
         _restore(previous)
         for signum in arrived:
             signal.raise_signal(signum)  # the restored handler runs now

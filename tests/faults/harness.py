@@ -237,10 +237,14 @@ class Deployment:
         worker.signal(signal.SIGKILL)
         worker.proc.wait(timeout=10)
 
+    def busy_children(self, worker: Worker) -> list[int]:
+        """The worker's pool processes that are running a task."""
+        busy = {r.pid for r in self.runs() if r.ended is None}
+        return [pid for pid in worker.children() if pid in busy]
+
     def kill_child(self, worker: Worker) -> int | None:
         """kill -9 of a pool process that is running a task (None: none is)."""
-        busy = {r.pid for r in self.runs() if r.ended is None}
-        children = [pid for pid in worker.children() if pid in busy]
+        children = self.busy_children(worker)
         if not children:
             return None
         pid = children[0]

@@ -18,6 +18,8 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.support import wait_until
+
 from .harness import MAINTENANCE_S, Deployment, check
 
 STORES = ["redis", "postgres", "sqlite"]
@@ -78,9 +80,12 @@ def test_warm_shutdowns_of_busy_workers(deploy: Callable[..., Deployment], store
         deployment.publish("fault.work", f"w{n}", 0.01 if n % 10 else 0.8)
     deployment.wait_running(1)
     for n in range(3):
-        time.sleep(0.7)
         victim = workers[n % 2]
         deployment.wait_ready(victim)  # a SIGTERM before Celery's handlers kills outright
+        for k in range(8):  # as many longer jobs as both pools have processes
+            deployment.publish("fault.work", f"x{n}.{k}", 0.8)
+        wait_until(lambda v=victim: deployment.busy_children(v), timeout=30,
+                   message="the worker to stop runs a job")
         victim.signal(signal.SIGTERM, group=False)
         assert victim.proc.wait(timeout=60) == 0, victim.log()[-3000:]
         workers[n % 2] = deployment.start_worker(concurrency=4, wait=False)

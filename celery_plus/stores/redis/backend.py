@@ -65,16 +65,16 @@ return 1
 
 #: KEYS[1]'s deadline (server ms; -1 without a TTL or key) and, with ARGV[1] = '1', its
 #: (string) value, read atomically (one script: on a Redis Cluster TIME cannot be pipelined).
-# PEXPIRETIME (Redis 7) reads the stored deadline itself; Redis 6.2 adds PTTL to TIME, whose
-# clocks differ inside a script (PTTL counts from the script's start), so it may be 1 ms off.
+# PEXPIRETIME (Redis 7) reads the stored deadline itself. Redis 6.2 has none: there TIME plus
+# PTTL, which came out 1 ms off now and then on Redis 7 (two clocks in one script).
 _DEADLINE = """
 local value = false
 if ARGV[1] == '1' then value = redis.call('GET', KEYS[1]) end
 local at = redis.pcall('PEXPIRETIME', KEYS[1])
 if type(at) == 'number' then return {value, at < 0 and -1 or at} end
+local t = redis.call('TIME')
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then return {value, -1} end
-local t = redis.call('TIME')
 return {value, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl}
 """
 
