@@ -22,6 +22,7 @@ from collections.abc import Callable
 from queue import Empty
 from typing import TYPE_CHECKING, Any
 
+from kombu.exceptions import ConnectionError as KombuConnectionError
 from kombu.transport import virtual
 from kombu.transport.base import to_rabbitmq_queue_arguments
 from kombu.utils.json import dumps
@@ -50,6 +51,11 @@ BINDING_SEP = "\x06\x16"
 #: Message property of a delivery: until when (``lease_keeper.clock()``) its lease is certainly
 #: still ours; a task starting later asks the store first (``start_check.py``).
 SURE_UNTIL = "plus_lease_sure_until"
+
+class ChannelClosed(KombuConnectionError):
+    """A closed channel was used: recoverable, kombu's ``ensure`` revives the user on a new
+    channel."""
+
 
 def is_transient(queue: str) -> bool:
     """Remote-control, reply and event queues need no durability (by name; a channel also
@@ -240,9 +246,25 @@ class Channel(virtual.Channel):
         return self.transient.is_transient(queue)
 
     @property
+    def open_transport(self) -> Transport:
+        """The open transport; a recoverable connection error once kombu closed this channel.
+
+        After a connection error kombu's ``ensure`` closes every channel (``collect``), and a
+        producer can still hold one (Celery's producer pool keeps it when the retries ran
+        out). Raising a connection error lets the next ``ensure`` revive the producer on a
+        new channel, where reading a closed channel's ``connection`` (None) would escape as
+        an ``AttributeError``.
+        """
+        transport = self.connection
+        if transport is None:
+            raise ChannelClosed("celery-plus: this channel was closed after a connection "
+                                "error; kombu reconnects and retries on a new one")
+        return transport
+
+    @property
     def backend(self) -> Backend:
         """The store, as the calling OS thread must use it (``Transport.backend``)."""
-        return self.connection.backend
+        return self.open_transport.backend
 
     def is_durable(self, queue: str) -> bool:
         """True for a queue stored in the durable store (the lean producer's check)."""
@@ -256,7 +278,7 @@ class Channel(virtual.Channel):
         if self.bridge.is_legacy(queue):
             self.bridge.put(queue, message)
             return
-        config = self.connection.config
+        config = self.open_transport.config
         write_job(self.backend, job_from_message(queue, message, config.max_deliveries,
                                                  round(config.rate_limit_margin * 1000)))
 

@@ -143,8 +143,21 @@ class Holdings:
                   asked_at: float) -> list[tuple[str, int]]:
         """Apply a heartbeat's answer: renewed leases are confirmed at ``asked_at``; lost
         ones are marked (never renewed again, their pending settles dropped). Returns the
-        claims newly found lost."""
+        claims newly found lost.
+
+        The store names a lost claim by its job id only. This process may hold two claims of
+        one job at once: a retry or ``Task.replace`` continues the running claim, and the
+        continuation is claimed (here, under a newer token) while the run that published it
+        has not settled yet. The older claim is then certainly lost (the store gave the job
+        a newer token), so its id in the answer says nothing about the newest: that one is
+        neither confirmed nor marked lost, and the next heartbeat, which no longer asks
+        about the older one, tells.
+        """
         lost_ids = set(lost_ids)
+        #: The tokens asked about, per job id.
+        asked: dict[str, set[int]] = {}
+        for job_id, token in pairs:
+            asked.setdefault(job_id, set()).add(token)
         newly_lost: list[tuple[str, int]] = []
         with self._lock:
             for job_id, token in pairs:
@@ -154,6 +167,8 @@ class Holdings:
                     continue
                 if job_id not in lost_ids:
                     held.confirmed = max(held.confirmed, asked_at)
+                elif len(asked[job_id]) > 1 and token == max(asked[job_id]):
+                    continue  # ambiguous: the id may stand for the older claims alone
                 elif not held.lost:
                     held.lost = True
                     newly_lost.append((job_id, token))

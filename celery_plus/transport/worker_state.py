@@ -21,6 +21,8 @@ from typing import Any
 
 from celery import signals
 
+from ..helper_threads import green_patched
+
 logger = logging.getLogger("celery_plus.transport")
 
 _in_worker = False
@@ -54,16 +56,19 @@ def stop_stale_runs(tags: Collection[str]) -> None:
     and a concurrency limit exceeded. A task in a prefork pool process is stopped the way
     ``revoke(terminate=True)`` stops one (SIGTERM to its process; Celery replaces the
     process, and the requeue of the lost delivery is a fenced no-op). Tasks of the solo,
-    threads and green pools cannot be stopped from outside: they are logged.
+    threads and green pools cannot be stopped from outside: they are logged. (A green pool's
+    ``worker_pid`` is not a process id but the id of the task's greenlet: never a pid to
+    signal.)
     """
     if not tags or not _in_worker:
         return
+    green = green_patched()
     for request in _active_requests():
         tag = getattr(getattr(request, "message", None), "delivery_tag", None)
         if tag not in tags or request.acknowledged or not request.time_start:
             continue
         pid = request.worker_pid
-        if pid and pid != os.getpid():
+        if pid and pid != os.getpid() and not green:
             logger.warning("celery-plus: stopping task %s[%s] in pool process %s: its lease "
                            "was lost (another worker runs the job now)",
                            request.name, request.id, pid)

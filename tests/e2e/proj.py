@@ -117,6 +117,9 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         plus_key_prefix=prefix,
         plus_pg_schema=pg_schema(prefix),
         plus_visibility_timeout=float(os.environ.get("PLUS_TEST_VT", "5")),
+        # Unset: a third of the visibility timeout (the default).
+        plus_heartbeat_interval=(float(os.environ["PLUS_TEST_HEARTBEAT"])
+                                 if os.environ.get("PLUS_TEST_HEARTBEAT") else None),
         plus_unique_backstop=float(os.environ.get("PLUS_TEST_BACKSTOP", "86400")),
         plus_maintenance_interval=0.25,
         plus_poll_interval=0.5,

@@ -173,6 +173,35 @@ def test_a_task_replaced_by_a_canvas_completes_with_its_last_parts_result(
         [by_chain.id, by_group.id])
 
 
+def test_replacements_start_although_the_replaced_delivery_has_not_settled_yet(
+    client: Any, start_worker: Callable[..., Worker], view: Backend
+) -> None:
+    # A replacement is claimed here under a newer token of the replaced job's id while the
+    # replaced delivery's ack is still on its way: for that while this worker holds two
+    # claims of one job. The store names a lost claim by its job id, so a heartbeat then
+    # (a lease keeper renewing every turn makes one likely) reported the replaced claim lost
+    # under the id both share, and the replacement was marked lost with it: on gevent it
+    # did not start ("its lease was lost while it waited"), and with a lease longer than
+    # the caller's wait the caller timed out (the compatibility suite's ``replace``
+    # scenario on plus-redis/gevent).
+    worker = start_worker(pool="gevent", concurrency=4,
+                          env={"PLUS_TEST_HEARTBEAT": "0.01", "PLUS_TEST_VT": "60"})
+    replaced, add = client.tasks["proj.replaced"], client.tasks["proj.add"]
+    ids = []
+    for n in range(40):
+        direct = replaced.delay(n, 1)
+        assert direct.get(timeout=TIMEOUT) == n + 1, worker.log()
+        chained = chain(replaced.s(n, 2), add.s(10))()
+        assert chained.get(timeout=TIMEOUT) == n + 12, worker.log()
+        ids += [direct.id, chained.parent.id]
+    assert "not started: its lease was lost" not in worker.log(), worker.log()
+    for job_id in ids:
+        record = wait_until(
+            lambda job_id=job_id: (r := view.job(job_id)) and r["st"] == "completed" and r,
+            timeout=10, message="replaced job completed")
+        assert record["name"] == "proj.add", record
+
+
 def test_prefork_children_publish_retries_and_replacements(
     client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:

@@ -492,13 +492,17 @@ class Deployment:
         job's fault to its recovery in the store's history), or, after a store outage, from
         the end of the outage until a job started again."""
         if self.faulted_jobs:
-            waits = [recovered - hit for job, hit in self.faulted_jobs.items()
-                     if (recovered := self._recovered_at(job, hit)) is not None]
+            waits = {job: recovered - hit for job, hit in self.faulted_jobs.items()
+                     if (recovered := self._recovered_at(job, hit)) is not None}
             if not waits:
                 self.notes.append("no recovery found: " + "; ".join(
                     f"{job}: {(self.view.job(job) or {}).get('hist')}"
                     for job in self.faulted_jobs))
-            return max(waits, default=None)
+                return None
+            slowest = max(waits, key=waits.__getitem__)
+            self.notes.append(f"slowest recovery: {slowest}, {waits[slowest]:.2f}s after its "
+                              f"fault; history {(self.view.job(slowest) or {}).get('hist')}")
+            return waits[slowest]
         if self.fault_ended is None:
             return None
         after = [r.started for r in runs if r.started > self.fault_ended]
@@ -538,4 +542,5 @@ def check(report: Report, *, recovery_within: float | None = None,
     assert not report.stopped_live, f"live runs stopped: {report.stopped_live}"
     if recovery_within is not None:
         assert report.recovery_s is not None, "work never went on after the fault"
-        assert report.recovery_s <= recovery_within, (report.recovery_s, recovery_within)
+        assert report.recovery_s <= recovery_within, (report.recovery_s, recovery_within,
+                                                      report.notes)

@@ -23,6 +23,10 @@ from tests.support import wait_until
 from .harness import MAINTENANCE_S, Deployment, check
 
 STORES = ["redis", "postgres", "sqlite"]
+#: Seconds a recovery may come later than its lease plus a maintenance interval: the
+#: keepers' threads wait for a core on a loaded machine (CI, six pytest workers on two
+#: cores, measured 5.25 s once under a 3 s lease, against 2.6 to 3.4 s on a quiet one).
+SCHEDULING_SLACK_S = 2.5
 
 
 def publish_mix(deployment: Deployment, jobs: int, seconds: float, first: int = 0) -> None:
@@ -55,7 +59,7 @@ def run_kill_loop(deployment: Deployment, rounds: int, jobs: int) -> None:
     publish_mix(deployment, 10, seconds=0.1, first=jobs)
     report = deployment.finish(f"{rounds} kills and {len(idle)} idle pool processes, lease "
                                f"{deployment.vt:.0f}s")
-    check(report, recovery_within=deployment.vt + MAINTENANCE_S + 1.0)
+    check(report, recovery_within=deployment.vt + MAINTENANCE_S + SCHEDULING_SLACK_S)
 
 
 @pytest.mark.parametrize("store", STORES)

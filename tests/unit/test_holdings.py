@@ -71,6 +71,25 @@ def test_a_heartbeat_confirms_the_lease_of_what_it_renewed() -> None:
     assert book.sure_until(tag_of("zz", 1)) is None
 
 
+def test_a_continued_claim_found_lost_leaves_its_continuations_claim_alive() -> None:
+    # Task.replace (or a retry) continued claim 1 of job "a", and the continuation was
+    # claimed here (token 2) before the replaced run's ack landed. The store names lost
+    # claims by job id, so "a" in the answer is claim 1's: claim 2 must not be marked lost
+    # (its task would never start, or its ack would be dropped), nor confirmed by it.
+    book = book_with("a")
+    book.claimed([Claim("a", 2, b"{}", 1, "q")], asked_at=103.0)
+    lost = book.confirmed([("a", 1), ("a", 2)], ["a"], asked_at=105.0)
+    assert lost == [("a", 1)]
+    assert book.is_lost(tag_of("a", 1)) and not book.is_lost(tag_of("a", 2))
+    assert book.sure_until(tag_of("a", 2)) == 103.0 + 10.0 * SURE_SHARE
+    assert book.renewable() == [("a", 2)]
+    # The next heartbeat asks about claim 2 alone, and its answer is claim 2's.
+    assert book.confirmed([("a", 2)], [], asked_at=106.0) == []
+    assert book.sure_until(tag_of("a", 2)) == 106.0 + 10.0 * SURE_SHARE
+    assert book.confirmed([("a", 2)], ["a"], asked_at=107.0) == [("a", 2)]
+    assert book.is_lost(tag_of("a", 2))
+
+
 def test_a_kept_delivery_is_released_once_its_message_is_gone_unsettled() -> None:
     class Message:
         pass

@@ -144,7 +144,7 @@ def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None) 
             raise
         except PoolTimeout as exc:
             raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc
-        except psycopg.OperationalError as exc:
+        except psycopg.OperationalError as exc:  # PoolClosed too: a retired pool
             failed_connections += 1
             if failed_connections >= CONNECTION_ATTEMPTS:
                 raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc

@@ -31,6 +31,12 @@ POOL_MAX = 8
 POOL_TIMEOUT = 30.0
 #: Seconds a new connection may take (also the start-up check's limit).
 CONNECT_TIMEOUT = 10
+#: Seconds a pool goes on failing to connect before it is retired (:func:`retire`): its
+#: callers then fail at once, and the next call opens a fresh pool, which connects as soon
+#: as the server is back instead of after the pool's own backoff (1, 2, 4… s).
+RECONNECT_TIMEOUT = 1.0
+#: Seconds closing a retired pool waits for its worker threads to stop.
+CLOSE_WAIT_S = 1.0
 #: Most publishes one group commit takes (the rest wait for the next one).
 GROUP_MAX = 100
 
@@ -204,7 +210,8 @@ class Engine:
             self.pool = ConnectionPool(
                 url, min_size=1, max_size=POOL_MAX, timeout=POOL_TIMEOUT, num_workers=1,
                 kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
-                configure=self._configure, open=True, name=f"celery-plus:{schema}")
+                configure=self._configure, open=True, name=f"celery-plus:{schema}",
+                reconnect_timeout=RECONNECT_TIMEOUT, reconnect_failed=self._reconnect_failed)
 
     @property
     def key(self) -> tuple[str, str, str | None]:
@@ -215,6 +222,10 @@ class Engine:
         if self.synchronous_commit is not None:  # one of PostgreSQL's own values (settings)
             conn.execute(f"SET synchronous_commit TO {self.synchronous_commit}")
         self.conns.add(conn)
+
+    def _reconnect_failed(self, pool: Any) -> None:
+        """The pool's worker could not connect for ``RECONNECT_TIMEOUT``."""
+        retire(self)
 
     def abandon(self) -> None:
         """In a forked child: cut every inherited connection off, keep the objects."""
@@ -252,10 +263,21 @@ def retire(engine: Engine) -> None:
     """``engine``'s server went away (a restart, terminated sessions): backends acquiring
     from now on get a fresh engine, which fails at once while the server is down and works
     as soon as it is back (a pool left to reconnect by itself backs off for longer and
-    longer). The retired pool closes with its last user."""
+    longer).
+
+    The retired pool is closed at once: a caller waiting for one of its connections, or
+    asking for one later (another backend still on this engine), fails with ``PoolClosed``
+    and moves to the fresh engine, where it would otherwise wait for the old pool's backoff
+    (up to ``POOL_TIMEOUT``) while the server is back: a lease keeper waiting so lets its
+    leases lapse. Connections in use are closed as they are returned. The pool is closed
+    in a thread of its own: closing waits for the pool's worker threads (one may be the
+    caller, or be connecting)."""
     with _lock:
         if _engines.get(engine.key) is engine:
             del _engines[engine.key]
+    with signals_blocked():
+        threading.Thread(target=engine.pool.close, kwargs={"timeout": CLOSE_WAIT_S},
+                         daemon=True, name="celery-plus-pool-close").start()
 
 
 def on_fork(owner: Any) -> None:
