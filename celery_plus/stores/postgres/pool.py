@@ -196,6 +196,8 @@ class Engine:
         self.schema = schema
         self.synchronous_commit = synchronous_commit
         self.users = 0
+        #: Set once by :func:`retire` (its pool is being closed).
+        self.retired = False
         #: The publishes of this process's threads, committed together (``GroupCommit``);
         #: None under gevent/eventlet, whose locks belong to one OS thread's hub (each
         #: publish is then its own transaction, as before).
@@ -252,7 +254,7 @@ def release(engine: Engine) -> None:
     """One backend less on ``engine``; the pool is closed with its last user."""
     with _lock:
         engine.users -= 1
-        if engine.users > 0:
+        if engine.users > 0 or engine.retired:  # a retired pool closes by itself
             return
         if _engines.get(engine.key) is engine:
             del _engines[engine.key]
@@ -273,6 +275,9 @@ def retire(engine: Engine) -> None:
     in a thread of its own: closing waits for the pool's worker threads (one may be the
     caller, or be connecting)."""
     with _lock:
+        if engine.retired:
+            return
+        engine.retired = True
         if _engines.get(engine.key) is engine:
             del _engines[engine.key]
     with signals_blocked():
