@@ -262,6 +262,11 @@ class Channel(virtual.Channel):
         return transport
 
     @property
+    def state(self) -> Any:
+        """kombu's broker state (exchanges, bindings) of the open transport."""
+        return self.open_transport.state
+
+    @property
     def backend(self) -> Backend:
         """The store, as the calling OS thread must use it (``Transport.backend``)."""
         return self.open_transport.backend
@@ -409,10 +414,10 @@ class Channel(virtual.Channel):
         def _callback(raw: dict[str, Any]) -> Any:
             return self._on_raw(raw, no_ack, callback, queue)
 
-        self.connection._callbacks[queue] = _callback
+        self.open_transport._callbacks[queue] = _callback
         self._subscribe(queue)
         if self.is_durable(queue):
-            self.connection.start_keeper()
+            self.open_transport.start_keeper()
         return consumer_tag
 
     def basic_cancel(self, consumer_tag: str) -> Any:
@@ -499,7 +504,7 @@ class Channel(virtual.Channel):
             if raw is None:
                 raw = self.bridge.pop_reply(queue)  # a plain Celery worker's reply
             if raw is not None:
-                self.connection._deliver(json.loads(raw), queue)
+                self.open_transport._deliver(json.loads(raw), queue)
                 delivered += 1
         return delivered
 
@@ -517,22 +522,22 @@ class Channel(virtual.Channel):
         settles = holdings.take_settles()
         asked_at = clock()
         try:
-            result = self.backend.claim(queues, self.connection.worker_id, max_jobs, settles)
-        except self.connection.connection_errors:
+            result = self.backend.claim(queues, self.open_transport.worker_id, max_jobs, settles)
+        except self.open_transport.connection_errors:
             holdings.failed(settles)
             raise
         except Exception:
             if not settles:
                 raise
             holdings.failed(settles)
-            flush(self.backend, holdings, self.connection.connection_errors)
+            flush(self.backend, holdings, self.open_transport.connection_errors)
             asked_at = clock()
-            result = self.backend.claim(queues, self.connection.worker_id, max_jobs)
+            result = self.backend.claim(queues, self.open_transport.worker_id, max_jobs)
         else:
             holdings.landed(settles)
         holdings.claimed(result.claims, asked_at)
         report_dead_letters(result.dead_lettered)
-        self.connection.note_next_due(result.next_due)
+        self.open_transport.note_next_due(result.next_due)
         return result, asked_at
 
     def _claim_and_deliver(self) -> int:
@@ -555,12 +560,12 @@ class Channel(virtual.Channel):
         return len(result.claims)
 
     def _sure_until(self, asked_at: float) -> float:
-        return asked_at + self.connection.config.visibility_timeout * SURE_SHARE
+        return asked_at + self.open_transport.config.visibility_timeout * SURE_SHARE
 
     def _deliver_claim(self, claim: Claim, asked_at: float) -> None:
         raw = self._message_of(claim, asked_at)
         if raw is not None:
-            self.connection._deliver(raw, claim.queue)
+            self.open_transport._deliver(raw, claim.queue)
 
     def _message_of(self, claim: Claim, asked_at: float) -> dict[str, Any] | None:
         """The kombu message of a claim granted to a call made at ``asked_at`` (a consumer's
@@ -598,7 +603,7 @@ class Channel(virtual.Channel):
     def flush_settles(self) -> None:
         """Store the settles pending in this process for the store (kept on failure)."""
         if self._qos is not None:
-            flush(self.backend, self._qos.holdings, self.connection.connection_errors)
+            flush(self.backend, self._qos.holdings, self.open_transport.connection_errors)
 
     def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
         if self.is_transient(queue):
@@ -608,7 +613,7 @@ class Channel(virtual.Channel):
             return json.loads(raw)
         if self.bridge.is_legacy(queue):
             return self.bridge.get(queue)
-        self.connection.start_keeper()  # the claim is renewed like a consumer's
+        self.open_transport.start_keeper()  # the claim is renewed like a consumer's
         result, asked_at = self._claim([queue], 1)
         message = self._message_of(result.claims[0], asked_at) if result.claims else None
         if message is None:

@@ -20,6 +20,7 @@ import pytest
 
 from celery_plus.stores.postgres import pool as pg_pool
 from celery_plus.stores.postgres.backend import PostgresBackend, StoreUnavailable
+from tests.support import wait_until
 
 from .servers import PostgresCluster
 
@@ -51,7 +52,7 @@ def outcome_within(call: Callable[[], object], seconds: float) -> BaseException 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     thread.join(seconds)
-    assert result, f"the store call still waits after {seconds}s (in the old pool)"
+    assert result, f"the store call still runs after {seconds}s (in an old pool, or again)"
     return result[0]
 
 
@@ -85,3 +86,38 @@ def test_a_pool_that_cannot_reconnect_by_itself_is_retired(
         pg_cluster.start()
     assert outcome_within(lambda: first.size("q"), QUICK_S) == "ok"
     assert first._current_engine() is not engine
+
+
+def test_a_cancelled_statement_leaves_the_shared_pool_alone(
+        pg_cluster: PostgresCluster, backends: tuple[PostgresBackend, PostgresBackend]) -> None:
+    """A statement that fails on a live session (cancelled here) is no lost connection: it is
+    not run again, and the pool the process shares stays open."""
+    import psycopg
+
+    first, second = backends
+    first.size("q")
+    engine = first._current_engine()
+    marker = f"cancelled-{uuid.uuid4().hex}"
+    statement = f"SELECT pg_sleep(30) -- {marker}"
+    cancels = 0
+
+    def cancel() -> None:
+        nonlocal cancels
+        with psycopg.connect(pg_cluster.url, autocommit=True) as conn:
+            def cancelled() -> bool:
+                return bool(conn.execute(
+                    "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity "
+                    "WHERE query = %s", [statement]).fetchone()[0])
+            wait_until(cancelled, timeout=10, message="the statement to cancel runs")
+            cancels += 1
+
+    canceller = threading.Thread(target=cancel, daemon=True)
+    canceller.start()
+    outcome = outcome_within(lambda: first._rows(statement), QUICK_S)  # not run again
+    canceller.join()
+    assert cancels == 1
+    assert isinstance(outcome, StoreUnavailable)
+    assert "canceling statement" in str(outcome)
+    assert not engine.retired and not engine.pool.closed
+    assert second._current_engine() is engine
+    assert outcome_within(lambda: second.size("q"), QUICK_S) == "ok"

@@ -121,15 +121,18 @@ def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None) 
     that connection, so a server restart costs one failed attempt, not one per pooled
     session, and an unreachable server fails fast).
 
-    A store call whose connection fails ``CONNECTION_ATTEMPTS`` times, or that finds no
-    connection within the pool's timeout, raises :class:`StoreUnavailable`, one of the
-    transport's ``connection_errors`` (Celery reconnects, publishers retry). Every store
-    call may run twice this way: settles, heartbeats and claims are fenced by lease token,
-    and a repeated publish of a waiting job replaces its message.
+    Only a lost connection (``pg_pool.connection_lost``) is tried again; any other
+    ``OperationalError`` (a cancelled statement, a resource limit such as "too many
+    clients") leaves the pool alone. A store call that fails so, whose connection fails
+    ``CONNECTION_ATTEMPTS`` times, or that finds no connection within the pool's timeout
+    raises :class:`StoreUnavailable`, one of the transport's ``connection_errors`` (Celery
+    reconnects, publishers retry). Every store call may run twice this way: settles,
+    heartbeats and claims are fenced by lease token, and a repeated publish of a waiting
+    job replaces its message.
     """
     import psycopg
     from psycopg import errors
-    from psycopg_pool import PoolTimeout
+    from psycopg_pool import PoolClosed, PoolTimeout
 
     attempt = failed_connections = 0
     while True:
@@ -144,12 +147,15 @@ def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None) 
             raise
         except PoolTimeout as exc:
             raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc
-        except psycopg.OperationalError as exc:  # PoolClosed too: a retired pool
+        except psycopg.OperationalError as exc:
             failed_connections += 1
-            if failed_connections >= CONNECTION_ATTEMPTS:
+            if failed_connections >= CONNECTION_ATTEMPTS or not pg_pool.connection_lost(exc):
                 raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc
-            logger.info("celery-plus: PostgreSQL connection failed (%s); trying again",
-                        str(exc).strip())
+            if isinstance(exc, PoolClosed):  # another call retired the pool
+                logger.debug("celery-plus: moving to a fresh PostgreSQL pool (%s)", exc)
+            else:
+                logger.info("celery-plus: PostgreSQL connection failed (%s); trying again",
+                            str(exc).strip())
             if renew is not None:
                 renew()
             time.sleep(0.05 * failed_connections)

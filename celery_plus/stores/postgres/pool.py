@@ -60,6 +60,23 @@ def require_psycopg() -> None:
             "pip install 'celery-plus[postgres]'.") from exc
 
 
+#: SQLSTATEs of a session the server ended: admin, crash or idle-session shutdown, or a
+#: server not accepting connections yet (class 08, connection exceptions, counts too).
+_SESSION_ENDED = frozenset({"57P01", "57P02", "57P03", "57P05"})
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether a psycopg error means the connection is gone (the server is unreachable,
+    restarted or ended the session, or the pool was retired), not that a statement failed
+    on a live session (a cancelled query, a lock or resource limit)."""
+    from psycopg_pool import PoolClosed
+
+    if isinstance(exc, PoolClosed):
+        return True
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in _SESSION_ENDED
+
+
 def neutralize(conn: Any) -> None:
     """Point an inherited connection's socket at /dev/null (its session is the parent's)."""
     try:
@@ -226,8 +243,11 @@ class Engine:
         self.conns.add(conn)
 
     def _reconnect_failed(self, pool: Any) -> None:
-        """The pool's worker could not connect for ``RECONNECT_TIMEOUT``."""
-        retire(self)
+        """The pool's worker could not connect for ``RECONNECT_TIMEOUT``: retire the pool if
+        it has no connection left (a server that refuses only more connections, "too many
+        clients", leaves a pool with connections: its callers wait for one of them)."""
+        if not pool.get_stats().get("pool_size"):
+            retire(self)
 
     def abandon(self) -> None:
         """In a forked child: cut every inherited connection off, keep the objects."""
