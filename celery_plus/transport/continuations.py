@@ -1,14 +1,19 @@
 """A claim its own run continued is not a lost lease.
 
-A running task that publishes its own continuation and goes on — ``self.retry(throw=False)``
-followed by more work, as Celery allows — ends its claim in the store: the job waits again
-under the message the run sent. The next heartbeat then finds the claim gone, like a lease
-another worker took over; but nothing else runs the job, and Celery lets that run go on. So a
-claim the store no longer renews counts as *continued*, not lost, while the job waits under a
-message no worker has received yet and the token of its last claim is still this one (a
-recovery would have left the job's delivery count above zero; another claim, a new token).
-Once the continuation is claimed, the job runs elsewhere under a new token, and a run still
-going here is a stale one again.
+A running task that publishes its own continuation — ``self.retry()``, ``Task.replace``, or
+``self.retry(throw=False)`` followed by more work, as Celery allows — ends its claim in the
+store: the job waits again under the message the run sent. The next heartbeat then finds the
+claim gone, like a lease another worker took over; but nothing took it over, and Celery lets
+that run end (or go on) by itself. So such a claim counts as *continued*, not lost: it is
+never announced as lost and its run is never stopped.
+
+The store says so in two ways: while the continuation waits, the job's token is still this
+claim's and its delivery count is zero (a recovery would have left it above zero); and once
+the continuation is claimed (here or elsewhere, under a new token), the job's history records
+this claim's end as ``retried`` under its token. A replaced run is often still finishing in
+its pool process when its replacement is claimed; taking it for a stale run then stopped that
+process (``SIGTERM``), whatever it ran by then. As in Celery, a run that goes on after
+``retry(throw=False)`` may overlap its own retry once the retry starts.
 """
 
 from __future__ import annotations
@@ -22,8 +27,20 @@ if TYPE_CHECKING:
 WAITING = frozenset({"enqueued", "scheduled", "blocked"})
 
 
-def continued_by_its_run(backend: Inspection, claim: tuple[str, int]) -> bool:
-    """Whether the lease of ``claim`` (job id, token) ended because its run continued it."""
+#: The history outcome of a claim its run continued (every store writes it so).
+CONTINUED = "retried"
+
+
+def ended_by_its_run(backend: Inspection, claim: tuple[str, int]) -> bool:
+    """Whether the lease of ``claim`` (job id, token) ended because of its own run: the run
+    continued it, or its ack landed (``completed`` under this token: a heartbeat can cross
+    the ack on its way) — not lost to a recovery."""
     record = backend.record(claim[0])
-    return (record is not None and record.state in WAITING
-            and record.lease_token == claim[1] and record.deliveries == 0)
+    if record is None:
+        return False
+    if record.lease_token == claim[1] and (
+            record.state == "completed"
+            or (record.state in WAITING and record.deliveries == 0)):
+        return True
+    return any(isinstance(entry, dict) and entry.get("token") == claim[1]
+               and entry.get("outcome") == CONTINUED for entry in record.history)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..helper_threads import native_lock
 from ..lease_keeper import LeaseKeeper, announce_lost
-from .continuations import continued_by_its_run
+from .continuations import ended_by_its_run
 from .holdings import Holdings, tag_of
 from .settles import flush, report_dead_letters
 from .worker_state import stop_stale_runs
@@ -37,22 +37,22 @@ logger = logging.getLogger("celery_plus.keeper")
 
 def report_lost(claims: Iterable[tuple[str, int]], backend: Backend) -> None:
     """Signal the claims found lost, and stop their tasks if they still run here (a claim
-    its own run continued is not lost: ``continuations.py``)."""
-    claims = [claim for claim in claims if not _continued(backend, claim)]
+    that ended by its own run, continued or acked, is not lost: ``continuations.py``)."""
+    claims = [claim for claim in claims if not _ended_here(backend, claim)]
     announce_lost(job_id for job_id, _ in claims)
     stop_stale_runs({tag_of(job_id, token) for job_id, token in claims})
 
 
-def _continued(backend: Backend, claim: tuple[str, int]) -> bool:
+def _ended_here(backend: Backend, claim: tuple[str, int]) -> bool:
     try:
-        continued = continued_by_its_run(backend, claim)
+        ended = ended_by_its_run(backend, claim)
     except Exception as exc:  # the store cannot say: a lost lease, as the heartbeat said
         logger.warning("celery-plus: could not read job %s (%r)", claim[0], exc)
         return False
-    if continued:
-        logger.info("celery-plus: job %s waits under the message its run sent (a retry or "
-                    "continuation): that run goes on here", claim[0])
-    return continued
+    if ended:
+        logger.info("celery-plus: the claim of job %s ended by its own run (its ack, a retry "
+                    "or a continuation), not by a recovery: it is not lost", claim[0])
+    return ended
 
 
 class TransportKeeper(LeaseKeeper):

@@ -21,7 +21,7 @@ from typing import Any
 from ..lease_keeper import clock
 from . import holdings
 from .channel import SURE_UNTIL, parse_delivery_tag
-from .continuations import continued_by_its_run
+from .continuations import ended_by_its_run
 
 logger = logging.getLogger("celery_plus.transport")
 
@@ -48,13 +48,13 @@ def lease_lost_before_start(app: Any, properties: dict[str, Any]) -> bool:
 def lost_in_store(app: Any, tag: str, claim: tuple[str, int],
                    book: holdings.Holdings | None) -> bool:
     """Whether the store says the lease of ``claim`` is lost (asking renews it); a claim its
-    own run continued is not (``continuations.py``)."""
+    own run ended (continued or acked) is not (``continuations.py``)."""
     asked_at = clock()
     try:
         with app.pool.acquire(block=True) as connection:
             backend = connection.default_channel.backend
             lost = bool(backend.heartbeat([claim]))
-            continued = lost and continued_by_its_run(backend, claim)
+            ended = lost and ended_by_its_run(backend, claim)
     except Exception as exc:
         logger.warning("celery-plus: could not check the lease of job %s before it starts "
                        "(%r); starting it", claim[0], exc)
@@ -64,7 +64,7 @@ def lost_in_store(app: Any, tag: str, claim: tuple[str, int],
             book.mark_lost(tag)
         else:
             book.confirmed([claim], (), asked_at)
-    return lost and not continued
+    return lost and not ended
 
 
 def note_rate_start(app: Any, properties: dict[str, Any]) -> None:

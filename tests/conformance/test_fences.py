@@ -15,6 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from celery_plus.transport.backend import Backend, Settle
+from celery_plus.transport.continuations import ended_by_its_run
 
 from .support import Q, claim, ids, maintain, publish, record, wait_until
 
@@ -192,3 +193,38 @@ def test_a_continuation_to_another_queue_moves_the_job(
     assert ids(claim(backend, worker="w4", queues=["third"])) == []
     assert backend.settle([Settle("a", again[0].token, "ack")]) == []
     assert record(backend, "a").state == "completed"
+
+
+def test_a_claim_ended_by_its_run_stays_continued_once_the_continuation_is_claimed(
+        backend: Backend) -> None:
+    """A replaced run may still be finishing when its replacement is claimed: the store must
+    still tell its claim ended by its own continuation (the history, under its token), so
+    the worker neither announces it lost nor stops the process that ran it."""
+    publish(backend, "a", "attempt-1")
+    old = claim(backend, worker="w1").claims[0]
+    out = publish(backend, "a", "replacement", lease_token=old.token)
+    assert out.accepted and out.continued
+    assert ended_by_its_run(backend, ("a", old.token))  # waiting under its message
+    new = claim(backend, worker="w2").claims[0]
+    assert (new.job_id, new.deliveries) == ("a", 1) and new.token != old.token
+    assert backend.heartbeat([("a", old.token)]) == ["a"]
+    assert ended_by_its_run(backend, ("a", old.token))
+    assert not ended_by_its_run(backend, ("a", new.token))
+
+
+def test_a_claim_taken_over_is_never_continued(make_backend: Callable[..., Backend]) -> None:
+    backend, old, _ = _taken_over(make_backend)
+    assert not ended_by_its_run(backend, ("a", old))
+    assert publish(backend, "a", "late-retry", lease_token=old, **GROUP).fenced
+    assert not ended_by_its_run(backend, ("a", old))
+
+
+def test_a_claim_whose_ack_landed_ended_by_its_run(backend: Backend) -> None:
+    """A heartbeat can cross the claim's own ack on its way: the store then says the claim is
+    gone, but its run ended it (completed under its token), nothing took it over."""
+    publish(backend, "a", "attempt-1")
+    got = claim(backend, worker="w1").claims[0]
+    backend.settle([Settle("a", got.token, "ack")])
+    assert backend.heartbeat([("a", got.token)]) == ["a"]
+    assert ended_by_its_run(backend, ("a", got.token))
+    assert not ended_by_its_run(backend, ("a", got.token + 1))

@@ -152,6 +152,9 @@ CHANGED_SINCE_LEGACY = {
     "function heartbeat(p_ids text[], p_tokens bigint[], p_lease_ms bigint)",
     # release 3: a start is stamped once the rate group's lock is held (the long run found it).
     "function rate_start(p_id text, p_token bigint)",
+    # release 4: an attempt names its claim's token (a claim its run continued stays known as
+    # continued once the continuation is claimed: transport/continuations.py).
+    "function attempt_entry(p_id text, p_outcome text, p_detail jsonb, p_now bigint)",
 }
 
 

@@ -129,7 +129,8 @@ class Step:
         """An attempt in the job's history (the newest HISTORY_MAX kept)."""
         item: dict[str, Any] = {
             "delivery": job.deliveries, "worker": job.worker or "",
-            "started_ms": job.started_ms or 0, "finished_ms": self.now, "outcome": outcome}
+            "started_ms": job.started_ms or 0, "finished_ms": self.now, "outcome": outcome,
+            "token": job.token or 0}
         for key in ("exc_type", "exc_message"):
             if detail and key in detail:
                 item[key] = detail[key]

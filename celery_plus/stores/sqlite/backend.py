@@ -286,10 +286,12 @@ class _Tx:
 
     def attempt_entry(self, job_id: str, outcome: str,
                       detail: dict[str, Any] | None) -> dict[str, Any]:
-        row = self.one("SELECT deliveries, worker, started_ms FROM jobs WHERE id = ?", job_id)
+        row = self.one("SELECT deliveries, worker, started_ms, token FROM jobs WHERE id = ?",
+                       job_id)
         entry: dict[str, Any] = {
             "delivery": int(row[0] or 0), "worker": row[1] or "",
             "started_ms": int(row[2] or 0), "finished_ms": self.now, "outcome": outcome,
+            "token": int(row[3] or 0),
         }
         if detail:
             for key in ("exc_type", "exc_message"):

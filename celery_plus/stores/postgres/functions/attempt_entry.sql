@@ -7,7 +7,7 @@ DECLARE
 BEGIN
     SELECT jsonb_build_object('delivery', j.deliveries, 'worker', COALESCE(j.worker, ''),
                               'started_ms', COALESCE(j.started_ms, 0), 'finished_ms', p_now,
-                              'outcome', p_outcome)
+                              'outcome', p_outcome, 'token', COALESCE(j.token, 0))
     INTO v_entry FROM jobs j WHERE j.id = p_id;
     IF p_detail IS NOT NULL AND jsonb_typeof(p_detail) = 'object' THEN
         IF p_detail ? 'exc_type' THEN

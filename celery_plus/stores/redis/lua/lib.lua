@@ -222,9 +222,9 @@ local function push_history(jk, entry)
 end
 
 local function attempt_entry(jk, outcome, detail)
-  local f = redis.call('HMGET', jk, 'dl', 'wk', 'start')
+  local f = redis.call('HMGET', jk, 'dl', 'wk', 'start', 'tok')
   local e = {delivery = tonumber(f[1] or '0'), worker = f[2] or '', started_ms = tonumber(f[3] or '0'),
-             finished_ms = NOW, outcome = outcome}
+             finished_ms = NOW, outcome = outcome, token = tonumber(f[4] or '0')}
   if detail then
     e['exc_type'] = detail['exc_type']
     e['exc_message'] = detail['exc_message']
