@@ -33,14 +33,22 @@ CONTINUED = "retried"
 
 def ended_by_its_run(backend: Inspection, claim: tuple[str, int]) -> bool:
     """Whether the lease of ``claim`` (job id, token) ended because of its own run: the run
-    continued it, or its ack landed (``completed`` under this token: a heartbeat can cross
-    the ack on its way) — not lost to a recovery."""
+    continued it, or its ack landed (``completed`` under this token, for no other reason: a
+    heartbeat can cross the ack on its way) — not lost to a recovery.
+
+    The job's history decides where it names the claim: an attempt of this token that ended
+    otherwise than continued (a recovery's ``lease expired``, ``delivery limit``…) means the
+    claim was lost, whatever happened to the job since (a dead letter retried by an admin
+    waits again under the same token, a coalesced job is ``completed``)."""
     record = backend.record(claim[0])
     if record is None:
         return False
-    if record.lease_token == claim[1] and (
-            record.state == "completed"
-            or (record.state in WAITING and record.deliveries == 0)):
+    outcomes = {entry.get("outcome") for entry in record.history
+                if isinstance(entry, dict) and entry.get("token") == claim[1]}
+    if outcomes - {CONTINUED}:
+        return False
+    if CONTINUED in outcomes:
         return True
-    return any(isinstance(entry, dict) and entry.get("token") == claim[1]
-               and entry.get("outcome") == CONTINUED for entry in record.history)
+    return record.lease_token == claim[1] and (
+        (record.state == "completed" and not record.reason)
+        or (record.state in WAITING and record.deliveries == 0))

@@ -228,3 +228,32 @@ def test_a_claim_whose_ack_landed_ended_by_its_run(backend: Backend) -> None:
     assert backend.heartbeat([("a", got.token)]) == ["a"]
     assert ended_by_its_run(backend, ("a", got.token))
     assert not ended_by_its_run(backend, ("a", got.token + 1))
+
+
+def test_a_recovered_claim_of_a_job_coalesced_since_is_lost(
+        make_backend: Callable[..., Backend]) -> None:
+    """Recovery found the job's ``pending`` key taken by a newer job and completed it as a
+    duplicate, under the stale claim's token: that claim did not end by its run."""
+    backend = make_backend(lease_ms=150)
+    publish(backend, "a", unique_lock="P", unique_window="pending")
+    stale = claim(backend, worker="w1").claims[0]
+    assert publish(backend, "b", unique_lock="P", unique_window="pending").accepted
+    recovered = wait_until(backend.recover, timeout=10, message="recovery")
+    assert [(r.job_id, r.outcome) for r in recovered] == [("a", "coalesced")]
+    assert (record(backend, "a").state, record(backend, "a").lease_token) == (
+        "completed", stale.token)
+    assert not ended_by_its_run(backend, ("a", stale.token))
+
+
+def test_a_recovered_claim_of_a_job_published_again_since_is_lost(
+        make_backend: Callable[..., Backend]) -> None:
+    """The id published anew after a recovery waits under the stale claim's token with no
+    delivery, as a continuation would: the history says the claim was recovered."""
+    backend = make_backend(lease_ms=150)
+    publish(backend, "a")
+    stale = claim(backend, worker="w1").claims[0]
+    wait_until(backend.recover, timeout=10, message="recovery")
+    publish(backend, "a", "the same id again")
+    again = record(backend, "a")
+    assert (again.lease_token, again.deliveries) == (stale.token, 0)
+    assert not ended_by_its_run(backend, ("a", stale.token))

@@ -121,3 +121,22 @@ def test_a_cancelled_statement_leaves_the_shared_pool_alone(
     assert not engine.retired and not engine.pool.closed
     assert second._current_engine() is engine
     assert outcome_within(lambda: second.size("q"), QUICK_S) == "ok"
+
+
+def test_a_late_failure_on_a_replaced_pool_leaves_the_fresh_one_open(
+        backends: tuple[PostgresBackend, PostgresBackend]) -> None:
+    """Threads share a backend (the group commit's publishers do): one whose call failed on
+    the old pool after another thread already moved the backend to a fresh one must retire
+    the old pool only (retiring the fresh one closed it under every caller, who then ran out
+    of attempts: CI failed so once, the group commit's terminated-session test)."""
+    backend, _ = backends
+    old = backend._current_engine()
+    backend._renew_pool()  # this thread's call failed on it first
+    fresh = backend._current_engine()
+    assert fresh is not old and old.retired
+    renew_late = threading.Thread(target=lambda: (  # a call of another thread, on ``old``
+        setattr(backend._tls, "engine", old), backend._renew_pool()))
+    renew_late.start()
+    renew_late.join()
+    assert not fresh.retired and backend._current_engine() is fresh
+    assert outcome_within(lambda: backend.size("q"), QUICK_S) == "ok"

@@ -218,8 +218,11 @@ class PostgresBackend(OptionsView, Backend):
         self._reset_process_state()
 
     def _current_engine(self) -> pg_pool.Engine:
+        """The engine of this backend (acquired if need be), noted as the one the calling
+        thread uses now: a failure of that thread's call retires that engine alone."""
         if self._pid != os.getpid():
             self._reset_process_state()
+        self._tls.engine = None
         engine = self._engine
         if engine is None:
             with self._lock:
@@ -227,6 +230,7 @@ class PostgresBackend(OptionsView, Backend):
                     self._engine = pg_pool.acquire(self.url, self.schema,
                                                    self.synchronous_commit)
                 engine = self._engine
+        self._tls.engine = engine
         return engine
 
     def _pool(self) -> Any:
@@ -242,13 +246,19 @@ class PostgresBackend(OptionsView, Backend):
         return _retrying(run, self._renew_pool)
 
     def _renew_pool(self) -> None:
-        """After a failed connection: give up this process's pool (``pg_pool.retire``); the
-        next call opens a fresh one."""
+        """After a failed connection: give up the pool the failed call used
+        (``pg_pool.retire``); the next call opens a fresh one. A thread whose call failed on
+        a pool another thread has replaced since leaves the fresh one alone."""
+        failed = getattr(self._tls, "engine", None)
+        if failed is None:
+            return
         with self._lock:
-            engine, self._engine = self._engine, None
-        if engine is not None:
-            pg_pool.retire(engine)
-            pg_pool.release(engine)
+            dropped = self._engine is failed
+            if dropped:
+                self._engine = None
+        pg_pool.retire(failed)
+        if dropped:
+            pg_pool.release(failed)
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         rows = self._rows(sql, params)
