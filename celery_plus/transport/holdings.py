@@ -154,10 +154,11 @@ class Holdings:
         about the older one, tells.
         """
         lost_ids = set(lost_ids)
-        #: The tokens asked about, per job id.
+        #: The tokens asked about, per job id found lost.
         asked: dict[str, set[int]] = {}
         for job_id, token in pairs:
-            asked.setdefault(job_id, set()).add(token)
+            if job_id in lost_ids:
+                asked.setdefault(job_id, set()).add(token)
         newly_lost: list[tuple[str, int]] = []
         with self._lock:
             for job_id, token in pairs:
