@@ -54,7 +54,7 @@ import redis
 from celery_plus import Celery
 from celery_plus.admin import connect
 from celery_plus.admin.web import make_app
-from celery_plus.transport.backend import Backend, NewJob, Settle
+from celery_plus.model.store import Backend, NewJob, Settle
 
 from .bench_app import pg_schema
 from .memory import private_redis

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import redis
 
-from celery_plus.stores.options import StoreOptions
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import Backend, NewJob, Settle
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.cluster import RedisClusterBackend
-from celery_plus.transport.backend import Backend, NewJob, Settle
 from tests.redis_cluster import local_cluster
 
 QUEUES = [f"q{i}" for i in range(6)]

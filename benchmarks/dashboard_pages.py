@@ -39,7 +39,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from celery_plus import Celery
 from celery_plus.admin import connect
 from celery_plus.admin.web import make_app
-from celery_plus.transport.backend import Backend, Settle
+from celery_plus.model.store import Backend, Settle
 
 TARGET_MS = 200.0
 REDIS_URL = os.environ.get("PLUS_TEST_REDIS", "redis://127.0.0.1:6379/0")

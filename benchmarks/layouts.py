@@ -29,8 +29,8 @@ import redis
 
 from celery_plus import Celery
 from celery_plus.admin import connect
+from celery_plus.model.store import Backend, NewJob, Settle
 from celery_plus.stores.redis.envelope import deflated, envelope_bytes
-from celery_plus.transport.backend import Backend, NewJob, Settle
 
 from .memory import private_redis
 

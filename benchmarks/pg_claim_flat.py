@@ -21,9 +21,9 @@ import uuid
 
 import psycopg
 
-from celery_plus.stores.options import StoreOptions
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import NewJob, Settle
 from celery_plus.stores.postgres.backend import PostgresBackend
-from celery_plus.transport.backend import NewJob, Settle
 
 PG_URL = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 QUEUE = "bench"

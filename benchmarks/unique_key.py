@@ -12,7 +12,7 @@ import argparse
 import time
 from collections.abc import Callable
 
-from celery_plus.keys import canonical_json, payload_digest, unique_key
+from celery_plus.send.keys import canonical_json, payload_digest, unique_key
 
 
 def fnv1a_64(text: str) -> int:

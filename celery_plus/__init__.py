@@ -10,7 +10,7 @@ the ``plus+<url>`` broker transport.
 from __future__ import annotations
 
 # isort: off
-from . import _early  # noqa: F401  (first: the celery-plus command's gevent/eventlet patching)
+from celery_plus import _early  # noqa: F401  (first: the celery-plus command's gevent/eventlet patching)
 # isort: on
 
 from typing import Any
@@ -33,12 +33,13 @@ from celery import (
 )
 from celery import shared_task as _celery_shared_task
 
-from . import result_backends as _result_backends  # noqa: F401  ("plus+" result URLs)
-from . import transport as _transport  # registers the "plus" transport alias
-from .app import Celery
-from .options import EXTENSION_OPTIONS, parse_extensions
-from .task import Task, plus_task_class
-from .transactional import enqueue_after_commit, enqueue_in
+from celery_plus import result_backends as _result_backends  # noqa: F401  ("plus+" result URLs)
+from celery_plus import transport as _transport  # the "plus" transport alias
+from celery_plus import worker as _worker  # the one entry into Celery's worker
+from celery_plus.app import Celery
+from celery_plus.send.options import EXTENSION_OPTIONS, parse_extensions
+from celery_plus.send.transactional import enqueue_after_commit, enqueue_in
+from celery_plus.task import Task, plus_task_class
 
 __version__ = "0.1.0"
 
@@ -65,6 +66,7 @@ def shared_task(*args: Any, **kwargs: Any) -> Any:
 
 
 _transport.register()
+_worker.install()
 
 __all__ = [
     "Celery",

@@ -27,14 +27,20 @@ from kombu import pools
 from kombu.resource import Resource
 from kombu.utils.imports import symbol_by_name
 
-from . import follow, settings, signals
-from .config_view import speed_up
-from .exceptions import DuplicateTask
-from .options import EXTENSION_OPTIONS, check_option_names, message_extensions, parse_extensions
-from .producer import Producer
-from .queue_scope import check_queue_scope
-from .task import plus_task_class
-from .transport.publishing import PublishBatch, current_batch, last_publish
+from celery_plus import settings, signals
+from celery_plus.exceptions import DuplicateTask
+from celery_plus.send import follow
+from celery_plus.send.config_view import speed_up
+from celery_plus.send.options import (
+    EXTENSION_OPTIONS,
+    check_option_names,
+    message_extensions,
+    parse_extensions,
+)
+from celery_plus.send.producer import Producer
+from celery_plus.send.queue_scope import check_queue_scope
+from celery_plus.task import plus_task_class
+from celery_plus.transport.publishing import PublishBatch, current_batch, last_publish
 
 logger = logging.getLogger("celery_plus")
 
@@ -133,7 +139,7 @@ class PlusAMQP(AMQP):
     def send_task_message(self) -> Any:
         # On a non-plus broker with plus_coordination_url, messages with extension options
         # are recorded in the coordination store first; otherwise Celery's sender, unchanged.
-        from .coordination.sender import coordinated_sender
+        from celery_plus.coordination.sender import coordinated_sender
 
         return coordinated_sender(self.app, self._create_task_sender())
 
@@ -173,7 +179,7 @@ class Celery(celery.Celery):
         # CELERY_BROKER_URL) the app uses a SQLite file instead of Celery's amqp default.
         self.embedded_path = embedded_path(self.main)
         self.embedded_url = f"plus+sqlite:///{self.embedded_path.as_posix()}"
-        from .worker import install_bootsteps
+        from celery_plus.worker.bootsteps import install_bootsteps
 
         install_bootsteps(self)
         follow.register(self)

@@ -40,8 +40,8 @@ from celery import beat as celery_beat
 from celery import schedules as celery_schedules
 from kombu.exceptions import EncodeError
 
-from .transport.backend import NewJob, PublishOutcome, ScheduleStore
-from .utils.deferred_stop import stop_deferred
+from celery_plus.model.store import NewJob, PublishOutcome, ScheduleStore
+from celery_plus.runtime.deferred_stop import stop_deferred
 
 logger = logging.getLogger("celery_plus.beat")
 
@@ -157,11 +157,10 @@ class Scheduler(celery_beat.PersistentScheduler):
         if not self.clustered:
             super().setup_schedule()
             return
-        from .admin.api import store_location
-        from .transport import make_backend
+        from celery_plus.stores.registry import open_store, store_location
 
         url, config = store_location(self.app)
-        self.backend = make_backend(url, config)
+        self.backend = open_store(url, config)
         self.install_default_entries(self.data)
         self.merge_inplace(self.app.conf.beat_schedule)
         self._register()
@@ -295,7 +294,7 @@ class Scheduler(celery_beat.PersistentScheduler):
 
     def _fire(self, name: str, entry: Any, last: int, due: int, next_due: int,
               publish: bool) -> str:
-        from .transport.publishing import current_transaction
+        from celery_plus.transport.publishing import current_transaction
 
         fence = TickFence(name, last, due, next_due)
         if publish:

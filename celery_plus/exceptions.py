@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from celery.exceptions import *  # noqa: F403
-from celery.exceptions import CeleryError
+from celery.exceptions import CeleryError, ImproperlyConfigured
 from celery.exceptions import __all__ as _celery_all
 
 
@@ -26,4 +26,9 @@ class DuplicateTask(CeleryError):
         return (type(self), (self.task_name, self.holder_id, self.unique_key))
 
 
-__all__ = [*_celery_all, "DuplicateTask"]
+class QueueScopeError(ImproperlyConfigured):
+    """A task with queue-scoped guarantees (a Redis Cluster store) published to a queue other
+    than its home queue (docs/redis-cluster.md)."""
+
+
+__all__ = [*_celery_all, "DuplicateTask", "QueueScopeError"]

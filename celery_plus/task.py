@@ -26,20 +26,19 @@ from celery.exceptions import (
 )
 from celery.worker.request import Request as CeleryRequest
 
-from .options import (
+from celery_plus.leases.start_check import lease_lost_before_start, note_rate_start
+from celery_plus.model.details import exception_text
+from celery_plus.send.options import (
     EXTENSION_OPTIONS,
     PayloadBinder,
     TaskExtensions,
     check_option_names,
     parse_extensions,
 )
-from .transport import thaw_guard  # noqa: F401  (watches each prefork pool process's thaw)
-from .transport.channel import QoS
-from .transport.details import exception_text
-from .transport.start_check import lease_lost_before_start, note_rate_start
+from celery_plus.transport.channel import QoS
 
 if TYPE_CHECKING:
-    from .coordination.gate import Claimed
+    from celery_plus.coordination.gate import Claimed
 
 logger = logging.getLogger("celery_plus")
 
@@ -169,12 +168,12 @@ class Task(celery.Task):
                     producer: Any = None, link: Any = None, link_error: Any = None,
                     shadow: str | None = None, **options: Any) -> Any:
         """Celery's ``apply_async``; under ``task_always_eager`` the extension options are
-        applied as a worker would (``celery_plus/eager.py``)."""
+        applied as a worker would (``celery_plus/send/eager.py``)."""
         app = self._get_app()
         if not app.conf.task_always_eager:
             return super().apply_async(args, kwargs, task_id, producer, link, link_error,
                                        shadow, **options)
-        from . import eager
+        from celery_plus.send import eager
 
         def run(eager_id: str) -> Any:
             return super(Task, self).apply_async(args, kwargs, eager_id, producer, link,

@@ -2,17 +2,18 @@
 CLI and the web.
 
 ``from celery_plus import admin; admin.counts(app)`` — see :mod:`celery_plus.admin.api`.
-Every store's :class:`~celery_plus.admin.store.AdminStore` is
-:class:`~celery_plus.admin.orchestration.StoreAdmin` (the operations, written once) over that
+Every store's :class:`~celery_plus.model.admin.AdminStore` is
+:class:`~celery_plus.stores.admin_base.orchestration.StoreAdmin` (the operations, written
+once) over that
 store's statements (``celery_plus.stores.*.admin``); the CLI (``cli/admin.py``) uses this
 API only.
 """
 
 from __future__ import annotations
 
-from .api import (
+from celery_plus.admin.api import (
     Admin,
-    admin_store_for,
+    admin_for,
     cancel,
     connect,
     counts,
@@ -20,7 +21,6 @@ from .api import (
     jobs,
     pause_schedule,
     purge,
-    register_admin,
     resume_schedule,
     retry,
     retry_many,
@@ -29,8 +29,8 @@ from .api import (
     status,
     throughput,
 )
-from .schedules import Schedule, ScheduleNotFound
-from .store import (
+from celery_plus.admin.schedules import Schedule, ScheduleNotFound
+from celery_plus.model.admin import (
     STATES,
     AdminError,
     AdminStore,
@@ -54,7 +54,7 @@ __all__ = [
     "STATES", "Admin", "AdminError", "AdminStore", "BulkResult", "Counts", "GroupStatus",
     "JobDetail", "JobNotFound", "JobSummary", "OpResult", "Page", "QueueStatus",
     "RetryConflict", "Schedule", "ScheduleNotFound", "Status", "Throughput",
-    "UnscopedOperation", "UnsupportedStore", "admin_store_for", "cancel", "connect", "counts",
-    "discard", "jobs", "pause_schedule", "purge", "register_admin", "resume_schedule", "retry",
+    "UnscopedOperation", "UnsupportedStore", "admin_for", "cancel", "connect", "counts",
+    "discard", "jobs", "pause_schedule", "purge", "resume_schedule", "retry",
     "retry_many", "schedules", "show", "status", "throughput",
 ]

@@ -20,12 +20,12 @@
     admin.resume_schedule(app, "nightly-report")
 
 Each function opens the app's store (its ``broker_url``, resolved by the transport's
-``make_backend`` with the app's ``plus_*`` settings), does one operation and closes it;
+``open_store`` with the app's ``plus_*`` settings), does one operation and closes it;
 ``with admin.connect(app) as a: ...`` keeps one store open for several calls. ``app`` may
 also be a broker URL (``"plus+redis://..."``; default settings).
 
 Semantics (atomicity, idempotency, the retry conflict, what discard keeps) are the
-:class:`~celery_plus.admin.store.AdminStore` rules; see ``docs/admin.md``. A cancel also marks
+:class:`~celery_plus.model.admin.AdminStore` rules; see ``docs/admin.md``. A cancel also marks
 the task ``REVOKED`` in the app's result backend (when it has one), so
 ``AsyncResult(task_id).state`` says what happened, as it does after Celery's ``revoke``.
 """
@@ -39,11 +39,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from .. import settings
-from ..transport.backend import Backend
-from .params import MAX_DURATION_S, check_page, check_text
-from .schedules import Schedule, forget, list_schedules, set_paused
-from .store import (
+from celery_plus.admin.params import MAX_DURATION_S, check_page, check_text
+from celery_plus.admin.schedules import Schedule, forget, list_schedules, set_paused
+from celery_plus.model.admin import (
     MAX_PER_PAGE,
     STATES,
     Activity,
@@ -66,14 +64,10 @@ from .store import (
     check_state,
     latencies,
 )
+from celery_plus.model.store import Backend
+from celery_plus.stores.registry import admin_for, open_store, store_location
 
 logger = logging.getLogger(__name__)
-
-#: Builds the admin of a store from (its backend, whether the admin owns it): e.g. the
-#: admin's class (:class:`~celery_plus.admin.orchestration.StoreAdmin`'s constructor).
-Factory = Callable[[Any, bool], AdminStore]
-#: Backend class -> admin factory, for backends outside this package (e.g. PostgreSQL).
-_FACTORIES: dict[type, Factory] = {}
 
 Moment = dt.datetime | dt.timedelta | float | int | None
 Age = dt.timedelta | float | int | None
@@ -121,86 +115,21 @@ def _result_text(value: Any) -> str:
     return text[:RESULT_TEXT]
 
 
-def register_admin(backend_cls: type, factory: Factory) -> None:
-    """Make :func:`admin_store_for` build ``factory(backend, owns)`` for ``backend_cls``."""
-    _FACTORIES[backend_cls] = factory
-
-
-def admin_store_for(backend: Backend, *, owns_backend: bool = False) -> AdminStore:
-    """The admin implementation for ``backend``'s store (closing it closes the backend only
-    if ``owns_backend``)."""
-    from ..stores.postgres.backend import PostgresBackend
-    from ..stores.redis.backend import RedisBackend
-    from ..stores.sqlite.backend import SQLiteBackend
-
-    if isinstance(backend, PostgresBackend):
-        from ..stores.postgres.admin import PostgresAdmin
-
-        return PostgresAdmin(backend, owns_backend=owns_backend)
-    from ..stores.redis.cluster import RedisClusterBackend
-
-    if isinstance(backend, RedisClusterBackend):
-        from ..stores.redis.cluster_admin import RedisClusterAdmin
-
-        return RedisClusterAdmin(backend, owns_backend=owns_backend)
-    if isinstance(backend, RedisBackend):
-        from ..stores.redis.admin import RedisAdmin
-
-        return RedisAdmin(backend, owns_backend=owns_backend)
-    if isinstance(backend, SQLiteBackend):
-        from ..stores.sqlite.admin import SQLiteAdmin
-
-        return SQLiteAdmin(backend, owns_backend=owns_backend)
-    for cls, factory in _FACTORIES.items():
-        if isinstance(backend, cls):
-            return factory(backend, owns_backend)
-    raise UnsupportedStore(
-        f"the admin does not support {type(backend).__name__} stores yet "
-        "(supported: plus+redis://, plus+sqlite://, plus+postgresql://)")
-
-
-def store_location(app: Any) -> tuple[str, settings.PlusConfig]:
-    """``app``'s store URL (without ``plus+``) and its ``plus_*`` settings; UnsupportedStore
-    for a broker that is not a plus store."""
-    if isinstance(app, str):
-        url = app
-        if not url.startswith("plus+"):
-            raise UnsupportedStore(
-                f"{url!r} is not a celery-plus durable store URL (plus+redis://, "
-                "plus+sqlite://, ...)")
-        return url[len("plus+"):], settings.resolve({})
-    conn = app.connection_for_read()
-    try:
-        if conn.transport_cls != "plus":
-            raise UnsupportedStore(
-                f"app {app.main!r} uses broker transport {conn.transport_cls!r}: the admin "
-                "works on celery-plus durable stores (broker_url plus+redis://, "
-                "plus+sqlite://, ...)")
-        options = conn.transport_options or {}
-        config = settings.resolve({k: v for k, v in options.items() if k.startswith("plus_")})
-        url = conn.hostname or "redis://localhost:6379/0"
-        return (url if "://" in url else f"redis://{url}"), config
-    finally:
-        conn.release()
-
-
 def connect(app: Any) -> Admin:
     """An :class:`Admin` on ``app``'s store (a Celery app, or a ``plus+...`` broker URL).
 
     For an app on a non-plus broker, its coordination store (``plus_coordination_url``).
     """
-    from ..transport import make_backend
-
     if not isinstance(app, str) and hasattr(app, "plus_config"):
-        from ..coordination.admin import coordinated_admin_store
+        from celery_plus.coordination.admin import coordinated_admin_store
 
         coordinated = coordinated_admin_store(app)
         if coordinated is not None:
             return Admin(coordinated, app=app)
     url, config = store_location(app)
-    backend = make_backend(url, config)
+    backend = open_store(url, config)
     try:
-        return Admin(admin_store_for(backend, owns_backend=True),
+        return Admin(admin_for(backend, owns_backend=True),
                      app=None if isinstance(app, str) else app)
     except BaseException:
         backend.close()
@@ -561,6 +490,6 @@ def throughput(app: Any, windows: Sequence[int] = WINDOWS) -> list[Throughput]:
         return a.throughput(windows)
 
 
-__all__ = ["STATES", "Admin", "admin_store_for", "cancel", "connect", "counts", "discard",
-           "jobs", "purge", "register_admin", "retry", "retry_many", "show", "status",
+__all__ = ["STATES", "Admin", "admin_for", "cancel", "connect", "counts", "discard",
+           "jobs", "purge", "retry", "retry_many", "show", "status",
            "throughput"]

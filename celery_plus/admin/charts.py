@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 
-from .store import Activity
+from celery_plus.model.admin import Activity
 
 WIDTH, HEIGHT = 720, 180
 LEFT, BOTTOM, TOP = 44, 22, 8

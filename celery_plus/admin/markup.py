@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from .store import STATES, Counts
-from .text import clip, visible
+from celery_plus.admin.text import clip, visible
+from celery_plus.model.admin import STATES, Counts
 
 #: Characters of one value in a listing's cell.
 CELL_CHARS = 160

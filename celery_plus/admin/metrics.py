@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import api
-from .store import STATES
+from celery_plus.admin import api
+from celery_plus.model.admin import STATES
 
 
 def _metric_line(name: str, labels: dict[str, str], value: float) -> str:

@@ -11,10 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .api import TaskResult
-from .capped import count_text
-from .charts import activity_svg
-from .markup import (
+from celery_plus.admin.api import TaskResult
+from celery_plus.admin.charts import activity_svg
+from celery_plus.admin.markup import (
     REFRESH_CHOICES,
     Urls,
     attr,
@@ -27,8 +26,10 @@ from .markup import (
     table,
     token_field,
 )
-from .schedules import Schedule
-from .store import (
+from celery_plus.admin.schedules import Schedule
+from celery_plus.admin.text import age, when
+from celery_plus.admin.workers import WorkerView
+from celery_plus.model.admin import (
     STATES,
     Activity,
     JobDetail,
@@ -37,8 +38,7 @@ from .store import (
     Status,
     Throughput,
 )
-from .text import age, when
-from .workers import WorkerView
+from celery_plus.model.capped import count_text
 
 #: Filters of a listing that a bulk "whole filter" action honours (``text`` is not a scope).
 SCOPE_FIELDS = ("task", "queue", "older_than")

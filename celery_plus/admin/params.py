@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from .text import visible
+from celery_plus.admin.text import visible
 
 #: Highest page number a listing accepts (1000 per page: a billion rows).
 MAX_PAGE = 1_000_000

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..transport.backend import Backend, ScheduleRecord
-from .params import check_text
-from .store import AdminError
+from celery_plus.admin.params import check_text
+from celery_plus.model.admin import AdminError
+from celery_plus.model.store import Backend, ScheduleRecord
 
 
 class ScheduleNotFound(AdminError, KeyError):

@@ -28,8 +28,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .security import LOOPBACK_HOSTS
-from .web import MAX_FORM_BYTES, make_app
+from celery_plus.admin.security import LOOPBACK_HOSTS
+from celery_plus.admin.web import MAX_FORM_BYTES, make_app
 
 #: Worker threads answering requests.
 THREADS = 8

@@ -41,14 +41,21 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from .. import settings
-from . import api, pages, workers
-from .markup import Urls, layout
-from .metrics import metrics_text
-from .pages import Bulk, ListingView
-from .params import MAX_PAGE, MAX_TEXT, parse_duration, parse_int, parse_moment, shown
-from .schedules import ScheduleNotFound
-from .security import (
+from celery_plus import settings
+from celery_plus.admin import api, pages, workers
+from celery_plus.admin.markup import Urls, layout
+from celery_plus.admin.metrics import metrics_text
+from celery_plus.admin.pages import Bulk, ListingView
+from celery_plus.admin.params import (
+    MAX_PAGE,
+    MAX_TEXT,
+    parse_duration,
+    parse_int,
+    parse_moment,
+    shown,
+)
+from celery_plus.admin.schedules import ScheduleNotFound
+from celery_plus.admin.security import (
     OPERATOR,
     Access,
     Identity,
@@ -56,7 +63,7 @@ from .security import (
     session_header,
     session_of,
 )
-from .store import (
+from celery_plus.model.admin import (
     STATES,
     AdminError,
     BulkResult,
@@ -173,7 +180,7 @@ class Dashboard:
         hosts = (given.admin_allowed_hosts if allowed_hosts is not None
                  else conf.admin_allowed_hosts)
         if hosts is None:
-            from .security import LOOPBACK_HOSTS
+            from celery_plus.admin.security import LOOPBACK_HOSTS
 
             hosts = LOOPBACK_HOSTS
         self.access = Access(
@@ -695,7 +702,7 @@ def make_app(target: Any, admin_token: str | None = None, **access: Any) -> Dash
 def serve(target: Any, host: str = "127.0.0.1", port: int = 8055, **options: Any
           ) -> None:  # pragma: no cover  (tests/e2e/test_admin_cli.py runs it as a process)
     """Serve the dashboard until interrupted (see :mod:`.server`)."""
-    from .server import serve as run
+    from celery_plus.admin.server import serve as run
 
     run(target, host, port, **options)
 

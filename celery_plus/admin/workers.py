@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from .api import Admin
+from celery_plus.admin.api import Admin
 
 #: How long the dashboard waits for workers to answer a remote-control broadcast (seconds).
 REPLY_TIMEOUT = 1.0

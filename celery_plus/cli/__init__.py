@@ -67,7 +67,7 @@ def info(ctx: click.Context) -> None:
 @plus.command(name="demo")
 def demo() -> None:
     """Run two workers on a temporary embedded store and show each extension at work."""
-    from ..demo.runner import run_demo
+    from celery_plus.demo.runner import run_demo
 
     code = run_demo()
     if code:
@@ -75,7 +75,7 @@ def demo() -> None:
 
 
 def _add_db_commands() -> None:
-    from .db import db
+    from celery_plus.cli.db import db
 
     plus.add_command(db)
 
@@ -85,7 +85,7 @@ _add_db_commands()
 
 def _add_migrate_command() -> None:
     """``migrate-queue``: move a legacy kombu Redis queue into the durable store."""
-    from .migrate_queue import migrate_queue
+    from celery_plus.cli.migrate_queue import migrate_queue
 
     plus.add_command(migrate_queue)
 
@@ -96,7 +96,7 @@ _add_migrate_command()
 def _add_admin_commands() -> None:
     """``dlq``, ``jobs``, ``cancel``, ``status``, ``admin`` (alias ``dashboard``): the admin
     (cli/admin.py)."""
-    from .admin import COMMANDS
+    from celery_plus.cli.admin import COMMANDS
 
     for command in COMMANDS:
         plus.add_command(command)

@@ -1,6 +1,6 @@
 """``python -m celery_plus.cli``: the ``celery-plus`` command."""
 
-from . import main
+from celery_plus.cli import main
 
 if __name__ == "__main__":
     main()

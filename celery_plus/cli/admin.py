@@ -31,11 +31,11 @@ import click
 from celery.bin.base import CeleryCommand
 from celery.exceptions import ImproperlyConfigured
 
-from ..admin import api
-from ..admin.capped import count_text
-from ..admin.params import MAX_PAGE, parse_duration, parse_moment
-from ..admin.schedules import Schedule, ScheduleNotFound
-from ..admin.store import (
+from celery_plus.admin import api
+from celery_plus.admin.params import MAX_PAGE, parse_duration, parse_moment
+from celery_plus.admin.schedules import Schedule, ScheduleNotFound
+from celery_plus.admin.text import age, one_line, visible, when
+from celery_plus.model.admin import (
     BATCH,
     PURGEABLE,
     STATES,
@@ -51,8 +51,8 @@ from ..admin.store import (
     UnscopedOperation,
     unreachable_errors,
 )
-from ..admin.text import age, one_line, visible, when
-from ..settings import BY_NAME as _SETTINGS
+from celery_plus.model.capped import count_text
+from celery_plus.settings import BY_NAME as _SETTINGS
 
 
 class Duration(click.ParamType):
@@ -517,7 +517,7 @@ def admin(ctx: click.Context, host: str, port: int, allowed_hosts: tuple[str, ..
     otherwise). With plus_admin_token set, reading needs it (or plus_admin_read_token) and
     every action needs it, as the HTTP Basic password or a Bearer token; without it the
     dashboard is read-only and open to whoever reaches it. See docs/admin.md."""
-    from ..admin.server import BadAddress, MissingServer, serve
+    from celery_plus.admin.server import BadAddress, MissingServer, serve
 
     for name in allowed_hosts:
         if not settings_hosts_ok([name]):

@@ -15,7 +15,7 @@ import click
 from celery.bin.base import CeleryCommand
 from kombu.utils.url import maybe_sanitize_url
 
-from ..stores.postgres import migrations as pg_migrations
+from celery_plus.stores.postgres import migrations as pg_migrations
 
 
 def _target(ctx: click.Context, url: str | None, schema: str | None) -> tuple[str, str]:

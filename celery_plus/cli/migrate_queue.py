@@ -17,9 +17,16 @@ import redis
 from celery.bin.base import CeleryCommand
 from kombu.utils.url import maybe_sanitize_url
 
-from ..queue_migration.layout import KombuLayout
-from ..queue_migration.migrate import MigrateOptions, MigrationError, Source, Tally, migrate
-from ..transport import is_transient, make_backend
+from celery_plus.queue_migration.layout import KombuLayout
+from celery_plus.queue_migration.migrate import (
+    MigrateOptions,
+    MigrationError,
+    Source,
+    Tally,
+    migrate,
+)
+from celery_plus.stores.registry import open_store
+from celery_plus.transport import is_transient
 
 
 def _app_setup(ctx: click.Context, queue: str, legacy_url: str | None,
@@ -102,7 +109,7 @@ def migrate_queue(ctx: click.Context, name: str, dry_run: bool, include_unacked:
                              include_unacked=include_unacked,
                              unacked_older_than=unacked_older_than, rate=rate,
                              dry_run=dry_run)
-    backend = make_backend(store_url, config)
+    backend = open_store(store_url, config)
     client = redis.Redis.from_url(url)
     source = Source(client, layout, name, max_deliveries=config.max_deliveries)
     last = [0.0]

@@ -35,7 +35,7 @@ import pytest
 from celery.contrib import pytest as celery_fixtures
 from celery.contrib.testing.app import DEFAULT_TEST_CONFIG, UnitLogging, setup_default_app
 
-from ..app import Celery
+from celery_plus.app import Celery
 
 # Celery's fixtures that need no change (the app and worker fixtures below replace its own).
 celery_class_tasks = celery_fixtures.celery_class_tasks
@@ -86,7 +86,7 @@ def drop_isolated(app: Celery) -> None:
     elif scheme in ("postgresql", "postgres"):
         import psycopg
 
-        from ..stores.postgres.migrations import quoted
+        from celery_plus.stores.postgres.migrations import quoted
 
         with psycopg.connect(inner, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {quoted(app.conf.plus_pg_schema)} CASCADE")

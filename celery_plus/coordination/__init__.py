@@ -13,15 +13,15 @@ operation; the guarantees that change (the broker and the store are two systems)
 
 from __future__ import annotations
 
-from .coordinator import (
-    COORDINATED,
-    DURABLE,
-    PLAIN,
-    Coordinator,
-    check_worker,
-    coordinator_for,
-    mode,
-    tasks_with_extensions,
+from celery_plus.coordination.coordinator import (
+           COORDINATED,
+           DURABLE,
+           PLAIN,
+           Coordinator,
+           check_worker,
+           coordinator_for,
+           mode,
+           tasks_with_extensions,
 )
 
 __all__ = ["COORDINATED", "DURABLE", "PLAIN", "Coordinator", "check_worker", "coordinator_for",

@@ -15,8 +15,9 @@ import logging
 import traceback
 from typing import Any
 
-from ..admin.api import admin_store_for
-from ..admin.store import (
+from celery_plus.coordination import envelope
+from celery_plus.coordination.coordinator import Coordinator, coordinator_for
+from celery_plus.model.admin import (
     AdminStore,
     BulkResult,
     Counts,
@@ -28,9 +29,8 @@ from ..admin.store import (
     Status,
     WorkerLeases,
 )
-from ..transport.backend import Backend, Settle
-from . import envelope
-from .coordinator import Coordinator, coordinator_for
+from celery_plus.model.store import Backend, Settle
+from celery_plus.stores.registry import admin_for
 
 logger = logging.getLogger("celery_plus.coordination")
 
@@ -42,7 +42,7 @@ def coordinated_admin_store(app: Any) -> AdminStore | None:
         return None
     backend = coordinator.open_backend()
     try:
-        return CoordinatedAdminStore(admin_store_for(backend, owns_backend=True), backend,
+        return CoordinatedAdminStore(admin_for(backend, owns_backend=True), backend,
                                      coordinator)
     except BaseException:
         backend.close()
@@ -50,7 +50,7 @@ def coordinated_admin_store(app: Any) -> AdminStore | None:
 
 
 class CoordinatedAdminStore:
-    """An :class:`~celery_plus.admin.store.AdminStore` whose retries reach the broker."""
+    """An :class:`~celery_plus.model.admin.AdminStore` whose retries reach the broker."""
 
     def __init__(self, store: AdminStore, backend: Backend, coordinator: Coordinator) -> None:
         self.store = store

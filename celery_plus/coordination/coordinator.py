@@ -20,9 +20,9 @@ from typing import Any
 from celery.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
 
-from .. import signals
-from ..lease_keeper import clock
-from ..transport.backend import Backend, JobClaim, NewJob, PublishOutcome, Settle
+from celery_plus import signals
+from celery_plus.leases.keeper import clock
+from celery_plus.model.store import Backend, JobClaim, NewJob, PublishOutcome, Settle
 
 logger = logging.getLogger("celery_plus.coordination")
 
@@ -146,7 +146,7 @@ class Coordinator:
         self._lock = threading.Lock()
         self._held: dict[str, int] = {}
         #: When each held claim was last known current (claimed, or renewed by a heartbeat):
-        #: :func:`~celery_plus.lease_keeper.clock` seconds.
+        #: :func:`~celery_plus.leases.keeper.clock` seconds.
         self._renewed: dict[str, float] = {}
         #: Settles a store error kept from landing, retried by the keeper until they do.
         self._unsettled: list[tuple[str, int, str, dict[str, Any] | None, str | None]] = []
@@ -162,9 +162,9 @@ class Coordinator:
         if backend is None:
             with self._lock:
                 if self._backend is None:
-                    from ..transport import make_backend
+                    from celery_plus.stores.registry import open_store
 
-                    backend = make_backend(self.url, self.config)
+                    backend = open_store(self.url, self.config)
                     # Its waiting records wait for another broker's message, which may be
                     # gone for good: their holds lapse at the backstop, not renewed forever.
                     backend.renews_waiting_holds = False  # type: ignore[attr-defined]
@@ -174,9 +174,9 @@ class Coordinator:
 
     def open_backend(self) -> Backend:
         """A new backend on the store (for a caller that closes it, e.g. the admin)."""
-        from ..transport import make_backend
+        from celery_plus.stores.registry import open_store
 
-        return make_backend(self.url, self.config)
+        return open_store(self.url, self.config)
 
     def close(self) -> None:
         with self._lock:
@@ -191,10 +191,10 @@ class Coordinator:
 
     def withdraw(self, job_id: str) -> None:
         """Cancel a job whose message never reached the broker (its hold is released)."""
-        from ..admin.api import admin_store_for
+        from celery_plus.stores.registry import admin_for
 
         try:
-            admin_store_for(self.backend).cancel(job_id)
+            admin_for(self.backend).cancel(job_id)
         except Exception as exc:  # the broker failure is the error the caller sees
             logger.warning("celery-plus: could not withdraw job %s: %r", job_id, exc)
 
@@ -295,7 +295,7 @@ class Coordinator:
 
     def renewed(self, held: list[tuple[str, int]], at: float) -> None:
         """Note that the claims of ``held`` were current at ``at`` (a heartbeat renewed them;
-        a :func:`~celery_plus.lease_keeper.clock` time)."""
+        a :func:`~celery_plus.leases.keeper.clock` time)."""
         with self._lock:
             for job_id, token in held:
                 if self._held.get(job_id) == token:

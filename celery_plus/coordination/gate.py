@@ -33,14 +33,14 @@ from celery.signals import task_revoked
 from celery.worker.state import task_ready
 from kombu.utils.url import maybe_sanitize_url
 
-from .. import signals
-from ..options import message_extensions
-from ..transport.backend import JobClaim
-from ..transport.continuation import LEASE_HEADER
-from ..transport.publishing import job_from_message
-from . import envelope
-from .coordinator import Coordinator, coordinator_for
-from .keeper import CoordinationKeeper
+from celery_plus import signals
+from celery_plus.coordination import envelope
+from celery_plus.coordination.coordinator import Coordinator, coordinator_for
+from celery_plus.coordination.keeper import CoordinationKeeper
+from celery_plus.leases.tokens import LEASE_HEADER
+from celery_plus.model.store import JobClaim
+from celery_plus.send.options import message_extensions
+from celery_plus.transport.publishing import job_from_message
 
 logger = logging.getLogger("celery_plus.coordination")
 

@@ -1,6 +1,6 @@
 """The coordination store's lease keeper: one per worker, started by the consumer's ``Gate``.
 
-A :class:`~celery_plus.lease_keeper.LeaseKeeper` (renewal every ``plus_heartbeat_interval``,
+A :class:`~celery_plus.leases.keeper.LeaseKeeper` (renewal every ``plus_heartbeat_interval``,
 lost leases, the store's throttled maintenance and lease recovery, which frees a dead
 worker's slots) over the claims a :class:`~celery_plus.coordination.coordinator.Coordinator`
 holds; after each heartbeat it also sends again the settles a store error kept back.
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..lease_keeper import LeaseKeeper, announce_lost
+from celery_plus.leases.keeper import LeaseKeeper, announce_lost
 
 if TYPE_CHECKING:
-    from ..transport.backend import JobStore
-    from .coordinator import Coordinator
+    from celery_plus.coordination.coordinator import Coordinator
+    from celery_plus.model.store import JobStore
 
 
 class CoordinationKeeper(LeaseKeeper):

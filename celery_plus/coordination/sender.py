@@ -18,9 +18,15 @@ from typing import Any
 
 from kombu.serialization import dumps as serialize
 
-from ..transport.publishing import job_from_message, last_publish
-from . import envelope
-from .coordinator import COORDINATED, DURABLE, Coordinator, coordinator_for, mode
+from celery_plus.coordination import envelope
+from celery_plus.coordination.coordinator import (
+    COORDINATED,
+    DURABLE,
+    Coordinator,
+    coordinator_for,
+    mode,
+)
+from celery_plus.transport.publishing import job_from_message, last_publish
 
 logger = logging.getLogger("celery_plus.coordination")
 

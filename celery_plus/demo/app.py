@@ -7,6 +7,6 @@ its workers in a temporary directory), with results in the same file.
 
 from __future__ import annotations
 
-from .tasks import make_app
+from celery_plus.demo.tasks import make_app
 
 app = make_app()

@@ -35,8 +35,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from ..app import embedded_url
-from . import tasks
+from celery_plus.app import embedded_url
+from celery_plus.demo import tasks
 
 CUSTOMERS = ("acme", "globex", "initech")
 MONTHS = ("2026-01", "2026-02", "2026-03")
@@ -182,12 +182,12 @@ class Demo:
 
     # -- the store ------------------------------------------------------------------------
     def open_store(self) -> None:
-        from ..transport import make_backend
+        from celery_plus.stores.registry import open_store
 
         url = embedded_url(tasks.MAIN, self.tmp)
         (self.tmp / ".celery-plus").mkdir()
         self.app = tasks.make_app(url)
-        self.store = make_backend(url.removeprefix("plus+"), self.app.plus_config())
+        self.store = open_store(url.removeprefix("plus+"), self.app.plus_config())
 
     def state(self, job_id: str, missing: str = "?") -> str:
         """The job's state in the store (``missing`` when it has no record)."""

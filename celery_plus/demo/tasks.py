@@ -19,7 +19,7 @@ import sqlite3
 import time
 from typing import Any
 
-from ..app import Celery
+from celery_plus.app import Celery
 
 MAIN = "celery_plus.demo"
 EVENTS_ENV = "CELERY_PLUS_DEMO_EVENTS"

@@ -34,11 +34,11 @@ from typing import Any, cast
 
 import redis
 
-from ..stores.redis.backend import RedisBackend
-from ..transport.backend import Backend, NewJob
-from ..transport.publishing import job_from_message
-from .layout import KombuLayout
-from .legacy import MALFORMED_SUFFIX, fail_parked, parse_envelope
+from celery_plus.model.store import Backend, NewJob
+from celery_plus.queue_migration.layout import KombuLayout
+from celery_plus.stores.redis.backend import RedisBackend
+from celery_plus.transport.legacy import MALFORMED_SUFFIX, fail_parked, parse_envelope
+from celery_plus.transport.publishing import job_from_message
 
 MALFORMED_REASON = "malformed message"
 MALFORMED_ERROR = "not a kombu message envelope (found in legacy queue {queue} by migrate-queue)"
@@ -274,7 +274,7 @@ Progress = Callable[[str, Tally], None]
 def migrate(source: Source, backend: Backend, options: MigrateOptions,
             progress: Progress | None = None) -> Tally:
     """Move ``options.queue`` into ``backend`` (or count, on a dry run); the tally."""
-    from .movers import ScriptMover, StagedMover, same_server
+    from celery_plus.queue_migration.movers import ScriptMover, StagedMover, same_server
 
     older_than = (source.layout.visibility_timeout if options.unacked_older_than is None
                   else options.unacked_older_than)

@@ -19,7 +19,7 @@ from celery.app.backends import BACKEND_ALIASES
 from celery.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
 
-from .sqlite import SQLiteResultBackend
+from celery_plus.result_backends.sqlite import SQLiteResultBackend
 
 ALIAS = "plus"
 SCHEMES = ("sqlite", "redis", "rediss")

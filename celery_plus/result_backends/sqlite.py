@@ -29,8 +29,8 @@ from celery import states
 from celery.backends.base import KeyValueStoreBackend
 from celery.exceptions import ImproperlyConfigured
 
-from ..stores.sqlite.locking import retry_while_locked
-from ..stores.sqlite.url import sqlite_path
+from celery_plus.stores.sqlite.locking import retry_while_locked
+from celery_plus.stores.sqlite.url import sqlite_path
 
 T = TypeVar("T")
 

@@ -25,11 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..admin.aggregates import StatusRows
-from ..admin.capped import CAPPED, is_capped
-from ..admin.listing import Record
-from ..admin.orchestration import B, StoreAdmin
-from ..admin.store import (
+from celery_plus.model.admin import (
     LIST_TEXT,
     PREVIEW_BYTES,
     PURGEABLE,
@@ -39,6 +35,10 @@ from ..admin.store import (
     Scope,
     time_field,
 )
+from celery_plus.model.capped import CAPPED, is_capped
+from celery_plus.stores.admin_base.aggregates import StatusRows
+from celery_plus.stores.admin_base.listing import Record
+from celery_plus.stores.admin_base.orchestration import B, StoreAdmin
 
 #: What a text search reads of each record (whole: it searches all of them).
 SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
@@ -107,7 +107,7 @@ class Listing:
 
 
 class SqlAdmin(StoreAdmin[B]):
-    """:class:`~celery_plus.admin.orchestration.StoreAdmin` on a ``jobs`` table."""
+    """:class:`~celery_plus.stores.admin_base.orchestration.StoreAdmin` on a ``jobs`` table."""
 
     #: The dialect's parameter mark.
     MARK: ClassVar[str]

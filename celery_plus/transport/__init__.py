@@ -21,23 +21,20 @@ from celery.exceptions import ImproperlyConfigured
 from kombu.transport import TRANSPORT_ALIASES, virtual
 from kombu.utils.url import maybe_sanitize_url
 
-from .. import settings
-from ..helper_threads import green_patched, green_patcher, native_ident
-from ..queue_migration.legacy import LegacyQueues
-from ..stores.options import StoreOptions
-from . import keeper
-from .backend import Backend
-from .channel import Channel, is_transient
-from .channel import Channel as PlusChannel
-from .event_loop import LoopDriver
-from .holdings import Holdings, holdings_for
-from .transient import TransientQueues
-from .worker_state import worker_stopping
+from celery_plus import settings
+from celery_plus.leases import process_keeper as keeper
+from celery_plus.leases.holdings import Holdings, holdings_for
+from celery_plus.model.store import Backend
+from celery_plus.runtime.helper_threads import green_patched, native_ident
+from celery_plus.runtime.worker_state import worker_stopping
+from celery_plus.stores.registry import open_store
+from celery_plus.transport.channel import Channel, is_transient
+from celery_plus.transport.channel import Channel as PlusChannel
+from celery_plus.transport.event_loop import LoopDriver
+from celery_plus.transport.legacy import LegacyQueues
+from celery_plus.transport.transient import TransientQueues
 
 logger = logging.getLogger("celery_plus.transport")
-
-SCHEMES = ("redis", "rediss", "sentinel", "redis+cluster", "rediss+cluster", "sqlite",
-           "postgresql")
 
 #: Longest idle wait while kombu lists are consumed (legacy queues, plain workers' replies):
 #: they have no wake-ups, so they are polled (plain Celery workers keep their blocking pops).
@@ -50,57 +47,6 @@ DUE_WAIT_S = 0.005
 #: most this often instead of on every turn; an idle loop's store wait returns their
 #: messages as they come.
 TRANSIENT_BUSY_POLL_S = 0.02
-
-
-def make_backend(url: str, config: settings.PlusConfig, connection: Any = None) -> Backend:
-    """The store behind ``url`` (the broker URL without ``plus+``), not connected yet.
-
-    ``connection``: the broker's kombu ``Connection``, whose connection options
-    (``broker_use_ssl``, ``broker_transport_options``, Sentinel addresses) the Redis store
-    uses as kombu's Redis transport does.
-    """
-    scheme = url.partition("://")[0]
-    options = StoreOptions.of(config)
-    if scheme in ("redis+cluster", "rediss+cluster"):
-        from ..stores.redis.cluster import RedisClusterBackend
-        from ..stores.redis.connect import from_kombu
-
-        return RedisClusterBackend(url, options, connector=from_kombu(url, connection))
-    if scheme in ("redis", "rediss", "sentinel"):
-        if options.wait_replicas > 0:
-            # Refused, not ignored: the publisher asked for replica-confirmed publishes.
-            raise ImproperlyConfigured(
-                f"plus_redis_wait_replicas = {options.wait_replicas} applies to a Redis Cluster "
-                f"store (plus+redis+cluster://) only; a plus+{scheme}:// store does not WAIT "
-                "for replicas after a publish. Set it to 0 (docs/redis-cluster.md).")
-        from ..stores.redis.backend import RedisBackend
-        from ..stores.redis.connect import from_kombu
-
-        return RedisBackend(url, options, connector=from_kombu(url, connection))
-    # The store is reached when kombu connects (Transport.establish_connection), where a
-    # store that is down is a connection error kombu and Celery retry; creating a transport
-    # must not fail for it (Celery creates one inside its reconnection handler).
-    if scheme == "sqlite":
-        from ..stores.sqlite.backend import SQLiteBackend
-
-        return SQLiteBackend(url, options, connect=False)
-    if scheme in ("postgresql", "postgres"):
-        from ..stores.postgres.pool import require_psycopg
-
-        require_psycopg()  # without the extra: how to install it, not a ModuleNotFoundError
-        if green_patcher() == "eventlet":
-            raise ImproperlyConfigured(
-                f"broker_url 'plus+{maybe_sanitize_url(url)}' under eventlet: psycopg 3 does "
-                "not cooperate with eventlet (its waits would block every green thread). Use "
-                "-P gevent, -P threads or -P prefork with PostgreSQL, or a plus+redis:// store.")
-        from ..stores.postgres.backend import PostgresBackend
-
-        return PostgresBackend(url, options, schema=config.pg_schema, connect=False,
-                               synchronous_commit=config.pg_synchronous_commit)
-    raise ImproperlyConfigured(
-        f"broker_url 'plus+{maybe_sanitize_url(url)}': unsupported store {scheme!r}. "
-        f"Use one of: {', '.join('plus+' + s + '://' for s in SCHEMES)}."
-    )
 
 
 def make_legacy(url: str, config: settings.PlusConfig,
@@ -158,7 +104,7 @@ class Transport(virtual.Transport):
         #: The store's identity: what this process holds there outlives this connection.
         self.store = (url, self.config.key_prefix, self.config.pg_schema)
         self.holdings: Holdings = holdings_for(self.store, self.config.visibility_timeout)
-        self._backend = make_backend(url, self.config, client)
+        self._backend = open_store(url, self.config, client)
         #: Under green patching: the OS thread owning ``_backend``, and other threads' own.
         self._owner_thread = native_ident() if green_patched() else None
         self._thread_backends: dict[int, Backend] = {}
@@ -209,7 +155,7 @@ class Transport(virtual.Transport):
 
     def new_backend(self) -> Backend:
         """Another backend on this transport's store (the lease keeper's own connection)."""
-        return make_backend(self.url, self.config, self.client)
+        return open_store(self.url, self.config, self.client)
 
     def start_keeper(self) -> None:
         """Have the store's lease keeper renew this process's claims (once per connection)."""
@@ -282,6 +228,11 @@ class Transport(virtual.Transport):
             wait = min(wait, LEGACY_POLL_S)
         return durable, transient, wait, busy
 
+    def renew_transient(self) -> None:
+        """Renew the transient bindings of every live channel (throttled per channel)."""
+        for channel in self._live_channels():
+            channel.renew_transient()
+
     def _live_channels(self) -> list[PlusChannel]:
         return [c for c in list(self.channels) if c is not None and not c.closed]
 
@@ -315,18 +266,8 @@ class Transport(virtual.Transport):
 
 
 def register() -> None:
-    """Make ``plus+<url>`` broker URLs resolve to this transport, and workers on it hand tasks
-    to a prefork pool without blocking (``prefork_gate.py``), guard their pools against two
-    Celery quirks that would run a job twice or hold it for ever (``pool_guards.py``) and
-    answer ``inspect scheduled`` from the store (``control.py``)."""
-    from .. import control, pool_guards, prefork_gate
-
+    """Make ``plus+<url>`` broker URLs resolve to this transport."""
     TRANSPORT_ALIASES.setdefault("plus", "celery_plus.transport:Transport")
-    prefork_gate.install()
-    pool_guards.install()
-    control.install()
 
 
-register()
-
-__all__ = ["Channel", "Transport", "is_transient", "make_backend", "make_legacy", "register"]
+__all__ = ["Channel", "Transport", "is_transient", "make_legacy", "register"]

@@ -20,13 +20,13 @@ from collections.abc import Callable
 from queue import Empty
 from typing import TYPE_CHECKING, Any
 
-from ..helper_threads import native_lock
-from ..queue_migration.legacy import LegacyChannel, dead_letter_raw, parse_envelope
-from .failures import MALFORMED
-from .rotation import rotate
+from celery_plus.runtime.helper_threads import native_lock
+from celery_plus.transport.failures import MALFORMED
+from celery_plus.transport.legacy import LegacyChannel, dead_letter_raw, parse_envelope
+from celery_plus.transport.rotation import rotate
 
 if TYPE_CHECKING:
-    from . import Transport
+    from celery_plus.transport import Transport
 
 logger = logging.getLogger("celery_plus.transport")
 

@@ -27,30 +27,27 @@ from kombu.transport import virtual
 from kombu.transport.base import to_rabbitmq_queue_arguments
 from kombu.utils.json import dumps
 
-from .. import signals
-from ..helper_threads import native_lock
-from ..lease_keeper import clock
-from . import transient
-from .backend import Backend, Claim, ClaimResult
-from .bridge import LegacyBridge
-from .continuation import add_lease_header
-from .failures import MALFORMED, failure_detail
-from .holdings import SURE_SHARE, Holdings
-from .publishing import job_from_message, write_job
-from .rotation import rotate
-from .settles import flush, report_dead_letters
-from .transient import TransientQueues, named_transient
-from .worker_state import worker_running, worker_stopping
+from celery_plus import signals
+from celery_plus.leases.holdings import SURE_SHARE, Holdings
+from celery_plus.leases.keeper import clock
+from celery_plus.leases.settles import flush, report_dead_letters
+from celery_plus.leases.tokens import SURE_UNTIL, add_lease_header, delivery_tag, parse_delivery_tag
+from celery_plus.model.store import Backend, Claim, ClaimResult
+from celery_plus.runtime.helper_threads import native_lock
+from celery_plus.runtime.worker_state import worker_running, worker_stopping
+from celery_plus.transport import transient
+from celery_plus.transport.bridge import LegacyBridge
+from celery_plus.transport.failures import MALFORMED, failure_detail
+from celery_plus.transport.publishing import job_from_message, write_job
+from celery_plus.transport.rotation import rotate
+from celery_plus.transport.transient import TransientQueues, named_transient
 
 if TYPE_CHECKING:
-    from . import Transport
+    from celery_plus.transport import Transport
 
 logger = logging.getLogger("celery_plus.transport")
 
 BINDING_SEP = "\x06\x16"
-#: Message property of a delivery: until when (``lease_keeper.clock()``) its lease is certainly
-#: still ours; a task starting later asks the store first (``start_check.py``).
-SURE_UNTIL = "plus_lease_sure_until"
 
 class ChannelClosed(KombuConnectionError):
     """A closed channel was used: recoverable, kombu's ``ensure`` revives the user on a new
@@ -61,17 +58,6 @@ def is_transient(queue: str) -> bool:
     """Remote-control, reply and event queues need no durability (by name; a channel also
     knows the queues declared transient: :meth:`Channel.is_transient`)."""
     return named_transient(queue)
-
-
-def delivery_tag(job_id: str, token: int) -> str:
-    return f"{token}:{job_id}"
-
-
-def parse_delivery_tag(tag: str) -> tuple[str, int] | None:
-    token, sep, job_id = str(tag).partition(":")
-    if not sep or not token.isdigit():
-        return None
-    return job_id, int(token)
 
 
 def mark_redelivered(raw: dict[str, Any]) -> None:
@@ -90,7 +76,7 @@ class QoS(virtual.QoS):
     """Tracks this channel's deliveries; acks and rejects become fenced settles.
 
     The claims themselves, and the settles until they are stored, live in the process's
-    :class:`~celery_plus.transport.holdings.Holdings` of the store, which outlive this channel
+    :class:`~celery_plus.leases.holdings.Holdings` of the store, which outlive this channel
     (a reconnect keeps the claims of tasks still executing). Acks may come from other threads
     (pool result handlers), so state is guarded by a lock.
     """
@@ -222,7 +208,7 @@ class Message(virtual.Message):
 
 
 class Channel(virtual.Channel):
-    """Virtual channel over a :class:`~celery_plus.transport.backend.Backend`."""
+    """Virtual channel over a :class:`~celery_plus.model.store.Backend`."""
 
     QoS = QoS
     Message = Message

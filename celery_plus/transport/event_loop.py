@@ -27,12 +27,12 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..helper_threads import HelperThread, NativeEvent, native_lock
-from .worker_state import worker_stopping
+from celery_plus.runtime.helper_threads import HelperThread, NativeEvent, native_lock
+from celery_plus.runtime.worker_state import worker_stopping
 
 if TYPE_CHECKING:
-    from . import Transport
-    from .backend import JobStore
+    from celery_plus.model.store import JobStore
+    from celery_plus.transport import Transport
 
 logger = logging.getLogger("celery_plus.transport")
 

@@ -1,6 +1,6 @@
 """Publishing durable jobs: a kombu envelope described as a job, and where it is written.
 
-A durable publish (``Channel._put``) becomes a :class:`~celery_plus.transport.backend.NewJob`
+A durable publish (``Channel._put``) becomes a :class:`~celery_plus.model.store.NewJob`
 (:func:`job_from_message`) and is written (:func:`write_job`) into the caller's transaction
 (:data:`current_transaction`), into the batch collected in this context (:data:`current_batch`),
 or else to the store at once; :data:`last_publish` tells the app's send path what came of it.
@@ -15,8 +15,8 @@ from typing import Any
 
 from kombu.utils.json import dumps
 
-from .backend import JobStore, NewJob, PublishOutcome
-from .continuation import continued_token
+from celery_plus.leases.tokens import continued_token
+from celery_plus.model.store import JobStore, NewJob, PublishOutcome
 
 #: The outcome of the last durable publish in this context (read by the app's send path).
 last_publish: ContextVar[PublishOutcome | None] = ContextVar("plus_last_publish", default=None)
@@ -57,7 +57,7 @@ class PublishBatch:
 current_batch: ContextVar[PublishBatch | None] = ContextVar("plus_publish_batch", default=None)
 
 #: The caller's transaction durable publishes are written in, in this context: an object with
-#: ``publish(backend, job) -> PublishOutcome`` (see ``celery_plus.transactional.enqueue_in``).
+#: ``publish(backend, job) -> PublishOutcome`` (see ``celery_plus.send.transactional.enqueue_in``).
 current_transaction: ContextVar[Any] = ContextVar("plus_transaction", default=None)
 
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .backend import RoutingStore
+from celery_plus.model.store import RoutingStore
 
 #: Shortest lifetime of a transient binding or mark: long enough to ride out a stalled loop.
 MIN_TTL_MS = 10_000

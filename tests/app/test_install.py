@@ -31,6 +31,6 @@ def test_the_cli_starts_with_only_the_declared_dependencies(tmp_path: Path) -> N
         assert started.returncode == 0, (args, started.stdout + started.stderr)
     imported = subprocess.run(
         [str(python), "-c", "import celery_plus, celery_plus.cli, celery_plus.admin.web, "
-         "celery_plus.queue_migration.migrate, celery_plus.queue_migration.legacy"],
+         "celery_plus.queue_migration.migrate, celery_plus.transport.legacy"],
         capture_output=True, text=True, timeout=60)
     assert imported.returncode == 0, imported.stderr

@@ -12,9 +12,9 @@ import redis
 
 from celery_plus import Celery
 from celery_plus.exceptions import DuplicateTask
+from celery_plus.model.store import Backend
 from celery_plus.settings import resolve
-from celery_plus.transport import make_backend
-from celery_plus.transport.backend import Backend
+from celery_plus.stores.registry import open_store
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -48,7 +48,7 @@ def make(broker: tuple[str, str]) -> tuple[Celery, Backend, dict[str, Any]]:
     def plain(n: int) -> None: ...
 
     calls.update(unique=unique, strict=strict, plain=plain)
-    backend = make_backend(url.removeprefix("plus+"), resolve({"plus_key_prefix": prefix}))
+    backend = open_store(url.removeprefix("plus+"), resolve({"plus_key_prefix": prefix}))
     return app, backend, calls
 
 

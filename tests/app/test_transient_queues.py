@@ -22,7 +22,7 @@ from typing import Any
 import kombu
 import pytest
 
-from celery_plus.transport.backend import Backend, Settle
+from celery_plus.model.store import Backend, Settle
 from celery_plus.transport.channel import BINDING_SEP
 from celery_plus.transport.publishing import job_from_message
 from tests.conformance.stores import PG_URL, backends_on_one_store, sqlite_file

@@ -32,7 +32,7 @@ import pytest
 
 from celery_plus import Celery
 from celery_plus.admin.web import Dashboard
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 from tests.e2e.conftest import (  # noqa: F401  (fixtures of the end-to-end harness)
     broker_kind,
     broker_url,

@@ -27,7 +27,7 @@ from urllib.parse import quote, urlencode
 
 import redis
 
-from celery_plus.transport.backend import Settle
+from celery_plus.model.store import Settle
 from tests.browser.conftest import ADMIN_TOKEN, Browser, Site
 from tests.e2e.conftest import Worker
 from tests.e2e.proj import REDIS_URL, events

@@ -35,11 +35,11 @@ import pytest
 import redis
 
 from celery_plus import Celery
-from celery_plus.stores.options import StoreOptions
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import Backend
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
-from celery_plus.transport.backend import Backend
 from tests.browser.conftest import ADMIN_TOKEN, Browser, Served, launch
 from tests.conformance.stores import PG_URL
 from tests.e2e import proj

@@ -32,9 +32,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from celery_plus.stores.options import StoreOptions
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import NewJob, Settle
 from celery_plus.stores.redis.cluster import RedisClusterBackend
-from celery_plus.transport.backend import NewJob, Settle
 from tests.redis_cluster import LocalCluster, local_cluster
 from tests.support import wait_until
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 from tests.redis_cluster import CLUSTER_GROUP
 
 from .stores import OPENERS, backends_on_one_store

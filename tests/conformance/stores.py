@@ -19,10 +19,10 @@ from typing import Any
 
 import redis
 
-from celery_plus.stores.options import StoreOptions
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import Backend
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
-from celery_plus.transport.backend import Backend
 from tests.support import drop_pg_schema
 
 REDIS_URL = os.environ.get("PLUS_TEST_REDIS", "redis://127.0.0.1:6379/0")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from celery_plus.transport.backend import (
+from celery_plus.model.store import (
     Backend,
     ClaimResult,
     JobRecord,

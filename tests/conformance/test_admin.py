@@ -34,10 +34,10 @@ from celery_plus.admin import (
     JobNotFound,
     RetryConflict,
     UnscopedOperation,
-    admin_store_for,
+    admin_for,
 )
-from celery_plus.transport.backend import Backend, Settle
-from celery_plus.transport.details import clean_text
+from celery_plus.model.details import clean_text
+from celery_plus.model.store import Backend, Settle
 
 from .support import Q, claim, history, ids, maintain, publish, record, wait_until
 
@@ -100,13 +100,13 @@ def later(backend: Backend) -> int:
 
 @pytest.fixture
 def admin(backend: Backend) -> Iterator[Admin]:
-    yield Admin(admin_store_for(backend))
+    yield Admin(admin_for(backend))
 
 
 @pytest.fixture
 def make_admin(make_backend: Callable[..., Backend], admin: Admin) -> Callable[[], Admin]:
     """Another admin on the test's store, with its own backend (connection)."""
-    return lambda: Admin(admin_store_for(make_backend()))
+    return lambda: Admin(admin_for(make_backend()))
 
 
 def listed(admin: Admin, state: str, **filters: Any) -> list[str]:
@@ -616,7 +616,7 @@ def test_finished_since_counts_completed_and_failed_records_by_finish_time(
 def test_maintenance_prunes_canceled_and_discarded_records_like_completed_ones(
         make_backend: Callable[..., Backend], admin: Admin) -> None:
     backend = make_backend(retention=(1_000, 100_000, 600_000, 100_000))
-    short = Admin(admin_store_for(backend))
+    short = Admin(admin_for(backend))
     dead(backend, "kept")
     dead(backend, "d")
     short.discard("d")
@@ -839,7 +839,7 @@ def test_worker_leases_group_running_jobs_by_worker(backend: Backend, admin: Adm
 def test_a_text_search_pages_through_chunks_in_order(backend: Backend, admin: Admin) -> None:
     """A text search reads its candidates in chunks (keyset paging on time and id): more
     than a chunk of matches, ties on the finish time included, all found in order."""
-    from celery_plus.admin.store import SEARCH_CHUNK
+    from celery_plus.model.admin import SEARCH_CHUNK
 
     count = SEARCH_CHUNK * 2 + 7
     for n in range(count):

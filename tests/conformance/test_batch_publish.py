@@ -9,7 +9,7 @@ running job settles that claim as a single publish would; an empty batch does no
 
 from __future__ import annotations
 
-from celery_plus.transport.backend import Backend, NewJob, Settle
+from celery_plus.model.store import Backend, NewJob, Settle
 
 from .support import Q, claim, ids, publish, record
 

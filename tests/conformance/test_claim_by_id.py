@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from celery_plus.transport.backend import Backend, JobClaim, Settle
+from celery_plus.model.store import Backend, JobClaim, Settle
 
 from .support import Q, claim, ids, maintain, publish, record, wait_until
 

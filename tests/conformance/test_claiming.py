@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 
 from .support import Q, claim, ids, publish, record
 

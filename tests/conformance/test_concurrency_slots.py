@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from celery_plus.transport.backend import Backend, Settle
+from celery_plus.model.store import Backend, Settle
 
 from .support import claim, ids, publish, record, wait_until
 

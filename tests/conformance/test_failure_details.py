@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from celery_plus.transport.backend import Backend, Settle
+from celery_plus.model.store import Backend, Settle
 
 from .support import claim, history, ids, publish, record
 
@@ -43,7 +43,7 @@ def _settles(tokens: dict[str, int]) -> list[Settle]:
 
 
 def _check_stored(backend: Backend) -> None:
-    from celery_plus.transport.details import TEXT_MAX
+    from celery_plus.model.details import TEXT_MAX
 
     assert record(backend, "ack-1").state == "completed"
     assert record(backend, "ack-2").state == "completed"

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
-from celery_plus.transport.backend import Backend, Settle
-from celery_plus.transport.continuations import ended_by_its_run
+from celery_plus.leases.continuations import ended_by_its_run
+from celery_plus.model.store import Backend, Settle
 
 from .support import Q, claim, ids, maintain, publish, record, wait_until
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from celery_plus.keys import concurrency_scope, unique_key
-from celery_plus.transport.backend import Backend, Settle
+from celery_plus.model.store import Backend, Settle
+from celery_plus.send.keys import concurrency_scope, unique_key
 
 from .support import claim, ids, maintain, publish, record, wait_until
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from celery_plus.admin import Admin, admin_store_for
-from celery_plus.keys import unique_key
-from celery_plus.transport.backend import Backend, Settle
+from celery_plus.admin import Admin, admin_for
+from celery_plus.model.store import Backend, Settle
+from celery_plus.send.keys import unique_key
 
 from .support import claim, publish, record, wait_until
 from .test_admin import dead, job
@@ -35,7 +35,7 @@ def test_the_two_formats_differ_for_the_same_arguments() -> None:
 def _end(backend: Backend, how: str) -> None:
     """End job ``old`` (waiting) by ``how``: a worker's settle, or an admin cancel."""
     if how == "cancel":
-        assert Admin(admin_store_for(backend)).cancel("old").changed
+        assert Admin(admin_for(backend)).cancel("old").changed
         return
     got = claim(backend).claims
     assert [c.job_id for c in got] == ["old"]
@@ -78,7 +78,7 @@ def test_an_old_format_ttl_hold_outlives_its_job_and_lapses_at_its_ttl(backend: 
 def test_an_admin_retry_takes_the_stored_old_key_again(backend: Backend) -> None:
     dead(backend, "old", TASK, unique_lock=OLD, unique_window="running")
     assert backend.holds() == {}
-    assert Admin(admin_store_for(backend)).retry("old").changed
+    assert Admin(admin_for(backend)).retry("old").changed
     assert backend.holds() == {OLD: "old"}
     got = claim(backend).claims[0]
     backend.settle([Settle("old", got.token, "ack")])

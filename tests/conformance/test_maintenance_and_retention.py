@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from celery_plus.transport.backend import Backend, Settle
+from celery_plus.model.store import Backend, Settle
 
 from .support import claim, ids, maintain, publish, record, wait_until
 

@@ -19,6 +19,7 @@ import pytest
 import redis
 from kombu.utils.json import dumps, loads
 
+from celery_plus.model.store import Backend, NewJob
 from celery_plus.queue_migration.layout import KombuLayout
 from celery_plus.queue_migration.migrate import (
     Lock,
@@ -30,7 +31,6 @@ from celery_plus.queue_migration.migrate import (
 )
 from celery_plus.queue_migration.movers import ScriptMover
 from celery_plus.stores.redis.backend import RedisBackend
-from celery_plus.transport.backend import Backend, NewJob
 
 from .stores import REDIS_URL
 from .support import Q, claim, ids, publish, record

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from celery_plus.transport.backend import Backend, Settle
+from celery_plus.model.store import Backend, Settle
 
 from .support import claim, history, ids, publish, record, wait_until
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from celery_plus.transport.backend import Backend, Settle
+from celery_plus.model.store import Backend, Settle
 
 from .support import Q, claim, ids, publish, record, wait_until
 

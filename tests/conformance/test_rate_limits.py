@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from celery_plus.transport.backend import Backend, ClaimResult, Settle
+from celery_plus.model.store import Backend, ClaimResult, Settle
 
 from .support import Q, claim, ids, maintain, publish, record, wait_until
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from celery_plus.admin import Admin, admin_store_for
+from celery_plus.admin import Admin, admin_for
+from celery_plus.model.store import Backend, Settle
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.envelope import MARK, envelope_bytes
-from celery_plus.transport.backend import Backend, Settle
 
 from .support import Q, claim, ids, maintain, publish, record
 from .test_admin import envelope, listed
@@ -43,7 +43,7 @@ def redis_backend(backend_kind: str, make_backend: Callable[..., Backend]) -> Re
 
 @pytest.fixture
 def admin(redis_backend: RedisBackend) -> Iterator[Admin]:
-    with Admin(admin_store_for(redis_backend)) as opened:
+    with Admin(admin_for(redis_backend)) as opened:
         yield opened
 
 
@@ -154,7 +154,7 @@ def test_with_compact_records_off_a_publish_keeps_the_older_layout(
 
 def test_the_setting_reaches_the_store_options() -> None:
     from celery_plus import settings
-    from celery_plus.stores.options import StoreOptions
+    from celery_plus.model.options import StoreOptions
 
     # On by default; off is the rolling-upgrade switch (earlier workers read only the hash).
     assert StoreOptions.of(settings.resolve({})).compact_records is True

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from celery_plus.transport.backend import Backend, NewJob
+from celery_plus.model.store import Backend, NewJob
 
 from .support import Q, claim, ids, wait_until
 

@@ -8,7 +8,7 @@ jobs of given queues can be listed with their messages, soonest first (``inspect
 
 from __future__ import annotations
 
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 
 from .support import Q, claim, ids, maintain, publish, record, wait_until
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from celery_plus.transport.backend import SETTLE_ACTIONS, Backend, Settle
+from celery_plus.model.store import SETTLE_ACTIONS, Backend, Settle
 
 from .support import claim, history, ids, publish, record
 

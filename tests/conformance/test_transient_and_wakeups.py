@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 
 from .support import Q, publish
 

@@ -4,7 +4,7 @@ Every test that uses ``client``, ``start_worker`` or ``view`` runs once per dura
 (``broker_kind``: ``redis`` = ``plus+redis://``, ``sqlite`` = a ``plus+sqlite:///`` file in
 the test's tmp_path, ``postgres`` = ``plus+postgresql://`` on the test database with one
 schema per test, :func:`tests.e2e.proj.pg_schema` of the prefix, dropped afterwards) and
-asserts on store state through ``view`` (a :class:`~celery_plus.transport.backend.Backend` on
+asserts on store state through ``view`` (a :class:`~celery_plus.model.store.Backend` on
 the same store). Task events stay in Redis under ``prefix`` on every store. Modules in
 :data:`OWN_BROKER`, and modules overriding the ``broker_url`` fixture, choose their broker
 themselves.
@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 import redis
 
-from celery_plus.stores.options import StoreOptions
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import Backend
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
-from celery_plus.transport.backend import Backend
 from tests.conformance.stores import PG_URL
 from tests.support import drop_pg_schema, wait_until
 

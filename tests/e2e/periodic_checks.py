@@ -28,7 +28,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from celery_plus.beat import ROLE
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY_PLUS = [sys.executable, "-m", "celery_plus.cli"]

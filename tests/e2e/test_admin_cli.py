@@ -32,7 +32,7 @@ import redis
 
 from celery_plus.admin import connect
 from celery_plus.admin.web import Mount, make_app
-from celery_plus.transport.backend import Backend, NewJob, Settle
+from celery_plus.model.store import Backend, NewJob, Settle
 
 from . import proj
 from .conftest import CELERY_PLUS, PLAIN_CELERY, ROOT, Worker, wait_until

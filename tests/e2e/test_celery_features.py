@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from celery import chain, chord, group
 
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 
 from .conftest import ROOT, Worker, wait_until
 from .proj import events

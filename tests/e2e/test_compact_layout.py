@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from celery_plus.admin import Admin, admin_store_for
+from celery_plus.admin import Admin, admin_for
 from celery_plus.stores.redis.envelope import MARK
 
 from . import proj
@@ -61,7 +61,7 @@ def test_each_layout_runs_retries_deduplicates_and_dead_letters(
     assert held.get(timeout=30) == "same"
     wait_until(lambda: (view.job(failed.id) or {}).get("st") == "failed",
                message="the failure dead-lettered")
-    with Admin(admin_store_for(view)) as admin:
+    with Admin(admin_for(view)) as admin:
         shown = admin.show(failed.id)
     assert shown.args == [text] and shown.summary.exc_type == "ValueError"
     assert shown.raw_message.startswith("{")

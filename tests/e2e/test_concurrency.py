@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 
 from .conftest import Worker, wait_until
 from .proj import events

@@ -28,7 +28,7 @@ from kombu import Connection, Exchange, Queue
 
 from celery_plus import admin
 from celery_plus.coordination import coordinator_for
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 from tests.conformance.stores import PG_URL
 from tests.support import drop_pg_schema
 

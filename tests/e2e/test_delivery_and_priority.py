@@ -15,7 +15,7 @@ from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 
 from .conftest import Worker, wait_until
 from .proj import events

@@ -3,7 +3,7 @@ correct results, on every store (real workers).
 
 A coalesced member keeps its own id; a follower published under it completes from the
 holder's outcome, so group results, chord parts, chain steps and callbacks all arrive
-(``celery_plus/follow.py``, docs/options.md "Canvas").
+(``celery_plus/send/follow.py``, docs/options.md "Canvas").
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from celery import chain, chord, group
 
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 
 from . import dropin_fixtures
 from .conftest import Worker, wait_until
@@ -187,7 +187,7 @@ def test_a_member_following_a_holder_on_rpc_fails_saying_why(
     ``ignore_result``. Members that coalesce with nothing complete as on plain Celery."""
     from celery.exceptions import TimeoutError as CeleryTimeoutError
 
-    from celery_plus.follow import FollowError
+    from celery_plus.send.follow import FollowError
 
     from . import dropin_proj
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 
 from .conftest import Worker, wait_until
 

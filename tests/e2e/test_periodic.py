@@ -29,8 +29,8 @@ import pytest
 from celery.apps.beat import Beat as CeleryBeat
 
 from celery_plus.beat import ROLE, Scheduler, tick_id
-from celery_plus.transport.backend import Backend
-from celery_plus.utils.deferred_stop import GRACE_S
+from celery_plus.model.store import Backend
+from celery_plus.runtime.deferred_stop import GRACE_S
 from tests.conformance.stores import PG_URL
 from tests.e2e.conftest import Worker
 from tests.e2e.periodic_checks import Beat, fired, kill_before_tick, leader, leads, tick_report

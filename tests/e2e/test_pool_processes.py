@@ -4,7 +4,7 @@ A pool process that has published a task owns a broker connection; on ``plus+pos
 that is a psycopg pool with helper threads. A SIGTERM (``revoke(terminate=True)``, an operator,
 a supervisor) taken by such a thread used to be handled while the dying process held the pool's
 result-pipe lock, and every other pool process then waited on that lock forever
-(``celery_plus/helper_threads.py``). Runs on each durable store (``broker_kind``).
+(``celery_plus/runtime/helper_threads.py``). Runs on each durable store (``broker_kind``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 
 from .conftest import Worker, wait_until
 from .proj import events

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from celery_plus.queue_scope import QueueScopeError
-from celery_plus.stores.options import StoreOptions
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import Backend
+from celery_plus.send.queue_scope import QueueScopeError
 from celery_plus.stores.redis.cluster import RedisClusterBackend
-from celery_plus.transport.backend import Backend
 from tests.redis_cluster import CLUSTER_GROUP, local_cluster
 
 from . import proj

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 from celery_plus.transport.channel import BINDING_SEP
 
 from . import proj

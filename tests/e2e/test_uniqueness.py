@@ -24,7 +24,7 @@ import pytest
 
 from celery_plus import signals
 from celery_plus.exceptions import DuplicateTask
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 
 from .conftest import Worker, wait_until
 from .proj import events

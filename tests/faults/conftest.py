@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from celery_plus.stores.options import StoreOptions
-from celery_plus.transport.backend import Backend
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import Backend
 
 from .harness import Deployment
 from .servers import PG_BIN, PostgresCluster, RedisServer, SmallDisk, small_disk_available

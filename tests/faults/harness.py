@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from celery_plus.transport.backend import Backend
+from celery_plus.model.store import Backend
 from tests.support import wait_until
 
 from .app import LIMIT, make_app

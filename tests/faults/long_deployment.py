@@ -23,11 +23,11 @@ from pathlib import Path
 
 import redis
 
-from celery_plus.stores.options import StoreOptions
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import Backend
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
-from celery_plus.transport.backend import Backend
 from tests.conformance.stores import PG_URL
 from tests.e2e import proj
 from tests.e2e.periodic_checks import CELERY_PLUS, ROOT, Beat

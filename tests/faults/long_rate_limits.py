@@ -27,7 +27,7 @@ import time
 import warnings
 from itertools import pairwise
 
-from celery_plus.options import parse_rate
+from celery_plus.send.options import parse_rate
 from tests.e2e.periodic_checks import most_in_window
 from tests.e2e.proj import make_app
 from tests.support import wait_until

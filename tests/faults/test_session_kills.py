@@ -65,7 +65,7 @@ def test_connections_lost_while_a_prefork_pool_is_handed_jobs(
         deploy: Callable[..., Deployment]) -> None:
     """Redis ``CLIENT KILL`` every 0.3 s while a prefork pool is handed short jobs: Celery
     flushes its pool on each reconnect, and a job already written to a pool process runs
-    there and is acked there (``celery_plus/pool_guards.py``; before, it was also given
+    there and is acked there (``celery_plus/worker/pool_guards.py``; before, it was also given
     back and claimed again: 2-10 of 300 ran twice in every run). (Ended PostgreSQL
     sessions cause no reconnect: their calls are retried on fresh connections.)"""
     deployment = deploy("pool handed jobs", "redis", vt=6.0)

@@ -6,7 +6,7 @@ run once more — the only second runs allowed; nothing is lost, the concurrency
 every instant, and no hold or slot is left behind. Pool processes killed while idle are
 replaced and the worker goes on (on Celery's event loop the prefork pool has no lock its
 processes share). A warm shutdown runs nothing twice: the jobs a stopping worker already
-handed to its pool processes finish and are acked there (``celery_plus/pool_guards.py``),
+handed to its pool processes finish and are acked there (``celery_plus/worker/pool_guards.py``),
 the rest go back to the store for the other workers.
 """
 

@@ -31,14 +31,14 @@ from unittest import mock
 import psycopg
 import redis
 
-from celery_plus.admin.store import AdminStore
-from celery_plus.stores.options import StoreOptions
+from celery_plus.model.admin import AdminStore
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import Backend
 from celery_plus.stores.redis import backend as redis_backend
 from celery_plus.stores.redis.admin import RedisAdmin
 from celery_plus.stores.redis.scripts import ScriptLibrary, admin_sources, store_sources
 from celery_plus.stores.sqlite import backend as sqlite_backend
 from celery_plus.stores.sqlite.admin import SQLiteAdmin
-from celery_plus.transport.backend import Backend
 from tests.conformance.stores import PG_URL
 
 #: The model tests' Redis: a database of its own, so that the store's key scans

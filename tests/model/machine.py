@@ -1,7 +1,7 @@
 """A Hypothesis state machine that drives a real store and the model side by side.
 
 Each example opens a fresh store on a virtual clock (``clocks.py``) and the in-process model
-(``celery_plus.stores.memory``, built from ``celery_plus.rules``) on the same clock, then runs
+(``celery_plus.stores.memory``, built from ``celery_plus.model.rules``) on the same clock, then runs
 a random sequence of what clients, workers, operators and time do to a store: publishes
 (unique windows and TTLs, concurrency groups, ETAs, priorities, delivery limits,
 continuations carrying the current, an old or no lease token, the same message sent again),
@@ -32,11 +32,11 @@ from hypothesis.stateful import (
     rule,
 )
 
-from celery_plus.admin.store import AdminStore, JobNotFound, RetryConflict
+from celery_plus.model.admin import AdminStore, JobNotFound, RetryConflict
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import Backend, ClaimResult, NewJob, Settle
 from celery_plus.stores.memory import MemoryBackend
 from celery_plus.stores.memory.admin import MemoryAdmin
-from celery_plus.stores.options import StoreOptions
-from celery_plus.transport.backend import Backend, ClaimResult, NewJob, Settle
 
 from .clocks import GUARD_MS, Clock, StoreUnderTest
 

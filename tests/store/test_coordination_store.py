@@ -22,7 +22,7 @@ from celery_plus import Celery
 from celery_plus.coordination import coordinator_for
 from celery_plus.coordination.coordinator import Coordinator
 from celery_plus.coordination.gate import Claimed
-from celery_plus.transport.backend import NewJob
+from celery_plus.model.store import NewJob
 from tests.conformance.stores import PG_URL, REDIS_URL
 from tests.conformance.support import record
 from tests.support import drop_pg_schema, wait_until

@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from celery_plus.model.store import NewJob, PublishOutcome
 from celery_plus.stores.postgres.backend import PostgresBackend
-from celery_plus.transport.backend import NewJob, PublishOutcome
 from tests.conformance.stores import PG_URL, backends_on_one_store
 from tests.support import wait_until
 

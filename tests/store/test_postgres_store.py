@@ -31,11 +31,11 @@ import pytest
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus import settings
-from celery_plus.stores.options import StoreOptions
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import NewJob, Settle
 from celery_plus.stores.postgres import migrations as pg_migrations
 from celery_plus.stores.postgres.backend import PostgresBackend
-from celery_plus.transport import make_backend
-from celery_plus.transport.backend import NewJob, Settle
+from celery_plus.stores.registry import open_store
 from tests.conformance.stores import PG_URL, backends_on_one_store
 from tests.conformance.support import Q, claim, ids, publish, record, wait_until
 from tests.support import drop_pg_schema, in_forked_child
@@ -377,7 +377,7 @@ def test_plus_pg_schema_setting_is_validated_and_used() -> None:
         with pytest.raises(ImproperlyConfigured, match="plus_pg_schema"):
             settings.resolve({"plus_pg_schema": bad})
     config = settings.resolve({"plus_pg_schema": "plus_settings_test"})
-    backend = make_backend(PG_URL, config)
+    backend = open_store(PG_URL, config)
     try:
         assert isinstance(backend, PostgresBackend) and backend.schema == "plus_settings_test"
         assert backend.size(Q) == 0
@@ -392,9 +392,9 @@ def test_plus_pg_synchronous_commit_setting_reaches_the_pooled_sessions(tmp_path
         with pytest.raises(ImproperlyConfigured, match="plus_pg_synchronous_commit"):
             settings.resolve({"plus_pg_synchronous_commit": bad})
     schema = f"sc{os.urandom(4).hex()}"
-    opted = make_backend(PG_URL, settings.resolve(
+    opted = open_store(PG_URL, settings.resolve(
         {"plus_pg_schema": schema, "plus_pg_synchronous_commit": "off"}))
-    plain = make_backend(PG_URL, settings.resolve({"plus_pg_schema": schema}))
+    plain = open_store(PG_URL, settings.resolve({"plus_pg_schema": schema}))
     try:
         assert isinstance(opted, PostgresBackend) and isinstance(plain, PostgresBackend)
 
@@ -452,7 +452,8 @@ def _blocked_signals(native_id: int) -> int:
 
 def test_the_pool_threads_leave_every_signal_to_the_main_thread(pg: PostgresBackend) -> None:
     """psycopg_pool's threads block all signals, so a SIGTERM sent to a prefork pool process
-    interrupts its main thread (celery_plus/helper_threads.py) and the caller's mask is back."""
+    interrupts its main thread (celery_plus/runtime/helper_threads.py) and the caller's mask is
+    back."""
     before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
     pg.now_ms()  # any call: the process's pool exists and its threads run
     threads = [t for t in threading.enumerate()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from celery_plus.admin import Admin, admin_store_for
+from celery_plus.admin import Admin, admin_for
 from celery_plus.stores.redis import admin as redis_admin
 from celery_plus.stores.redis.backend import RedisBackend
 from tests.conformance.support import publish
@@ -42,7 +42,7 @@ def large(make_redis: Callable[..., RedisBackend], monkeypatch: pytest.MonkeyPat
         return records(self, ids, fields)
 
     monkeypatch.setattr(redis_admin.RedisAdmin, "_records", counted)
-    with Admin(admin_store_for(backend)) as admin:
+    with Admin(admin_for(backend)) as admin:
         yield backend, admin, reads
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from celery_plus.queue_scope import QueueScopeError
-from celery_plus.transport.backend import Backend, NewJob, Settle
+from celery_plus.model.store import Backend, NewJob, Settle
+from celery_plus.send.queue_scope import QueueScopeError
 from tests.conformance.stores import backends_on_one_store
 from tests.redis_cluster import CLUSTER_GROUP
 

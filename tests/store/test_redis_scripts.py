@@ -16,6 +16,7 @@ from importlib import resources
 import pytest
 import redis
 
+from celery_plus.model.store import NewJob, Settle
 from celery_plus.queue_migration.movers import migrate_script_source
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.scripts import (
@@ -28,7 +29,6 @@ from celery_plus.stores.redis.scripts import (
     store_sources,
     with_publish_job,
 )
-from celery_plus.transport.backend import NewJob, Settle
 from tests.conformance.stores import REDIS_URL, redis_store
 
 

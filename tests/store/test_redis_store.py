@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import redis
 
+from celery_plus.model.store import Settle
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.envelope import MARK, envelope_bytes
-from celery_plus.transport.backend import Settle
 from tests.conformance.stores import REDIS_URL
 from tests.conformance.support import Q, claim, ids, maintain, publish
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from celery_plus.admin import Admin, admin_store_for
-from celery_plus.admin.capped import CAPPED, COUNT_CAP, count_text
+from celery_plus.admin import Admin, admin_for
 from celery_plus.cli.admin import status_text
-from celery_plus.transport.backend import Backend
+from celery_plus.model.capped import CAPPED, COUNT_CAP, count_text
+from celery_plus.model.store import Backend
 from tests.conformance.stores import backends_on_one_store
 from tests.conformance.support import publish
 from tests.conformance.test_admin import envelope
@@ -52,7 +52,7 @@ def crowded(request: pytest.FixtureRequest, tmp_path: Path
             assert publish(backend, job_id, envelope(job_id, TASK), queue=queue,
                            name=TASK).accepted
         copy_rows(backend, request.param, "a0", MANY)
-        with Admin(admin_store_for(backend)) as admin:
+        with Admin(admin_for(backend)) as admin:
             yield backend, admin
 
 
@@ -107,7 +107,7 @@ def test_within_the_cap_counts_are_exact(tmp_path: Path) -> None:
         store = make()
         assert publish(store, "x", envelope("x", TASK), name=TASK).accepted
         copy_rows(store, "sqlite", "x", COUNT_CAP - 1)
-        with Admin(admin_store_for(store)) as admin:
+        with Admin(admin_for(store)) as admin:
             assert admin.counts().enqueued == COUNT_CAP
             page = admin.jobs("enqueued", per_page=50)
             assert page.total == COUNT_CAP and not page.capped and page.pages == 200

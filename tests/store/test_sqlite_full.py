@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from kombu.exceptions import ConnectionError as KombuConnectionError
 
+from celery_plus.model.store import NewJob, Settle
 from celery_plus.stores.sqlite.backend import SQLiteBackend, StoreUnavailable
-from celery_plus.transport.backend import NewJob, Settle
 
 
 def job(n: int) -> NewJob:

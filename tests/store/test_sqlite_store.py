@@ -28,11 +28,11 @@ from typing import Any
 import pytest
 from celery.exceptions import ImproperlyConfigured
 
-from celery_plus.stores.options import StoreOptions
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import NewJob, Settle
+from celery_plus.stores.registry import open_store as make_transport_backend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
 from celery_plus.stores.sqlite.url import sqlite_path
-from celery_plus.transport import make_backend as make_transport_backend
-from celery_plus.transport.backend import NewJob, Settle
 from tests.conformance.support import Q, claim, ids, maintain, publish, wait_until
 from tests.support import in_forked_child
 

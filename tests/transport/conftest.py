@@ -18,11 +18,11 @@ import pytest
 import redis
 
 from celery_plus import Celery
-from celery_plus.stores.options import StoreOptions
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import Backend
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
-from celery_plus.transport.backend import Backend
 from tests.conformance.stores import PG_URL, REDIS_URL
 from tests.support import drop_pg_schema
 

@@ -1,9 +1,11 @@
-"""The admin's summaries assembled from rows (``celery_plus.admin.aggregates``): rows of one
+"""The admin's summaries assembled from rows
+(``celery_plus.stores.admin_base.aggregates``): rows of one
 key add up, so a store may give one row per record or one aggregate per key."""
 
 from __future__ import annotations
 
-from celery_plus.admin.aggregates import (
+from celery_plus.model.admin import Counts, GroupStatus, QueueStatus
+from celery_plus.stores.admin_base.aggregates import (
     StatusRows,
     counts_from_rows,
     histogram,
@@ -11,7 +13,6 @@ from celery_plus.admin.aggregates import (
     newest_waits,
     status_from_rows,
 )
-from celery_plus.admin.store import Counts, GroupStatus, QueueStatus
 
 
 def test_counts_add_up_per_state_and_leave_unknown_states_out() -> None:

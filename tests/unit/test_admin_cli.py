@@ -27,7 +27,7 @@ from celery_plus import Celery
 from celery_plus.admin import connect
 from celery_plus.cli import plus
 from celery_plus.cli.admin import parse_duration, parse_moment, table
-from celery_plus.transport.backend import Backend, NewJob, Settle
+from celery_plus.model.store import Backend, NewJob, Settle
 from tests.support import drop_pg_schema
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -411,8 +411,8 @@ def test_an_interrupted_purge_says_how_many_it_deleted(store: Store,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C in the middle of a purge (here: after its second batch of two) reports the
     batches already deleted and exits 130; the store holds the rest."""
-    from celery_plus.admin import orchestration
-    from celery_plus.admin.store import batches
+    from celery_plus.model.admin import batches
+    from celery_plus.stores.admin_base import orchestration
 
     for n in range(7):
         store.dead(f"p{n}")

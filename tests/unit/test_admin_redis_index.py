@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from celery_plus.admin import Admin, admin_store_for
-from celery_plus.transport.backend import Backend, Settle
+from celery_plus.admin import Admin, admin_for
+from celery_plus.model.store import Backend, Settle
 from tests.conformance.stores import REDIS_URL, backends_on_one_store
 from tests.conformance.support import claim
 from tests.conformance.test_admin import dead, job
@@ -31,7 +31,7 @@ def backend(tmp_path: Path) -> Iterator[Backend]:
 @pytest.fixture
 def admin(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Admin:
     monkeypatch.setattr("celery_plus.stores.redis.admin.SYNC_BATCH", 3)
-    return Admin(admin_store_for(backend))
+    return Admin(admin_for(backend))
 
 
 @pytest.fixture

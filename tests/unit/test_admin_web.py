@@ -32,7 +32,7 @@ import pytest
 from celery_plus import Celery
 from celery_plus.admin import connect
 from celery_plus.admin.web import Dashboard, Mount, make_app
-from celery_plus.transport.backend import NewJob, Settle
+from celery_plus.model.store import NewJob, Settle
 from tests.unit.test_admin_cli import Store
 
 

@@ -34,7 +34,7 @@ from celery.exceptions import ImproperlyConfigured
 from celery_plus import Celery, settings
 from celery_plus.admin import connect
 from celery_plus.admin.web import Dashboard, Mount, make_app
-from celery_plus.transport.details import clean_text
+from celery_plus.model.details import clean_text
 from tests.conformance.stores import PG_URL
 from tests.unit.test_admin_cli import REDIS_URL, Store, drop_store
 from tests.unit.test_admin_web import ADMIN_TOKEN, basic, browser_post, browser_session, call

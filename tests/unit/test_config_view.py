@@ -8,7 +8,7 @@ from celery.app.defaults import _TO_OLD_KEY, DEFAULTS
 
 from celery_plus import Celery
 from celery_plus.app import DURABLE_DEFAULTS
-from celery_plus.config_view import PlusSettings
+from celery_plus.send.config_view import PlusSettings
 
 
 class Config:

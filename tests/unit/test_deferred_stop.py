@@ -1,4 +1,4 @@
-"""``celery_plus/utils/deferred_stop.py``: a stop signal inside the block lands as it ends;
+"""``celery_plus/runtime/deferred_stop.py``: a stop signal inside the block lands as it ends;
 a second lands at once; the handlers are given back; other threads are left alone."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from types import FrameType
 
 import pytest
 
-from celery_plus.utils import deferred_stop
-from celery_plus.utils.deferred_stop import stop_deferred
+from celery_plus.runtime import deferred_stop
+from celery_plus.runtime.deferred_stop import stop_deferred
 
 
 class Stopped(Exception):

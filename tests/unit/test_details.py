@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from celery_plus.transport.details import (
+from celery_plus.model.details import (
     TEXT_MAX,
     clean_detail,
     clean_text,

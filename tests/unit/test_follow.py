@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from celery_plus import Celery
-from celery_plus.follow import FollowError, follow
+from celery_plus.send.follow import FollowError, follow
 
 
 def test_following_without_a_result_backend_fails_saying_so(tmp_path: Path) -> None:

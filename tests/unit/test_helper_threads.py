@@ -11,7 +11,7 @@ import time
 import pytest
 
 from celery_plus._early import is_the_command
-from celery_plus.helper_threads import HelperThread, NativeEvent
+from celery_plus.runtime.helper_threads import HelperThread, NativeEvent
 
 
 @pytest.mark.parametrize(("argv0", "orig", "expected"), [
@@ -45,7 +45,7 @@ if sys.argv[1] == "gevent":
 else:
     import eventlet; eventlet.monkey_patch()
 import threading, time
-from celery_plus.helper_threads import HelperThread, NativeEvent
+from celery_plus.runtime.helper_threads import HelperThread, NativeEvent
 stop, ticks = NativeEvent(), []
 class Ticker(HelperThread):
     def run(self):

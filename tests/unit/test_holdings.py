@@ -5,9 +5,10 @@ from __future__ import annotations
 import gc
 import threading
 
-from celery_plus.transport.backend import Claim, Settle
-from celery_plus.transport.holdings import SURE_SHARE, Holdings, tag_of
-from celery_plus.transport.settles import plain_settle
+from celery_plus.leases.holdings import SURE_SHARE, Holdings
+from celery_plus.leases.settles import plain_settle
+from celery_plus.leases.tokens import delivery_tag
+from celery_plus.model.store import Claim, Settle
 
 
 def claims(*ids: str) -> list[Claim]:
@@ -22,7 +23,7 @@ def book_with(*ids: str) -> Holdings:
 
 def test_every_claim_is_renewed_delivered_or_not_until_its_settle_lands() -> None:
     book = book_with("a", "b")
-    book.delivered(tag_of("a", 1))
+    book.delivered(delivery_tag("a", 1))
     assert sorted(book.renewable()) == [("a", 1), ("b", 1)]
     book.settle("a", 1, "ack")
     assert ("a", 1) in book.renewable()  # its ack is not stored yet
@@ -57,18 +58,18 @@ def test_a_lost_claim_is_no_longer_renewed_and_its_settle_is_dropped() -> None:
     assert sorted(lost) == [("a", 1), ("b", 1)]
     assert book.take_settles() == []
     assert book.renewable() == []
-    assert book.is_lost(tag_of("b", 1))
+    assert book.is_lost(delivery_tag("b", 1))
     book.settle("b", 1, "ack")  # the late ack of a lost claim needs no store call
     assert book.take_settles() == [] and len(book) == 0
 
 
 def test_a_heartbeat_confirms_the_lease_of_what_it_renewed() -> None:
     book = book_with("a", "b")
-    assert book.sure_until(tag_of("a", 1)) == 100.0 + 10.0 * SURE_SHARE
+    assert book.sure_until(delivery_tag("a", 1)) == 100.0 + 10.0 * SURE_SHARE
     book.confirmed([("a", 1), ("b", 1)], ["b"], asked_at=107.0)
-    assert book.sure_until(tag_of("a", 1)) == 107.0 + 10.0 * SURE_SHARE
-    assert book.sure_until(tag_of("b", 1)) == float("-inf")
-    assert book.sure_until(tag_of("zz", 1)) is None
+    assert book.sure_until(delivery_tag("a", 1)) == 107.0 + 10.0 * SURE_SHARE
+    assert book.sure_until(delivery_tag("b", 1)) == float("-inf")
+    assert book.sure_until(delivery_tag("zz", 1)) is None
 
 
 def test_a_continued_claim_found_lost_leaves_its_continuations_claim_alive() -> None:
@@ -80,14 +81,14 @@ def test_a_continued_claim_found_lost_leaves_its_continuations_claim_alive() -> 
     book.claimed([Claim("a", 2, b"{}", 1, "q")], asked_at=103.0)
     lost = book.confirmed([("a", 1), ("a", 2)], ["a"], asked_at=105.0)
     assert lost == [("a", 1)]
-    assert book.is_lost(tag_of("a", 1)) and not book.is_lost(tag_of("a", 2))
-    assert book.sure_until(tag_of("a", 2)) == 103.0 + 10.0 * SURE_SHARE
+    assert book.is_lost(delivery_tag("a", 1)) and not book.is_lost(delivery_tag("a", 2))
+    assert book.sure_until(delivery_tag("a", 2)) == 103.0 + 10.0 * SURE_SHARE
     assert book.renewable() == [("a", 2)]
     # The next heartbeat asks about claim 2 alone, and its answer is claim 2's.
     assert book.confirmed([("a", 2)], [], asked_at=106.0) == []
-    assert book.sure_until(tag_of("a", 2)) == 106.0 + 10.0 * SURE_SHARE
+    assert book.sure_until(delivery_tag("a", 2)) == 106.0 + 10.0 * SURE_SHARE
     assert book.confirmed([("a", 2)], ["a"], asked_at=107.0) == [("a", 2)]
-    assert book.is_lost(tag_of("a", 2))
+    assert book.is_lost(delivery_tag("a", 2))
 
 
 def test_a_kept_delivery_is_released_once_its_message_is_gone_unsettled() -> None:
@@ -96,8 +97,8 @@ def test_a_kept_delivery_is_released_once_its_message_is_gone_unsettled() -> Non
 
     book = book_with("a", "b")
     kept_a, kept_b = Message(), Message()
-    book.keep(tag_of("a", 1), kept_a)
-    book.keep(tag_of("b", 1), kept_b)
+    book.keep(delivery_tag("a", 1), kept_a)
+    book.keep(delivery_tag("b", 1), kept_b)
     book.settle("b", 1, "ack")  # the task still ran and acked
     del kept_a, kept_b
     gc.collect()
@@ -118,7 +119,7 @@ def test_a_kept_message_collected_while_its_holdings_are_locked_deadlocks_nothin
 
     book = book_with("a")
     message = Message()
-    book.keep(tag_of("a", 1), message)
+    book.keep(delivery_tag("a", 1), message)
     del message
     gc.disable()  # the collection below must be the one that frees it
     try:
@@ -137,9 +138,9 @@ def test_a_kept_message_collected_while_its_holdings_are_locked_deadlocks_nothin
 
 def test_undelivered_claims_are_the_ones_to_give_back() -> None:
     book = book_with("a", "b", "c")
-    book.delivered(tag_of("a", 1))
+    book.delivered(delivery_tag("a", 1))
     book.settle("c", 1, "fail")  # malformed: dead-lettered at delivery
-    assert book.undelivered([tag_of(j, 1) for j in "abc"]) == [tag_of("b", 1)]
+    assert book.undelivered([delivery_tag(j, 1) for j in "abc"]) == [delivery_tag("b", 1)]
 
 
 def test_a_plain_settle_keeps_its_meaning_in_printable_ascii() -> None:

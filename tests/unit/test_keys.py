@@ -1,4 +1,4 @@
-"""Tests for celery_plus.keys: canonical JSON, payload digest, unique keys, concurrency scopes."""
+"""celery_plus.send.keys: canonical JSON, payload digest, unique keys, concurrency scopes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections import OrderedDict
 
 import pytest
 
-from celery_plus.keys import canonical_json, concurrency_scope, payload_digest, unique_key
+from celery_plus.send.keys import canonical_json, concurrency_scope, payload_digest, unique_key
 
 # --- canonical JSON: scalars -------------------------------------------------------------
 

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from celery_plus.coordination.keeper import CoordinationKeeper
+from celery_plus.model.store import NewJob
 from celery_plus.stores.memory import MemoryBackend
-from celery_plus.transport.backend import NewJob
 from tests.support import wait_until
 
 INTERVAL_S = 10.0

@@ -1,4 +1,4 @@
-"""Tests for celery_plus.options: option parsing/validation, payload binding, message headers."""
+"""celery_plus.send.options: option parsing/validation, payload binding, message headers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from celery.exceptions import ImproperlyConfigured
 
-from celery_plus.options import (
+from celery_plus.send.options import (
     EXTENSION_OPTIONS,
     UNIQUE_WINDOWS,
     PayloadBinder,
@@ -486,7 +486,7 @@ def test_positional_and_keyword_calls_share_unique_key() -> None:
 
 # -- cluster rate limits (docs/rate-limits.md) ----------------------------------------------
 def test_celery_rate_strings_become_starts_per_window() -> None:
-    from celery_plus.options import parse_rate
+    from celery_plus.send.options import parse_rate
 
     assert parse_rate("t", "60/m") == (60, 60_000)
     assert parse_rate("t", "10/s") == (10, 1_000)
@@ -508,7 +508,7 @@ def test_celery_rate_strings_become_starts_per_window() -> None:
 
 def test_a_cluster_scoped_rate_limit_is_the_stores_not_celerys_per_worker_bucket() -> None:
     from celery_plus import Celery
-    from celery_plus.options import message_extensions
+    from celery_plus.send.options import message_extensions
 
     app = Celery("rates", broker="memory://", set_as_current=False)
 

@@ -1,4 +1,4 @@
-"""The pool guards (``celery_plus/pool_guards.py``) on Celery's own pools.
+"""The pool guards (``celery_plus/worker/pool_guards.py``) on Celery's own pools.
 
 A reconnect's flush keeps the jobs already handed to a pool process: Celery's own prefork pool
 (``AsynPool``, one real process) on a kombu hub driven step by step. A job is written to the
@@ -39,7 +39,11 @@ from celery.concurrency.prefork import TaskPool
 from celery.exceptions import WorkerLostError
 from kombu.asynchronous import Hub
 
-from celery_plus.pool_guards import count_handed_jobs, keep_handed_jobs, report_base_exceptions
+from celery_plus.worker.pool_guards import (
+    count_handed_jobs,
+    keep_handed_jobs,
+    report_base_exceptions,
+)
 
 
 def mark(path: str) -> int:

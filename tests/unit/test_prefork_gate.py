@@ -14,8 +14,8 @@ import kombu.transport.redis
 from celery.concurrency.prefork import TaskPool as Prefork
 from celery.concurrency.solo import TaskPool as Solo
 
-from celery_plus.prefork_gate import SlotGate, _on_worker_init
 from celery_plus.transport import Transport
+from celery_plus.worker.prefork_gate import SlotGate, _on_worker_init
 
 
 def test_a_free_slot_runs_the_callback_at_once_a_full_gate_queues_it() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from celery_plus import Celery
-from celery_plus.queue_scope import QueueScopeError, check_queue_scope, home_queue
+from celery_plus.send.queue_scope import QueueScopeError, check_queue_scope, home_queue
 
 CLUSTER = "plus+redis+cluster://127.0.0.1:1/0"
 

@@ -22,7 +22,7 @@ import redis
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus import enqueue_after_commit, enqueue_in
-from celery_plus.stores.options import StoreOptions
+from celery_plus.model.options import StoreOptions
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.redis.backend import RedisBackend
 from tests.conformance.stores import PG_URL, REDIS_URL

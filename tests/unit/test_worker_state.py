@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from celery_plus.transport import worker_state
+from celery_plus.runtime import worker_state
 
 
 def test_a_green_pools_task_is_logged_not_signalled(monkeypatch: pytest.MonkeyPatch,

@@ -1,32 +1,31 @@
 """The admin on the in-process store: each change one step under the store's lock.
 
 The changes follow the rules ``admin retry``, ``admin cancel`` and ``admin discard`` of
-:mod:`celery_plus.rules`; the orchestration is :class:`~celery_plus.admin.orchestration.
-StoreAdmin`'s, the listings filter and order the records with :func:`~celery_plus.admin.
-listing.listed`. Registered for :class:`MemoryBackend` with
-:func:`~celery_plus.admin.api.register_admin` when this package is imported.
+:mod:`celery_plus.model.rules`; the orchestration is
+:class:`~celery_plus.stores.admin_base.orchestration.StoreAdmin`'s, the listings filter and
+order the records with :func:`~celery_plus.stores.admin_base.listing.listed`. The registry
+(``stores/registry.py``) serves it for :class:`MemoryBackend`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from ...admin.aggregates import StatusRows
-from ...admin.api import register_admin
-from ...admin.listing import Record, listed
-from ...admin.orchestration import Outcome, StoreAdmin
-from ...admin.store import WAITING, Query, Scope
-from ...rules import RULES, Hold
-from .backend import MemoryBackend
-from .state import Job
-from .step import Step
+from celery_plus.model.admin import WAITING, Query, Scope
+from celery_plus.model.rules import RULES, Hold
+from celery_plus.stores.admin_base.aggregates import StatusRows
+from celery_plus.stores.admin_base.listing import Record, listed
+from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
+from celery_plus.stores.memory.backend import MemoryBackend
+from celery_plus.stores.memory.state import Job
+from celery_plus.stores.memory.step import Step
 
 #: A change to one job inside a step: (outcome, extra).
 Change = Callable[[Step, Job], tuple[str, str]]
 
 
 class MemoryAdmin(StoreAdmin[MemoryBackend]):
-    """:class:`~celery_plus.admin.store.AdminStore` on a :class:`MemoryBackend`'s store."""
+    """:class:`~celery_plus.model.admin.AdminStore` on a :class:`MemoryBackend`'s store."""
 
     def _jobs(self) -> list[Job]:
         with self.backend.store.lock:
@@ -160,4 +159,3 @@ class MemoryAdmin(StoreAdmin[MemoryBackend]):
                 for job in self._jobs() if job.state == "running" and job.worker]
 
 
-register_admin(MemoryBackend, MemoryAdmin)

@@ -1,6 +1,6 @@
 """The in-process store behind the ``Backend`` interface: the reference model.
 
-Built from :mod:`celery_plus.rules` alone (:mod:`.step` carries the rules out), with an
+Built from :mod:`celery_plus.model.rules` alone (:mod:`.step` carries the rules out), with an
 injectable clock, it is the fifth backend of the conformance suite and the oracle of the
 model-based tests (``tests/model``). It lives in one process: several ``MemoryBackend``
 objects on one :class:`MemoryState` are several workers of one store.
@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ...transport.backend import (
+from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
+from celery_plus.model.store import (
     Backend,
     ClaimResult,
     JobClaim,
@@ -22,11 +23,11 @@ from ...transport.backend import (
     ScheduledJob,
     Settle,
 )
-from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
-from . import maintenance, rates
-from .messaging import Messaging
-from .state import Clock, MemoryState
-from .step import Step
+from celery_plus.settings import PlusConfig
+from celery_plus.stores.memory import maintenance, rates
+from celery_plus.stores.memory.messaging import Messaging
+from celery_plus.stores.memory.state import Clock, MemoryState, named_state
+from celery_plus.stores.memory.step import Step
 
 T = TypeVar("T")
 
@@ -45,6 +46,13 @@ class MemoryBackend(Messaging, OptionsView, Backend):
     ``options`` as every backend takes them; ``clock`` (ms) replaces the wall clock of a new
     store.
     """
+
+    @classmethod
+    def from_url(cls, url: str, config: PlusConfig, connection: Any = None) -> MemoryBackend:
+        """A backend on the in-process store named by ``url`` (``memory://`` or
+        ``memory://name``): every backend of one name in this process shares one store."""
+        return cls(named_state(url.partition("://")[2].strip("/")), StoreOptions.of(config))
+
 
     def __init__(
         self,

@@ -4,9 +4,9 @@ unblock parked jobs, prune finished records — each bounded, as in the other st
 
 from __future__ import annotations
 
-from ... import rules
-from . import rates
-from .step import Step
+from celery_plus.model import rules
+from celery_plus.stores.memory import rates
+from celery_plus.stores.memory.step import Step
 
 #: Bounds of one pass.
 BATCH = 500

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...transport.backend import NewJob, ScheduleRecord
-from .state import Hold, MemoryState
+from celery_plus.model.store import NewJob, ScheduleRecord
+from celery_plus.stores.memory.state import Hold, MemoryState
 
 #: A transient queue's messages expire this long after its last push (ms).
 TRANSIENT_TTL_MS = 300_000

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ... import rules
-from .state import Job, RateGroup
+from celery_plus.model import rules
+from celery_plus.stores.memory.state import Job, RateGroup
 
 if TYPE_CHECKING:
-    from .step import Step
+    from celery_plus.stores.memory.step import Step
 
 #: Seconds-scale retry when a group's window is empty but its jobs were not claimed yet.
 LOOK_AGAIN_MS = 1000

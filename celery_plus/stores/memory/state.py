@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...rules import hold_is_live
-from ...transport.backend import ScheduleRecord
+from celery_plus.model.rules import hold_is_live
+from celery_plus.model.store import ScheduleRecord
 
 Clock = Callable[[], int]
 
@@ -151,3 +151,26 @@ class MemoryState:
     def live_hold(self, lock: str, now: int) -> Hold | None:
         hold = self.holds.get(lock)
         return hold if hold is not None and hold_is_live(hold.deadline, now) else None
+
+
+#: The named in-process stores of this process (``plus+memory://name``).
+_NAMED: dict[str, MemoryState] = {}
+_NAMED_LOCK = threading.Lock()
+
+
+def named_state(name: str) -> MemoryState:
+    """The in-process store called ``name`` (made on first use; ``""`` is the default one)."""
+    with _NAMED_LOCK:
+        state = _NAMED.get(name)
+        if state is None:
+            state = _NAMED[name] = MemoryState()
+        return state
+
+
+def forget_named(name: str | None = None) -> None:
+    """Drop the named store ``name`` (every one with ``None``): the next use starts empty."""
+    with _NAMED_LOCK:
+        if name is None:
+            _NAMED.clear()
+        else:
+            _NAMED.pop(name, None)

@@ -1,7 +1,7 @@
 """The job operations of the in-process store, each one atomic step at one instant.
 
-Every decision and effect comes from :mod:`celery_plus.rules`: :meth:`Step.apply` carries out
-a rule of :data:`~celery_plus.rules.RULES` (slot, lease, deliveries, history, hold, state and
+Every decision and effect comes from :mod:`celery_plus.model.rules`: :meth:`Step.apply` carries out
+a rule of :data:`~celery_plus.model.rules.RULES` (slot, lease, deliveries, history, hold, state and
 counter, in the order the stores apply them), and the operations choose the rule.
 """
 
@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ... import rules
-from ...rules import RULES, WAITING, Count, Hold, Lease, PublishKind, Rule, Slot
-from ...transport.backend import (
+from celery_plus.model import rules
+from celery_plus.model.details import clean_detail
+from celery_plus.model.rules import RULES, WAITING, Count, Hold, Lease, PublishKind, Rule, Slot
+from celery_plus.model.store import (
     Claim,
     ClaimResult,
     JobClaim,
@@ -21,10 +22,9 @@ from ...transport.backend import (
     Recovered,
     Settle,
 )
-from ...transport.details import clean_detail
-from . import rates
-from .state import Hold as HoldRecord
-from .state import Job, MemoryState
+from celery_plus.stores.memory import rates
+from celery_plus.stores.memory.state import Hold as HoldRecord
+from celery_plus.stores.memory.state import Job, MemoryState
 
 #: Jobs a claim promotes / rate groups it gives parked jobs back to, at most.
 PROMOTE_BATCH = 100

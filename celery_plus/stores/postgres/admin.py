@@ -7,10 +7,10 @@ PostgresBackend`'s pool) that locks the job's row with ``FOR UPDATE`` and re-che
 before changing it, so concurrent operations on one job have one winner and a repeat is a
 no-op that says so. The rules are the Redis admin scripts'
 (``stores/redis/lua/admin/*.lua``) and ``stores/sqlite/admin.py``'s, with the same replies
-(see :mod:`celery_plus.admin.orchestration`). The orchestration and what both SQL stores
+(see :mod:`celery_plus.stores.admin_base.orchestration`). The orchestration and what both SQL stores
 read alike are :class:`~celery_plus.stores.sql_admin.SqlAdmin`'s.
 
-:func:`~celery_plus.admin.api.admin_store_for` picks it for a :class:`PostgresBackend`.
+:func:`~celery_plus.admin.api.admin_for` picks it for a :class:`PostgresBackend`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...admin.orchestration import Outcome
-from ...admin.store import Scope
-from ..sql_admin import Listing, SqlAdmin, summary_columns
-from .backend import FIELDS, PostgresBackend
+from celery_plus.model.admin import Scope
+from celery_plus.stores.admin_base.orchestration import Outcome
+from celery_plus.stores.postgres.backend import FIELDS, PostgresBackend
+from celery_plus.stores.sql_admin import Listing, SqlAdmin, summary_columns
 
 _RETRY = ("SELECT * FROM admin_retry(%s::text[], %s::text, %s::text, %s::bigint, "
           "%s::bigint)")
@@ -29,7 +29,7 @@ _PURGE = "SELECT * FROM admin_purge(%s, %s::text[], %s::text, %s::text, %s::bigi
 
 
 class PostgresAdmin(SqlAdmin[PostgresBackend]):
-    """:class:`~celery_plus.admin.store.AdminStore` on a :class:`PostgresBackend`'s schema."""
+    """:class:`~celery_plus.model.admin.AdminStore` on a :class:`PostgresBackend`'s schema."""
 
     MARK = "%s"
     # Byte order, as Redis and the in-process store compare ids.

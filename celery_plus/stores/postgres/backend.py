@@ -17,7 +17,7 @@ matching Lua script.
   long-lived connection) runs recovery and pruning each interval; when it dies, its session
   ends, the lock frees, and the next worker's attempt takes over.
 * Transactional enqueue: :meth:`PostgresBackend.publish_on` runs the publish on the CALLER's
-  connection, inside their open transaction (see ``celery_plus.transactional``).
+  connection, inside their open transaction (see ``celery_plus.send.transactional``).
 """
 
 from __future__ import annotations
@@ -30,9 +30,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from celery.exceptions import ImproperlyConfigured
 from kombu.exceptions import ConnectionError as KombuConnectionError
+from kombu.utils.url import maybe_sanitize_url
 
-from ...transport.backend import (
+from celery_plus.model.details import encode_detail
+from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
+from celery_plus.model.store import (
     SCHEDULE_COLUMNS,
     Backend,
     Claim,
@@ -46,13 +50,13 @@ from ...transport.backend import (
     Settle,
     schedule_record,
 )
-from ...transport.details import encode_detail
-from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
-from ..sql_record import FIELDS as SQL_FIELDS
-from ..sql_record import record_of
-from ..waiting import Due, wait_for_work
-from . import migrations as pg_migrations
-from . import pool as pg_pool
+from celery_plus.runtime.helper_threads import green_patcher
+from celery_plus.settings import PlusConfig
+from celery_plus.stores.postgres import migrations as pg_migrations
+from celery_plus.stores.postgres import pool as pg_pool
+from celery_plus.stores.sql_record import FIELDS as SQL_FIELDS
+from celery_plus.stores.sql_record import record_of
+from celery_plus.stores.waiting import Due, wait_for_work
 
 logger = logging.getLogger("celery_plus.transport.postgres")
 
@@ -169,6 +173,20 @@ class PostgresBackend(OptionsView, Backend):
     the first call or at :meth:`connect`) and ``synchronous_commit``
     (``plus_pg_synchronous_commit``).
     """
+
+    @classmethod
+    def from_url(cls, url: str, config: PlusConfig, connection: Any = None) -> PostgresBackend:
+        """The database at ``url``, in ``plus_pg_schema``, reached when first used (a server
+        that is down is then a connection error kombu and Celery retry)."""
+        pg_pool.require_psycopg()  # without the extra: how to install it, not an import error
+        if green_patcher() == "eventlet":
+            raise ImproperlyConfigured(
+                f"broker_url 'plus+{maybe_sanitize_url(url)}' under eventlet: psycopg 3 does "
+                "not cooperate with eventlet (its waits would block every green thread). Use "
+                "-P gevent, -P threads or -P prefork with PostgreSQL, or a plus+redis:// store.")
+        return cls(url, StoreOptions.of(config), schema=config.pg_schema, connect=False,
+                   synchronous_commit=config.pg_synchronous_commit)
+
 
     def __init__(
         self,

@@ -22,8 +22,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...helper_threads import green_patcher, signals_blocked
-from . import migrations as pg_migrations
+from celery_plus.runtime.helper_threads import green_patcher, signals_blocked
+from celery_plus.stores.postgres import migrations as pg_migrations
 
 #: Largest number of connections of one process's pool for one store.
 POOL_MAX = 8

@@ -16,7 +16,7 @@ order it by time — up to :data:`ORDERED_MAX` jobs; a larger waiting listing wi
 the queue is paged in its indexes' own order, reading only the page (the order they run in:
 queue by queue, priority then arrival; scheduled jobs by due time), as are its text searches.
 The orchestration (checks, batches, results, summaries) is
-:class:`~celery_plus.admin.orchestration.StoreAdmin`'s.
+:class:`~celery_plus.stores.admin_base.orchestration.StoreAdmin`'s.
 """
 
 from __future__ import annotations
@@ -24,13 +24,21 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ...admin.aggregates import GroupRow, StatusRows
-from ...admin.listing import Record, listed
-from ...admin.orchestration import Outcome, StoreAdmin
-from ...admin.store import LIST_TEXT, PREVIEW_BYTES, SEARCH_CHUNK, Query, Scope, as_text, batches
-from .backend import RedisBackend
-from .envelope import envelope_bytes
-from .scripts import admin_sources
+from celery_plus.model.admin import (
+    LIST_TEXT,
+    PREVIEW_BYTES,
+    SEARCH_CHUNK,
+    Query,
+    Scope,
+    as_text,
+    batches,
+)
+from celery_plus.stores.admin_base.aggregates import GroupRow, StatusRows
+from celery_plus.stores.admin_base.listing import Record, listed
+from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
+from celery_plus.stores.redis.backend import RedisBackend
+from celery_plus.stores.redis.envelope import envelope_bytes
+from celery_plus.stores.redis.scripts import admin_sources
 
 #: Finished states and their index (a sorted set scored by finish ms).
 FINISHED_INDEX = {"completed": "done", "failed": "dead", "canceled": "canceled",
@@ -58,7 +66,7 @@ SYNC_BATCH = 5000
 SYNC_MARGIN_MS = 1000
 
 class RedisAdmin(StoreAdmin[RedisBackend]):
-    """:class:`~celery_plus.admin.store.AdminStore` on a :class:`RedisBackend`'s store."""
+    """:class:`~celery_plus.model.admin.AdminStore` on a :class:`RedisBackend`'s store."""
 
     def __init__(self, backend: RedisBackend, owns_backend: bool = False) -> None:
         super().__init__(backend, owns_backend)

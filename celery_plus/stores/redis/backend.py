@@ -12,8 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
+from celery.exceptions import ImproperlyConfigured
 
-from ...transport.backend import (
+from celery_plus.model.details import encode_detail
+from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
+from celery_plus.model.store import (
     Backend,
     Claim,
     ClaimResult,
@@ -25,11 +28,10 @@ from ...transport.backend import (
     ScheduleRecord,
     Settle,
 )
-from ...transport.details import encode_detail
-from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
-from .connect import RedisConnect
-from .envelope import deflated, envelope_bytes, envelope_or_none
-from .scripts import ScriptLibrary, pack, store_sources
+from celery_plus.settings import PlusConfig
+from celery_plus.stores.redis.connect import RedisConnect, from_kombu
+from celery_plus.stores.redis.envelope import deflated, envelope_bytes, envelope_or_none
+from celery_plus.stores.redis.scripts import ScriptLibrary, pack, store_sources
 
 TRANSIENT_TTL_S = 300
 
@@ -86,6 +88,21 @@ def _text(value: Any) -> str:
 class RedisBackend(OptionsView, Backend):
     """Store operations on one Redis server (``redis://``, ``rediss://`` or a Sentinel
     master, connected as ``connector`` says: ``connect.py``)."""
+
+    @classmethod
+    def from_url(cls, url: str, config: PlusConfig, connection: Any = None) -> RedisBackend:
+        """The store at ``url`` (``redis://``, ``rediss://``, ``sentinel://``), connected as
+        the broker's kombu ``connection`` says (TLS, Sentinel), as kombu's Redis transport."""
+        options = StoreOptions.of(config)
+        if options.wait_replicas > 0:
+            # Refused, not ignored: the publisher asked for replica-confirmed publishes.
+            scheme = url.partition("://")[0]
+            raise ImproperlyConfigured(
+                f"plus_redis_wait_replicas = {options.wait_replicas} applies to a Redis Cluster "
+                f"store (plus+redis+cluster://) only; a plus+{scheme}:// store does not WAIT "
+                "for replicas after a publish. Set it to 0 (docs/redis-cluster.md).")
+        return cls(url, options, connector=from_kombu(url, connection))
+
 
     def __init__(
         self,

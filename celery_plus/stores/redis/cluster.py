@@ -27,8 +27,9 @@ import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 
-from ...queue_scope import QueueScopeError
-from ...transport.backend import (
+from celery_plus.exceptions import QueueScopeError
+from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
+from celery_plus.model.store import (
     Backend,
     ClaimResult,
     JobClaim,
@@ -39,10 +40,10 @@ from ...transport.backend import (
     ScheduleRecord,
     Settle,
 )
-from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
-from .backend import RedisBackend, _text
-from .connect import RedisConnect
-from .keyspace import GLOBAL, exchange_scope, queue_scope, scoped_prefix
+from celery_plus.settings import PlusConfig
+from celery_plus.stores.redis.backend import RedisBackend, _text
+from celery_plus.stores.redis.connect import RedisConnect, from_kombu
+from celery_plus.stores.redis.keyspace import GLOBAL, exchange_scope, queue_scope, scoped_prefix
 
 #: Longest single blocking pop while a wait spans several slots (each slot polled in turn).
 WAIT_SLICE_S = 0.05
@@ -56,6 +57,14 @@ class NotDurable(redis.exceptions.RedisError):
 
 class RedisClusterBackend(OptionsView, Backend):
     """Store operations on a Redis Cluster, scoped per queue."""
+
+    @classmethod
+    def from_url(cls, url: str, config: PlusConfig,
+                 connection: Any = None) -> RedisClusterBackend:
+        """The cluster at ``url`` (``redis+cluster://``), connected as the broker's kombu
+        ``connection`` says."""
+        return cls(url, StoreOptions.of(config), connector=from_kombu(url, connection))
+
 
     def __init__(self, url: str, options: StoreOptions = DEFAULT_OPTIONS, *,
                  connector: RedisConnect | None = None) -> None:

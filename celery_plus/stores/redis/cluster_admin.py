@@ -13,16 +13,16 @@ import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
-from ...admin.aggregates import StatusRows
-from ...admin.listing import Record, time_field
-from ...admin.orchestration import Outcome, StoreAdmin
-from ...admin.store import Query, Scope
-from .admin import RedisAdmin
-from .cluster import RedisClusterBackend
+from celery_plus.model.admin import Query, Scope
+from celery_plus.stores.admin_base.aggregates import StatusRows
+from celery_plus.stores.admin_base.listing import Record, time_field
+from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
+from celery_plus.stores.redis.admin import RedisAdmin
+from celery_plus.stores.redis.cluster import RedisClusterBackend
 
 
 class RedisClusterAdmin(StoreAdmin[RedisClusterBackend]):
-    """:class:`~celery_plus.admin.store.AdminStore` on a Redis Cluster store."""
+    """:class:`~celery_plus.model.admin.AdminStore` on a Redis Cluster store."""
 
     def __init__(self, backend: RedisClusterBackend, owns_backend: bool = False) -> None:
         super().__init__(backend, owns_backend)

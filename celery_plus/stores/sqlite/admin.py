@@ -14,17 +14,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...admin.orchestration import Outcome
-from ...admin.store import WAITING, Scope, time_field
-from ..sql_admin import Listing, SqlAdmin, summary_columns
-from .backend import FIELDS, PRIORITY_FACTOR, SQLiteBackend, _Tx
+from celery_plus.model.admin import WAITING, Scope, time_field
+from celery_plus.stores.admin_base.orchestration import Outcome
+from celery_plus.stores.sql_admin import Listing, SqlAdmin, summary_columns
+from celery_plus.stores.sqlite.backend import FIELDS, PRIORITY_FACTOR, SQLiteBackend, _Tx
 
 #: A change to one job inside a transaction: (outcome, extra).
 Change = Callable[[_Tx, str], tuple[str, str]]
 
 
 class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
-    """:class:`~celery_plus.admin.store.AdminStore` on a :class:`SQLiteBackend`'s database."""
+    """:class:`~celery_plus.model.admin.AdminStore` on a :class:`SQLiteBackend`'s database."""
 
     MARK = "?"
     ID = "id"

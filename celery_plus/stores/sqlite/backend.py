@@ -35,8 +35,9 @@ from typing import Any, TypeVar
 from celery.exceptions import ImproperlyConfigured
 from kombu.exceptions import ConnectionError as KombuConnectionError
 
-from ...fork_guard import guard_across_fork
-from ...transport.backend import (
+from celery_plus.model.details import clean_detail
+from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
+from celery_plus.model.store import (
     SCHEDULE_COLUMNS,
     Backend,
     Claim,
@@ -50,12 +51,12 @@ from ...transport.backend import (
     Settle,
     schedule_record,
 )
-from ...transport.details import clean_detail
-from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
-from ..sql_record import FIELDS, record_of
-from ..waiting import Due, wait_for_work
-from .locking import retry_while_locked
-from .url import sqlite_path
+from celery_plus.runtime.fork_guard import guard_across_fork
+from celery_plus.settings import PlusConfig
+from celery_plus.stores.sql_record import FIELDS, record_of
+from celery_plus.stores.sqlite.locking import retry_while_locked
+from celery_plus.stores.sqlite.url import sqlite_path
+from celery_plus.stores.waiting import Due, wait_for_work
 
 logger = logging.getLogger("celery_plus.transport.sqlite")
 
@@ -410,6 +411,14 @@ class SQLiteBackend(OptionsView, Backend):
     :meth:`connect`).
     """
 
+    @classmethod
+    def from_url(cls, url: str, config: PlusConfig, connection: Any = None) -> SQLiteBackend:
+        """The database file at ``url``, opened when first reached: a store that cannot be
+        opened is then a connection error kombu and Celery retry (creating a transport must
+        not fail for it: Celery creates one inside its reconnection handler)."""
+        return cls(url, StoreOptions.of(config), connect=False)
+
+
     def __init__(
         self,
         url: str,
@@ -452,7 +461,7 @@ class SQLiteBackend(OptionsView, Backend):
         self._tls = threading.local()
 
     def fork_lock(self) -> threading.RLock:
-        """Held by every SQLite call, and across forks (:mod:`celery_plus.fork_guard`)."""
+        """Held by every SQLite call, and across forks (:mod:`celery_plus.runtime.fork_guard`)."""
         return self._lock
 
     def _check_process(self) -> None:

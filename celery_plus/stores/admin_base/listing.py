@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .store import Query, time_field
+from celery_plus.model.admin import Query, time_field
 
 Record = tuple[str, Mapping[str, Any]]
 

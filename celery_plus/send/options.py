@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import celery
 from celery.exceptions import ImproperlyConfigured
 
-from celery_plus.keys import canonical_json, concurrency_scope, unique_key
+from celery_plus.send.keys import canonical_json, concurrency_scope, unique_key
 
 __all__ = [
     "EXTENSION_OPTIONS",

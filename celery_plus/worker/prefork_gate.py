@@ -122,7 +122,7 @@ def gated_pool_class(base: type, worker: Any) -> type:
 def _on_worker_init(sender: Any = None, **_: Any) -> None:
     from celery.concurrency.prefork import TaskPool as Prefork
 
-    from .transport import Transport
+    from celery_plus.transport import Transport
 
     worker = sender
     if worker is None or getattr(worker, "use_eventloop", True) or not worker.pool_putlocks:
@@ -139,4 +139,4 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
 def install() -> None:
     """Apply to every worker started in this process (idempotent)."""
     signals.worker_init.connect(_on_worker_init, weak=False,
-                                dispatch_uid="celery_plus.prefork_gate")
+                                dispatch_uid="celery_plus.worker.prefork_gate")

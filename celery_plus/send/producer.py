@@ -16,7 +16,7 @@ from typing import Any
 
 import kombu
 
-from .transport.channel import Channel
+from celery_plus.transport.channel import Channel
 
 
 class Producer(kombu.Producer):

@@ -11,7 +11,7 @@ reconnects after a connection error, the tasks still executing keep their claims
 the same keeper) and their acks land through whichever connection flushes next.
 
 Delivery tags are ``"<token>:<job id>"`` (``channel.delivery_tag``); times are
-:func:`~celery_plus.lease_keeper.clock` seconds (counts while a process is stopped or the
+:func:`~celery_plus.leases.keeper.clock` seconds (counts while a process is stopped or the
 machine sleeps, and is the same in every process of the host, so a pool process can compare
 a parent's stamp).
 """
@@ -26,16 +26,13 @@ from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import Any
 
-from ..helper_threads import native_lock
-from .backend import Claim, Settle
+from celery_plus.leases.tokens import delivery_tag
+from celery_plus.model.store import Claim, Settle
+from celery_plus.runtime.helper_threads import native_lock
 
 #: A lease is taken as certainly still ours for this share of its length after the store
 #: last confirmed it (the rest covers clock drift between this host and the store).
 SURE_SHARE = 0.8
-
-
-def tag_of(job_id: str, token: int) -> str:
-    return f"{token}:{job_id}"
 
 
 @dataclass
@@ -102,7 +99,7 @@ class Holdings:
         """Record claims the store granted to a call made at ``asked_at``."""
         with self._lock:
             for claim in claims:
-                self._held[tag_of(claim.job_id, claim.token)] = Held(
+                self._held[delivery_tag(claim.job_id, claim.token)] = Held(
                     claim.job_id, claim.token, asked_at)
 
     def delivered(self, tag: str) -> None:
@@ -162,7 +159,7 @@ class Holdings:
         newly_lost: list[tuple[str, int]] = []
         with self._lock:
             for job_id, token in pairs:
-                tag = tag_of(job_id, token)
+                tag = delivery_tag(job_id, token)
                 held = self._held.get(tag)
                 if held is None:
                     continue
@@ -176,9 +173,9 @@ class Holdings:
                     if held.settle is not None:  # moot: the store fences it anyway
                         del self._held[tag]
             if newly_lost:
-                dropped = {tag_of(j, t) for j, t in newly_lost}
+                dropped = {delivery_tag(j, t) for j, t in newly_lost}
                 self._pending = deque(s for s in self._pending
-                                      if tag_of(s.job_id, s.token) not in dropped)
+                                      if delivery_tag(s.job_id, s.token) not in dropped)
         return newly_lost
 
     def mark_lost(self, tag: str) -> None:
@@ -221,7 +218,7 @@ class Holdings:
                detail: dict[str, Any] | None = None) -> None:
         """Queue the end of a claim. A claim found lost needs no store call: it is
         forgotten (the store would fence the settle anyway)."""
-        tag = tag_of(job_id, token)
+        tag = delivery_tag(job_id, token)
         settle = Settle(job_id, token, action, detail)
         with self._lock:
             held = self._held.get(tag)
@@ -249,7 +246,7 @@ class Holdings:
         """The store applied (or fenced) these settles: their claims are over."""
         with self._lock:
             for s in settles:
-                tag = tag_of(s.job_id, s.token)
+                tag = delivery_tag(s.job_id, s.token)
                 held = self._held.get(tag)
                 if held is not None and held.settle is s:
                     del self._held[tag]

@@ -34,8 +34,8 @@ from typing import Any
 
 from celery.exceptions import ImproperlyConfigured
 
-from .transport.backend import JobStore, NewJob, PublishOutcome
-from .transport.publishing import PublishBatch, current_batch, current_transaction
+from celery_plus.model.store import JobStore, NewJob, PublishOutcome
+from celery_plus.transport.publishing import PublishBatch, current_batch, current_transaction
 
 __all__ = ["enqueue_after_commit", "enqueue_in"]
 

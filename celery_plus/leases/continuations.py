@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .backend import Inspection
+    from celery_plus.model.store import Inspection
 
 #: The states of a job that waits for a worker.
 WAITING = frozenset({"enqueued", "scheduled", "blocked"})

@@ -129,7 +129,7 @@ def _as_triple(callback: Callable[[Any], Any], result: Any) -> Any:
 def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     from celery.concurrency.prefork import TaskPool as Prefork
 
-    from .transport import Transport
+    from celery_plus.transport import Transport
 
     consumer = sender
     transport = getattr(getattr(consumer, "connection", None), "transport", None)
@@ -146,4 +146,4 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
 def install() -> None:
     """Apply to every worker started in this process (idempotent)."""
     signals.worker_ready.connect(_on_worker_ready, weak=False,
-                                 dispatch_uid="celery_plus.pool_guards")
+                                 dispatch_uid="celery_plus.worker.pool_guards")

@@ -12,7 +12,8 @@ it also retries the settles a store error kept back). A subclass supplies only w
 the store (:meth:`LeaseKeeper.store`), what to renew (:meth:`~LeaseKeeper.held`), what to do
 with the answer (:meth:`~LeaseKeeper.renewed`), and optionally work of its own each turn.
 
-It is a :class:`~celery_plus.helper_threads.HelperThread` (a real OS thread, signals blocked)
+It is a :class:`~celery_plus.runtime.helper_threads.HelperThread` (a real OS thread, signals
+blocked)
 and holds no process-wide state: whoever starts keepers resets its own registry after a fork.
 """
 
@@ -23,11 +24,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import signals
-from .helper_threads import HelperThread, NativeEvent
+from celery_plus import signals
+from celery_plus.runtime.helper_threads import HelperThread, NativeEvent
 
 if TYPE_CHECKING:
-    from .transport.backend import JobStore
+    from celery_plus.model.store import JobStore
 
 logger = logging.getLogger("celery_plus.keeper")
 

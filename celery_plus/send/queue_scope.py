@@ -16,17 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from celery.exceptions import ImproperlyConfigured
-
-from .stores.redis.connect import CLUSTER_SCHEMES
+from celery_plus.exceptions import QueueScopeError
+from celery_plus.stores.redis.connect import CLUSTER_SCHEMES
 
 #: The ``plus`` header's parts that name a task's guarded keys, and the options behind them.
 GUARDED = {"u": "unique (unique_by)", "c": "concurrency",
            "r": "rate_limit_scope='cluster' (or rate_limit_key)"}
-
-
-class QueueScopeError(ImproperlyConfigured):
-    """A task with queue-scoped guarantees published to a queue other than its home queue."""
 
 
 def is_cluster_store(app: Any) -> bool:

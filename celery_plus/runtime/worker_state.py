@@ -19,9 +19,7 @@ import signal
 from collections.abc import Collection
 from typing import Any
 
-from celery import signals
-
-from ..helper_threads import green_patched
+from celery_plus.runtime.helper_threads import green_patched
 
 logger = logging.getLogger("celery_plus.transport")
 
@@ -42,8 +40,7 @@ def worker_running() -> bool:
     return _in_worker and not worker_stopping()
 
 
-@signals.worker_init.connect(weak=False)
-def _worker_started(**kwargs: Any) -> None:
+def worker_started(**kwargs: Any) -> None:
     global _in_worker
     _in_worker = True
 

@@ -13,12 +13,12 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import signals
-from .backend import Settle
+from celery_plus import signals
+from celery_plus.model.store import Settle
 
 if TYPE_CHECKING:
-    from .backend import JobStore
-    from .holdings import Holdings
+    from celery_plus.leases.holdings import Holdings
+    from celery_plus.model.store import JobStore
 
 logger = logging.getLogger("celery_plus.keeper")
 

@@ -44,10 +44,10 @@ from typing import Any
 
 from celery import signals
 
-from ..helper_threads import HelperThread
-from ..lease_keeper import clock
-from .channel import SURE_UNTIL, parse_delivery_tag
-from .start_check import lost_in_store
+from celery_plus.leases.keeper import clock
+from celery_plus.leases.start_check import lost_in_store
+from celery_plus.leases.tokens import SURE_UNTIL, parse_delivery_tag
+from celery_plus.runtime.helper_threads import HelperThread
 
 logger = logging.getLogger("celery_plus.transport")
 
@@ -186,8 +186,7 @@ def _lease_lost(running: _Running) -> bool:
     return bool(answer and answer[0])
 
 
-@signals.worker_process_init.connect(weak=False)
-def install(**_: Any) -> None:
+def watch_pool_process(**_: Any) -> None:
     """In each prefork pool process: note the plus task running here, watch for a thaw.
 
     Not in the worker's own process (the solo pool sends ``worker_process_init`` there too):
@@ -202,4 +201,4 @@ def install(**_: Any) -> None:
     HelperThread(target=_renew, name="celery-plus pool lease renewal", daemon=True).start()
 
 
-__all__ = ["ANSWER_S", "STOP_WAIT_S", "install"]
+__all__ = ["ANSWER_S", "STOP_WAIT_S", "watch_pool_process"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from .store import Counts, GroupStatus, QueueStatus, Status, WorkerLeases
+from celery_plus.model.admin import Counts, GroupStatus, QueueStatus, Status, WorkerLeases
 
 #: Per concurrency group: (group, jobs, slot limit).
 GroupRow = tuple[str, int, int | None]

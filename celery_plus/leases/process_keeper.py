@@ -1,6 +1,6 @@
 """The transport's lease keeper: one per process and store, with its own connection.
 
-A :class:`~celery_plus.lease_keeper.LeaseKeeper` (renewal, lost leases, maintenance) that
+A :class:`~celery_plus.leases.keeper.LeaseKeeper` (renewal, lost leases, maintenance) that
 renews the claims of the process's holdings in the store (``holdings.py``), and on every turn
 also stores the settles other threads queued — at once when one is queued or, while Celery's
 event loop stores them (``event_loop.py``), on its own turns only — kept and retried each turn
@@ -19,18 +19,18 @@ import logging
 import os
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..helper_threads import native_lock
-from ..lease_keeper import LeaseKeeper, announce_lost
-from .continuations import ended_by_its_run
-from .holdings import Holdings, tag_of
-from .settles import flush, report_dead_letters
-from .worker_state import stop_stale_runs
+from celery_plus.leases.continuations import ended_by_its_run
+from celery_plus.leases.holdings import Holdings
+from celery_plus.leases.keeper import LeaseKeeper, announce_lost
+from celery_plus.leases.settles import flush, report_dead_letters
+from celery_plus.leases.tokens import delivery_tag
+from celery_plus.runtime.helper_threads import native_lock
+from celery_plus.runtime.worker_state import stop_stale_runs
 
 if TYPE_CHECKING:
-    from . import Transport
-    from .backend import Backend, JobStore
+    from celery_plus.model.store import Backend, JobStore
 
 logger = logging.getLogger("celery_plus.keeper")
 
@@ -40,7 +40,7 @@ def report_lost(claims: Iterable[tuple[str, int]], backend: Backend) -> None:
     that ended by its own run, continued or acked, is not lost: ``continuations.py``)."""
     claims = [claim for claim in claims if not _ended_here(backend, claim)]
     announce_lost(job_id for job_id, _ in claims)
-    stop_stale_runs({tag_of(job_id, token) for job_id, token in claims})
+    stop_stale_runs({delivery_tag(job_id, token) for job_id, token in claims})
 
 
 def _ended_here(backend: Backend, claim: tuple[str, int]) -> bool:
@@ -53,6 +53,32 @@ def _ended_here(backend: Backend, claim: tuple[str, int]) -> bool:
         logger.info("celery-plus: the claim of job %s ended by its own run (its ack, a retry "
                     "or a continuation), not by a recovery: it is not lost", claim[0])
     return ended
+
+
+class Attached(Protocol):
+    """What the keeper needs of a connection it keeps: the transport."""
+
+    @property
+    def store(self) -> Hashable:
+        """The store's identity: one keeper per store and process."""
+
+    @property
+    def holdings(self) -> Holdings: ...
+
+    @property
+    def config(self) -> Any: ...
+
+    @property
+    def worker_id(self) -> str: ...
+
+    @property
+    def connection_errors(self) -> Any: ...
+
+    def new_backend(self) -> Backend:
+        """A backend of its own on the transport's store."""
+
+    def renew_transient(self) -> None:
+        """Renew its channels' transient bindings (throttled there)."""
 
 
 class TransportKeeper(LeaseKeeper):
@@ -70,7 +96,7 @@ class TransportKeeper(LeaseKeeper):
         #: Connections attached (consuming), and their transports (for their channels'
         #: transient bindings); both guarded by the module's ``_lock``.
         self.users = 0
-        self.transports: weakref.WeakSet[Transport] = weakref.WeakSet()
+        self.transports: weakref.WeakSet[Attached] = weakref.WeakSet()
 
     def run(self) -> None:
         self.holdings.on_settle(self._settle_queued)
@@ -130,15 +156,14 @@ class TransportKeeper(LeaseKeeper):
         with _lock:
             transports = list(self.transports)
         for transport in transports:
-            for channel in transport._live_channels():
-                channel.renew_transient()
+            transport.renew_transient()
 
 
 _lock = native_lock()
 _keepers: dict[Hashable, TransportKeeper] = {}
 
 
-def attach(transport: Transport) -> TransportKeeper:
+def attach(transport: Attached) -> TransportKeeper:
     """The running keeper of ``transport``'s store in this process, one user more."""
     with _lock:
         keeper = _keepers.get(transport.store)
@@ -153,7 +178,7 @@ def attach(transport: Transport) -> TransportKeeper:
         return keeper
 
 
-def detach(keeper: TransportKeeper, transport: Transport) -> None:
+def detach(keeper: TransportKeeper, transport: Attached) -> None:
     """One user less; the keeper stops by itself once nothing is held either."""
     with _lock:
         keeper.users = max(keeper.users - 1, 0)

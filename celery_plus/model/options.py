@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..settings import PlusConfig
+    from celery_plus.settings import PlusConfig
 
 #: How long and how many finished records are kept: completed (ms, count), then dead-lettered
 #: (ms, count).

@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..lease_keeper import clock
-from . import holdings
-from .channel import SURE_UNTIL, parse_delivery_tag
-from .continuations import ended_by_its_run
+from celery_plus.leases import holdings
+from celery_plus.leases.continuations import ended_by_its_run
+from celery_plus.leases.keeper import clock
+from celery_plus.leases.tokens import SURE_UNTIL, parse_delivery_tag
 
 logger = logging.getLogger("celery_plus.transport")
 

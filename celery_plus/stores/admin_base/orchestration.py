@@ -1,6 +1,6 @@
 """The admin operations written once, over a few atomic primitives each store provides.
 
-:class:`StoreAdmin` is every store's :class:`~celery_plus.admin.store.AdminStore`: it checks
+:class:`StoreAdmin` is every store's :class:`~celery_plus.model.admin.AdminStore`: it checks
 states and scopes, picks a bulk operation's candidates and changes them a batch at a time,
 turns the store's replies into :class:`OpResult` / :class:`BulkResult` values, raises
 :class:`RetryConflict`, runs a listing (a page, or a text search over the store's records)
@@ -21,17 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Generic, TypeVar
 
-from ..transport.backend import Backend
-from .aggregates import (
-    StatusRows,
-    counts_from_rows,
-    histogram,
-    leases_from_rows,
-    newest_waits,
-    status_from_rows,
-)
-from .listing import Record
-from .store import (
+from celery_plus.model.admin import (
     PURGEABLE,
     BulkResult,
     Counts,
@@ -52,6 +42,16 @@ from .store import (
     summary_from_record,
     text_page,
 )
+from celery_plus.model.store import Backend
+from celery_plus.stores.admin_base.aggregates import (
+    StatusRows,
+    counts_from_rows,
+    histogram,
+    leases_from_rows,
+    newest_waits,
+    status_from_rows,
+)
+from celery_plus.stores.admin_base.listing import Record
 
 #: A change primitive's answer for one job: (job id, outcome, extra).
 Outcome = tuple[str, str, str]
@@ -87,7 +87,7 @@ def op_result(job_id: str, action: str, outcome: str, extra: str) -> OpResult:
 
 
 class StoreAdmin(ABC, Generic[B]):
-    """:class:`~celery_plus.admin.store.AdminStore` on ``backend``'s store: the orchestration
+    """:class:`~celery_plus.model.admin.AdminStore` on ``backend``'s store: the orchestration
     here, the store's statements in a subclass (closing it closes the backend only if
     ``owns_backend``)."""
 

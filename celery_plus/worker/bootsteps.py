@@ -29,7 +29,7 @@ class DurableSetup(bootsteps.StartStopStep):
         plus_config = getattr(app, "plus_config", None)
         self.config = plus_config() if plus_config else None
         if self.config is not None:
-            from .coordination import check_worker
+            from celery_plus.coordination import check_worker
 
             check_worker(app)  # a coordination URL on a plus+ broker, unenforced options
 
@@ -44,7 +44,7 @@ class DurableSetup(bootsteps.StartStopStep):
 
 
 def install_bootsteps(app: Any) -> None:
-    from .coordination.gate import Gate
+    from celery_plus.coordination.gate import Gate
 
     app.steps["worker"].add(DurableSetup)
     app.steps["consumer"].add(Gate)  # coordinated mode only (a non-plus broker)

@@ -35,7 +35,7 @@ _celery_scheduled = control.Panel.data.get("scheduled")
 
 
 def _plus_transport(state: Any) -> Any:
-    from .transport import Transport
+    from celery_plus.transport import Transport
 
     try:
         transport = state.consumer.connection.transport

@@ -20,7 +20,7 @@ from typing import Any
 import kombu
 from kombu.utils.json import loads
 
-from ..transport.backend import Backend, JobStore, Settle
+from celery_plus.model.store import Backend, JobStore, Settle
 
 logger = logging.getLogger("celery_plus.transport")
 

@@ -28,9 +28,9 @@ from typing import Any
 from celery import states, uuid
 from celery.result import EagerResult
 
-from . import signals
-from .exceptions import DuplicateTask
-from .options import message_extensions
+from celery_plus import signals
+from celery_plus.exceptions import DuplicateTask
+from celery_plus.send.options import message_extensions
 
 
 @dataclass

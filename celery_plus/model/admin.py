@@ -1,6 +1,7 @@
 """The admin's view of a durable store: the ``AdminStore`` interface and the values it returns.
 
-Every store's implementation is :class:`~celery_plus.admin.orchestration.StoreAdmin` (the
+Every store's implementation is
+:class:`~celery_plus.stores.admin_base.orchestration.StoreAdmin` (the
 operations written once) with the store's own statements in its package
 (``stores/{redis,sqlite,postgres,memory}/admin.py``); ``celery_plus.admin.api`` (the public
 API), the CLI and the web page speak only this interface.
@@ -52,7 +53,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from .capped import is_capped
+from celery_plus.model.capped import is_capped
 
 #: States a job record can be in, in lifecycle order.
 STATES = ("enqueued", "scheduled", "blocked", "running", "completed", "failed", "canceled",

@@ -15,7 +15,24 @@ from collections.abc import Iterator
 from typing import Any
 
 from celery._state import get_current_task
-from celery.signals import before_task_publish
+
+#: Message property of a delivery: until when (``leases.keeper.clock()``) its lease is
+#: certainly still ours; a task starting later asks the store first (``start_check.py``).
+SURE_UNTIL = "plus_lease_sure_until"
+
+
+def delivery_tag(job_id: str, token: int) -> str:
+    """The kombu delivery tag of the claim (``job_id``, ``token``): ``"<token>:<job id>"``."""
+    return f"{token}:{job_id}"
+
+
+def parse_delivery_tag(tag: str) -> tuple[str, int] | None:
+    """(job id, token) of a delivery tag made by :func:`delivery_tag`; None for any other."""
+    token, sep, job_id = str(tag).partition(":")
+    if not sep or not token.isdigit():
+        return None
+    return job_id, int(token)
+
 
 #: The delivered message header holding the delivery's lease token.
 LEASE_HEADER = "plus_lease"
@@ -79,7 +96,6 @@ def _signatures(value: Any) -> Iterator[dict[str, Any]]:
             yield from _signatures(item)
 
 
-@before_task_publish.connect(weak=False)
 def carry_into_replacement(sender: Any = None, body: Any = None, headers: Any = None,
                            **_: Any) -> None:
     """Give the signature that inherits a replaced task's id that claim's lease token.

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .details import clean_detail, encode_detail
-from .job_record import JobRecord
+from celery_plus.model.details import clean_detail, encode_detail
+from celery_plus.model.job_record import JobRecord
 
 __all__ = ["JobRecord", "clean_detail", "encode_detail"]
 
