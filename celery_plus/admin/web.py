@@ -699,12 +699,4 @@ def make_app(target: Any, admin_token: str | None = None, **access: Any) -> Dash
     return Dashboard(target, admin_token, **access)
 
 
-def serve(target: Any, host: str = "127.0.0.1", port: int = 8055, **options: Any
-          ) -> None:  # pragma: no cover  (tests/e2e/test_admin_cli.py runs it as a process)
-    """Serve the dashboard until interrupted (see :mod:`.server`)."""
-    from celery_plus.admin.server import serve as run
-
-    run(target, host, port, **options)
-
-
-__all__ = ["Dashboard", "Mount", "make_app", "metrics_text", "serve"]
+__all__ = ["Dashboard", "Mount", "make_app", "metrics_text"]

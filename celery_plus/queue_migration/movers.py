@@ -28,7 +28,7 @@ from celery_plus.stores.redis.scripts import read_lua, with_publish_job
 from celery_plus.transport.legacy import fail_parked
 
 if TYPE_CHECKING:
-    from celery_plus.queue_migration.migrate import Item, Lock, Progress, Source, Tally, _Pace
+    from celery_plus.queue_migration.parts import Item, Lock, Progress, Source, Tally, _Pace
 
 #: Reply of one batch: (taken off the legacy side, moved, present, coalesced, bad).
 Reply = Sequence[int]
@@ -94,7 +94,7 @@ class _Mover:
 
     def _account(self, reply: Reply, tally: Tally, pace: _Pace, lock: Lock,
                  report: Progress) -> int:
-        from celery_plus.queue_migration.migrate import MALFORMED_ERROR, MALFORMED_REASON
+        from celery_plus.queue_migration.parts import MALFORMED_ERROR, MALFORMED_REASON
 
         tally.add(reply)
         if reply[4]:
@@ -184,7 +184,7 @@ class StagedMover(_Mover):
             return None
         items = [source.item(raw) for raw in reversed(raws)]
         jobs = [item.job or source.bad_job(item.raw, _bad_id(item.raw)) for item in items]
-        from celery_plus.queue_migration.migrate import existing_ids
+        from celery_plus.queue_migration.parts import existing_ids
 
         present = existing_ids(self.backend, {job.id for job in jobs})
         fresh, seen, dropped = [], set(), 0

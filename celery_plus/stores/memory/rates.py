@@ -9,13 +9,20 @@ first, when the window has room.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from celery_plus.model import rules
-from celery_plus.stores.memory.state import Job, RateGroup
+from celery_plus.stores.memory.state import Job, MemoryState, RateGroup
 
-if TYPE_CHECKING:
-    from celery_plus.stores.memory.step import Step
+
+class Step(Protocol):
+    """What the rate rules read of a store step (``step.py``'s ``Step``)."""
+
+    state: MemoryState
+    now: int
+    lease_ms: int
+
+    def enqueue(self, job: Job) -> None: ...
 
 #: Seconds-scale retry when a group's window is empty but its jobs were not claimed yet.
 LOOK_AGAIN_MS = 1000
