@@ -180,7 +180,9 @@ class LeaseKeeper(HelperThread):
         if not held:
             return
         asked_at = clock()
-        lost = backend.heartbeat(list(held))
+        verdicts = backend.heartbeat(list(held))
+        lost = [job_id for (job_id, _), verdict in zip(held, verdicts, strict=True)
+                if verdict != "renewed"]
         self.renewed(held, lost, asked_at)
 
     def maintain(self, backend: JobStore) -> None:

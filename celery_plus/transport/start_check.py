@@ -53,7 +53,7 @@ def lost_in_store(app: Any, tag: str, claim: tuple[str, int],
     try:
         with app.pool.acquire(block=True) as connection:
             backend = connection.default_channel.backend
-            lost = bool(backend.heartbeat([claim]))
+            lost = backend.heartbeat([claim]) != ["renewed"]
             ended = lost and ended_by_its_run(backend, claim)
     except Exception as exc:
         logger.warning("celery-plus: could not check the lease of job %s before it starts "

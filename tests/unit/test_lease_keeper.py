@@ -10,7 +10,7 @@ from typing import Any
 
 from celery_plus.coordination.keeper import CoordinationKeeper
 from celery_plus.stores.memory import MemoryBackend
-from celery_plus.transport.backend import NewJob
+from celery_plus.transport.backend import NewJob, Verdict
 from tests.support import wait_until
 
 INTERVAL_S = 10.0
@@ -23,7 +23,7 @@ class RecordingStore(MemoryBackend):
         super().__init__()
         self.beats: list[float] = []
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]:
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
         self.beats.append(time.monotonic())
         return super().heartbeat(held)
 

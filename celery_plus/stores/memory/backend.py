@@ -21,6 +21,7 @@ from ...transport.backend import (
     Recovered,
     ScheduledJob,
     Settle,
+    Verdict,
 )
 from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from . import maintenance, rates
@@ -101,7 +102,7 @@ class MemoryBackend(Messaging, OptionsView, Backend):
     def rate_started(self, job_id: str, token: int) -> None:
         self._step(lambda step: rates.started(step, job_id, int(token)))
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]:
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
         return self._step(lambda step: step.heartbeat(held))
 
     def recover(self, limit: int = 100, *, order: Sequence[str] | None = None

@@ -38,6 +38,7 @@ from ...transport.backend import (
     ScheduledJob,
     ScheduleRecord,
     Settle,
+    Verdict,
 )
 from ..options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from .backend import RedisBackend, _text
@@ -258,11 +259,16 @@ class RedisClusterBackend(OptionsView, Backend):
                 dead += self.queue(name).settle(group)
         return dead
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]:
-        lost: list[str] = []
-        for name, group in self._by_queue(held, lambda h: h[0]).items():
-            lost += [h[0] for h in group] if name is None else self.queue(name).heartbeat(group)
-        return lost
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+        """Each queue's claims in one step of its scope; a job of no known queue has no
+        record: lost. Verdicts in the order of ``held``."""
+        verdicts = [Verdict.LOST] * len(held)
+        for name, group in self._by_queue(enumerate(held), lambda h: h[1][0]).items():
+            if name is not None:
+                answer = self.queue(name).heartbeat([pair for _, pair in group])
+                for (at, _), verdict in zip(group, answer, strict=True):
+                    verdicts[at] = verdict
+        return verdicts
 
     def rate_started(self, job_id: str, token: int) -> None:
         scope = self._job_scope(job_id)
