@@ -65,7 +65,7 @@ class Lease(Enum):
     #: Lease until ``now + lease_ms`` (the same token).
     RENEW = "renew"
     #: The claim ends: its token is no longer current (late settles, heartbeats and
-    #: continuations that carry it change nothing).
+    #: continuation messages that carry it change nothing).
     DROP = "drop"
 
 
