@@ -297,8 +297,8 @@ class _Tx:
         if row[4]:
             with contextlib.suppress(ValueError):
                 hist = json.loads(row[4])
-        outcomes = [str(e.get("outcome")) for e in hist if isinstance(hist, list)
-                    and isinstance(e, dict) and e.get("token") == token]
+        outcomes = [str(e.get("outcome")) for e in (hist if isinstance(hist, list) else ())
+                    if isinstance(e, dict) and e.get("token") == token]
         return Verdict(rules.heartbeat_verdict(token, str(row[0]), int(row[1] or 0),
                                                int(row[2] or 0), row[3] or "", outcomes))
 
