@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from celery_plus.leases.keeper import LeaseKeeper, announce_lost
+from celery_plus.model.store import Verdict
 
 if TYPE_CHECKING:
     from celery_plus.coordination.coordinator import Coordinator
@@ -37,11 +38,15 @@ class CoordinationKeeper(LeaseKeeper):
     def held(self) -> Sequence[tuple[str, int]]:
         return self.coordinator.held()
 
-    def renewed(self, held: Sequence[tuple[str, int]], lost: list[str],
+    def renewed(self, held: Sequence[tuple[str, int]], verdicts: Sequence[Verdict],
                 asked_at: float) -> None:
-        self.coordinator.forget(lost)
-        self.coordinator.renewed([(i, t) for i, t in held if i not in lost], asked_at)
-        announce_lost(lost)
+        """Renewed claims are confirmed; the others are forgotten (no longer renewed), and
+        the lost ones announced (not those their own run ended: acked, or continued)."""
+        answer = list(zip(held, verdicts, strict=True))
+        self.coordinator.forget([claim[0] for claim, v in answer if v != Verdict.RENEWED])
+        self.coordinator.renewed([claim for claim, v in answer if v == Verdict.RENEWED],
+                                 asked_at)
+        announce_lost(claim[0] for claim, v in answer if v == Verdict.LOST)
 
     def heartbeat(self, backend: JobStore) -> None:
         super().heartbeat(backend)

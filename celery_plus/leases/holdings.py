@@ -10,7 +10,7 @@ Holdings belong to the process and the store, not to a kombu connection: when Ce
 reconnects after a connection error, the tasks still executing keep their claims (renewed by
 the same keeper) and their acks land through whichever connection flushes next.
 
-Delivery tags are ``"<token>:<job id>"`` (``channel.delivery_tag``); times are
+Delivery tags are ``"<token>:<job id>"`` (``tokens.delivery_tag``); times are
 :func:`~celery_plus.leases.keeper.clock` seconds (counts while a process is stopped or the
 machine sleeps, and is the same in every process of the host, so a pool process can compare
 a parent's stamp).
@@ -24,10 +24,10 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
-from typing import Any
+from typing import Any, NamedTuple
 
 from celery_plus.leases.tokens import delivery_tag
-from celery_plus.model.store import Claim, Settle
+from celery_plus.model.store import Claim, Settle, Verdict
 from celery_plus.runtime.helper_threads import native_lock
 
 #: A lease is taken as certainly still ours for this share of its length after the store
@@ -44,9 +44,20 @@ class Held:
     #: clock() before the store last confirmed the lease (the claim or a heartbeat).
     confirmed: float
     delivered: bool = False
+    #: No longer this process's to renew: the store said its lease was lost, or that its own
+    #: run ended it (a heartbeat's ``Verdict``).
     lost: bool = False
     #: The settle that ends the claim, once the consumer acked or rejected it.
     settle: Settle | None = None
+
+
+class Ends(NamedTuple):
+    """The claims a heartbeat's answer found over (:meth:`Holdings.confirmed`)."""
+
+    #: Lost: taken over, recovered, cancelled (announced, their tasks stopped).
+    lost: list[tuple[str, int]]
+    #: Ended by their own run: acked, or continued by a retry or ``Task.replace``.
+    ended: list[tuple[str, int]]
 
 
 class Holdings:
@@ -136,47 +147,42 @@ class Holdings:
             self._release_gone()
             return [(h.job_id, h.token) for h in self._held.values() if not h.lost]
 
-    def confirmed(self, pairs: Sequence[tuple[str, int]], lost_ids: Iterable[str],
-                  asked_at: float) -> list[tuple[str, int]]:
-        """Apply a heartbeat's answer: renewed leases are confirmed at ``asked_at``; lost
-        ones are marked (never renewed again, their pending settles dropped). Returns the
-        claims newly found lost.
+    def confirmed(self, pairs: Sequence[tuple[str, int]], verdicts: Sequence[Verdict],
+                  asked_at: float) -> Ends:
+        """Apply a heartbeat's answer, one verdict per pair: renewed leases are confirmed at
+        ``asked_at``; every other claim is over here (marked, never renewed again, its
+        pending settle dropped: the store would fence it anyway), whether its own run ended
+        it (``ended``: an ack that crossed the heartbeat, a retry or ``Task.replace``) or it
+        was ``lost``. Returns the claims newly found over, lost apart from ended: nothing
+        took the ended ones over, so they are neither announced lost nor stopped.
 
-        The store names a lost claim by its job id only. This process may hold two claims of
-        one job at once: a retry or ``Task.replace`` continues the running claim, and the
-        continuation is claimed (here, under a newer token) while the run that published it
-        has not settled yet. The older claim is then certainly lost (the store gave the job
-        a newer token), so its id in the answer says nothing about the newest: that one is
-        neither confirmed nor marked lost, and the next heartbeat, which no longer asks
-        about the older one, tells.
+        One job may be held here under two tokens at once (a continuation claimed here while
+        the run that published it has not settled yet): each claim has its own verdict.
         """
-        lost_ids = set(lost_ids)
-        #: The tokens asked about, per job id found lost.
-        asked: dict[str, set[int]] = {}
-        for job_id, token in pairs:
-            if job_id in lost_ids:
-                asked.setdefault(job_id, set()).add(token)
-        newly_lost: list[tuple[str, int]] = []
+        if len(verdicts) != len(pairs):
+            raise ValueError(f"{len(verdicts)} verdicts for {len(pairs)} claims")
+        ends = Ends([], [])
+        over: set[str] = set()
         with self._lock:
-            for job_id, token in pairs:
+            for (job_id, token), verdict in zip(pairs, verdicts, strict=True):
                 tag = delivery_tag(job_id, token)
                 held = self._held.get(tag)
                 if held is None:
                     continue
-                if job_id not in lost_ids:
+                if verdict == Verdict.RENEWED:
                     held.confirmed = max(held.confirmed, asked_at)
-                elif len(asked[job_id]) > 1 and token == max(asked[job_id]):
-                    continue  # ambiguous: the id may stand for the older claims alone
-                elif not held.lost:
-                    held.lost = True
-                    newly_lost.append((job_id, token))
-                    if held.settle is not None:  # moot: the store fences it anyway
-                        del self._held[tag]
-            if newly_lost:
-                dropped = {delivery_tag(j, t) for j, t in newly_lost}
+                    continue
+                if held.lost:
+                    continue
+                held.lost = True
+                over.add(tag)
+                (ends.ended if verdict == Verdict.ENDED else ends.lost).append((job_id, token))
+                if held.settle is not None:  # moot: the store fences it anyway
+                    del self._held[tag]
+            if over:
                 self._pending = deque(s for s in self._pending
-                                      if delivery_tag(s.job_id, s.token) not in dropped)
-        return newly_lost
+                                      if delivery_tag(s.job_id, s.token) not in over)
+        return ends
 
     def mark_lost(self, tag: str) -> None:
         """The store said this claim is no longer ours (a check before its task started)."""

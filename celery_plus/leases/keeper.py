@@ -2,8 +2,9 @@
 
 Every ``plus_heartbeat_interval`` it renews the leases of the claims the process holds (sooner
 again after a failed attempt, at once after a stall) and reports the ones the store says are
-lost; every ``plus_maintenance_interval`` it runs the store's throttled maintenance and
-recovers expired leases, except just after a failed store call. Each step runs on its own: a
+lost (the store answers a verdict per claim: renewed, ended by its own run, or lost); every
+``plus_maintenance_interval`` it runs the store's throttled maintenance and recovers expired
+leases, except just after a failed store call. Each step runs on its own: a
 step that fails is logged and leaves the others to run.
 
 One keeper serves both the durable transport (``transport/keeper.py``: it also stores the
@@ -28,7 +29,7 @@ from celery_plus import signals
 from celery_plus.runtime.helper_threads import HelperThread, NativeEvent
 
 if TYPE_CHECKING:
-    from celery_plus.model.store import JobStore
+    from celery_plus.model.store import JobStore, Verdict
 
 logger = logging.getLogger("celery_plus.keeper")
 
@@ -96,10 +97,12 @@ class LeaseKeeper(HelperThread):
         """(job id, token) of every claim to renew now."""
         raise NotImplementedError
 
-    def renewed(self, held: Sequence[tuple[str, int]], lost: list[str],
+    def renewed(self, held: Sequence[tuple[str, int]], verdicts: Sequence[Verdict],
                 asked_at: float) -> None:
-        """Apply a heartbeat's answer: ``held`` were renewed at ``asked_at`` (a
-        :func:`clock` time), except the ``lost`` ones (no longer this process's to run)."""
+        """Apply a heartbeat's answer, one verdict per claim of ``held``: the ``renewed``
+        ones were renewed at ``asked_at`` (a :func:`clock` time); the others are no longer
+        this process's to renew — ``ended`` by their own run (not lost: never announced nor
+        stopped) or ``lost``."""
         raise NotImplementedError
 
     def report_dead_letters(self, dead: list[tuple[str, str]]) -> None:
@@ -181,8 +184,8 @@ class LeaseKeeper(HelperThread):
         if not held:
             return
         asked_at = clock()
-        lost = backend.heartbeat(list(held))
-        self.renewed(held, lost, asked_at)
+        verdicts = backend.heartbeat(list(held))
+        self.renewed(held, verdicts, asked_at)
 
     def maintain(self, backend: JobStore) -> None:
         """The store's throttled maintenance, then recovery of expired leases (held off

@@ -21,7 +21,6 @@ import weakref
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from celery_plus.leases.continuations import ended_by_its_run
 from celery_plus.leases.holdings import Holdings
 from celery_plus.leases.keeper import LeaseKeeper, announce_lost
 from celery_plus.leases.settles import flush, report_dead_letters
@@ -30,29 +29,24 @@ from celery_plus.runtime.helper_threads import native_lock
 from celery_plus.runtime.worker_state import stop_stale_runs
 
 if TYPE_CHECKING:
-    from celery_plus.model.store import Backend, JobStore
+    from celery_plus.model.store import Backend, JobStore, Verdict
 
 logger = logging.getLogger("celery_plus.keeper")
 
 
-def report_lost(claims: Iterable[tuple[str, int]], backend: Backend) -> None:
-    """Signal the claims found lost, and stop their tasks if they still run here (a claim
-    that ended by its own run, continued or acked, is not lost: ``continuations.py``)."""
-    claims = [claim for claim in claims if not _ended_here(backend, claim)]
+def report_lost(claims: Iterable[tuple[str, int]]) -> None:
+    """Signal the claims found lost, and stop their tasks if they still run here."""
+    claims = list(claims)
     announce_lost(job_id for job_id, _ in claims)
     stop_stale_runs({delivery_tag(job_id, token) for job_id, token in claims})
 
 
-def _ended_here(backend: Backend, claim: tuple[str, int]) -> bool:
-    try:
-        ended = ended_by_its_run(backend, claim)
-    except Exception as exc:  # the store cannot say: a lost lease, as the heartbeat said
-        logger.warning("celery-plus: could not read job %s (%r)", claim[0], exc)
-        return False
-    if ended:
+def log_ended(claims: Iterable[tuple[str, int]]) -> None:
+    """Log the claims the store says their own run ended (not lost: nothing took them over,
+    their runs go on or end by themselves)."""
+    for job_id, _ in claims:
         logger.info("celery-plus: the claim of job %s ended by its own run (its ack, a retry "
-                    "or a continuation), not by a recovery: it is not lost", claim[0])
-    return ended
+                    "or a continuation), not by a recovery: it is not lost", job_id)
 
 
 class Attached(Protocol):
@@ -119,9 +113,11 @@ class TransportKeeper(LeaseKeeper):
     def held(self) -> Sequence[tuple[str, int]]:
         return self.holdings.renewable()
 
-    def renewed(self, held: Sequence[tuple[str, int]], lost: list[str],
+    def renewed(self, held: Sequence[tuple[str, int]], verdicts: Sequence[Verdict],
                 asked_at: float) -> None:
-        report_lost(self.holdings.confirmed(held, lost, asked_at), self.store())
+        ends = self.holdings.confirmed(held, verdicts, asked_at)
+        log_ended(ends.ended)
+        report_lost(ends.lost)
 
     def report_dead_letters(self, dead: list[tuple[str, str]]) -> None:
         report_dead_letters(dead)

@@ -10,7 +10,8 @@ gevent pools):
 * a lease confirmed by the store recently enough (the claim, or a heartbeat, less than
   ``SURE_SHARE`` of the lease ago) is certainly still ours: the task starts, no round trip;
 * otherwise the store is asked (a heartbeat of that one claim, which also renews it): lost
-  means do not start; a store that cannot answer means start (never drop work on a guess).
+  means do not start (a claim its own run ended, e.g. acked early, is not lost); a store
+  that cannot answer means start (never drop work on a guess).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import logging
 from typing import Any
 
 from celery_plus.leases import holdings
-from celery_plus.leases.continuations import ended_by_its_run
 from celery_plus.leases.keeper import clock
 from celery_plus.leases.tokens import SURE_UNTIL, parse_delivery_tag
+from celery_plus.model.store import Verdict
 
 logger = logging.getLogger("celery_plus.transport")
 
@@ -46,25 +47,23 @@ def lease_lost_before_start(app: Any, properties: dict[str, Any]) -> bool:
 
 
 def lost_in_store(app: Any, tag: str, claim: tuple[str, int],
-                   book: holdings.Holdings | None) -> bool:
+                  book: holdings.Holdings | None) -> bool:
     """Whether the store says the lease of ``claim`` is lost (asking renews it); a claim its
-    own run ended (continued or acked) is not (``continuations.py``)."""
+    own run ended (continued or acked) is not: the heartbeat's verdict says which."""
     asked_at = clock()
     try:
         with app.pool.acquire(block=True) as connection:
-            backend = connection.default_channel.backend
-            lost = bool(backend.heartbeat([claim]))
-            ended = lost and ended_by_its_run(backend, claim)
+            [verdict] = connection.default_channel.backend.heartbeat([claim])
     except Exception as exc:
         logger.warning("celery-plus: could not check the lease of job %s before it starts "
                        "(%r); starting it", claim[0], exc)
         return False
     if book is not None:
-        if lost:
-            book.mark_lost(tag)
+        if verdict == Verdict.RENEWED:
+            book.confirmed([claim], [verdict], asked_at)
         else:
-            book.confirmed([claim], (), asked_at)
-    return lost and not ended
+            book.mark_lost(tag)
+    return verdict == Verdict.LOST
 
 
 def note_rate_start(app: Any, properties: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ publish, whatever happens to the job (never released early, never extended).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -65,7 +65,7 @@ class Lease(Enum):
     #: Lease until ``now + lease_ms`` (the same token).
     RENEW = "renew"
     #: The claim ends: its token is no longer current (late settles, heartbeats and
-    #: continuations that carry it change nothing).
+    #: continuation messages that carry it change nothing).
     DROP = "drop"
 
 
@@ -136,7 +136,8 @@ RULES: Mapping[str, Rule] = {
         lease=Lease.NEW, deliveries=Count.ADD,
         note="a scheduled job whether due or not (the coordination store's claim)"),
     "heartbeat": Rule(("running",), "running", lease=Lease.RENEW,
-                      note="current token only; any other is reported lost"),
+                      note="current token only (renewed); any other claim asked about is "
+                           "reported ended by its own run or lost (heartbeat_verdict)"),
     "ack": Rule(("running",), "completed", hold=_FREE_ALL, slot=Slot.FREE, lease=Lease.DROP),
     "fail": Rule(("running",), "failed", hold=_FREE_ALL, slot=Slot.FREE, lease=Lease.DROP,
                  history="(reason, default 'task failed')", stat="dead_lettered"),
@@ -291,6 +292,42 @@ def rate_opens(starts: list[int], claims: list[int], window_ms: int, now: int) -
     the window), or its oldest claim not started yet lapses; now when it has neither."""
     times = [at + window_ms + 1 for at in starts] + claims
     return min(times) if times else now
+
+
+#: What a heartbeat says of each claim asked about (``transport.backend.Verdict``).
+RENEWED, ENDED, LOST = "renewed", "ended", "lost"
+#: The history outcome of a claim its own run continued (the rule ``continuation``'s).
+CONTINUED = "retried"
+
+
+def heartbeat_verdict(token: int, state: str | None, current_token: int, deliveries: int,
+                      reason: str, outcomes: Iterable[str]) -> str:
+    """What became of claim ``token`` of a job, asked about by a heartbeat: the job's
+    ``state`` (None: no record), the token of its last claim, its deliveries, its
+    ``reason`` and the outcomes of its history entries made under ``token``.
+
+    ``renewed``: the job runs under this claim (its lease is extended). ``ended``: the claim
+    ended by its own run — its run continued it (a retry, ``Task.replace``: ``retried`` under
+    its token, whether the continuation still waits or was claimed since), or its ack landed
+    (completed under its token, for no other reason), or the job waits under its token with
+    no delivery counted (released unstarted; a continuation recorded without its token by an
+    earlier release); a heartbeat can cross any of them on its way. ``lost``: anything else — no
+    record, recovered (``lease expired``, ``delivery limit``), taken over, cancelled, or any
+    other end recorded under its token, whatever the job became since (coalesced as a
+    duplicate, published again, retried from the dead letters)."""
+    if state == "running" and current_token == token:
+        return RENEWED
+    if state is None:
+        return LOST
+    under_token = set(outcomes)
+    if under_token - {CONTINUED}:
+        return LOST
+    if CONTINUED in under_token:
+        return ENDED
+    if current_token == token and ((state == "completed" and not reason)
+                                   or (state in WAITING and deliveries == 0)):
+        return ENDED
+    return LOST
 
 
 def delivery_limit_message(deliveries: int, by_recovery: bool) -> str:

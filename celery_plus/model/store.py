@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Protocol
 
 from celery_plus.model.details import clean_detail, encode_detail
@@ -168,6 +169,25 @@ def schedule_record(row: Sequence[Any]) -> ScheduleRecord:
                           int(next_due), str(last_job), int(fired))
 
 
+class Verdict(str, Enum):
+    """What :meth:`JobStore.heartbeat` says of one claim (``rules.heartbeat_verdict``).
+
+    ``renewed``: the claim is current (its job runs under its token): its lease is extended.
+    ``ended``: its own run ended it — acked (a heartbeat crossing the ack), or continued by
+    a retry / ``Task.replace`` (whether the continuation still waits or another claim took
+    it since): not lost, its run is not stopped. ``lost``: anything else (no record,
+    recovered after its lease expired, taken over, cancelled, dead-lettered by recovery; a
+    recovery recorded under its token, whatever the job became since).
+    """
+
+    RENEWED = "renewed"
+    ENDED = "ended"
+    LOST = "lost"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Recovered:
     job_id: str
@@ -245,7 +265,14 @@ class JobStore(Store, Protocol):
         """
         ...
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]: ...
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+        """Renew the leases of the claims ``held`` ((job id, token) pairs) that are still
+        current, and say what became of the others, in one atomic step: one
+        :class:`Verdict` per pair, in the order given (a job may be named twice, under two
+        tokens: each pair has its own verdict). Whatever else a renewal does (a claim of a
+        rate group not started yet keeps counting in its window) is done for the renewed
+        ones only."""
+        ...
 
     def recover(self, limit: int = 100) -> list[Recovered]: ...
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from celery_plus.model.store import Backend, JobClaim, Settle
+from celery_plus.model.store import Backend, JobClaim, Settle, Verdict
 
 from .support import Q, claim, ids, maintain, publish, record, wait_until
 
@@ -112,7 +112,7 @@ def test_a_claim_by_id_is_renewed_recovered_and_fenced_like_any_claim(
     publish(short, "a", concurrency_group="g", concurrency_limit=1, unique_lock="t:a",
             unique_window="running")
     first = short.claim_job("a", "w1")
-    assert short.heartbeat([("a", first.token)]) == []
+    assert short.heartbeat([("a", first.token)]) == [Verdict.RENEWED]
     wait_until(lambda: (short.lease_deadline("a") or 0) < short.now_ms(), timeout=5,
                message="lease expired")
     maintain(short)
@@ -125,7 +125,7 @@ def test_a_claim_by_id_is_renewed_recovered_and_fenced_like_any_claim(
     assert second.deliveries == 2
     short.settle([Settle("a", first.token, "ack")])
     assert record(short, "a").state == "running", "the lost claim's ack changes nothing"
-    assert short.heartbeat([("a", first.token)]) == ["a"]
+    assert short.heartbeat([("a", first.token)]) == [Verdict.LOST]
     short.settle([Settle("a", second.token, "ack")])
     assert record(short, "a").state == "completed"
     assert short.slot_holders("g") == set() and short.holder("t:a") is None

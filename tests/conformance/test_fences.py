@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
-from celery_plus.leases.continuations import ended_by_its_run
-from celery_plus.model.store import Backend, Settle
+from celery_plus.admin import Admin, admin_for
+from celery_plus.model.store import Backend, Settle, Verdict
 
 from .support import Q, claim, ids, maintain, publish, record, wait_until
 
@@ -204,19 +204,18 @@ def test_a_claim_ended_by_its_run_stays_continued_once_the_continuation_is_claim
     old = claim(backend, worker="w1").claims[0]
     out = publish(backend, "a", "replacement", lease_token=old.token)
     assert out.accepted and out.continued
-    assert ended_by_its_run(backend, ("a", old.token))  # waiting under its message
+    assert backend.heartbeat([("a", old.token)]) == [Verdict.ENDED]  # waiting under its message
     new = claim(backend, worker="w2").claims[0]
     assert (new.job_id, new.deliveries) == ("a", 1) and new.token != old.token
-    assert backend.heartbeat([("a", old.token)]) == ["a"]
-    assert ended_by_its_run(backend, ("a", old.token))
-    assert not ended_by_its_run(backend, ("a", new.token))
+    assert backend.heartbeat([("a", old.token), ("a", new.token)]) == [
+        Verdict.ENDED, Verdict.RENEWED]
 
 
 def test_a_claim_taken_over_is_never_continued(make_backend: Callable[..., Backend]) -> None:
-    backend, old, _ = _taken_over(make_backend)
-    assert not ended_by_its_run(backend, ("a", old))
+    backend, old, new = _taken_over(make_backend)
+    assert backend.heartbeat([("a", old)]) == [Verdict.LOST]
     assert publish(backend, "a", "late-retry", lease_token=old, **GROUP).fenced
-    assert not ended_by_its_run(backend, ("a", old))
+    assert backend.heartbeat([("a", old), ("a", new)]) == [Verdict.LOST, Verdict.RENEWED]
 
 
 def test_a_claim_whose_ack_landed_ended_by_its_run(backend: Backend) -> None:
@@ -225,9 +224,8 @@ def test_a_claim_whose_ack_landed_ended_by_its_run(backend: Backend) -> None:
     publish(backend, "a", "attempt-1")
     got = claim(backend, worker="w1").claims[0]
     backend.settle([Settle("a", got.token, "ack")])
-    assert backend.heartbeat([("a", got.token)]) == ["a"]
-    assert ended_by_its_run(backend, ("a", got.token))
-    assert not ended_by_its_run(backend, ("a", got.token + 1))
+    assert backend.heartbeat([("a", got.token), ("a", got.token + 1)]) == [
+        Verdict.ENDED, Verdict.LOST]
 
 
 def test_a_recovered_claim_of_a_job_coalesced_since_is_lost(
@@ -242,7 +240,7 @@ def test_a_recovered_claim_of_a_job_coalesced_since_is_lost(
     assert [(r.job_id, r.outcome) for r in recovered] == [("a", "coalesced")]
     assert (record(backend, "a").state, record(backend, "a").lease_token) == (
         "completed", stale.token)
-    assert not ended_by_its_run(backend, ("a", stale.token))
+    assert backend.heartbeat([("a", stale.token)]) == [Verdict.LOST]
 
 
 def test_a_recovered_claim_of_a_job_published_again_since_is_lost(
@@ -256,4 +254,20 @@ def test_a_recovered_claim_of_a_job_published_again_since_is_lost(
     publish(backend, "a", "the same id again")
     again = record(backend, "a")
     assert (again.lease_token, again.deliveries) == (stale.token, 0)
-    assert not ended_by_its_run(backend, ("a", stale.token))
+    assert backend.heartbeat([("a", stale.token)]) == [Verdict.LOST]
+
+
+def test_a_recovered_claim_of_a_dead_letter_retried_from_the_admin_is_lost(
+        make_backend: Callable[..., Backend]) -> None:
+    """Recovery dead-lettered the job at its delivery limit; an admin retry puts it back to
+    waiting under the stale claim's token with no delivery, as a continuation would: the
+    history says the claim was recovered."""
+    backend = make_backend(lease_ms=150)
+    publish(backend, "a", max_deliveries=1)
+    stale = claim(backend, worker="w1").claims[0]
+    recovered = wait_until(backend.recover, timeout=10, message="recovery")
+    assert [(r.job_id, r.outcome) for r in recovered] == [("a", "dead")]
+    assert Admin(admin_for(backend)).retry("a").state == "enqueued"
+    again = record(backend, "a")
+    assert (again.state, again.lease_token, again.deliveries) == ("enqueued", stale.token, 0)
+    assert backend.heartbeat([("a", stale.token)]) == [Verdict.LOST]

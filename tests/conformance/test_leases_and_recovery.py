@@ -1,7 +1,8 @@
 """Conformance: leases, heartbeats and recovery (DESIGN §3.5, §1.4).
 
 Rules: a claim's lease is ``now + lease``; a heartbeat renews only claims that are still
-current and reports the others as lost; recovery uses the *stored* lease deadline, never the
+current and reports each of the others as ended by its own run or lost
+(``test_heartbeat_verdicts.py``); recovery uses the *stored* lease deadline, never the
 recovering worker's own setting, returns an expired claim to enqueued (recording the attempt
 and the worker that held it) or dead-letters it once deliveries reach the limit (releasing its
 hold), coalesces it when its pending-window key was taken meanwhile; the dead worker's late ack
@@ -14,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from celery_plus.model.store import Backend, Settle
+from celery_plus.model.store import Backend, Settle, Verdict
 
 from .support import claim, history, ids, publish, record, wait_until
 
@@ -39,9 +40,10 @@ def test_heartbeat_renews_only_current_claims(make_backend: Callable[..., Backen
     before = short.lease_deadline("a")
     c_before = short.lease_deadline("c")
     renewer = make_backend(lease_ms=600_000)
-    lost = renewer.heartbeat([("a", claims["a"].token), ("b", claims["b"].token),
-                              ("c", claims["c"].token + 1), ("nope", 1)])
-    assert sorted(lost) == ["b", "c", "nope"]
+    verdicts = renewer.heartbeat([("a", claims["a"].token), ("b", claims["b"].token),
+                                  ("c", claims["c"].token + 1), ("nope", 1)])
+    # b's ack landed (its run ended it); c's token is not current, nope has no record.
+    assert verdicts == [Verdict.RENEWED, Verdict.ENDED, Verdict.LOST, Verdict.LOST]
     after = short.lease_deadline("a")
     assert after is not None and before is not None and after >= before + 590_000
     assert short.lease_deadline("c") == c_before, "a stale heartbeat renewed a lease"
@@ -59,9 +61,11 @@ def test_heartbeat_reports_a_stale_claim_beside_a_current_claim_of_the_same_job(
     backend.settle([Settle("a", old.token, "release")])
     new = claim(backend, max_jobs=1).claims[0]
     assert new.job_id == "a" and new.token != old.token
-    assert backend.heartbeat([("a", old.token), ("a", new.token)]) == ["a"]
-    assert backend.heartbeat([("a", new.token), ("a", old.token)]) == ["a"]
-    assert backend.heartbeat([("a", new.token), ("a", new.token)]) == []
+    assert backend.heartbeat([("a", old.token), ("a", new.token)]) == [
+        Verdict.LOST, Verdict.RENEWED]
+    assert backend.heartbeat([("a", new.token), ("a", old.token)]) == [
+        Verdict.RENEWED, Verdict.LOST]
+    assert backend.heartbeat([("a", new.token), ("a", new.token)]) == [Verdict.RENEWED] * 2
     assert record(backend, "a").state == "running"
 
 
@@ -98,7 +102,7 @@ def test_the_dead_workers_late_ack_after_recovery_is_fenced_out(
     old = claim(backend, worker="dead-worker").claims[0]
     wait_until(backend.recover, timeout=10, message="recovery")
     new = claim(backend, worker="w2").claims[0]
-    assert backend.heartbeat([("a", old.token)]) == ["a"], "the old claim was renewed"
+    assert backend.heartbeat([("a", old.token)]) == [Verdict.LOST], "the old claim was renewed"
     assert backend.settle([Settle("a", old.token, "ack")]) == []
     rec = record(backend, "a")
     assert rec.state == "running" and rec.worker == "w2" and rec.lease_token == new.token

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from celery_plus.model.store import Backend, ClaimResult, Settle
+from celery_plus.model.store import Backend, ClaimResult, Settle, Verdict
 
 from .support import Q, claim, ids, maintain, publish, record, wait_until
 
@@ -206,7 +206,8 @@ def test_a_lapsed_claim_is_not_counted_again_by_a_late_heartbeat(
     assert ids(first) == ["a"] and first.blocked == ["b"]
     lapses_at = backend.now_ms() + 600
     wait_until(lambda: backend.now_ms() > lapses_at + 5, timeout=10, message="a's lease lapsed")
-    assert backend.heartbeat([(first.claims[0].job_id, first.claims[0].token)]) == []
+    assert backend.heartbeat([(first.claims[0].job_id, first.claims[0].token)]) == [
+        Verdict.RENEWED]
     # Within a's renewed lease: had the heartbeat revived its place, b would stay parked.
     maintain(backend)
     assert ids(claim(backend)) == ["b"]
@@ -224,7 +225,7 @@ def test_a_claim_not_started_counts_while_its_lease_is_renewed(
     held = [(c.job_id, c.token) for c in first.claims]
     renewed_until = backend.now_ms() + 1200  # three leases
     while backend.now_ms() < renewed_until:
-        assert backend.heartbeat(held) == []
+        assert backend.heartbeat(held) == [Verdict.RENEWED] * len(held)
         assert ids(claim(backend)) == [], "the window took c while a and b still counted"
         time.sleep(0.1)
     # They start: they count by their start time, and c follows once the window has passed.

@@ -290,10 +290,10 @@ class StoreVsModel(RuleBasedStateMachine):
     @rule(worker=st.sampled_from(WORKERS))
     def heartbeat(self, worker: str) -> None:
         held = self.held(worker)
-        lost = self.both("heartbeat", lambda b, a: b.heartbeat([(d.job_id, d.token)
-                                                               for d in held]))
-        for d in held:
-            if d.job_id in lost:
+        verdicts = self.both("heartbeat", lambda b, a: b.heartbeat([(d.job_id, d.token)
+                                                                   for d in held]))
+        for d, verdict in zip(held, verdicts, strict=True):
+            if verdict != "renewed":  # ended by its own run, or lost
                 d.alive = False
 
     @rule(worker=st.sampled_from(WORKERS))

@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from celery_plus.model.store import Settle
 from celery_plus.stores.postgres import migrations as pg_migrations
 from celery_plus.stores.postgres.backend import PostgresBackend
 from tests.conformance.stores import PG_URL
@@ -148,13 +149,21 @@ def functions_of(snapshot: dict[str, str]) -> dict[str, str]:
 #: Definitions changed on purpose since the legacy layout (each with its reason); every other one
 #: must be the legacy one, and the changed ones must be the same on a fresh and an upgraded store.
 CHANGED_SINCE_LEGACY = {
-    # release 2: a heartbeat no longer revives a lapsed rate claim (tests/model found it).
+    # release 2: a heartbeat no longer revives a lapsed rate claim (tests/model found it);
+    # release 5: the ids of the claims heartbeat_verdicts() does not renew.
     "function heartbeat(p_ids text[], p_tokens bigint[], p_lease_ms bigint)",
     # release 3: a start is stamped once the rate group's lock is held (the long run found it).
     "function rate_start(p_id text, p_token bigint)",
     # release 4: an attempt names its claim's token (a claim its run continued stays known as
-    # continued once the continuation is claimed: transport/continuations.py).
+    # continued once the continuation is claimed: a heartbeat's verdict, rules.py).
     "function attempt_entry(p_id text, p_outcome text, p_detail jsonb, p_now bigint)",
+}
+#: Functions added since the legacy layout (each with its reason): on a fresh and an upgraded
+#: store alike, absent from the legacy one.
+ADDED_SINCE_LEGACY = {
+    # release 5: a heartbeat says what became of each claim it does not renew (ended by its
+    # own run, or lost), in the same step; heartbeat() answers from it for earlier releases.
+    "function heartbeat_verdicts(p_ids text[], p_tokens bigint[], p_lease_ms bigint)",
 }
 
 
@@ -170,7 +179,8 @@ def test_fresh_and_upgraded_schemas_equal_the_legacy_one(
     fresh_catalog = catalog(conn, fresh)
     for schema in (fresh, upgraded):
         got = catalog(conn, schema)
-        assert sorted(set(expected) ^ set(got)) == []
+        assert sorted(set(expected) ^ set(got)) == sorted(ADDED_SINCE_LEGACY)
+        assert all(got[key] == fresh_catalog[key] for key in ADDED_SINCE_LEGACY)
         differ = sorted(key for key in expected if expected[key] != got[key])
         assert differ == sorted(CHANGED_SINCE_LEGACY), differ
         assert all(got[key] == fresh_catalog[key] for key in CHANGED_SINCE_LEGACY)
@@ -196,10 +206,32 @@ def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
     assert recorded == {f.name: f.sha256 for f in pg_migrations.function_files()}
     store = PostgresBackend(PG_URL, schema=schema)
     try:
-        assert store.heartbeat([("old", token[0])]) == []
+        assert store.heartbeat([("old", token[0])]) == ["renewed"]
         publish(store, "new")
         assert [c.job_id for c in claim(store).claims] == ["new"]
         assert record(store, "old").state == "running"
+    finally:
+        store.close()
+
+
+def test_the_heartbeat_of_earlier_releases_names_the_claims_it_did_not_renew(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
+    """A process of a release before heartbeat_verdicts() (a rolling upgrade) calls
+    heartbeat(): it still gets the ids of the claims not renewed, ended or lost, in order."""
+    schema = new_schema("hb")
+    pg_migrations.migrate(conn, schema)
+    store = PostgresBackend(PG_URL, schema=schema)
+    try:
+        for name in ("a", "b", "c"):
+            publish(store, name)
+        tokens = {c.job_id: c.token for c in claim(store).claims}
+        store.settle([Settle("b", tokens["b"], "ack")])
+        rows = conn.execute(
+            f'SELECT * FROM "{schema}".heartbeat(%s::text[], %s::bigint[], 60000)',
+            [["nope", "a", "b", "c"], [1, tokens["a"], tokens["b"], tokens["c"] + 1]])
+        assert rows.fetchall() == [("nope",), ("b",), ("c",)]
+        assert store.heartbeat([("a", tokens["a"]), ("b", tokens["b"])]) == [
+            "renewed", "ended"]
     finally:
         store.close()
 

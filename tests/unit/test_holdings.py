@@ -5,10 +5,14 @@ from __future__ import annotations
 import gc
 import threading
 
+import pytest
+
 from celery_plus.leases.holdings import SURE_SHARE, Holdings
 from celery_plus.leases.settles import plain_settle
 from celery_plus.leases.tokens import delivery_tag
-from celery_plus.model.store import Claim, Settle
+from celery_plus.model.store import Claim, Settle, Verdict
+
+RENEWED, ENDED, LOST = Verdict.RENEWED, Verdict.ENDED, Verdict.LOST
 
 
 def claims(*ids: str) -> list[Claim]:
@@ -54,8 +58,8 @@ def test_a_second_settle_of_one_delivery_is_ignored() -> None:
 def test_a_lost_claim_is_no_longer_renewed_and_its_settle_is_dropped() -> None:
     book = book_with("a", "b")
     book.settle("a", 1, "ack")
-    lost = book.confirmed([("a", 1), ("b", 1)], ["a", "b"], asked_at=105.0)
-    assert sorted(lost) == [("a", 1), ("b", 1)]
+    ends = book.confirmed([("a", 1), ("b", 1)], [LOST, LOST], asked_at=105.0)
+    assert ends == ([("a", 1), ("b", 1)], [])
     assert book.take_settles() == []
     assert book.renewable() == []
     assert book.is_lost(delivery_tag("b", 1))
@@ -66,29 +70,46 @@ def test_a_lost_claim_is_no_longer_renewed_and_its_settle_is_dropped() -> None:
 def test_a_heartbeat_confirms_the_lease_of_what_it_renewed() -> None:
     book = book_with("a", "b")
     assert book.sure_until(delivery_tag("a", 1)) == 100.0 + 10.0 * SURE_SHARE
-    book.confirmed([("a", 1), ("b", 1)], ["b"], asked_at=107.0)
+    book.confirmed([("a", 1), ("b", 1)], [RENEWED, LOST], asked_at=107.0)
     assert book.sure_until(delivery_tag("a", 1)) == 107.0 + 10.0 * SURE_SHARE
     assert book.sure_until(delivery_tag("b", 1)) == float("-inf")
     assert book.sure_until(delivery_tag("zz", 1)) is None
 
 
-def test_a_continued_claim_found_lost_leaves_its_continuations_claim_alive() -> None:
+def test_a_claim_its_run_ended_is_over_but_not_lost() -> None:
+    # Its ack crossed the heartbeat, or its run continued it (a retry): no longer renewed,
+    # its moot settle dropped, but not lost (nothing took it over: not announced, not stopped).
+    book = book_with("a", "b")
+    book.settle("a", 1, "ack")
+    ends = book.confirmed([("a", 1), ("b", 1)], [ENDED, ENDED], asked_at=105.0)
+    assert ends == ([], [("a", 1), ("b", 1)])
+    assert book.renewable() == [] and book.take_settles() == []
+    assert book.get(delivery_tag("a", 1)) is None and book.is_lost(delivery_tag("b", 1))
+    # Asked again (a start check), an ended claim is not ended twice.
+    assert book.confirmed([("b", 1)], [ENDED], asked_at=106.0) == ([], [])
+
+
+def test_one_job_held_under_two_tokens_gets_each_claims_own_verdict() -> None:
     # Task.replace (or a retry) continued claim 1 of job "a", and the continuation was
-    # claimed here (token 2) before the replaced run's ack landed. The store names lost
-    # claims by job id, so "a" in the answer is claim 1's: claim 2 must not be marked lost
-    # (its task would never start, or its ack would be dropped), nor confirmed by it.
+    # claimed here (token 2) before the replaced run's ack landed. The store answers per
+    # claim: claim 1 ended by its run, claim 2 renewed (confirmed, never marked lost).
     book = book_with("a")
     book.claimed([Claim("a", 2, b"{}", 1, "q")], asked_at=103.0)
-    lost = book.confirmed([("a", 1), ("a", 2)], ["a"], asked_at=105.0)
-    assert lost == [("a", 1)]
+    ends = book.confirmed([("a", 1), ("a", 2)], [ENDED, RENEWED], asked_at=105.0)
+    assert ends == ([], [("a", 1)])
     assert book.is_lost(delivery_tag("a", 1)) and not book.is_lost(delivery_tag("a", 2))
-    assert book.sure_until(delivery_tag("a", 2)) == 103.0 + 10.0 * SURE_SHARE
+    assert book.sure_until(delivery_tag("a", 2)) == 105.0 + 10.0 * SURE_SHARE
     assert book.renewable() == [("a", 2)]
-    # The next heartbeat asks about claim 2 alone, and its answer is claim 2's.
-    assert book.confirmed([("a", 2)], [], asked_at=106.0) == []
-    assert book.sure_until(delivery_tag("a", 2)) == 106.0 + 10.0 * SURE_SHARE
-    assert book.confirmed([("a", 2)], ["a"], asked_at=107.0) == [("a", 2)]
+    # Lost later, claim 2 alone is.
+    assert book.confirmed([("a", 2)], [LOST], asked_at=107.0) == ([("a", 2)], [])
     assert book.is_lost(delivery_tag("a", 2))
+
+
+def test_a_heartbeats_answer_needs_a_verdict_per_claim() -> None:
+    book = book_with("a", "b")
+    with pytest.raises(ValueError):
+        book.confirmed([("a", 1), ("b", 1)], [LOST], asked_at=105.0)
+    assert sorted(book.renewable()) == [("a", 1), ("b", 1)]
 
 
 def test_a_kept_delivery_is_released_once_its_message_is_gone_unsettled() -> None:

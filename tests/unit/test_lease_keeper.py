@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
+from celery_plus import signals
 from celery_plus.coordination.keeper import CoordinationKeeper
-from celery_plus.model.store import NewJob
+from celery_plus.model.store import NewJob, Verdict
 from celery_plus.stores.memory import MemoryBackend
 from tests.support import wait_until
 
@@ -23,7 +24,7 @@ class RecordingStore(MemoryBackend):
         super().__init__()
         self.beats: list[float] = []
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]:
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
         self.beats.append(time.monotonic())
         return super().heartbeat(held)
 
@@ -69,3 +70,25 @@ def test_a_restarted_coordination_keeper_renews_held_claims_at_once() -> None:
         keeper.join(5)
     assert coordinator.renewals[0] == [("job", coordinator.claims[0][1])]
     assert coordinator.backend.beats[0] - started < INTERVAL_S / 2
+
+
+def test_the_coordination_keeper_forgets_ended_claims_and_announces_only_lost_ones() -> None:
+    coordinator = HoldingCoordinator()
+    store = coordinator.backend
+    store.publish(NewJob(id="other", queue="q", message="{}"))
+    other = store.claim(["q"], "w2", 1).claims[0]
+    # "job" continued by its own run (a retry); a claim of "other" whose token is not current.
+    store.publish(NewJob(id="job", queue="q", message="{}", lease_token=coordinator.claims[0][1]))
+    coordinator.claims.append(("other", other.token + 100))
+    announced: list[str] = []
+
+    def lost(sender: object = None, task_id: str = "", **_: object) -> None:
+        announced.append(task_id)
+
+    signals.task_lease_lost.connect(lost, weak=False)
+    try:
+        CoordinationKeeper(coordinator).heartbeat(store)  # type: ignore[arg-type]
+    finally:
+        signals.task_lease_lost.disconnect(lost)
+    assert announced == ["other"]
+    assert coordinator.claims == [] and coordinator.renewals == [[]]

@@ -22,6 +22,7 @@ from celery_plus.model.store import (
     Recovered,
     ScheduledJob,
     Settle,
+    Verdict,
 )
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.memory import maintenance, rates
@@ -109,7 +110,7 @@ class MemoryBackend(Messaging, OptionsView, Backend):
     def rate_started(self, job_id: str, token: int) -> None:
         self._step(lambda step: rates.started(step, job_id, int(token)))
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]:
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
         return self._step(lambda step: step.heartbeat(held))
 
     def recover(self, limit: int = 100, *, order: Sequence[str] | None = None

@@ -21,6 +21,7 @@ from celery_plus.model.store import (
     PublishOutcome,
     Recovered,
     Settle,
+    Verdict,
 )
 from celery_plus.stores.memory import rates
 from celery_plus.stores.memory.state import Hold as HoldRecord
@@ -328,16 +329,27 @@ class Step:
                 dead.append((job.id, _text(detail.get("reason")) or "task failed"))
         return dead
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]:
-        lost = []
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+        """One verdict per claim (rule ``heartbeat``, :func:`rules.heartbeat_verdict`);
+        a renewed one's lease is extended."""
+        verdicts = []
         for job_id, token in held:
-            job = self.state.jobs.get(job_id)
-            if job is None or job.state != "running" or job.token != int(token):
-                lost.append(job_id)
-                continue
-            job.lease_ms = self.now + self.lease_ms
-            rates.renew(self, job, int(token))
-        return lost
+            verdict = Verdict(self.verdict(self.state.jobs.get(job_id), int(token)))
+            verdicts.append(verdict)
+            if verdict is Verdict.RENEWED:
+                job = self.state.jobs[job_id]
+                job.lease_ms = self.now + self.lease_ms
+                rates.renew(self, job, int(token))
+        return verdicts
+
+    @staticmethod
+    def verdict(job: Job | None, token: int) -> str:
+        if job is None:
+            return rules.heartbeat_verdict(token, None, 0, 0, "", ())
+        return rules.heartbeat_verdict(
+            token, job.state, job.token or 0, job.deliveries, job.reason or "",
+            (str(e.get("outcome")) for e in job.history or ()
+             if isinstance(e, dict) and e.get("token") == token))
 
     def recover(self, limit: int, order: Sequence[str] | None = None) -> list[Recovered]:
         """Expired claims by their stored deadline (ties by ``order``, else by id)."""

@@ -48,6 +48,7 @@ from celery_plus.model.store import (
     ScheduledJob,
     ScheduleRecord,
     Settle,
+    Verdict,
     schedule_record,
 )
 from celery_plus.runtime.helper_threads import green_patcher
@@ -421,14 +422,18 @@ class PostgresBackend(OptionsView, Backend):
         rows = self._rows(_SETTLE, [*self._settle_arrays(settles), self.backstop_ms])
         return [(str(job_id), str(reason)) for job_id, reason in rows]
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]:
-        """Renew the leases of claims still ours; returns the ids whose claim was lost."""
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+        """Renew the leases of claims still ours; one verdict per claim, in order
+        (``heartbeat_verdicts()`` answers for the claims not renewed only)."""
         if not held:
             return []
-        rows = self._rows("SELECT * FROM heartbeat(%s::text[], %s::bigint[], %s::bigint)",
-                          [[job_id for job_id, _ in held], [int(t) for _, t in held],
-                           self.lease_ms])
-        return [str(row[0]) for row in rows]
+        rows = self._rows(
+            "SELECT * FROM heartbeat_verdicts(%s::text[], %s::bigint[], %s::bigint)",
+            [[job_id for job_id, _ in held], [int(t) for _, t in held], self.lease_ms])
+        verdicts = [Verdict.RENEWED] * len(held)
+        for n, verdict in rows:
+            verdicts[int(n) - 1] = Verdict(str(verdict))
+        return verdicts
 
     def recover(self, limit: int = 100) -> list[Recovered]:
         """Return claims whose stored lease deadline passed (recover.lua)."""

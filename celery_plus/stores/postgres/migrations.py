@@ -42,7 +42,7 @@ _FUNCTION_FILE_RE = re.compile(r"^([a-z_][a-z0-9_]*)\.sql$")
 _PACKAGE = "celery_plus.stores.postgres"
 #: The release of the function files: raised whenever any file changes (a test compares the
 #: files with ``tests/store/fixtures/postgres_functions.json`` and says so).
-FUNCTIONS_RELEASE = 4
+FUNCTIONS_RELEASE = 5
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from celery_plus.model.store import (
     ScheduledJob,
     ScheduleRecord,
     Settle,
+    Verdict,
 )
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.redis.connect import RedisConnect, from_kombu
@@ -83,6 +84,15 @@ return {value, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl}
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def verdicts_of(count: int, reply: Sequence[Any]) -> list[Verdict]:
+    """The verdicts of ``count`` claims from ``heartbeat.lua``'s reply: (position, verdict)
+    of each claim not renewed (positions from 1), every other one renewed."""
+    verdicts = [Verdict.RENEWED] * count
+    for i in range(0, len(reply), 2):
+        verdicts[int(reply[i]) - 1] = Verdict(_text(reply[i + 1]))
+    return verdicts
 
 
 class RedisBackend(OptionsView, Backend):
@@ -248,13 +258,13 @@ class RedisBackend(OptionsView, Backend):
         dead = reply[1]
         return [(_text(dead[i]), _text(dead[i + 1])) for i in range(0, len(dead), 2)]
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]:
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
         if not held:
             return []
         args: list[Any] = [self.prefix, self.lease_ms]
         for job_id, token in held:
             args += [job_id, token]
-        return [_text(x) for x in self.scripts.run("heartbeat", args)]
+        return verdicts_of(len(held), self.scripts.run("heartbeat", args))
 
     def recover(self, limit: int = 100) -> list[Recovered]:
         reply = self.scripts.run("recover", [self.prefix, limit, self.backstop_ms])

@@ -39,6 +39,7 @@ from celery_plus.model.store import (
     ScheduledJob,
     ScheduleRecord,
     Settle,
+    Verdict,
 )
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.redis.backend import RedisBackend, _text
@@ -267,11 +268,16 @@ class RedisClusterBackend(OptionsView, Backend):
                 dead += self.queue(name).settle(group)
         return dead
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]:
-        lost: list[str] = []
-        for name, group in self._by_queue(held, lambda h: h[0]).items():
-            lost += [h[0] for h in group] if name is None else self.queue(name).heartbeat(group)
-        return lost
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+        """Each queue's claims in one step of its scope; a job of no known queue has no
+        record: lost. Verdicts in the order of ``held``."""
+        verdicts = [Verdict.LOST] * len(held)
+        for name, group in self._by_queue(enumerate(held), lambda h: h[1][0]).items():
+            if name is not None:
+                answer = self.queue(name).heartbeat([pair for _, pair in group])
+                for (at, _), verdict in zip(group, answer, strict=True):
+                    verdicts[at] = verdict
+        return verdicts
 
     def rate_started(self, job_id: str, token: int) -> None:
         scope = self._job_scope(job_id)

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from celery.exceptions import ImproperlyConfigured
 from kombu.exceptions import ConnectionError as KombuConnectionError
 
+from celery_plus.model import rules
 from celery_plus.model.details import clean_detail
 from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from celery_plus.model.store import (
@@ -49,6 +50,7 @@ from celery_plus.model.store import (
     ScheduledJob,
     ScheduleRecord,
     Settle,
+    Verdict,
     schedule_record,
 )
 from celery_plus.runtime.fork_guard import guard_across_fork
@@ -284,6 +286,22 @@ class _Tx:
         del hist[:-HISTORY_MAX]
         self.run("UPDATE jobs SET history = ? WHERE id = ?",
                  json.dumps(hist, separators=(",", ":")), job_id)
+
+    def verdict(self, job_id: str, token: int) -> Verdict:
+        """What became of claim ``token`` of the job, not renewed: ended by its own run, or
+        lost (:func:`rules.heartbeat_verdict`, from the record and its history)."""
+        row = self.one("SELECT state, token, deliveries, reason, history FROM jobs "
+                       "WHERE id = ?", job_id)
+        if row is None:
+            return Verdict(rules.heartbeat_verdict(token, None, 0, 0, "", ()))
+        hist: Any = []
+        if row[4]:
+            with contextlib.suppress(ValueError):
+                hist = json.loads(row[4])
+        outcomes = [str(e.get("outcome")) for e in (hist if isinstance(hist, list) else ())
+                    if isinstance(e, dict) and e.get("token") == token]
+        return Verdict(rules.heartbeat_verdict(token, str(row[0]), int(row[1] or 0),
+                                               int(row[2] or 0), row[3] or "", outcomes))
 
     def attempt_entry(self, job_id: str, outcome: str,
                       detail: dict[str, Any] | None) -> dict[str, Any]:
@@ -778,25 +796,27 @@ class SQLiteBackend(OptionsView, Backend):
                 dead.append((s.job_id, _text(detail.get("reason")) or "task failed"))
         return dead
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[str]:
-        """Renew the leases of claims still ours; returns the ids whose claim was lost."""
+    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+        """Renew the leases of claims still ours; one verdict per claim, in order (the
+        others ended by their own run or were lost: :meth:`_Tx.verdict`)."""
         if not held:
             return []
 
-        def body(tx: _Tx) -> list[str]:
+        def body(tx: _Tx) -> list[Verdict]:
             deadline = tx.now + self.lease_ms
-            lost = []
+            verdicts = []
             for job_id, token in held:
                 if tx.run("UPDATE jobs SET lease_expires_ms = ? WHERE id = ? "
                           "AND state = 'running' AND token = ?", deadline, job_id,
                           int(token)) == 0:
-                    lost.append(job_id)
+                    verdicts.append(tx.verdict(job_id, int(token)))
                     continue
+                verdicts.append(Verdict.RENEWED)
                 # A rate-group claim not started yet counts on (heartbeat.lua).
                 tx.run("UPDATE rate_claims SET at_ms = ? WHERE job_id = ? AND token = ? "
                        "AND started = 0 AND at_ms >= ? AND rate_group = (SELECT rate_group "
                        "FROM jobs WHERE id = ?)", deadline, job_id, int(token), tx.now, job_id)
-            return lost
+            return verdicts
 
         return self._write(body)
 

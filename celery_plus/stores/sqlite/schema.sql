@@ -11,7 +11,7 @@
 --   msg [msg]       kombu envelope (JSON bytes), delivered exactly as stored
 --   state [st]      enqueued|scheduled|blocked|running|completed|failed|canceled|discarded
 --   score [score]   order in its queue: priority * 2^40 + seq (lower first); blocked jobs keep it
---   token [tok]     lease token of the last claim (fences heartbeats, settles, continuations);
+--   token [tok]     lease token of the last claim (fences heartbeats, settles, continuation);
 --                   from meta 'token', so never repeated for an id; NULL until claimed
 --   deliveries [dl] deliveries of the current message   max_deliveries [mdl]  limit (0 = none)
 --   unique_lock [uk] unique_window [uw] unique_ttl_ms [ut]   unique key, pending|running|ttl, ttl

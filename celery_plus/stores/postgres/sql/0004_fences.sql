@@ -1,4 +1,4 @@
--- celery-plus durable store on PostgreSQL, migration 0004: fenced continuations, tokens unique
+-- celery-plus durable store on PostgreSQL, migration 0004: fenced retries (continuation), tokens unique
 -- per id forever, holds that live as long as their job needs them, keys of any size, settles
 -- that no failure detail can abort (issue #11, defects 1, 2, 6, 7, 10, 14).
 --

@@ -11,7 +11,7 @@ called with KEYS[1] = ARGV[1] = P; keys are built here from P, so they share KEY
                        st     enqueued|scheduled|blocked|running|completed|failed|canceled|discarded
                        score  ordering score in its queue: priority * 2^40 + seq (lower first)
                        tok    lease token of the last claim (fences heartbeats, settles and
-                              continuations); from P:tok, so never repeated for an id
+                              continuation messages); from P:tok, so never repeated for an id
                        dl     deliveries of the current message    mdl  delivery limit (0 = none)
                        uk uw ut  unique lock key, window (pending|running|ttl), ttl ms
                        cg cl  concurrency group, slot limit
