@@ -7,11 +7,13 @@ SQLite, Redis and PostgreSQL unchanged.
 
 Messages on durable queues carry Celery's ``task`` and ``id`` headers (:func:`publish`), as
 every task message does: a message without a ``task`` header is malformed for a durable
-queue, and its ack dead-letters it (:func:`test_an_acked_message_without_a_task_header_is_dead_lettered`).
+queue, and its ack dead-letters it
+(:func:`test_an_acked_message_without_a_task_header_is_dead_lettered`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -68,10 +70,8 @@ def drain(conn: kombu.Connection, done: Callable[[], bool], timeout: float = 10)
         left = deadline - time.monotonic()
         if left <= 0:
             raise AssertionError("timed out draining")
-        try:
+        with contextlib.suppress(TimeoutError):
             conn.drain_events(timeout=min(left, 0.5))
-        except TimeoutError:
-            pass
 
 
 def nothing_more(conn: kombu.Connection, seconds: float = 0.5) -> None:
