@@ -35,7 +35,8 @@ MAX_CONNECTIONS = 900
 
 #: Node-id prefixes of tests that never reach PostgreSQL. ``tests/channel`` reaches it only
 #: for its ``postgres`` store (``PLUS_CHANNEL_STORES``), whose test ids say so.
-SERVER_FREE = ("tests/channel/", "tests/unit/test_options.py")
+SERVER_FREE = ("tests/channel/", "tests/app/test_memory_transport.py",
+               "tests/unit/test_options.py")
 
 
 def needs_postgres(nodeid: str) -> bool:
