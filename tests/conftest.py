@@ -4,11 +4,17 @@ with real workers and prefork children holding pool, LISTEN and maintenance sess
 more) and never touches its data.
 
 The pytest process that starts the session (xdist's controller, or pytest itself without
-``-n``) makes the cluster with ``initdb`` on a free port, with a database ``test`` as on the
-shared server, and exports its URL as ``PLUS_TEST_PG`` when it loads this file: before any
-other conftest or test module reads it (pytest loads the conftests of the paths it is given
-before ``pytest_configure``) and before any xdist worker starts. It stops and removes the
-cluster at the end (at exit, if the session ends before it is configured). Set
+``-n``) *reserves* the cluster when it loads this file: it picks a free port and exports the
+URL the cluster will have (database ``test``, as on the shared server) as ``PLUS_TEST_PG``,
+before any other conftest or test module reads it (pytest loads the conftests of the paths
+it is given before ``pytest_configure``) and before any xdist worker starts. It *starts* the
+cluster (``initdb``, ``pg_ctl start``) only once the collected tests are known and one of
+them may reach PostgreSQL (:func:`needs_postgres`): without xdist after collection
+(``pytest_collection_modifyitems``), under xdist when a worker reports its collection
+(``pytest_xdist_node_collection_finished``, which the controller handles before it hands
+out any test). So a session of server-free tests only (``tests/channel`` on its default
+stores) starts no server and runs without a network (``unshare -n``). The cluster is stopped
+and removed at the end (at exit, if the session ends before it is configured). Set
 ``PLUS_TEST_PG`` yourself to use another server instead; without PostgreSQL's server
 programs (``initdb``) the suite uses ``127.0.0.1:5432/test``.
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pytest
@@ -26,18 +33,46 @@ import pytest
 MAX_CONNECTIONS = 900
 
 
-def _start_private_cluster() -> Any:
+#: Node-id prefixes of tests that never reach PostgreSQL. ``tests/channel`` reaches it only
+#: for its ``postgres`` store (``PLUS_CHANNEL_STORES``), whose test ids say so.
+SERVER_FREE = ("tests/channel/", "tests/app/test_memory_transport.py",
+               "tests/unit/test_options.py")
+
+
+def needs_postgres(nodeid: str) -> bool:
+    """Whether the test ``nodeid`` may reach the session's PostgreSQL."""
+    if nodeid.startswith("tests/channel/"):
+        return "postgres" in nodeid
+    return not nodeid.startswith(SERVER_FREE)
+
+
+def _reserve_private_cluster() -> int | None:
+    """The port of the private cluster this session may start (its URL exported), or None:
+    an xdist worker (the controller exported it), the user's own server, no ``initdb``."""
     if os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("PLUS_TEST_PG"):
-        return None  # an xdist worker (the controller exported it), or the user's own server
-    from tests.faults.servers import PG_BIN, PostgresCluster
+        return None
+    from tests.faults.servers import PG_BIN, free_port
 
     if not (PG_BIN / "initdb").exists():
         return None
-    cluster = PostgresCluster(max_connections=MAX_CONNECTIONS, prefix="plus-test-pg-")
+    port = free_port()
+    os.environ["PLUS_TEST_PG"] = f"postgresql://postgres@127.0.0.1:{port}/test"
+    return port
+
+
+def _start_private_cluster(nodeids: Iterable[str]) -> None:
+    """Start the reserved cluster (once) if one of ``nodeids`` may reach PostgreSQL."""
+    global _cluster
+    if _port is None or _cluster is not None or not any(map(needs_postgres, nodeids)):
+        return
+    from tests.faults.servers import PostgresCluster
+
+    cluster = PostgresCluster(max_connections=MAX_CONNECTIONS, prefix="plus-test-pg-",
+                              port=_port)
+    _cluster = cluster  # removed at exit even if what follows fails
     cluster.start()
     # Database "test", as on the shared server: tests reach "postgres" as another database.
-    os.environ["PLUS_TEST_PG"] = cluster.create_database("test")
-    return cluster
+    assert cluster.create_database("test") == os.environ["PLUS_TEST_PG"]
 
 
 def _stop_private_cluster() -> None:
@@ -45,13 +80,21 @@ def _stop_private_cluster() -> None:
     if _cluster is not None:
         _cluster.close()
         _cluster = None
+    if _port is not None:
         os.environ.pop("PLUS_TEST_PG", None)
 
 
-_cluster = _start_private_cluster()
+_port = _reserve_private_cluster()
+_cluster: Any = None
 #: Also when the session ends before ``pytest_configure`` (a usage error), which calls no
 #: ``pytest_unconfigure``: the cluster used to be left running.
 atexit.register(_stop_private_cluster)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None:
+    """Under xdist: the controller starts the cluster before it hands out any test."""
+    _start_private_cluster(ids)
 
 
 #: Modules whose tests run longest (a run of minutes, or a group one xdist worker runs in
@@ -62,6 +105,8 @@ LONG_FIRST = ("tests/compat/test_upstream_slice.py", "tests/compat/test_compat_d
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    _start_private_cluster(item.nodeid for item in items)  # without xdist (a no-op in workers)
+
     def rank(item: pytest.Item) -> int:
         path = item.nodeid.split("::")[0]
         return next((i for i, long in enumerate(LONG_FIRST) if path.startswith(long)),

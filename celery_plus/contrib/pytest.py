@@ -9,16 +9,19 @@ rather than run every test on a plain Celery app::
     pytest_plugins = ("celery_plus.contrib.pytest",)
 
 ``celery_app`` is a ``celery_plus.Celery`` (so extensions work: dedupe, concurrency slots,
-dead letters) on a fresh embedded store (a SQLite file in the test's temporary directory),
-or on the store named by ``celery_plus_broker_url`` — override that fixture, or set
-``CELERY_PLUS_TEST_BROKER`` (e.g. ``plus+redis://localhost:6379/0``); each app then gets
-a key prefix / PostgreSQL schema of its own. ``celery_worker`` runs a worker in a thread
-(Celery's ``celery.contrib.testing.worker.start_worker``, solo pool) on that app. The other
-fixtures are Celery's: ``celery_config``, ``celery_parameters``, ``celery_includes``,
-``celery_worker_pool``, ``celery_worker_parameters``, ``celery_enable_logging``,
-``use_celery_app_trap``, ``celery_class_tasks``, ``celery_session_app``,
-``celery_session_worker``, ``depends_on_current_app``, and the ``@pytest.mark.celery(...)``
-marker. Results go to ``cache+memory://`` as with Celery's fixtures (the worker is in-process).
+dead letters) on a fresh in-process store (``plus+memory://<name>``, one per app: no server,
+no file), or on the store named by ``celery_plus_broker_url`` — override that fixture, or set
+``CELERY_PLUS_TEST_BROKER`` (e.g. ``plus+redis://localhost:6379/0``, or
+``plus+sqlite:///...`` for a file); each app then gets a key prefix / PostgreSQL schema of
+its own. ``celery_worker`` runs a worker in a thread of the test process (Celery's
+``celery.contrib.testing.worker.start_worker``, solo pool, or ``celery_worker_pool``'s:
+``threads`` too; an in-process store refuses ``prefork``, whose processes could not share
+it) on that app. The other fixtures are Celery's: ``celery_config``, ``celery_parameters``,
+``celery_includes``, ``celery_worker_pool``, ``celery_worker_parameters``,
+``celery_enable_logging``, ``use_celery_app_trap``, ``celery_class_tasks``,
+``celery_session_app``, ``celery_session_worker``, ``depends_on_current_app``, and the
+``@pytest.mark.celery(...)`` marker. Results go to ``cache+memory://`` as with Celery's
+fixtures (the worker is in-process).
 """
 
 from __future__ import annotations
@@ -92,16 +95,30 @@ def drop_isolated(app: Celery) -> None:
             conn.execute(f"DROP SCHEMA IF EXISTS {quoted(app.conf.plus_pg_schema)} CASCADE")
 
 
+def in_process_url() -> str:
+    """A new in-process store of its own (``plus+memory://<name>``)."""
+    return f"plus+memory://t{uuid.uuid4().hex[:12]}"
+
+
+def forget_in_process(url: str) -> None:
+    """Drop the in-process store ``url`` names, if it is one (its jobs, holds, slots)."""
+    if url.startswith("plus+memory:"):
+        from celery_plus.stores.memory.state import forget_named
+
+        forget_named(url.partition("://")[2].strip("/"))
+
+
 @contextmanager
 def _create_app(broker_url: str, store_dir: Path, enable_logging: bool = False,
                 use_trap: bool = False, parameters: Mapping[str, Any] | None = None,
                 **config: Any) -> Iterator[Celery]:
     """A celery-plus app configured like Celery's test app, on ``broker_url`` (or a new
-    embedded store in ``store_dir``)."""
+    in-process store). ``store_dir``: the test's folder (unused by the in-process store)."""
     from celery.contrib.testing import tasks  # noqa: F401  (celery.ping, for the worker)
 
-    url = broker_url or f"plus+sqlite:///{(store_dir / 'broker.db').as_posix()}"
-    settings = {**DEFAULT_TEST_CONFIG, "broker_url": url, **isolation(broker_url), **config}
+    url = broker_url or in_process_url()
+    isolated = isolation(broker_url) if not broker_url.startswith("plus+memory:") else {}
+    settings = {**DEFAULT_TEST_CONFIG, "broker_url": url, **isolated, **config}
     app = Celery("celery.tests", set_as_current=False,
                  log=None if enable_logging else UnitLogging, **dict(parameters or {}))
     app.conf.update(settings)
@@ -109,9 +126,11 @@ def _create_app(broker_url: str, store_dir: Path, enable_logging: bool = False,
         try:
             yield app
         finally:
-            if broker_url:
+            if isolated:
                 drop_isolated(app)
             app.close()
+            if not broker_url:
+                forget_in_process(url)
 
 
 def _config(request: pytest.FixtureRequest, celery_config: Mapping[str, Any]) -> dict[str, Any]:
@@ -121,8 +140,8 @@ def _config(request: pytest.FixtureRequest, celery_config: Mapping[str, Any]) ->
 
 @pytest.fixture(scope="session")
 def celery_plus_broker_url() -> str:
-    """The store the apps use: ``$CELERY_PLUS_TEST_BROKER``, or "" for a fresh embedded
-    store per app. Override to point the fixtures at a server."""
+    """The store the apps use: ``$CELERY_PLUS_TEST_BROKER``, or "" for a fresh in-process
+    store per app (``plus+memory://``). Override to point the fixtures at a server."""
     return os.environ.get(BROKER_ENV, "")
 
 

@@ -102,13 +102,23 @@ def _fail(
     )
 
 
+def _celery_attribute(name: str) -> bool:
+    return any(name in vars(klass) for klass in celery.Task.__mro__)
+
+
 def check_option_names(task_name: str, attributes: Mapping[str, object]) -> None:
     """Fail on a task attribute that is no option but one of the extension options misspelt
     (``rate_limit_scop="cluster"`` would otherwise leave Celery's per-worker limit, silently:
     the limit times the processes). ``attributes``: the decorator's options or the task
-    class's own; Celery's task attributes, methods and private names are left alone."""
+    class's own; Celery's task attributes, methods and private names are left alone.
+
+    Celery's attributes are looked up in the classes' dictionaries, never read: reading
+    ``celery.Task.app`` binds Celery's base ``Task`` to the current app, copying that app's
+    ``task_acks_late`` and the other ``from_config`` settings onto the base class for every
+    task made afterwards (a plain Celery default app's ``acks_late=False``, when the
+    celery-plus app is not the current one, as in ``celery_plus.contrib.pytest``'s)."""
     for name, value in attributes.items():
-        if (name in EXTENSION_OPTIONS or name.startswith("_") or hasattr(celery.Task, name)
+        if (name in EXTENSION_OPTIONS or name.startswith("_") or _celery_attribute(name)
                 or callable(value) or isinstance(value, (classmethod, staticmethod, property))):
             continue
         close = difflib.get_close_matches(name, EXTENSION_OPTIONS, n=1, cutoff=0.8)

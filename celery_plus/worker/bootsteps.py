@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from celery import bootsteps
+from celery.exceptions import ImproperlyConfigured
 
 logger = logging.getLogger("celery_plus.worker")
 
@@ -32,6 +33,7 @@ class DurableSetup(bootsteps.StartStopStep):
             from celery_plus.coordination import check_worker
 
             check_worker(app)  # a coordination URL on a plus+ broker, unenforced options
+            check_in_process_store(app, worker)
 
     def start(self, worker: Any) -> None:
         if self.config is not None:
@@ -41,6 +43,33 @@ class DurableSetup(bootsteps.StartStopStep):
                 self.config.heartbeat_interval,
                 self.config.max_deliveries,
             )
+
+
+def check_in_process_store(app: Any, worker: Any) -> None:
+    """Refuse a process pool on ``plus+memory://``: the store lives in this process only.
+
+    A prefork pool's processes are forks, each with a copy of the store as it was: what a
+    task publishes there (a subtask, a retry's message) lands in the copy and is lost, and
+    a worker in another process never sees what this one publishes. The solo, threads,
+    gevent and eventlet pools run in this process and share the store.
+    """
+    url = str(app.conf.broker_url or "").split(";")[0].strip()
+    if not url.startswith("plus+memory:"):
+        return
+    from celery.concurrency.prefork import TaskPool as Prefork
+
+    pool = getattr(worker, "pool_cls", None)
+    if isinstance(pool, type) and issubclass(pool, Prefork):
+        raise ImproperlyConfigured(
+            f"broker_url {url!r} is an in-process store: it lives in this process only, so "
+            "a prefork pool's processes (forks, each with a copy of it) and any worker in "
+            "another process cannot share it. Run the worker in the process that publishes, "
+            "with pool='solo' or pool='threads' (celery.contrib.testing.worker.start_worker, "
+            "or the celery_worker fixture of celery_plus.contrib.pytest), or use a store "
+            "every process reaches (plus+sqlite:///file.db, plus+redis://, "
+            "plus+postgresql://); see docs/configuration.md.")
+    logger.info("celery-plus: %s is an in-process store: only this process publishes to it",
+                url)
 
 
 def install_bootsteps(app: Any) -> None:

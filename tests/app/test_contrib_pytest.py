@@ -2,8 +2,10 @@
 
 Runs inner pytest sessions (subprocesses, so the plugin is loaded as a user loads it) on
 test files a project would write: the fixtures give a celery-plus app and an in-thread
-worker on a fresh embedded store, or on ``CELERY_PLUS_TEST_BROKER``; eager mode applies
-the extension options as a worker would and ``EagerResult.deduplicated`` exists.
+worker on a fresh in-process store (``plus+memory://``: no server, no file), or on
+``CELERY_PLUS_TEST_BROKER``; eager mode applies the extension options as a worker would and
+``EagerResult.deduplicated`` exists. Uniqueness, a concurrency limit and a dead letter work
+through the fixtures on every store, the in-process one included (``EXTENSION_TESTS``).
 """
 
 from __future__ import annotations
@@ -87,8 +89,82 @@ def test_session_fixtures(celery_session_app, celery_session_worker):
 '''
 
 
-def _run(tmp_path: Path, broker: str, expected: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "test_user.py").write_text(f"EXPECTED_BROKER = {expected!r}\n" + USER_TESTS)
+#: A project's tests of the extensions, on a worker with four threads.
+EXTENSION_TESTS = '''
+import threading
+import time
+
+import pytest
+from celery_plus import admin
+
+
+@pytest.fixture
+def celery_worker_pool():
+    return "threads"
+
+
+@pytest.fixture
+def celery_worker_parameters():
+    return {"concurrency": 4}
+
+
+def test_the_store_is_the_expected_one(celery_app):
+    assert celery_app.conf.broker_url.startswith(EXPECTED_BROKER)
+
+
+def test_duplicates_of_a_waiting_task_coalesce(celery_app, celery_worker):
+    @celery_app.task(name="user.invoice", unique_by=["customer"], unique_window="pending")
+    def invoice(customer, amount):
+        return amount
+
+    celery_worker.reload()
+    with celery_app.publish_batch():  # both published before the worker can claim either
+        first = invoice.delay(42, 10)
+        again = invoice.delay(42, 20)
+    assert first.deduplicated is False and again.deduplicated is True
+    assert again.id == first.id and first.get(timeout=20) == 10
+
+
+def test_a_concurrency_limit_holds_on_a_worker_with_four_threads(celery_app, celery_worker):
+    lock, running, peak = threading.Lock(), set(), []
+
+    @celery_app.task(name="user.report", concurrency=1, concurrency_key="customer")
+    def report(customer, n):
+        with lock:
+            running.add(n)
+            peak.append(len(running))
+        time.sleep(0.2)
+        with lock:
+            running.discard(n)
+        return n
+
+    celery_worker.reload()
+    results = [report.delay("acme", n) for n in range(4)]
+    assert [r.get(timeout=20) for r in results] == [0, 1, 2, 3]
+    assert max(peak) == 1, peak
+
+
+def test_a_failed_task_is_a_dead_letter(celery_app, celery_worker):
+    @celery_app.task(name="user.mail")
+    def mail(customer):
+        raise ConnectionError("SMTP server unreachable")
+
+    celery_worker.reload()
+    result = mail.delay(42)
+    with pytest.raises(ConnectionError):
+        result.get(timeout=20)
+    deadline = time.monotonic() + 10
+    while not admin.jobs(celery_app, "failed").items and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [row] = admin.jobs(celery_app, "failed").items
+    assert (row.id, row.exc_type) == (result.id, "ConnectionError")
+    assert "SMTP server unreachable" in row.exc_message
+'''
+
+
+def _run(tmp_path: Path, broker: str, expected: str, tests: str = USER_TESTS,
+         ) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "test_user.py").write_text(f"EXPECTED_BROKER = {expected!r}\n" + tests)
     env = {**os.environ, "CELERY_PLUS_TEST_BROKER": broker}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "celery_plus.contrib.pytest",
@@ -97,7 +173,10 @@ def _run(tmp_path: Path, broker: str, expected: str) -> subprocess.CompletedProc
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
 
 
-STORES = {"embedded": ("", "plus+sqlite:///"),
+#: (CELERY_PLUS_TEST_BROKER, the broker URL the app gets starts with); "{tmp}": the test's
+#: folder.
+STORES = {"in-process": ("", "plus+memory://t"),
+          "sqlite": ("plus+sqlite:///{tmp}/broker.db", "plus+sqlite:///"),
           "redis": (f"plus+{REDIS_URL}", f"plus+{REDIS_URL}"),
           "postgres": (f"plus+{PG_URL}", f"plus+{PG_URL}")}
 
@@ -105,9 +184,21 @@ STORES = {"embedded": ("", "plus+sqlite:///"),
 @pytest.mark.parametrize("store", list(STORES))
 def test_a_projects_tests_run_on_the_fixtures(tmp_path: Path, store: str) -> None:
     broker, expected = STORES[store]
-    proc = _run(tmp_path, broker, expected)
+    proc = _run(tmp_path, broker.format(tmp=tmp_path), expected)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "5 passed" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("store", list(STORES))
+def test_uniqueness_a_concurrency_limit_and_a_dead_letter_through_the_fixtures(
+        tmp_path: Path, store: str) -> None:
+    """The default store needs no server: no Redis, no PostgreSQL, no file."""
+    broker, expected = STORES[store]
+    proc = _run(tmp_path, broker.format(tmp=tmp_path), expected, EXTENSION_TESTS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "4 passed" in proc.stdout, proc.stdout
+    if not broker:
+        assert not list(tmp_path.glob("**/*.db")), "the in-process store wrote a file"
 
 
 ORDER_TEST = '''

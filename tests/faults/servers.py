@@ -119,13 +119,14 @@ def _as_postgres(cmd: list[str]) -> list[str]:
 class PostgresCluster:
     """A private PostgreSQL cluster (``initdb`` + ``pg_ctl``) on a free port."""
 
-    def __init__(self, max_connections: int = 200, prefix: str = "plus-fault-pg-") -> None:
+    def __init__(self, max_connections: int = 200, prefix: str = "plus-fault-pg-",
+                 port: int | None = None) -> None:
         self.max_connections = max_connections
         self.folder = Path(tempfile.mkdtemp(prefix=prefix))
         if os.geteuid() == 0:
             shutil.chown(self.folder, "postgres", "postgres")
         self.data = self.folder / "data"
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         subprocess.run(_as_postgres([str(PG_BIN / "initdb"), "-D", str(self.data), "-U",
                                      "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"]),

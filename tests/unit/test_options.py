@@ -15,6 +15,7 @@ from celery_plus.send.options import (
     UNIQUE_WINDOWS,
     PayloadBinder,
     TaskExtensions,
+    check_option_names,
     message_extensions,
     parse_extensions,
 )
@@ -593,3 +594,17 @@ def test_a_misspelt_option_of_a_task_class_fails_when_the_class_is_made() -> Non
             rate_limit_scop = "cluster"
 
             def run(self, x: int) -> None: ...
+
+
+def test_checking_a_tasks_attributes_never_binds_celerys_base_task(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Celery makes every task class with an ``app`` attribute; reading ``celery.Task.app``
+    would bind Celery's base ``Task`` to the current app and copy its ``task_acks_late``
+    onto every task made afterwards (the contrib fixtures' tasks lost ``acks_late=True``,
+    and with it their concurrency slots while they ran)."""
+    import celery
+
+    monkeypatch.setattr(celery.Task, "_app", None)
+    monkeypatch.setattr(celery.Task, "__bound__", False)
+    check_option_names("t", {"app": object(), "acks_late": True, "typing": True})
+    assert celery.Task._app is None and celery.Task.__bound__ is False

@@ -1,0 +1,409 @@
+"""What a kombu client sees of the ``plus`` transport, on every store (``conftest.py``).
+
+Driven through kombu's API alone — ``Connection``, ``Producer``, ``Consumer`` with
+``drain_events``, ``SimpleQueue``, ``basic_get`` — with no Celery worker, so each behaviour
+is checked in milliseconds on the in-process store and, with ``PLUS_CHANNEL_STORES``, on
+SQLite, Redis and PostgreSQL unchanged.
+
+Messages on durable queues carry Celery's ``task`` and ``id`` headers (:func:`publish`), as
+every task message does: a message without a ``task`` header is malformed for a durable
+queue, and its ack dead-letters it
+(:func:`test_an_acked_message_without_a_task_header_is_dead_lettered`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import kombu
+import pytest
+from kombu import Consumer, Exchange, Producer, Queue
+
+from celery_plus.model.store import NewJob
+from celery_plus.transport.channel import ChannelClosed
+from tests.support import wait_until
+
+from .conftest import Store
+
+TASK = "channel.task"
+MALFORMED = "malformed message"
+
+
+def publish(channel: Any, queue: str, body: Any = None, *, job_id: str | None = None,
+            priority: int | None = None, eta: datetime | None = None,
+            plus: dict[str, Any] | None = None, **kwargs: Any) -> str:
+    """Publish a task-like message to ``queue``; its job id."""
+    job_id = job_id or str(uuid.uuid4())
+    headers: dict[str, Any] = {"task": TASK, "id": job_id}
+    if eta is not None:
+        headers["eta"] = eta.isoformat()
+    if plus is not None:
+        headers["plus"] = plus
+    Producer(channel).publish({"n": job_id} if body is None else body, routing_key=queue,
+                              headers=headers, priority=priority, declare=[Queue(queue)],
+                              **kwargs)
+    return job_id
+
+
+def consume(conn: kombu.Connection, queue: Queue | str, count: int, *, timeout: float = 10,
+            prefetch: int | None = None, **options: Any) -> tuple[list[Any], Consumer]:
+    """Start a consumer of ``queue`` and drain until ``count`` messages came (the consumer is
+    left open: close it, or let the connection close it)."""
+    got: list[Any] = []
+    consumer = Consumer(conn, [Queue(queue) if isinstance(queue, str) else queue],
+                        callbacks=[lambda body, message: got.append(message)],
+                        prefetch_count=prefetch, **options)
+    consumer.consume()
+    drain(conn, lambda: len(got) >= count, timeout)
+    return got, consumer
+
+
+def drain(conn: kombu.Connection, done: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError("timed out draining")
+        with contextlib.suppress(TimeoutError):
+            conn.drain_events(timeout=min(left, 0.5))
+
+
+def nothing_more(conn: kombu.Connection, seconds: float = 0.5) -> None:
+    """Nothing is delivered for ``seconds``."""
+    with pytest.raises(TimeoutError):
+        conn.drain_events(timeout=seconds)
+
+
+def job_ids(messages: list[Any]) -> list[str]:
+    return [m.headers["id"] for m in messages]
+
+
+# -- publish, consume, settle ------------------------------------------------------------
+def test_a_published_message_is_consumed_with_its_body_headers_and_routing(
+        store: Store) -> None:
+    with store.connection() as conn:
+        job_id = publish(conn.default_channel, "work", {"hello": "world"})
+        [message], _ = consume(conn, "work", 1)
+        assert message.payload == {"hello": "world"}
+        assert message.headers["id"] == job_id and message.headers["task"] == TASK
+        assert message.delivery_info["routing_key"] == "work"
+        assert not message.delivery_info.get("redelivered")
+        assert store.state(job_id) == "running"
+        message.ack()
+
+
+def test_an_ack_removes_the_message(store: Store) -> None:
+    with store.connection() as conn:
+        job_id = publish(conn.default_channel, "work")
+        [message], _ = consume(conn, "work", 1)
+        message.ack()
+        wait_until(lambda: store.state(job_id) == "completed", timeout=10,
+                   message="job completed")
+        nothing_more(conn)
+    assert store.view.size("work") == 0
+
+
+def test_a_requeued_message_is_delivered_again_flagged_redelivered(store: Store) -> None:
+    with store.connection() as conn:
+        job_id = publish(conn.default_channel, "work")
+        got, _ = consume(conn, "work", 1)
+        got[0].requeue()
+        drain(conn, lambda: len(got) == 2)
+        again = got[1]
+        assert again.headers["id"] == job_id
+        assert again.delivery_info["redelivered"] is True
+        assert again.headers["redelivered"] is True
+        again.ack()
+        wait_until(lambda: store.state(job_id) == "completed", timeout=10,
+                   message="job completed")
+    assert (store.view.job(job_id) or {})["dl"] == "2"
+
+
+def test_a_reject_without_requeue_dead_letters_the_message(store: Store) -> None:
+    with store.connection() as conn:
+        job_id = publish(conn.default_channel, "work")
+        [message], _ = consume(conn, "work", 1)
+        message.reject()
+        wait_until(lambda: store.state(job_id) == "failed", timeout=10,
+                   message="job dead-lettered")
+        nothing_more(conn)
+    assert (store.view.job(job_id) or {})["reason"] == "rejected"
+    assert store.view.ids_in_state("failed") == [job_id]
+
+
+def test_an_acked_message_without_a_task_header_is_dead_lettered(store: Store) -> None:
+    with store.connection() as conn:
+        Producer(conn.default_channel).publish({"plain": "kombu"}, routing_key="work",
+                                               declare=[Queue("work")])
+        [message], _ = consume(conn, "work", 1)
+        assert message.payload == {"plain": "kombu"}
+        message.ack()
+        wait_until(lambda: store.view.ids_in_state("failed"), timeout=10,
+                   message="dead-lettered")
+    [job_id] = store.view.ids_in_state("failed")
+    record = store.view.job(job_id) or {}
+    assert record["reason"] == MALFORMED and "no 'task' header" in record["emsg"], record
+
+
+def test_a_channel_closed_with_unacked_messages_gives_them_back(store: Store) -> None:
+    with store.connection() as conn:
+        job_id = publish(conn.default_channel, "work")
+        consume(conn, "work", 1)
+    with store.connection() as conn:
+        [message], _ = consume(conn, "work", 1)
+        assert message.headers["id"] == job_id
+        assert not message.delivery_info.get("redelivered")  # released, not counted
+        message.ack()
+
+
+# -- flow ----------------------------------------------------------------------------------
+def test_qos_prefetch_bounds_the_messages_claimed(store: Store) -> None:
+    with store.connection() as conn:
+        ids = [publish(conn.default_channel, "work") for _ in range(5)]
+        got, _ = consume(conn, "work", 2, prefetch=2)
+        nothing_more(conn)
+        assert len(got) == 2
+        assert len(store.view.ids_in_state("running")) == 2
+        assert store.view.size("work") == 3
+        got[0].ack()
+        drain(conn, lambda: len(got) == 3)
+        for message in got[1:]:
+            message.ack()
+        drain(conn, lambda: len(got) == 5)
+        for message in got[3:]:
+            message.ack()
+        assert sorted(job_ids(got)) == sorted(ids)
+
+
+def test_priorities_order_delivery_lowest_number_first_fifo_within_one(store: Store) -> None:
+    priorities = [5, 9, 0, 5, 0, 9, 3]
+    with store.connection() as conn:
+        published = [(p, n, publish(conn.default_channel, "work", priority=p))
+                     for n, p in enumerate(priorities)]
+        got, _ = consume(conn, "work", 1, prefetch=1)
+        delivered: list[str] = []
+        while len(delivered) < len(priorities):
+            drain(conn, lambda: len(got) > len(delivered))
+            message = got[len(delivered)]
+            delivered.append(message.headers["id"])
+            message.ack()
+    assert delivered == [job_id for _, _, job_id in sorted(published)]
+
+
+def test_an_eta_message_waits_until_it_is_due(store: Store) -> None:
+    with store.connection() as conn:
+        eta = datetime.now(timezone.utc) + timedelta(seconds=1.5)
+        job_id = publish(conn.default_channel, "work", eta=eta)
+        assert store.state(job_id) == "scheduled"
+        assert conn.default_channel.basic_get("work") is None
+        [message], _ = consume(conn, "work", 1)
+        assert datetime.now(timezone.utc) >= eta - timedelta(milliseconds=50)
+        assert message.headers["id"] == job_id
+        message.ack()
+
+
+def test_an_idle_consumer_wakes_when_a_message_is_published(store: Store) -> None:
+    with store.connection() as conn:
+        got, _ = consume(conn, "work", 0)
+
+        def later() -> None:
+            time.sleep(0.3)
+            with store.connection() as other:
+                publish(other.default_channel, "work")
+
+        publisher = threading.Thread(target=later)
+        started = time.monotonic()
+        publisher.start()
+        drain(conn, lambda: len(got) == 1, timeout=10)
+        publisher.join()
+        assert time.monotonic() - started < 2.0
+        got[0].ack()
+
+
+# -- durable extensions --------------------------------------------------------------------
+def test_a_second_message_with_a_pending_unique_key_coalesces(store: Store) -> None:
+    unique = {"u": ["channel.task:k", "pending", 0]}
+    with store.connection() as conn:
+        first = publish(conn.default_channel, "work", plus=unique)
+        second = publish(conn.default_channel, "work", plus=unique)
+        assert store.view.size("work") == 1
+        assert store.view.job(second) is None and store.view.holder("channel.task:k") == first
+        [message], _ = consume(conn, "work", 1)
+        nothing_more(conn)
+        assert message.headers["id"] == first
+        message.ack()
+
+
+def test_a_concurrency_slot_holds_the_second_message_until_the_first_is_acked(
+        store: Store) -> None:
+    group = {"c": ["channel.task:acme", 1]}
+    with store.connection() as conn:
+        first = publish(conn.default_channel, "work", plus=group)
+        second = publish(conn.default_channel, "work", plus=group)
+        got, _ = consume(conn, "work", 1, prefetch=10)
+        nothing_more(conn)
+        assert job_ids(got) == [first]
+        assert store.state(second) == "blocked"
+        got[0].ack()
+        drain(conn, lambda: len(got) == 2)
+        assert got[1].headers["id"] == second
+        got[1].ack()
+
+
+def test_a_message_requeued_past_its_delivery_limit_is_dead_lettered(store: Store) -> None:
+    with store.connection() as conn:
+        job_id = publish(conn.default_channel, "work", plus={"md": 2})
+        got, _ = consume(conn, "work", 1)
+        got[0].requeue()
+        drain(conn, lambda: len(got) == 2)
+        got[1].requeue()
+        wait_until(lambda: store.state(job_id) == "failed", timeout=10,
+                   message="dead-lettered at its delivery limit")
+        nothing_more(conn)
+    assert (store.view.job(job_id) or {})["reason"] == "delivery limit"
+
+
+# -- exchanges and transient queues --------------------------------------------------------
+def test_fanout_reaches_the_bound_queues_only(store: Store) -> None:
+    exchange = Exchange("broadcast", type="fanout")
+    bound = [Queue(f"bound{i}", exchange, durable=False, auto_delete=True) for i in (1, 2)]
+    unbound = Queue("unbound", durable=False, auto_delete=True)
+    with store.connection() as conn:
+        channel = conn.default_channel
+        for queue in [*bound, unbound]:
+            queue(channel).declare()
+        Producer(channel).publish({"to": "all"}, exchange=exchange, routing_key="")
+        for queue in bound:
+            message = queue(channel).get()
+            assert message is not None and message.payload == {"to": "all"}
+        assert unbound(channel).get() is None
+    assert store.view.ids_in_state("enqueued") == []  # broadcasts are never jobs
+
+
+def test_a_transient_queue_keeps_its_messages_out_of_the_job_store(store: Store) -> None:
+    replies = Queue(f"{uuid.uuid4()}", durable=False, auto_delete=True)
+    with store.connection() as conn:
+        channel = conn.default_channel
+        replies(channel).declare()
+        Producer(channel).publish({"reply": 1}, routing_key=replies.name)
+        assert replies(channel).queue_declare(passive=True).message_count == 1
+        assert store.view.ids_in_state("enqueued") == []
+        [message], _ = consume(conn, replies, 1)
+        assert message.payload == {"reply": 1}
+        message.ack()
+
+
+def test_a_remote_control_reply_queue_is_transient_by_its_name(store: Store) -> None:
+    """Celery's pidbox reply queues (``*.pidbox``) are transient without a declaration."""
+    queue = f"{uuid.uuid4()}.reply.celery.pidbox"
+    with store.connection() as conn:
+        Producer(conn.default_channel).publish({"ok": "pong"}, routing_key=queue)
+        assert store.view.transient_size(queue) == 1
+        assert store.view.ids_in_state("enqueued") == []
+    with store.connection() as conn:  # another connection, as the caller of a command
+        simple = conn.SimpleQueue(Queue(queue, durable=False, auto_delete=True))
+        assert simple.get(timeout=5).payload == {"ok": "pong"}
+        simple.close()
+
+
+# -- inspection and housekeeping -----------------------------------------------------------
+def test_basic_get_returns_one_message_or_none(store: Store) -> None:
+    with store.connection() as conn:
+        channel = conn.default_channel
+        assert channel.basic_get("work") is None
+        job_id = publish(channel, "work")
+        message = channel.basic_get("work")
+        assert message is not None and message.headers["id"] == job_id
+        assert channel.basic_get("work") is None
+        message.ack()
+        wait_until(lambda: store.state(job_id) == "completed", timeout=10,
+                   message="job completed")
+
+
+def test_size_counts_the_waiting_messages(store: Store) -> None:
+    with store.connection() as conn:
+        simple = conn.SimpleQueue("work")
+        assert simple.qsize() == 0
+        for _ in range(3):
+            publish(conn.default_channel, "work")
+        assert simple.qsize() == 3
+        assert Queue("work")(conn.default_channel).queue_declare(passive=True).message_count == 3
+        taken = conn.default_channel.basic_get("work")  # claimed: no longer waiting
+        assert simple.qsize() == 2
+        taken.ack()
+        simple.close()
+
+
+def test_purge_empties_a_queue_and_counts_what_it_removed(store: Store) -> None:
+    with store.connection() as conn:
+        channel = conn.default_channel
+        ids = [publish(channel, "work") for _ in range(3)]
+        transient = Queue("notes", durable=False, auto_delete=True)
+        transient(channel).declare()
+        Producer(channel).publish({"x": 1}, routing_key="notes")
+        assert Queue("work")(channel).purge() == 3
+        assert transient(channel).purge() == 1
+        assert store.view.size("work") == 0 and store.view.transient_size("notes") == 0
+        assert all(store.view.job(i) is None for i in ids)
+        assert channel.basic_get("work") is None
+
+
+def test_a_closed_channel_raises_a_recoverable_connection_error(store: Store) -> None:
+    with store.connection() as conn:
+        producer = conn.Producer()
+        producer.channel.close()
+        with pytest.raises(ChannelClosed):
+            producer.publish({"n": 1}, routing_key="work", headers={"task": TASK})
+        assert isinstance(ChannelClosed(), conn.recoverable_connection_errors)
+
+
+# -- bad and odd input ---------------------------------------------------------------------
+def test_a_malformed_message_is_dead_lettered_and_the_consumer_goes_on(store: Store) -> None:
+    store.view.publish(NewJob(id="garbage", queue="work", message="not a kombu message"))
+    with store.connection() as conn:
+        job_id = publish(conn.default_channel, "work")
+        [message], _ = consume(conn, "work", 1)
+        assert message.headers["id"] == job_id
+        message.ack()
+        wait_until(lambda: store.state("garbage") == "failed", timeout=10,
+                   message="the malformed job dead-lettered")
+    assert (store.view.job("garbage") or {})["reason"] == MALFORMED
+    assert store.view.raw_message("garbage") == b"not a kombu message"
+
+
+def test_a_body_that_cannot_be_decoded_is_dead_lettered(store: Store) -> None:
+    with store.connection() as conn:
+        job_id = publish(conn.default_channel, "work", b"\x00\x01", serializer=None,
+                         content_type="application/x-nope", content_encoding="binary")
+        errors: list[Exception] = []
+
+        def on_decode_error(message: Any, exc: Exception) -> None:
+            errors.append(exc)
+            message.ack()  # as Celery's consumer does with a message it cannot decode
+
+        consumer = Consumer(conn, [Queue("work")], accept=["json"],
+                            on_decode_error=on_decode_error,
+                            callbacks=[lambda body, message: message.ack()])
+        consumer.consume()
+        drain(conn, lambda: bool(errors))
+        wait_until(lambda: store.state(job_id) == "failed", timeout=10,
+                   message="dead-lettered")
+    assert (store.view.job(job_id) or {})["reason"] == MALFORMED
+
+
+@pytest.mark.parametrize("body", ["nul \x00 inside", "lone \ud800 surrogate \udfff",
+                                  "x" * (1 << 20)], ids=["nul", "lone-surrogates", "1mb"])
+def test_odd_bodies_round_trip_unchanged(store: Store, body: str) -> None:
+    with store.connection() as conn:
+        job_id = publish(conn.default_channel, "work", {"text": body, "key\x00": body[:8]})
+        [message], _ = consume(conn, "work", 1)
+        assert message.payload == {"text": body, "key\x00": body[:8]}
+        message.ack()
+        wait_until(lambda: store.state(job_id) == "completed", timeout=10,
+                   message="job completed")
