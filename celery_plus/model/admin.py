@@ -53,13 +53,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from celery_plus.model import rules
 from celery_plus.model.capped import is_capped
 
 #: States a job record can be in, in lifecycle order.
-STATES = ("enqueued", "scheduled", "blocked", "running", "completed", "failed", "canceled",
-          "discarded")
+STATES = rules.STATES
 #: States that wait for a worker (what ``cancel`` applies to).
-WAITING = ("enqueued", "scheduled", "blocked")
+WAITING = rules.WAITING
 #: Finished states whose records ``purge`` deletes.
 PURGEABLE = ("failed", "completed", "canceled", "discarded")
 #: Largest page ``jobs`` returns (and most task ids a bulk operation takes by id).
@@ -570,7 +570,7 @@ def check_state(state: str, allowed: tuple[str, ...] = STATES) -> str:
 
 def time_field(state: str) -> str:
     """The record field (Redis hash name) a listing of ``state`` orders and filters by."""
-    if state in ("completed", "failed", "canceled", "discarded"):
+    if state in rules.FINISHED:
         return "fin"
     if state == "running":
         return "start"

@@ -24,7 +24,7 @@ class JobRecord:
     name: str
     #: The stored kombu envelope as text (bytes that are not UTF-8 decoded with U+FFFD).
     message: str
-    #: Order in its queue: priority * 2^40 + sequence (lower first).
+    #: Order in its queue: priority * rules.PRIORITY_FACTOR + sequence (lower first).
     score: int
     #: The token of the job's last claim (0: never claimed).
     lease_token: int

@@ -26,10 +26,21 @@ WAITING = ("enqueued", "scheduled", "blocked")
 FINISHED = ("completed", "failed", "canceled", "discarded")
 STATES = (*WAITING, "running", *FINISHED)
 WINDOWS = ("pending", "running", "ttl")
-#: Ordering: ``priority * 2**40 + seq`` (lower first; equal priorities FIFO).
+#: Ordering: ``priority * PRIORITY_FACTOR + seq`` (lower first; equal priorities FIFO).
 PRIORITY_FACTOR = 1 << 40
 #: Attempts kept in a job's history.
 HISTORY_MAX = 50
+
+#: The constants above as the stores use them: written here only, and rendered into each
+#: store's own language when it loads (the Redis Lua library: ``stores/redis/scripts.py``;
+#: PostgreSQL functions of ``rules.sql``: ``stores/postgres/migrations.py``); the SQLite store
+#: imports them. ``tests/unit/test_rules_rendered.py`` keeps them from being retyped.
+RENDERED: Mapping[str, int | tuple[str, ...]] = {
+    "PRIORITY_FACTOR": PRIORITY_FACTOR,
+    "HISTORY_MAX": HISTORY_MAX,
+    "WAITING": WAITING,
+    "FINISHED": FINISHED,
+}
 
 
 class Hold(Enum):

@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from celery_plus.model import rules
 from celery_plus.model.store import Settle
 from celery_plus.stores.postgres import migrations as pg_migrations
 from celery_plus.stores.postgres.backend import PostgresBackend
@@ -157,10 +158,40 @@ CHANGED_SINCE_LEGACY = {
     # release 4: an attempt names its claim's token (a claim its run continued stays known as
     # continued once the continuation is claimed: a heartbeat's verdict, rules.py).
     "function attempt_entry(p_id text, p_outcome text, p_detail jsonb, p_now bigint)",
+    # release 5: the rules' constants read from rules.sql (rendered from model/rules.py), the
+    # slot and hold rules from take_slot() / take_hold(window): same behaviour, stated once.
+    "function admin_cancel(p_id text)",
+    "function admin_purge(p_state text, p_ids text[], p_task text, p_queue text, p_older bigint)",
+    "function admin_retry(p_ids text[], p_task text, p_queue text, p_older bigint, "
+    "p_backstop bigint)",
+    "function claim(p_queues text[], p_worker text, p_max integer, p_scan_limit integer, "
+    "p_lease_ms bigint, p_backstop bigint, p_ids text[], p_tokens bigint[], p_actions text[], "
+    "p_details text[])",
+    "function claim_job(p_id text, p_worker text, p_lease_ms bigint, p_backstop bigint, "
+    "OUT o_outcome text, OUT o_state text, OUT o_token bigint, OUT o_deliveries integer, "
+    "OUT o_lease_left bigint)",
+    "function push_history(p_id text, p_entry jsonb)",
+    "function renew_holds(p_batch integer, p_backstop bigint, p_waiting boolean)",
+    "function publish(p_id text, p_queue text, p_msg bytea, p_name text, p_priority integer, "
+    "p_eta bigint, p_lock text, p_window text, p_ttl bigint, p_group text, p_limit integer, "
+    "p_mdl integer, p_backstop bigint, p_continues bigint, OUT o_holder text, "
+    "OUT o_state text, OUT o_continued boolean, OUT o_fenced boolean)",
+    # release 5: the 13-argument publish() of 0001 is fenced like the others (the 14-argument
+    # one with no token; a refused publish raises): docs/postgres.md.
+    "function publish(p_id text, p_queue text, p_msg bytea, p_name text, p_priority integer, "
+    "p_eta bigint, p_lock text, p_window text, p_ttl bigint, p_group text, p_limit integer, "
+    "p_mdl integer, p_backstop bigint, OUT o_holder text, OUT o_state text, "
+    "OUT o_continued boolean)",
 }
-#: Functions added since the legacy layout (each with its reason): on a fresh and an upgraded
-#: store alike, absent from the legacy one.
+#: Functions added since the legacy layout (a fresh and an upgraded store have them alike).
 ADDED_SINCE_LEGACY = {
+    # release 5: model/rules.py's constants, rendered (functions/rules.sql) ...
+    "function priority_factor()", "function history_max()", "function waiting_states()",
+    "function finished_states()", "function rules()",
+    # ... and the slot and hold rules as primitives every function calls.
+    "function take_slot(p_id text, p_group text, p_limit integer, p_park boolean)",
+    "function take_hold(p_lock text, p_id text, p_window text, p_ttl bigint, p_until bigint, "
+    "p_now bigint)",
     # release 5: a heartbeat says what became of each claim it does not renew (ended by its
     # own run, or lost), in the same step; heartbeat() answers from it for earlier releases.
     "function heartbeat_verdicts(p_ids text[], p_tokens bigint[], p_lease_ms bigint)",
@@ -183,7 +214,8 @@ def test_fresh_and_upgraded_schemas_equal_the_legacy_one(
         assert all(got[key] == fresh_catalog[key] for key in ADDED_SINCE_LEGACY)
         differ = sorted(key for key in expected if expected[key] != got[key])
         assert differ == sorted(CHANGED_SINCE_LEGACY), differ
-        assert all(got[key] == fresh_catalog[key] for key in CHANGED_SINCE_LEGACY)
+        assert all(got[key] == fresh_catalog[key]
+                   for key in CHANGED_SINCE_LEGACY | ADDED_SINCE_LEGACY)
 
 
 def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
@@ -401,3 +433,55 @@ def test_every_version_takes_the_same_migration_lock(
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
             migrator.join(60)
     assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8]
+
+
+# -- the rules, rendered -------------------------------------------------------------------------
+
+
+def test_the_rendered_constants_equal_the_rules(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
+    """functions/rules.sql's functions return model/rules.py's values (rendered, not retyped)."""
+    schema = new_schema("ru")
+    pg_migrations.migrate(conn, schema)
+    got = conn.execute(f'SELECT "{schema}".priority_factor(), "{schema}".history_max(), '
+                       f'"{schema}".waiting_states(), "{schema}".finished_states(), '
+                       f'"{schema}".rules()').fetchone()
+    assert got is not None
+    factor, history, waiting, finished, named = got
+    assert factor == rules.PRIORITY_FACTOR and history == rules.HISTORY_MAX
+    assert tuple(waiting) == rules.WAITING and tuple(finished) == rules.FINISHED
+    assert named == {name: list(value) if isinstance(value, tuple) else value
+                     for name, value in rules.RENDERED.items()}
+
+
+def test_a_placeholder_is_rendered_from_the_rules_or_refused() -> None:
+    assert pg_migrations.render_rules("SELECT {{PRIORITY_FACTOR}}, {{FINISHED}}") == (
+        f"SELECT {rules.PRIORITY_FACTOR}, "
+        f"ARRAY[{', '.join(repr(s) for s in rules.FINISHED)}]")
+    with pytest.raises(ValueError, match="NOPE"):
+        pg_migrations.render_rules("SELECT {{NOPE}}")
+    shipped = {f.name: f.sql for f in pg_migrations.function_files()}
+    assert not any("{{" in sql for sql in shipped.values())
+
+
+def test_the_13_argument_publish_is_fenced_like_the_others(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
+    """The 0001 form (processes before the fences) carries no lease token: it publishes new and
+    finished ids as the current form does, and refuses, loudly, to take over a running job."""
+    schema = new_schema("p13")
+    pg_migrations.migrate(conn, schema)
+    old = (f'SELECT * FROM "{schema}".publish(%s, \'jobs\', \'m\', \'\', 0, 0, \'\', \'\', 0, '
+           "'', 0, 0, 1000)")
+    assert conn.execute(old, ["a"]).fetchone() == (None, "enqueued", False)
+    claimed = conn.execute(f'SELECT o_id, o_token FROM "{schema}".claim(ARRAY[\'jobs\'], '
+                           "'w0', 1, 10, 60000, 1000, NULL, NULL, NULL, NULL) "
+                           "WHERE o_kind = 'c'").fetchall()
+    assert [row[0] for row in claimed] == ["a"]
+    with pytest.raises(psycopg.errors.RaiseException, match="fenced"):
+        conn.execute(old, ["a"])
+    state = conn.execute(f'SELECT state, token FROM "{schema}".jobs WHERE id = \'a\'').fetchone()
+    assert state == ("running", claimed[0][1])
+    # Settled by its claim, the job is finished: published anew, as by any process.
+    conn.execute(f'SELECT * FROM "{schema}".settle(ARRAY[\'a\'], ARRAY[%s::bigint], '
+                 "ARRAY['ack'], ARRAY[NULL::text], 1000)", [claimed[0][1]])
+    assert conn.execute(old, ["a"]).fetchone() == (None, "enqueued", False)

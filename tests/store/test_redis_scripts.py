@@ -16,6 +16,7 @@ from importlib import resources
 import pytest
 import redis
 
+from celery_plus.model import rules
 from celery_plus.model.store import NewJob, Settle
 from celery_plus.queue_migration.movers import migrate_script_source
 from celery_plus.stores.redis.backend import RedisBackend
@@ -24,8 +25,10 @@ from celery_plus.stores.redis.scripts import (
     STORE_SCRIPTS,
     ScriptLibrary,
     admin_sources,
+    lib_lua,
     library_source,
     pack,
+    render_rules,
     store_sources,
     with_publish_job,
 )
@@ -52,9 +55,46 @@ def lua(path: str) -> str:
     return (resources.files("celery_plus.stores.redis") / "lua" / path).read_text()
 
 
+def lib() -> str:
+    """``lib.lua`` as the scripts run it: the rules' constants in place of its ``@rules`` line."""
+    source = lua("lib.lua")
+    assert source.count("\n-- @rules\n") == 1
+    return source.replace("\n-- @rules\n", "\n" + render_rules(), 1)
+
+
+def test_lib_lua_gets_the_rules_constants_rendered_once() -> None:
+    assert lib_lua() == lib()
+    assert "@rules" not in lib_lua().replace("'-- @rules'", "")
+    block = render_rules()
+    assert f"local PRIORITY_FACTOR = {rules.PRIORITY_FACTOR}\n" in block
+    assert f"local HISTORY_MAX = {rules.HISTORY_MAX}\n" in block
+    assert "local WAITING = {['enqueued'] = true, ['scheduled'] = true, ['blocked'] = true}" \
+        in block
+
+
+@pytest.mark.parametrize("functions", [True, False], ids=["library", "evalsha"])
+def test_the_rendered_constants_equal_the_rules_on_the_server(functions: bool) -> None:
+    """What the scripts see (function library and EVALSHA alike) is model/rules.py's."""
+    client = redis.Redis.from_url(REDIS_URL)
+    probe = ("local function keys(set) local out = {} for k in pairs(set) do out[#out + 1] = k "
+             "end table.sort(out) return out end "
+             "return {PRIORITY_FACTOR, HISTORY_MAX, keys(WAITING), keys(FINISHED)}")
+    library = ScriptLibrary(client, f"{lib_lua()}\n-- {uuid.uuid4().hex}", {"probe": probe})
+    library.functions = functions
+    try:
+        factor, history, waiting, finished = library.run("probe", [f"p{uuid.uuid4().hex[:8]}"])
+    finally:
+        if functions:
+            client.function_delete(library.library)
+        client.close()
+    assert factor == rules.PRIORITY_FACTOR and history == rules.HISTORY_MAX
+    assert [w.decode() for w in waiting] == sorted(rules.WAITING)
+    assert [f.decode() for f in finished] == sorted(rules.FINISHED)
+
+
 def test_each_store_script_is_its_file_and_fire_also_publishes() -> None:
-    lib, bodies = store_sources()
-    assert lib == lua("lib.lua")
+    lib_source, bodies = store_sources()
+    assert lib_source == lib()
     assert sorted(bodies) == sorted(STORE_SCRIPTS)
     for name in set(STORE_SCRIPTS) - {"fire"}:
         assert bodies[name] == lua(f"{name}.lua"), name
@@ -67,14 +107,14 @@ def test_each_admin_script_is_lib_then_the_index_helpers_if_it_needs_them_then_i
     index_lib = lua("admin/index_lib.lua")
     for name, source in sources.items():
         middle = index_lib if name.startswith("index_") else ""
-        assert source == "\n".join([lua("lib.lua"), middle, lua(f"admin/{name}.lua")]), name
+        assert source == "\n".join([lib(), middle, lua(f"admin/{name}.lua")]), name
 
 
 def test_with_publish_job_wraps_publish_lua_as_a_function_of_its_own_arguments() -> None:
     source = with_publish_job("return publish_job({'x'})")
     head, rest = source.split("local function publish_job(A)\n", 1)
     publish, body = rest.rsplit("\nend\n", 1)
-    assert head == lua("lib.lua") + "\n"
+    assert head == lib() + "\n"
     assert body == "return publish_job({'x'})"
     assert not re.search(r"\bARGV\b", publish)
     original = lua("publish.lua").splitlines()

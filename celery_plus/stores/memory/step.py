@@ -160,7 +160,7 @@ class Step:
             return "coalesced"
         if rule.target == "enqueued":
             self.enqueue(job)
-        elif rule.target in ("completed", "failed", "canceled", "discarded"):
+        elif rule.target in rules.FINISHED:
             job.state, job.finished_ms = rule.target, self.now
         if rule.target == "failed":
             detail = detail or {}

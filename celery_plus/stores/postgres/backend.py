@@ -34,6 +34,7 @@ from celery.exceptions import ImproperlyConfigured
 from kombu.exceptions import ConnectionError as KombuConnectionError
 from kombu.utils.url import maybe_sanitize_url
 
+from celery_plus.model import rules
 from celery_plus.model.details import encode_detail
 from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from celery_plus.model.store import (
@@ -69,8 +70,7 @@ RETRIES = 5
 #: Attempts of a store call whose connection failed: a pool session the server ended
 #: (restart, ``pg_terminate_backend``, idle timeout) fails once, then a fresh one is used.
 CONNECTION_ATTEMPTS = 3
-STATES = ("enqueued", "scheduled", "blocked", "running", "completed", "failed", "canceled",
-          "discarded")
+STATES = rules.STATES
 _ORDER = {"completed": "finished_ms", "failed": "finished_ms", "canceled": "finished_ms",
           "discarded": "finished_ms", "running": "lease_expires_ms", "scheduled": "due_ms",
           "enqueued": "score", "blocked": "score"}

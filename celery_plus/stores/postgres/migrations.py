@@ -15,6 +15,11 @@ Each store lives in one schema (the ``plus_pg_schema`` setting, default ``celery
   starts with the ``DROP FUNCTION IF EXISTS`` it needs: the applier never drops anything
   itself (an older overload may be kept for processes of earlier versions, e.g.
   ``publish()``; a ``CASCADE`` would silently take triggers along).
+* The rules' constants (:data:`celery_plus.model.rules.RENDERED`) are never retyped in SQL:
+  ``functions/rules.sql`` names them ``{{NAME}}`` and :func:`function_files` renders them
+  (:func:`render_rules`) before a file is hashed, so a changed constant is a changed file,
+  applied again. Every other function reads them from ``rules.sql``'s functions
+  (``priority_factor()``, ``history_max()``, ``waiting_states()``, ``finished_states()``).
 
 :func:`migrate` does both under a session advisory lock of the schema (``pg_advisory_lock``):
 when many workers start at once, one creates the schema and the others wait, then find it
@@ -29,16 +34,20 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 from celery.exceptions import ImproperlyConfigured
 
+from celery_plus.model import rules
+
 #: A schema name: a lower-case SQL identifier, short enough for the wake-up channel name.
 SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
 _FILE_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _FUNCTION_FILE_RE = re.compile(r"^([a-z_][a-z0-9_]*)\.sql$")
+_PLACEHOLDER_RE = re.compile(r"\{\{([A-Z_]+)\}\}")
 _PACKAGE = "celery_plus.stores.postgres"
 #: The release of the function files: raised whenever any file changes (a test compares the
 #: files with ``tests/store/fixtures/postgres_functions.json`` and says so).
@@ -118,11 +127,33 @@ def migrations() -> list[Migration]:
     return found
 
 
+def _sql_literal(value: int | tuple[str, ...]) -> str:
+    if isinstance(value, tuple):
+        if not all(re.fullmatch(r"[a-z_]+", v) for v in value):
+            raise ValueError(f"not plain names: {value!r}")
+        return "ARRAY[" + ", ".join(f"'{v}'" for v in value) + "]"
+    return str(int(value))
+
+
+def render_rules(sql: str,
+                 constants: Mapping[str, int | tuple[str, ...]] = rules.RENDERED) -> str:
+    """``sql`` with each ``{{NAME}}`` replaced by ``constants[NAME]`` as an SQL literal (a
+    number, or ``ARRAY['a', 'b']``); an unknown name is an error."""
+    def literal(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in constants:
+            raise ValueError(f"{{{{{name}}}}}: not a constant of model/rules.py RENDERED")
+        return _sql_literal(constants[name])
+
+    return _PLACEHOLDER_RE.sub(literal, sql)
+
+
 def function_files() -> list[FunctionFile]:
-    """The function files shipped with celery-plus, by name (the order they are applied)."""
+    """The function files shipped with celery-plus, by name (the order they are applied), with
+    the rules' constants rendered (:func:`render_rules`)."""
     folder = resources.files(_PACKAGE) / "functions"
-    found = [FunctionFile(match.group(1), entry.read_text()) for entry in folder.iterdir()
-             if (match := _FUNCTION_FILE_RE.match(entry.name))]
+    found = [FunctionFile(match.group(1), render_rules(entry.read_text()))
+             for entry in folder.iterdir() if (match := _FUNCTION_FILE_RE.match(entry.name))]
     return sorted(found, key=lambda f: f.name)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from celery_plus.model import rules
 from celery_plus.model.admin import (
     LIST_TEXT,
     PREVIEW_BYTES,
@@ -59,7 +60,8 @@ ID_CHUNK = 1000
 WAITING_BY_INDEX = {"enqueued": True, "scheduled": False, "blocked": False}
 #: Jobs looked at from the head of each priority band of a queue for "oldest waiting".
 HEAD = 50
-BAND = 1 << 40
+#: One priority's band of scores (rules.score).
+BAND = rules.PRIORITY_FACTOR
 #: Index members a listing-index sync reads per script call (bounds the time Redis is busy).
 SYNC_BATCH = 5000
 #: A sync re-reads members finished this long below the highest one indexed (a clock step).

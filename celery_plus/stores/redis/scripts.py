@@ -7,6 +7,10 @@ the same code is loaded once as a *function library* (``FUNCTION LOAD``), where 
 are defined once and each script is a function (``FCALL``); on Redis 6.2, scripts run with
 ``EVALSHA`` as before. The choice is made on the first call, with no extra round trip.
 
+``lib.lua`` never retypes a rule's constant: its ``-- @rules`` line is replaced, wherever it
+is used (:func:`lib_lua`), by :data:`celery_plus.model.rules.RENDERED` as Lua locals
+(:func:`render_rules`: ``local PRIORITY_FACTOR = ...``, state sets as ``{[state] = true}``).
+
 In the library, ``lib.lua``'s per-call prelude (the block between the ``@prelude`` markers:
 the key prefix and the server clock) becomes ``begin(ARGV)``, run at the start of each
 function. The library's name carries a hash of the sources, so processes of different
@@ -30,6 +34,8 @@ from typing import Any
 
 import redis
 
+from celery_plus.model import rules
+
 _PACKAGE = "celery_plus.stores.redis"
 #: The store's scripts (``lua/<name>.lua``), each run after ``lib.lua``.
 STORE_SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recover", "maintain",
@@ -38,6 +44,7 @@ STORE_SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recove
 ADMIN_SCRIPTS = ("retry", "discard", "cancel", "delete", "index_sync", "index_page",
                  "index_counts", "summaries")
 
+_RULES = re.compile(r"^-- @rules\n", re.M)
 _PRELUDE = re.compile(r"^-- @prelude begin.*?^-- @prelude end\n", re.S | re.M)
 
 #: The prelude as it runs inside the library: the same values, assigned per call.
@@ -56,20 +63,47 @@ def read_lua(path: str, package: str | None = None) -> str:
     return (root / path).read_text()
 
 
+def render_rules(constants: Mapping[str, int | tuple[str, ...]] = rules.RENDERED) -> str:
+    """``constants`` as Lua locals: numbers as numbers, state tuples as sets ``{[s] = true}``."""
+    lines = ["-- rendered from celery_plus/model/rules.py (scripts.render_rules)"]
+    for name, value in constants.items():
+        if isinstance(value, tuple):
+            members = ", ".join(f"[{_lua_string(v)}] = true" for v in value)
+            lines.append(f"local {name} = {{{members}}}")
+        else:
+            lines.append(f"local {name} = {int(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _lua_string(text: str) -> str:
+    if not re.fullmatch(r"[a-z_]+", text):
+        raise ValueError(f"not a plain name: {text!r}")
+    return f"'{text}'"
+
+
+@functools.cache
+def lib_lua() -> str:
+    """``lib.lua`` with the rules' constants rendered in place of its ``-- @rules`` line."""
+    lib = read_lua("lib.lua")
+    if len(_RULES.findall(lib)) != 1:
+        raise ValueError("lib.lua needs exactly one '-- @rules' line")
+    return _RULES.sub(lambda _: render_rules(), lib)
+
+
 @functools.cache
 def store_sources() -> tuple[str, dict[str, str]]:
     """``lib.lua`` and the body of each of :data:`STORE_SCRIPTS` (read once per process)."""
     bodies = {name: read_lua(f"{name}.lua") for name in STORE_SCRIPTS}
     # A tick is published by publish.lua's own body, in the same script as its fence.
     bodies["fire"] += "\n" + bodies["publish"]
-    return read_lua("lib.lua"), bodies
+    return lib_lua(), bodies
 
 
 @functools.cache
 def admin_sources() -> dict[str, str]:
     """The source of each of :data:`ADMIN_SCRIPTS`: ``lib.lua``, the listing index's helpers
     (``admin/index_lib.lua``, for the ``index_*`` scripts only), then the script's body."""
-    lib, index_lib = read_lua("lib.lua"), read_lua("admin/index_lib.lua")
+    lib, index_lib = lib_lua(), read_lua("admin/index_lib.lua")
     return {name: "\n".join([lib, index_lib if name.startswith("index_") else "",
                              read_lua(f"admin/{name}.lua")])
             for name in ADMIN_SCRIPTS}
@@ -79,7 +113,7 @@ def with_publish_job(body: str) -> str:
     """``body`` after ``lib.lua`` and ``publish.lua`` as ``publish_job(A)`` (``A`` for ``ARGV``),
     so that ``body`` can store jobs exactly as a publish does."""
     publish = re.sub(r"\bARGV\b", "A", read_lua("publish.lua"))
-    return "\n".join((read_lua("lib.lua"), "local function publish_job(A)", publish, "end", body))
+    return "\n".join((lib_lua(), "local function publish_job(A)", publish, "end", body))
 
 
 def _sha1(text: str) -> str:

@@ -78,14 +78,9 @@ class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
             if not scope.matches(tx.now, name, queue, finished):
                 return "skipped", state
             if lock:
-                holder = tx.live_holder(lock)
-                if holder is not None and holder != job_id:
+                holder = tx.take_hold(lock, job_id, window, ttl, tx.backstop)
+                if holder is not None:
                     return "conflict", holder
-                if window == "ttl":
-                    if holder is None and (ttl or 0) > 0:
-                        tx.set_hold(lock, job_id, int(ttl))
-                else:
-                    tx.set_hold(lock, job_id, tx.backstop)
             self._entry(tx, job_id, "admin retry")
             new_score = (int(score) // PRIORITY_FACTOR) * PRIORITY_FACTOR + tx.incr("seq")
             tx.run("UPDATE jobs SET deliveries = 0, enqueued_ms = ?, score = ?, "

@@ -38,6 +38,7 @@ from kombu.exceptions import ConnectionError as KombuConnectionError
 from celery_plus.model import rules
 from celery_plus.model.details import clean_detail
 from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
+from celery_plus.model.rules import FINISHED, HISTORY_MAX, PRIORITY_FACTOR, WAITING
 from celery_plus.model.store import (
     SCHEDULE_COLUMNS,
     Backend,
@@ -68,15 +69,13 @@ TRANSIENT_TTL_MS = 300_000
 BUSY_TIMEOUT_MS = 10_000
 #: Give up (and raise) only when the database stayed locked this long.
 LOCKED_GIVE_UP_S = 120.0
-PRIORITY_FACTOR = 1 << 40
-HISTORY_MAX = 50
 PROMOTE_BATCH = 100
 #: Rate groups a claim gives parked jobs back to, at most.
 RATE_RELEASE_GROUPS = 20
 MAINTAIN_BATCH = 500
 UNBLOCK_GROUPS = 50
-#: States of a job that has ended (a publish of its id starts it anew).
-FINISHED = ("completed", "failed", "canceled", "discarded")
+#: The waiting states as an SQL list (``state IN (...)``), from model/rules.py.
+WAITING_SQL = ", ".join(f"'{state}'" for state in WAITING)
 #: Unix socket addresses are limited to ~108 bytes; longer paths go through /proc/self/fd.
 SOCKET_PATH_MAX = 100
 
@@ -213,6 +212,21 @@ class _Tx:
             "DO UPDATE SET holder = excluded.holder, expires_ms = excluded.expires_ms",
             lock, holder, self.now + ttl_ms)
 
+    def take_hold(self, lock: str, job_id: str, window: str | None, ttl_ms: int | None,
+                  ms: int) -> str | None:
+        """Hold.TAKE (model/rules.py): unique hold ``lock`` for ``job_id`` unless another job
+        holds it: a pending/running window for ``ms`` (the due time + the backstop:
+        rules.hold_deadline), a ttl window for ``ttl_ms`` and only when the key is free (never
+        extended). Returns the other job holding it (a duplicate: nothing taken), or None."""
+        holder = self.live_holder(lock)
+        if holder is not None and holder != job_id:
+            return holder
+        if window != "ttl":
+            self.set_hold(lock, job_id, ms)
+        elif holder is None and (ttl_ms or 0) > 0:
+            self.set_hold(lock, job_id, int(ttl_ms or 0))
+        return None
+
     def refresh_hold(self, lock: str, holder: str) -> None:
         """PEXPIRE to the backstop, only if ``holder`` holds it."""
         self.run("UPDATE holds SET expires_ms = ? WHERE lock = ? AND holder = ? "
@@ -222,7 +236,7 @@ class _Tx:
         """renew_holds of lib.lua: holds lapsing within half a backstop whose job still
         needs them (running, or ``waiting`` and enqueued / blocked / scheduled) get another
         backstop. Bounded."""
-        states = "'running', 'enqueued', 'blocked', 'scheduled'" if waiting else "'running'"
+        states = f"'running', {WAITING_SQL}" if waiting else "'running'"
         return self.run(
             "UPDATE holds SET expires_ms = ? WHERE lock IN (SELECT h.lock FROM holds h "
             "JOIN jobs j ON j.id = h.holder AND j.unique_lock = h.lock "
@@ -249,6 +263,24 @@ class _Tx:
         """Release a non-TTL unique hold, but only if ``job_id`` holds it."""
         if lock and window != "ttl":
             self.drop_hold(lock, job_id)
+
+    # -- concurrency slots --------------------------------------------------------------
+    def take_slot(self, job_id: str, group: str | None, limit: int, park: bool) -> bool:
+        """Slot.TAKE (model/rules.py): a slot of ``group`` (``limit`` at once) for ``job_id``.
+        True when taken, or the job has no group. False when the group is full (counted as
+        'blocked'); with ``park`` the job is then parked: blocked, keeping its score (its place
+        in line) until a slot is freed (:meth:`free_slot`)."""
+        if not group:
+            return True
+        if self.scalar("SELECT COUNT(*) FROM slots WHERE conc_group = ?", group) >= limit:
+            if park:
+                self.run("UPDATE jobs SET state = 'blocked', rate_parked = 0 WHERE id = ?",
+                         job_id)
+            self.stat("blocked")
+            return False
+        self.run("INSERT OR IGNORE INTO slots (conc_group, job_id) VALUES (?, ?)",
+                 group, job_id)
+        return True
 
     # -- state changes ------------------------------------------------------------------
     def enqueue(self, job_id: str) -> None:
@@ -594,18 +626,14 @@ class SQLiteBackend(OptionsView, Backend):
             tx.push_history(job.id, tx.attempt_entry(job.id, "retried", None))
         lock, window = job.unique_lock, job.unique_window
         if lock:
-            holder = tx.live_holder(lock)
-            if holder is not None and holder != job.id:
+            holder = tx.take_hold(lock, job.id, window, job.unique_ttl_ms,
+                                  max(job.eta_ms - tx.now, 0) + self.backstop_ms)
+            if holder is not None:
                 if continued:
                     tx.release_hold(old_lock, old_window, job.id)
                     tx.coalesce(job.id)
                 tx.stat("deduplicated")
                 return PublishOutcome(False, job.id, holder_id=holder)
-            if window == "ttl":
-                if holder is None:
-                    tx.set_hold(lock, job.id, job.unique_ttl_ms)
-            else:
-                tx.set_hold(lock, job.id, max(job.eta_ms - tx.now, 0) + self.backstop_ms)
         if old_lock and old_lock != lock:
             # A message with another key (Task.replace, retry with other arguments): the
             # job's old key is free once the new one is decided.
@@ -685,17 +713,9 @@ class SQLiteBackend(OptionsView, Backend):
                         tx.rate_park(job_id, rate_group, rate_window)
                         result.blocked.append(job_id)
                         continue
-                    if group:
-                        used = tx.scalar("SELECT COUNT(*) FROM slots WHERE conc_group = ?", group)
-                        if used >= limit:
-                            # Parked: keeps its score, so it keeps its place in line.
-                            tx.run("UPDATE jobs SET state = 'blocked', rate_parked = 0 "
-                                   "WHERE id = ?", job_id)
-                            tx.stat("blocked")
-                            result.blocked.append(job_id)
-                            continue
-                        tx.run("INSERT OR IGNORE INTO slots (conc_group, job_id) VALUES (?, ?)",
-                               group, job_id)
+                    if not tx.take_slot(job_id, group, limit, park=True):
+                        result.blocked.append(job_id)
+                        continue
                     token, delivery = self._begin_claim(tx, job_id, lock, window, deliveries,
                                                         worker_id)
                     if rate_group:
@@ -735,15 +755,10 @@ class SQLiteBackend(OptionsView, Backend):
             if state == "running":
                 left = max(int(lease if lease is not None else tx.now) - tx.now, 0)
                 return JobClaim("held", state, deliveries=int(deliveries), lease_left_ms=left)
-            if state not in ("enqueued", "scheduled", "blocked"):
+            if state not in WAITING:
                 return JobClaim("finished", state)
-            if group:
-                used = tx.scalar("SELECT COUNT(*) FROM slots WHERE conc_group = ?", group)
-                if used >= limit:
-                    tx.stat("blocked")
-                    return JobClaim("blocked", state)
-                tx.run("INSERT OR IGNORE INTO slots (conc_group, job_id) VALUES (?, ?)",
-                       group, job_id)
+            if not tx.take_slot(job_id, group, limit, park=False):
+                return JobClaim("blocked", state)
             token, delivery = self._begin_claim(tx, job_id, lock, window, deliveries,
                                                 worker_id)
             return JobClaim("claimed", "running", token, delivery)
@@ -1241,12 +1256,11 @@ class SQLiteBackend(OptionsView, Backend):
 
         def body(tx: _Tx) -> int:
             waiting = tx.all(
-                "SELECT id, unique_lock, unique_window FROM jobs WHERE state IN "
-                "('enqueued', 'blocked', 'scheduled') AND queue = ?", queue)
+                f"SELECT id, unique_lock, unique_window FROM jobs WHERE state IN ({WAITING_SQL}) "
+                "AND queue = ?", queue)
             for job_id, lock, window in waiting:
                 tx.release_hold(lock, window, job_id)
-            tx.run("DELETE FROM jobs WHERE state IN ('enqueued', 'blocked', 'scheduled') "
-                   "AND queue = ?", queue)
+            tx.run(f"DELETE FROM jobs WHERE state IN ({WAITING_SQL}) AND queue = ?", queue)
             return len(waiting)
 
         return self._write(body)

@@ -10,7 +10,8 @@
 --   queue [q]       queue name                      name [name]  task name
 --   msg [msg]       kombu envelope (JSON bytes), delivered exactly as stored
 --   state [st]      enqueued|scheduled|blocked|running|completed|failed|canceled|discarded
---   score [score]   order in its queue: priority * 2^40 + seq (lower first); blocked jobs keep it
+--   score [score]   order in its queue: priority * PRIORITY_FACTOR + seq (lower first;
+--                   model/rules.py); blocked jobs keep it
 --   token [tok]     lease token of the last claim (fences heartbeats, settles, continuation);
 --                   from meta 'token', so never repeated for an id; NULL until claimed
 --   deliveries [dl] deliveries of the current message   max_deliveries [mdl]  limit (0 = none)
@@ -23,7 +24,7 @@
 --   worker [wk]     worker holding (or that last held) the claim
 --   lease_expires_ms  lease deadline while running (Redis P:lease), NULL otherwise
 --   reason [reason] exc_type [etype] exc_message [emsg] traceback [tb]   dead-letter details
---   history [hist]  JSON array of attempts (at most 50)
+--   history [hist]  JSON array of attempts (at most HISTORY_MAX, model/rules.py)
 --   rate_group [rg] rate_limit [rl] rate_window_ms [rw]   cluster rate limit (NULL = none)
 --   rate_parked     1 while blocked because its rate group's window was full (Redis
 --                   P:rblk:{group}); 0 otherwise (these four are added by stores/sqlite/backend.py

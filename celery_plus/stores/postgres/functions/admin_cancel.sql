@@ -15,7 +15,7 @@ BEGIN
     IF NOT FOUND THEN
         o_outcome := 'missing';
         o_extra := '';
-    ELSIF r.state NOT IN ('enqueued', 'scheduled', 'blocked') THEN
+    ELSIF r.state <> ALL (waiting_states()) THEN
         o_outcome := 'noop';
         o_extra := r.state;
     ELSE

@@ -9,7 +9,7 @@ DECLARE
     v_id text;
     r record;
 BEGIN
-    IF p_state NOT IN ('completed', 'failed', 'canceled', 'discarded') THEN
+    IF p_state <> ALL (finished_states()) THEN
         RAISE EXCEPTION 'admin_purge: % is not a finished state', p_state;
     END IF;
     FOREACH v_id IN ARRAY COALESCE(p_ids, '{}'::text[]) LOOP

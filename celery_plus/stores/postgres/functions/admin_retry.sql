@@ -38,19 +38,9 @@ BEGIN
             CONTINUE;
         END IF;
         IF r.unique_lock IS NOT NULL AND r.unique_lock <> '' THEN
-            v_holder := live_holder(r.unique_lock, v_now);
-            IF v_holder IS NULL OR v_holder = v_id THEN
-                IF r.unique_window = 'ttl' THEN
-                    IF v_holder IS NULL AND COALESCE(r.unique_ttl_ms, 0) > 0 THEN
-                        v_holder := take_hold(r.unique_lock, v_id, v_now + r.unique_ttl_ms,
-                                              v_now, false);
-                    END IF;
-                ELSE
-                    v_holder := take_hold(r.unique_lock, v_id, v_now + p_backstop, v_now,
-                                          true);
-                END IF;
-            END IF;
-            IF v_holder IS NOT NULL AND v_holder <> v_id THEN
+            v_holder := take_hold(r.unique_lock, v_id, r.unique_window, r.unique_ttl_ms,
+                                  v_now + p_backstop, v_now);
+            IF v_holder IS NOT NULL THEN
                 -- Held by another job (or taken by a publisher just now): nothing changed.
                 o_outcome := 'conflict';
                 o_extra := v_holder;
@@ -60,7 +50,8 @@ BEGIN
         END IF;
         PERFORM admin_entry(v_id, r.deliveries, 'admin retry', v_now);
         UPDATE jobs SET deliveries = 0, enqueued_ms = v_now, finished_ms = NULL,
-                        score = (r.score / 1099511627776) * 1099511627776 + nextval('seq')
+                        score = (r.score / priority_factor()) * priority_factor()
+                                + nextval('seq')
         WHERE id = v_id;
         PERFORM enqueue(v_id);
         o_outcome := 'enqueued';

@@ -25,7 +25,6 @@ DECLARE
     v_held text[] := '{}';
     v_skipped text[] := '{}';
     v_locking boolean := COALESCE(cardinality(p_ids), 0) = 0;
-    v_used bigint;
     v_due bigint;
     v_lock_key text;
     v_ok boolean;
@@ -85,16 +84,8 @@ BEGIN
                         rate_room(r.rate_group, r.rate_limit, r.rate_window_ms, v_now) <= 0 THEN
                     PERFORM rate_park(r.id, r.rate_group, r.rate_window_ms, v_now);
                     v_parked := true;
-                ELSIF r.conc_group IS NOT NULL AND r.conc_group <> '' THEN
-                    SELECT count(*) INTO v_used FROM slots s WHERE s.conc_group = r.conc_group;
-                    IF v_used >= r.conc_limit THEN
-                        UPDATE jobs SET state = 'blocked', rate_parked = false WHERE id = r.id;
-                        PERFORM stat('blocked');
-                        v_parked := true;
-                    ELSE
-                        INSERT INTO slots (conc_group, job_id) VALUES (r.conc_group, r.id)
-                        ON CONFLICT DO NOTHING;
-                    END IF;
+                ELSIF NOT take_slot(r.id, r.conc_group, r.conc_limit, true) THEN
+                    v_parked := true;
                 END IF;
                 IF v_parked THEN
                     o_kind := 'b';

@@ -14,7 +14,6 @@ CREATE OR REPLACE FUNCTION claim_job(p_id text, p_worker text, p_lease_ms bigint
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     v_now bigint := now_ms();
-    v_used bigint;
     r record;
 BEGIN
     o_token := 0;
@@ -35,20 +34,16 @@ BEGIN
         o_lease_left := greatest(COALESCE(r.lease_expires_ms, v_now) - v_now, 0);
         RETURN;
     END IF;
-    IF r.state NOT IN ('enqueued', 'scheduled', 'blocked') THEN
+    IF r.state <> ALL (waiting_states()) THEN
         o_outcome := 'finished';
         RETURN;
     END IF;
     IF r.conc_group IS NOT NULL AND r.conc_group <> '' THEN
         PERFORM group_lock(r.conc_group);
-        SELECT count(*) INTO v_used FROM slots s WHERE s.conc_group = r.conc_group;
-        IF v_used >= r.conc_limit THEN
-            PERFORM stat('blocked');
+        IF NOT take_slot(p_id, r.conc_group, r.conc_limit, false) THEN
             o_outcome := 'blocked';
             RETURN;
         END IF;
-        INSERT INTO slots (conc_group, job_id) VALUES (r.conc_group, p_id)
-        ON CONFLICT DO NOTHING;
     END IF;
     IF r.unique_lock IS NOT NULL AND r.unique_lock <> '' THEN
         IF r.unique_window = 'pending' THEN

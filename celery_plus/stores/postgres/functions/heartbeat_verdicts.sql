@@ -33,7 +33,7 @@ BEGIN
         WHEN a.continued THEN 'ended'
         WHEN j.token = h.token AND (
                  (j.state = 'completed' AND COALESCE(j.reason, '') = '')
-              OR (j.state IN ('enqueued', 'scheduled', 'blocked') AND j.deliveries = 0))
+              OR (j.state = ANY (waiting_states()) AND j.deliveries = 0))
             THEN 'ended'
         ELSE 'lost' END
     FROM unnest(p_ids, p_tokens) WITH ORDINALITY AS h(id, token, n)

@@ -1,4 +1,4 @@
--- Append an attempt to the job's history, keeping the last 50.
+-- Append an attempt to the job's history, keeping the last history_max().
 CREATE OR REPLACE FUNCTION push_history(p_id text, p_entry jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -9,10 +9,10 @@ BEGIN
         v_hist := '[]'::jsonb;
     END IF;
     v_hist := v_hist || jsonb_build_array(p_entry);
-    IF jsonb_array_length(v_hist) > 50 THEN
+    IF jsonb_array_length(v_hist) > history_max() THEN
         SELECT jsonb_agg(e.value ORDER BY e.ordinality) INTO v_hist
         FROM jsonb_array_elements(v_hist) WITH ORDINALITY AS e
-        WHERE e.ordinality > jsonb_array_length(v_hist) - 50;
+        WHERE e.ordinality > jsonb_array_length(v_hist) - history_max();
     END IF;
     UPDATE jobs SET history = v_hist WHERE id = p_id;
 END

@@ -12,7 +12,7 @@ BEGIN
         WHERE h.expires_ms >= v_now AND h.expires_ms < v_now + p_backstop / 2
           AND j.unique_window IN ('pending', 'running')
           AND ((j.state = 'running' AND j.unique_window = 'running')
-               OR (p_waiting AND j.state IN ('enqueued', 'blocked', 'scheduled')))
+               OR (p_waiting AND j.state = ANY (waiting_states())))
         ORDER BY h.expires_ms LIMIT p_batch FOR UPDATE OF h SKIP LOCKED);
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;

@@ -19,3 +19,29 @@ BEGIN
     RETURN v_holder;
 END
 $$;
+
+-- Hold.TAKE (model/rules.py), the rule over the row operation above: unique hold `p_lock` for
+-- `p_id` unless another job holds it: a pending/running `p_window` until `p_until` (the due
+-- time + the backstop: rules.hold_deadline), renewing p_id's own; a ttl window for `p_ttl` ms,
+-- and only when the key is free (a ttl hold is never extended). Returns the other job holding
+-- it (a duplicate: nothing taken), else NULL. A plain read first: a duplicate (the common case)
+-- locks nothing, so it never waits for, nor makes wait, a transaction that holds the key.
+CREATE OR REPLACE FUNCTION take_hold(p_lock text, p_id text, p_window text, p_ttl bigint,
+                          p_until bigint, p_now bigint) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_holder text;
+BEGIN
+    v_holder := live_holder(p_lock, p_now);
+    IF v_holder IS NULL OR v_holder = p_id THEN
+        IF p_window = 'ttl' THEN
+            IF v_holder IS NULL AND COALESCE(p_ttl, 0) > 0 THEN
+                v_holder := take_hold(p_lock, p_id, p_now + p_ttl, p_now, false);
+            END IF;
+        ELSE
+            v_holder := take_hold(p_lock, p_id, p_until, p_now, true);
+        END IF;
+    END IF;
+    RETURN NULLIF(v_holder, p_id);
+END
+$$;

@@ -22,7 +22,8 @@
 --   queue [q]       queue name                      name [name]  task name
 --   msg [msg]       kombu envelope bytes, delivered exactly as stored
 --   state [st]      enqueued|scheduled|blocked|running|completed|failed|canceled|discarded
---   score [score]   order in its queue: priority * 2^40 + seq (lower first); blocked jobs keep it
+--   score [score]   order in its queue: priority * priority_factor() + seq (lower first); blocked
+--                   jobs keep it (functions/rules.sql, rendered from model/rules.py)
 --   token [tok]     lease token, +1 per claim (fences heartbeats and settles); NULL until claimed
 --   deliveries [dl] deliveries of the current message   max_deliveries [mdl]  limit (0 = none)
 --   unique_lock [uk] unique_window [uw] unique_ttl_ms [ut]   unique key, pending|running|ttl, ttl
@@ -32,7 +33,7 @@
 --   worker [wk]     worker holding (or that last held) the claim
 --   lease_expires_ms  lease deadline while running (Redis P:lease), NULL otherwise
 --   reason [reason] exc_type [etype] exc_message [emsg] traceback [tb]   dead-letter details
---   history [hist]  JSON array of attempts (at most 50)
+--   history [hist]  JSON array of attempts (at most history_max())
 -- holds       unique holds (Redis P:u:{lock}); the primary key makes `INSERT ... ON CONFLICT`
 --             decide between concurrent publishers on any host: one wins, the others see it.
 --   lock, holder    unique key, task id holding it

@@ -32,18 +32,9 @@ for qi = 7, #ARGV do
           free = false
           rate_park(id, rg, score, tonumber(f[10]))
           blocked[#blocked + 1] = id
-        elseif f[2] and f[2] ~= '' then
-          local sk = P .. ':slot:' .. f[2]
-          if redis.call('SCARD', sk) >= tonumber(f[3]) then
-            free = false
-            redis.call('ZADD', P .. ':blk:' .. f[2], score, id)
-            redis.call('SADD', P .. ':blkgroups', f[2])
-            redis.call('HSET', jk, 'st', 'blocked')
-            redis.call('HINCRBY', P .. ':stats', 'blocked', 1)
-            blocked[#blocked + 1] = id
-          else
-            redis.call('SADD', sk, id)
-          end
+        elseif not take_slot(id, f[2], f[3], score) then
+          free = false
+          blocked[#blocked + 1] = id
         end
         if free then
           local tok, dl = begin_claim(id, f[4], f[5], f[7], worker, lease_ms, backstop)

@@ -17,18 +17,11 @@ if st == 'running' then
   local deadline = tonumber(redis.call('ZSCORE', P .. ':lease', id) or NOW)
   return {'held', st, 0, tonumber(f[7] or '0'), math.max(deadline - NOW, 0)}
 end
-if st ~= 'enqueued' and st ~= 'scheduled' and st ~= 'blocked' then
+if not WAITING[st] then
   return {'finished', st, 0, 0, 0}
 end
 local group = f[3] or ''
-if group ~= '' then
-  local sk = P .. ':slot:' .. group
-  if redis.call('SCARD', sk) >= tonumber(f[4] or '0') then
-    redis.call('HINCRBY', P .. ':stats', 'blocked', 1)
-    return {'blocked', st, 0, 0, 0}
-  end
-  redis.call('SADD', sk, id)
-end
+if not take_slot(id, group, f[4]) then return {'blocked', st, 0, 0, 0} end
 redis.call('ZREM', P .. ':q:' .. (f[2] or ''), id)
 redis.call('ZREM', P .. ':sched', id)
 if group ~= '' and st == 'blocked' then

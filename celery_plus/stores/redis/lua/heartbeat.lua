@@ -31,7 +31,7 @@ local function verdict(id, tok)
   if continued then return 'ended' end
   if f[2] ~= tok then return 'lost' end
   if f[1] == 'completed' and (not f[4] or f[4] == '') then return 'ended' end
-  if (f[1] == 'enqueued' or f[1] == 'scheduled' or f[1] == 'blocked')
+  if WAITING[f[1]]
       and tonumber(f[3] or '0') == 0 then
     return 'ended'
   end

@@ -9,7 +9,7 @@ called with KEYS[1] = ARGV[1] = P; keys are built here from P, so they share KEY
                              a listpack while every value is within hash-max-listpack-value):
                        q      queue            name  task name
                        st     enqueued|scheduled|blocked|running|completed|failed|canceled|discarded
-                       score  ordering score in its queue: priority * 2^40 + seq (lower first)
+                       score  ordering score in its queue: priority * PRIORITY_FACTOR + seq (lower first)
                        tok    lease token of the last claim (fences heartbeats, settles and
                               continuation messages); from P:tok, so never repeated for an id
                        dl     deliveries of the current message    mdl  delivery limit (0 = none)
@@ -64,6 +64,10 @@ local P = ARGV[1]
 local t = redis.call('TIME')
 local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- @prelude end
+-- The rules' constants, never retyped here: scripts.py puts celery_plus/model/rules.py's RENDERED
+-- in place of the next line (PRIORITY_FACTOR, HISTORY_MAX, and the state sets WAITING and
+-- FINISHED as tables {[state] = true}).
+-- @rules
 local WAKE_CAP = 63
 
 local function jkey(id) return P .. ':job:' .. id end
@@ -133,6 +137,22 @@ local function drop_hold(lock)
   redis.call('ZREM', P .. ':hexp', lock)
 end
 
+-- Hold.TAKE (model/rules.py): take unique hold `lock` for `id` unless another job holds it:
+-- a pending/running `window` for `ms` (the due time + the backstop: rules.hold_deadline,
+-- tracked for renewal), a ttl window for `ttl` ms and only when the key is free (never
+-- extended). Returns the id of the other job holding it (a duplicate: nothing taken), or nil.
+local function take_hold(lock, id, window, ttl, ms)
+  local lk = P .. ':u:' .. lock
+  local holder = redis.call('GET', lk)
+  if holder and holder ~= id then return holder end
+  if window ~= 'ttl' then
+    set_hold(lock, id, ms)
+  elseif not holder and ttl > 0 then
+    redis.call('SET', lk, id, 'PX', ttl)
+  end
+  return nil
+end
+
 -- Extend hold `lock` to now + `ms`, but only if `id` holds it.
 local function refresh_hold(lock, id, ms)
   local lk = P .. ':u:' .. lock
@@ -140,6 +160,26 @@ local function refresh_hold(lock, id, ms)
     redis.call('PEXPIRE', lk, ms)
     redis.call('ZADD', P .. ':hexp', NOW + ms, lock)
   end
+end
+
+-- Slot.TAKE (model/rules.py): a slot of concurrency `group` (`limit` at once) for `id`. True
+-- when taken, or the job has no group. False when the group is full (counted as 'blocked');
+-- given its queue `score`, the job is then parked: blocked, keeping its place in line, until
+-- a slot is freed (free_slot). Without a score nothing else changes (the caller reports it).
+local function take_slot(id, group, limit, score)
+  if not group or group == '' then return true end
+  local sk = P .. ':slot:' .. group
+  if redis.call('SCARD', sk) >= tonumber(limit or '0') then
+    if score then
+      redis.call('ZADD', P .. ':blk:' .. group, score, id)
+      redis.call('SADD', P .. ':blkgroups', group)
+      redis.call('HSET', jkey(id), 'st', 'blocked')
+    end
+    redis.call('HINCRBY', P .. ':stats', 'blocked', 1)
+    return false
+  end
+  redis.call('SADD', sk, id)
+  return true
 end
 
 -- The next lease token of job key `jk`: from the store-wide counter, and above the job's
@@ -217,7 +257,7 @@ local function push_history(jk, entry)
     if ok and type(decoded) == 'table' then hist = decoded end
   end
   hist[#hist + 1] = entry
-  while #hist > 50 do table.remove(hist, 1) end
+  while #hist > HISTORY_MAX do table.remove(hist, 1) end
   redis.call('HSET', jk, 'hist', cjson.encode(hist))
 end
 
@@ -297,7 +337,7 @@ local function renew_holds(batch, backstop, waiting)
       if f[2] == lock and f[3] == 'running' and f[1] == 'running' then
         keep = true
       elseif f[2] == lock and (f[3] == 'running' or f[3] == 'pending') and waiting and
-          (f[1] == 'enqueued' or f[1] == 'blocked' or f[1] == 'scheduled') then
+          WAITING[f[1]] then
         keep = true
       end
     end

@@ -27,8 +27,7 @@ local st, tok = prev[1], tonumber(prev[4] or '0')
 local continued = st == 'running' and continues > 0 and tok == continues
 -- A job its own delivery already finished (an early ack) is published anew, as any
 -- finished job: the token is that claim's, and no other claim came since.
-local own_finished = continues > 0 and tok == continues and (st == 'completed' or
-  st == 'failed' or st == 'canceled' or st == 'discarded')
+local own_finished = continues > 0 and tok == continues and FINISHED[st] == true
 if (st == 'running' or continues > 0) and not continued and not own_finished then
   return {'fenced', st or ''}
 end
@@ -40,20 +39,14 @@ if continued then
 end
 
 if lock ~= '' then
-  local lk = P .. ':u:' .. lock
-  local holder = redis.call('GET', lk)
-  if holder and holder ~= id then
+  local holder = take_hold(lock, id, window, ttl, math.max(eta - NOW, 0) + backstop)
+  if holder then
     if continued then
       release_hold(old_lock, old_window, id)
       coalesce(id)
     end
     redis.call('HINCRBY', P .. ':stats', 'deduplicated', 1)
     return holder
-  end
-  if window == 'ttl' then
-    if not holder then redis.call('SET', lk, id, 'PX', ttl) end
-  else
-    set_hold(lock, id, math.max(eta - NOW, 0) + backstop)
   end
 end
 if old_lock ~= '' and old_lock ~= lock then
@@ -78,7 +71,7 @@ end
 
 local seq = redis.call('INCR', P .. ':seq')
 -- as text: Lua prints numbers with 14 significant digits, scores need up to 15
-local score = string.format('%.0f', pri * 1099511627776 + seq)
+local score = string.format('%.0f', pri * PRIORITY_FACTOR + seq)
 local state = 'enqueued'
 if eta > NOW then state = 'scheduled' end
 if prev[1] then

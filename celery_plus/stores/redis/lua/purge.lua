@@ -32,7 +32,7 @@ local purged = 0
 for _, id in ipairs(victims) do
   local jk = jkey(id)
   local f = redis.call('HMGET', jk, 'st', 'uk', 'uw')
-  if f[1] == 'enqueued' or f[1] == 'blocked' or f[1] == 'scheduled' then
+  if WAITING[f[1]] then
     release_hold(f[2], f[3], id)
     del_job(id)
     purged = purged + 1

@@ -16,7 +16,7 @@ for i = 2, #ARGV do
   local outcome, extra = 'canceled', f[1]
   if not f[1] then
     outcome, extra = 'missing', ''
-  elseif f[1] ~= 'enqueued' and f[1] ~= 'scheduled' and f[1] ~= 'blocked' then
+  elseif not WAITING[f[1]] then
     outcome, extra = 'noop', f[1]
   else
     redis.call('ZREM', P .. ':q:' .. (f[2] or ''), id)

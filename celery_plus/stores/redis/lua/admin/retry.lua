@@ -26,22 +26,15 @@ local function retry(id)
   end
   local lock, window = f[5], f[6]
   if lock and lock ~= '' then
-    local lk = P .. ':u:' .. lock
-    local holder = redis.call('GET', lk)
-    if holder and holder ~= id then return {'conflict', holder} end
-    if window == 'ttl' then
-      local ttl = tonumber(f[7] or '0')
-      if not holder and ttl > 0 then redis.call('SET', lk, id, 'PX', ttl) end
-    else
-      set_hold(lock, id, backstop)
-    end
+    local holder = take_hold(lock, id, window, tonumber(f[7] or '0'), backstop)
+    if holder then return {'conflict', holder} end
   end
   push_history(jk, {delivery = tonumber(f[9] or '0'), worker = '', started_ms = NOW,
                     finished_ms = NOW, outcome = 'admin retry'})
   redis.call('ZREM', P .. ':dead', id)
-  local pri = math.floor(tonumber(f[8] or '0') / 1099511627776)
+  local pri = math.floor(tonumber(f[8] or '0') / PRIORITY_FACTOR)
   local seq = redis.call('INCR', P .. ':seq')
-  local score = string.format('%.0f', pri * 1099511627776 + seq)
+  local score = string.format('%.0f', pri * PRIORITY_FACTOR + seq)
   redis.call('HSET', jk, 'dl', 0, 'enq', NOW, 'score', score)
   redis.call('HDEL', jk, 'fin')
   enqueue(id, f[3], score)

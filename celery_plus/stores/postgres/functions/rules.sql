@@ -1,0 +1,30 @@
+-- The rules' constants (celery_plus/model/rules.py's RENDERED), never retyped in SQL: the
+-- applier (migrations.render_rules) renders each name in double braces below from rules.py
+-- before the file is hashed, so a changed constant changes this file's hash and the file is
+-- applied again.
+-- IMMUTABLE SQL functions: a caller's plan gets the value folded in as a constant.
+
+-- Ordering: score = priority * priority_factor() + seq (lower first; equal priorities FIFO).
+CREATE OR REPLACE FUNCTION priority_factor() RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT {{PRIORITY_FACTOR}}::bigint $$;
+
+-- Attempts kept in a job's history.
+CREATE OR REPLACE FUNCTION history_max() RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT {{HISTORY_MAX}}::integer $$;
+
+-- States in which a job waits for a worker.
+CREATE OR REPLACE FUNCTION waiting_states() RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT {{WAITING}}::text[] $$;
+
+-- States of a job that has ended: a publish of its id starts it anew.
+CREATE OR REPLACE FUNCTION finished_states() RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT {{FINISHED}}::text[] $$;
+
+-- All of them by their name in rules.py (for a look at a schema: SELECT rules()).
+CREATE OR REPLACE FUNCTION rules() RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT jsonb_build_object('PRIORITY_FACTOR', {{PRIORITY_FACTOR}}::bigint,
+                              'HISTORY_MAX', {{HISTORY_MAX}}::integer,
+                              'WAITING', to_jsonb({{WAITING}}::text[]),
+                              'FINISHED', to_jsonb({{FINISHED}}::text[]))
+$$;
