@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from celery_plus.model.store import Inspection
+    from celery_plus.model.store import Records
 
 #: The states of a job that waits for a worker.
 WAITING = frozenset({"enqueued", "scheduled", "blocked"})
@@ -31,7 +31,7 @@ WAITING = frozenset({"enqueued", "scheduled", "blocked"})
 CONTINUED = "retried"
 
 
-def ended_by_its_run(backend: Inspection, claim: tuple[str, int]) -> bool:
+def ended_by_its_run(backend: Records, claim: tuple[str, int]) -> bool:
     """Whether the lease of ``claim`` (job id, token) ended because of its own run: the run
     continued it, or its ack landed (``completed`` under this token, for no other reason: a
     heartbeat can cross the ack on its way) — not lost to a recovery.
