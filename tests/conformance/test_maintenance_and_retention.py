@@ -6,7 +6,7 @@ bounds; while a group is full its parked jobs stay parked; slot entries whose jo
 running are dropped and one parked job is unblocked per free slot; a pass visits a bounded
 number of groups and the next pass goes on with the rest.
 
-The stale slot is made with the test-support method ``Backend._force_state``, which changes a
+The stale slot is made with the inspector's ``force_state`` (``tests/inspectors``), which changes a
 job's state behind the store's back (as an operator's edit or a bug would).
 """
 

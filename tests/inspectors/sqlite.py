@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from tests.inspectors.base import Inspector
@@ -12,11 +11,6 @@ from tests.inspectors.sql import FIELDS, record_of
 ORDER = {"completed": "finished_ms", "failed": "finished_ms", "canceled": "finished_ms",
          "running": "lease_expires_ms", "scheduled": "due_ms", "enqueued": "score",
          "blocked": "score"}
-
-
-def _now_ms() -> int:
-    """The store's clock: this host's."""
-    return int(time.time() * 1000)
 
 
 class SQLiteInspector(Inspector):
@@ -36,16 +30,16 @@ class SQLiteInspector(Inspector):
 
     def holder(self, lock: str) -> str | None:
         row = self._first("SELECT holder FROM holds WHERE lock = ? AND expires_ms >= ?",
-                          lock, _now_ms())
+                          lock, self.backend.now_ms())
         return None if row is None else str(row[0])
 
     def holds(self) -> dict[str, str]:
         return {str(lock): str(holder) for lock, holder in self._all(
-            "SELECT lock, holder FROM holds WHERE expires_ms >= ?", _now_ms())}
+            "SELECT lock, holder FROM holds WHERE expires_ms >= ?", self.backend.now_ms())}
 
     def hold_deadline(self, lock: str) -> int | None:
         row = self._first("SELECT expires_ms FROM holds WHERE lock = ? AND expires_ms >= ?",
-                          lock, _now_ms())
+                          lock, self.backend.now_ms())
         return None if row is None else int(row[0])
 
     def slot_holders(self, group: str) -> set[str]:
@@ -64,7 +58,7 @@ class SQLiteInspector(Inspector):
 
     def transient_deadline(self, queue: str) -> int | None:
         row = self._first("SELECT MAX(expires_ms) FROM transient WHERE queue = ? "
-                          "AND expires_ms >= ?", queue, _now_ms())
+                          "AND expires_ms >= ?", queue, self.backend.now_ms())
         return None if row is None or row[0] is None else int(row[0])
 
     def blocked_groups(self) -> set[str]:
