@@ -151,7 +151,8 @@ else:
     conn.ensure_connection()
     store = conn.transport.backend
     def acked(result):
-        return (store.job(result.id) or {}).get("st") == "completed"
+        record = store.record(result.id)
+        return record is not None and record.state == "completed"
 
 def until(check, timeout=30.0):
     deadline = time.monotonic() + timeout

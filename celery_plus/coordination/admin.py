@@ -127,11 +127,12 @@ class CoordinatedAdminStore:
 
     def _publish(self, job_id: str) -> None:
         raw = self.backend.raw_message(job_id)
-        record = self.backend.job(job_id) or {}
+        record = self.backend.record(job_id)
         try:
             if raw is None:
                 raise LookupError(f"job {job_id} has no stored message")
-            envelope.publish(self.coordinator.app, envelope.parse(raw), record.get("q", ""))
+            envelope.publish(self.coordinator.app, envelope.parse(raw),
+                             record.queue if record is not None else "")
         except Exception as exc:
             self._dead_letter_again(job_id, exc)
             raise

@@ -49,12 +49,13 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Iterable, Iterator, Sequence, Sized
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from celery_plus.model import rules
 from celery_plus.model.capped import is_capped
+from celery_plus.model.job_record import JobRecord
 
 #: States a job record can be in, in lifecycle order.
 STATES = rules.STATES
@@ -569,25 +570,24 @@ def check_state(state: str, allowed: tuple[str, ...] = STATES) -> str:
 
 
 def time_field(state: str) -> str:
-    """The record field (Redis hash name) a listing of ``state`` orders and filters by."""
+    """The :class:`JobRecord` attribute a listing of ``state`` orders and filters by
+    (``finished_ms``, ``started_ms`` or ``enqueued_ms``)."""
     if state in rules.FINISHED:
-        return "fin"
+        return "finished_ms"
     if state == "running":
-        return "start"
-    return "enq"
+        return "started_ms"
+    return "enqueued_ms"
+
+
+def time_of(state: str, record: JobRecord) -> int:
+    """The time a listing of ``state`` orders ``record`` by (:func:`time_field`)."""
+    return int(getattr(record, time_field(state)))
 
 
 def batches(ids: Sequence[str], size: int = BATCH) -> Iterator[Sequence[str]]:
     """``ids`` in batches of ``size``: each batch of a bulk operation is one atomic step."""
     for start in range(0, len(ids), size):
         yield ids[start:start + size]
-
-
-def _int(value: Any, default: int = 0) -> int:
-    try:
-        return int(value) if value not in (None, "") else default
-    except (TypeError, ValueError):
-        return default
 
 
 def as_text(value: Any) -> str:
@@ -660,34 +660,34 @@ def args_repr(decoded: Decoded) -> str:
     return json.dumps([decoded.args, decoded.kwargs], default=str)
 
 
-def text_matches(needle: str, record: Mapping[str, Any]) -> bool:
+def text_matches(needle: str, record: JobRecord) -> bool:
     """``needle`` (case-insensitive) in the decoded args/kwargs or the error fields."""
     low = needle.lower()
-    for key in ("etype", "emsg", "tb", "reason"):
-        if low in as_text(record.get(key)).lower():
+    for text in (record.exc_type, record.exc_message, record.traceback, record.reason):
+        if low in text.lower():
             return True
-    decoded = decode_message(record.get("msg"))
+    decoded = decode_message(record.message)
     if decoded.error:
-        return low in as_text(record.get("msg")).lower()
+        return low in record.message.lower()
     haystack = json.dumps([decoded.args, decoded.kwargs], default=str, ensure_ascii=False)
     return low in haystack.lower() or low in args_repr(decoded).lower()
 
 
-def text_page(candidates: Iterable[tuple[str, Mapping[str, Any]]], query: Query, offset: int,
+def text_page(candidates: Iterable[JobRecord], query: Query, offset: int,
               limit: int) -> tuple[list[JobSummary], int]:
-    """A page of a text search over ``candidates`` (id, record), in the listing's order:
+    """A page of a text search over ``candidates``, in the listing's order:
     each record is decoded once and dropped; only the page's rows become summaries (so the
     memory is a chunk of records and a page, however many match). Stops after
     ``query.text_limit`` candidates (the store passes them in the listing's order)."""
     assert query.text is not None
     page: list[JobSummary] = []
     matched = 0
-    for n, (job_id, rec) in enumerate(candidates):
+    for n, rec in enumerate(candidates):
         if query.text_limit is not None and n >= query.text_limit:
             break
         if text_matches(query.text, rec):
             if offset <= matched < offset + limit:
-                page.append(summary_from_record(job_id, rec))
+                page.append(summary_from_record(rec))
             matched += 1
     return page, matched
 
@@ -697,50 +697,38 @@ def _bounded(value: Any, limit: int = LIST_TEXT) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _preview(rec: Mapping[str, Any]) -> str:
+def _preview(rec: JobRecord) -> str:
     """The arguments preview of a listing row (see :data:`PREVIEW_BYTES`)."""
-    msg = rec.get("msg")
-    if msg is not None and len(msg) <= PREVIEW_BYTES:
+    msg = rec.message
+    if msg and len(msg) <= PREVIEW_BYTES:
         return _bounded(args_repr(decode_message(msg)))
-    size = _int(rec.get("msglen")) or (len(msg) if msg is not None else 0)
+    size = rec.message_size or len(msg)
     if not size:
         return ""
     return f"(a message of {size:,} bytes: open the job to see its arguments)"
 
 
-def summary_from_record(job_id: str, rec: Mapping[str, Any], bounded: bool = True
-                        ) -> JobSummary:
-    """A listing row from a record with the Redis hash's field names (``msglen``: the size
-    of a message the store did not send); ``bounded``: texts cut to LIST_TEXT."""
-    state = as_text(rec.get("st"))
+def summary_from_record(rec: JobRecord, bounded: bool = True) -> JobSummary:
+    """A listing row from a record (a listing row's ``message_size``: the size of a message
+    the store did not send); ``bounded``: texts cut to LIST_TEXT."""
     cut = _bounded if bounded else as_text
     return JobSummary(
-        id=job_id, state=state, name=cut(rec.get("name")),
-        queue=cut(rec.get("q")), at_ms=_int(rec.get(time_field(state))),
-        enqueued_ms=_int(rec.get("enq")), due_ms=_int(rec.get("due")),
-        deliveries=_int(rec.get("dl")), reason=cut(rec.get("reason")),
-        exc_type=cut(rec.get("etype")), exc_message=cut(rec.get("emsg")),
-        args_repr=_preview(rec))
+        id=rec.id, state=rec.state, name=cut(rec.name), queue=cut(rec.queue),
+        at_ms=time_of(rec.state, rec), enqueued_ms=rec.enqueued_ms, due_ms=rec.due_ms,
+        deliveries=rec.deliveries, reason=cut(rec.reason), exc_type=cut(rec.exc_type),
+        exc_message=cut(rec.exc_message), args_repr=_preview(rec))
 
 
-def detail_from_record(job_id: str, rec: Mapping[str, Any], holder: str | None) -> JobDetail:
-    """The full view of a record with the Redis hash's field names."""
-    decoded = decode_message(rec.get("msg"))
-    try:
-        history = json.loads(as_text(rec.get("hist")) or "[]")
-    except ValueError:
-        history = []
-    start, fin = rec.get("start"), rec.get("fin")
-    summary = summary_from_record(job_id, rec, bounded=False)
+def detail_from_record(rec: JobRecord, holder: str | None) -> JobDetail:
+    """The full view of a record; ``holder``: who holds its unique key now."""
+    decoded = decode_message(rec.message)
     return JobDetail(
-        summary=summary, args=decoded.args, kwargs=decoded.kwargs, headers=decoded.headers,
-        properties=decoded.properties, decode_error=decoded.error,
-        raw_message=as_text(rec.get("msg")), max_deliveries=_int(rec.get("mdl")),
-        started_ms=None if start in (None, "") else _int(start),
-        finished_ms=None if fin in (None, "") else _int(fin),
-        worker=as_text(rec.get("wk")), traceback=as_text(rec.get("tb")),
-        history=history if isinstance(history, list) else [],
-        unique_lock=as_text(rec.get("uk")), unique_window=as_text(rec.get("uw")),
-        unique_ttl_ms=_int(rec.get("ut")), unique_holder=holder,
-        concurrency_group=as_text(rec.get("cg")), concurrency_limit=_int(rec.get("cl")),
-        priority=_int(rec.get("score")) >> 40)
+        summary=summary_from_record(rec, bounded=False), args=decoded.args,
+        kwargs=decoded.kwargs, headers=decoded.headers, properties=decoded.properties,
+        decode_error=decoded.error, raw_message=rec.message,
+        max_deliveries=rec.max_deliveries, started_ms=rec.started_ms or None,
+        finished_ms=rec.finished_ms or None, worker=rec.worker, traceback=rec.traceback,
+        history=list(rec.history), unique_lock=rec.unique_lock,
+        unique_window=rec.unique_window, unique_ttl_ms=rec.unique_ttl_ms,
+        unique_holder=holder, concurrency_group=rec.concurrency_group,
+        concurrency_limit=rec.concurrency_limit, priority=rec.score >> 40)

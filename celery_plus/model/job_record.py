@@ -1,13 +1,12 @@
-"""A job record with real field names: the typed view of ``Backend.job``'s text fields.
+"""A job record with real field names: what every store answers ``Backend.record`` with.
 
-Every store answers ``job()`` with the same text fields, named as the Redis job hash
-(``stores/redis/lua/lib.lua``); :meth:`JobRecord.of` reads them, here and nowhere else.
+Each store builds it from its own fields (the Redis job hash, the SQL stores' ``jobs``
+columns, the in-process store's ``Job``); everyone outside a store reads its attributes,
+never the store's field names.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,25 +55,6 @@ class JobRecord:
     traceback: str = ""
     #: One entry per attempt, oldest first.
     history: tuple[dict[str, Any], ...] = ()
-
-    @classmethod
-    def of(cls, job_id: str, fields: Mapping[str, str]) -> JobRecord:
-        """The record of ``job_id`` from the text fields ``Backend.job`` returns."""
-
-        def count(name: str) -> int:
-            return int(fields.get(name) or 0)
-
-        return cls(
-            id=job_id, state=fields.get("st", ""), queue=fields.get("q", ""),
-            name=fields.get("name", ""), message=fields.get("msg", ""), score=count("score"),
-            lease_token=count("tok"), deliveries=count("dl"), max_deliveries=count("mdl"),
-            enqueued_ms=count("enq"), due_ms=count("due"), started_ms=count("start"),
-            finished_ms=count("fin"), worker=fields.get("wk", ""),
-            unique_lock=fields.get("uk", ""), unique_window=fields.get("uw", ""),
-            unique_ttl_ms=count("ut"), concurrency_group=fields.get("cg", ""),
-            concurrency_limit=count("cl"), rate_group=fields.get("rg", ""),
-            rate_limit=count("rl"), rate_window_ms=count("rw"),
-            reason=fields.get("reason", ""), exc_type=fields.get("etype", ""),
-            exc_message=fields.get("emsg", ""), traceback=fields.get("tb", ""),
-            history=tuple(json.loads(fields.get("hist") or "[]")),
-        )
+    #: A listing row's: the size of its message (bytes as published) when the store read
+    #: the size instead of a large message; 0 when not read. A whole record leaves it 0.
+    message_size: int = 0

@@ -1,7 +1,7 @@
 """The store interfaces every durable backend implements, and the values they exchange.
 
 Callers name the narrow interface they use (:class:`JobStore` for the channel's job
-operations, :class:`Inspection` for tests and tools, ...); :class:`Backend` is all of them,
+operations, :class:`Records` for one job's record, ...); :class:`Backend` is all of them,
 what each store implements and the transport holds. Each backend makes every operation one
 atomic step in its store (one Lua script, one SQL transaction).
 """
@@ -382,7 +382,7 @@ class ScheduleStore(Store, Protocol):
 
 
 class AdminPrimitives(Store, Protocol):
-    """Atomic writes of operators, the admin and tests, outside the job operations."""
+    """Atomic writes of operators and the admin, outside the job operations."""
 
     def schedule_pause(self, name: str, paused: bool) -> bool:
         """Pause (no jobs for its ticks) or resume entry ``name``; False if there is none."""
@@ -392,62 +392,17 @@ class AdminPrimitives(Store, Protocol):
         """Forget entry ``name`` (its ticks are fired again from scratch if it comes back)."""
         ...
 
-    def _force_state(self, job_id: str, state: str) -> None:
-        """TEST SUPPORT ONLY: overwrite a job's state and nothing else.
 
-        No index, slot, hold or lease is touched, so the store is left inconsistent on
-        purpose (e.g. a slot held by a job that is no longer running, for the maintenance
-        sweep to repair). The transport never calls it.
-        """
-        ...
-
-
-class Inspection(Store, Protocol):
-    """Read-outs of the store for tests, tools and the admin (nothing here changes it)."""
-
-    def job(self, job_id: str) -> dict[str, str] | None:
-        """The job record as text fields (names as in ``lua/lib.lua``), or None."""
-        ...
+class Records(Store, Protocol):
+    """Reads of one job and of the store's counters (the coordinator, the admin, followers
+    of a coalesced job, ``/metrics``); nothing here changes the store."""
 
     def record(self, job_id: str) -> JobRecord | None:
-        """The job record with real field names, or None (every store: from :meth:`job`)."""
-        fields = self.job(job_id)
-        return None if fields is None else JobRecord.of(job_id, fields)
+        """The job record (each store builds it from its own fields), or None."""
+        ...
 
     def raw_message(self, job_id: str) -> bytes | None:
-        """The job's stored message, byte for byte (``job()`` decodes it as text)."""
-        ...
-
-    def holder(self, lock: str) -> str | None:
-        """The task id holding unique ``lock`` (None when free or expired)."""
-        ...
-
-    def holds(self) -> dict[str, str]:
-        """Every live unique hold: lock -> holder task id."""
-        ...
-
-    def hold_deadline(self, lock: str) -> int | None:
-        """When unique ``lock`` lapses (ms since the epoch; None when free or expired)."""
-        ...
-
-    def slot_holders(self, group: str) -> set[str]:
-        """Job ids holding a slot of concurrency ``group``."""
-        ...
-
-    def ids_in_state(self, state: str, limit: int = 1000) -> list[str]:
-        """Ids of jobs in ``state`` (enqueued, scheduled, blocked, running, completed, failed)."""
-        ...
-
-    def lease_deadline(self, job_id: str) -> int | None:
-        """The stored lease deadline (ms since the epoch) of a running job."""
-        ...
-
-    def transient_deadline(self, queue: str) -> int | None:
-        """When transient ``queue``'s messages expire (ms since the epoch; None when empty)."""
-        ...
-
-    def blocked_groups(self) -> set[str]:
-        """Concurrency groups the store lists as having blocked jobs."""
+        """The job's stored message, byte for byte (``record()`` decodes it as text)."""
         ...
 
     def stats(self) -> dict[str, int]:
@@ -455,7 +410,7 @@ class Inspection(Store, Protocol):
         ...
 
 
-class Backend(JobStore, RoutingStore, ScheduleStore, AdminPrimitives, Inspection, Protocol):
+class Backend(JobStore, RoutingStore, ScheduleStore, AdminPrimitives, Records, Protocol):
     """Every store operation: what each store implements and the transport holds."""
 
     def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:

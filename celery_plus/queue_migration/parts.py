@@ -197,7 +197,7 @@ def existing_ids(backend: Backend, ids: Iterable[str]) -> set[str]:
         for job_id in ids:
             pipe.exists(backend.key("job", job_id))
         return {job_id for job_id, hit in zip(ids, pipe.execute(), strict=True) if hit}
-    return {job_id for job_id in ids if backend.job(job_id) is not None}
+    return {job_id for job_id in ids if backend.record(job_id) is not None}
 
 
 class Lock:

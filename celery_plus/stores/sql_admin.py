@@ -21,7 +21,7 @@ priority then arrival), as Redis pages it, instead of being sorted by time.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -39,10 +39,12 @@ from celery_plus.model.capped import CAPPED, is_capped
 from celery_plus.stores.admin_base.aggregates import StatusRows
 from celery_plus.stores.admin_base.listing import Record
 from celery_plus.stores.admin_base.orchestration import B, StoreAdmin
+from celery_plus.stores.sql_record import row_record
 
-#: What a text search reads of each record (whole: it searches all of them).
-SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
-                 "emsg", "msg", "tb")
+#: The ``jobs`` columns a text search reads of each record (whole: it searches all of them).
+SEARCH_COLUMNS = ("state", "name", "queue", "enqueued_ms", "due_ms", "started_ms",
+                  "finished_ms", "deliveries", "reason", "exc_type", "exc_message", "msg",
+                  "traceback")
 #: States whose per-queue depth ``status`` shows.
 DEPTH_STATES = ("enqueued", "scheduled", "blocked", "running", "failed")
 #: Jobs looked at from the head of each queue for "oldest waiting" when a state is over the cap.
@@ -73,26 +75,21 @@ def queues_of(condition: str) -> str:
 
 
 def summary_columns(alias: str, byte_length: str) -> tuple[tuple[str, ...], str]:
-    """(record field names, the SQL select list with the id first) of a listing row, the
-    columns qualified by ``alias`` (``"j."`` or ``""``); ``byte_length`` is the dialect's
-    byte length of the message column (``"octet_length({})"``)."""
+    """(the column each value is, the SQL select list with the id first) of a listing row,
+    the columns qualified by ``alias`` (``"j."`` or ``""``); ``byte_length`` is the dialect's
+    byte length of the message column (``"octet_length({})"``), read as ``msg_size``."""
     cut = f"substr({alias}{{}}, 1, {LIST_TEXT + 1})"
     size = byte_length.format(f"{alias}msg")
-    fields = (("st", f"{alias}state"), ("name", cut.format("name")), ("q", cut.format("queue")),
-              ("enq", f"{alias}enqueued_ms"), ("due", f"{alias}due_ms"),
-              ("start", f"{alias}started_ms"), ("fin", f"{alias}finished_ms"),
-              ("dl", f"{alias}deliveries"), ("reason", cut.format("reason")),
-              ("etype", cut.format("exc_type")), ("emsg", cut.format("exc_message")),
+    fields = (("state", f"{alias}state"), ("name", cut.format("name")),
+              ("queue", cut.format("queue")), ("enqueued_ms", f"{alias}enqueued_ms"),
+              ("due_ms", f"{alias}due_ms"), ("started_ms", f"{alias}started_ms"),
+              ("finished_ms", f"{alias}finished_ms"), ("deliveries", f"{alias}deliveries"),
+              ("reason", cut.format("reason")), ("exc_type", cut.format("exc_type")),
+              ("exc_message", cut.format("exc_message")),
               ("msg", f"CASE WHEN {size} <= {PREVIEW_BYTES} THEN {alias}msg END"),
-              ("msglen", size))
+              ("msg_size", size))
     return (tuple(name for name, _ in fields),
             ", ".join([f"{alias}id", *(sql for _, sql in fields)]))
-
-
-def record(fields: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
-    """A row as a record with the Redis hash's field names (NULL columns left out)."""
-    return {f: (bytes(v) if isinstance(v, memoryview) else v)
-            for f, v in zip(fields, row, strict=True) if v is not None}
 
 
 @dataclass(frozen=True)
@@ -117,9 +114,7 @@ class SqlAdmin(StoreAdmin[B]):
     KEYSET: ClassVar[str]
     #: The dialect's larger of two values.
     GREATEST: ClassVar[str]
-    #: Redis hash field name -> ``jobs`` column.
-    FIELDS: ClassVar[Mapping[str, str]]
-    #: (field names, select list) of a listing row (:func:`summary_columns`).
+    #: (columns, select list) of a listing row (:func:`summary_columns`).
     SUMMARY: ClassVar[tuple[tuple[str, ...], str]]
 
     @abstractmethod
@@ -140,7 +135,7 @@ class SqlAdmin(StoreAdmin[B]):
         # Finished records always have a finish time: the bare column lets the index on
         # (state, finished_ms, id) order them (a page, a text search's chunks and each
         # chunk's keyset); other states may lack theirs.
-        column = self.FIELDS[time_field(state)]
+        column = time_field(state)
         at = column if state in PURGEABLE else f"COALESCE({column}, 0)"
         clauses: list[str] = [state_is(state)]
         values: list[Any] = []
@@ -166,7 +161,7 @@ class SqlAdmin(StoreAdmin[B]):
                                                                                      listing)
         names, _ = self.SUMMARY
         rows = self._all(sql, *listing.params, limit, offset)
-        return [(row[0], record(names, row[1:])) for row in rows], total
+        return [row_record(row[0], names, row[1:]) for row in rows], total
 
     def _queue_order_page(self, listing: Listing) -> str:
         """A page of enqueued jobs in the claim index's order (queue, then score: priority
@@ -185,7 +180,7 @@ class SqlAdmin(StoreAdmin[B]):
         records; none read past the query's ``text_limit``."""
         listing = self._listing(state, query)
         at, ident, direction = listing.at, self.ID, listing.direction
-        columns = ", ".join(["id", at, *(self.FIELDS[f] for f in SEARCH_FIELDS)])
+        columns = ", ".join(["id", at, *SEARCH_COLUMNS])
         after = "<" if direction == "DESC" else ">"
         last: tuple[Any, Any] | None = None
         seen = 0
@@ -196,7 +191,7 @@ class SqlAdmin(StoreAdmin[B]):
                              f"LIMIT {SEARCH_CHUNK}", *listing.params, *(last or ()))
             for row in rows:
                 seen += 1
-                yield row[0], record(SEARCH_FIELDS, row[2:])
+                yield row_record(row[0], SEARCH_COLUMNS, row[2:])
             if len(rows) < SEARCH_CHUNK:
                 return
             last = (rows[-1][1], rows[-1][0])

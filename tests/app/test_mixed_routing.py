@@ -18,6 +18,7 @@ from celery.exceptions import ImproperlyConfigured
 from celery_plus import Celery
 from celery_plus.queue_migration.layout import KombuLayout
 from celery_plus.transport.channel import Channel
+from tests.inspectors import inspector_for
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -80,7 +81,7 @@ def test_listed_queues_are_durable_the_others_stay_in_kombus_layout(
     assert kombu_lists(prefix, "d") == [0, 0, 0, 0]
     with mixed.connection_for_write() as conn:
         channel = conn.default_channel
-        assert channel.backend.job(durable.id) is not None
+        assert inspector_for(channel.backend).job(durable.id) is not None
         assert channel._size("d") == 1 and channel._size("l") == 2
         assert channel.queue_purge("l") == 2
     assert kombu_lists(prefix, "l") == [0, 0, 0, 0]
@@ -90,7 +91,7 @@ def test_without_the_setting_every_task_queue_is_durable(prefix: str) -> None:
     app = make_app(prefix, f"plus+{REDIS_URL}")
     result = app.tasks["mix.t"].apply_async((1,), queue="l")
     with app.connection_for_write() as conn:
-        assert conn.default_channel.backend.job(result.id) is not None
+        assert inspector_for(conn.default_channel.backend).job(result.id) is not None
     assert kombu_lists(prefix, "l") == [0, 0, 0, 0]
     app.close()
 

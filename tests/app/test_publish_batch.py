@@ -15,6 +15,7 @@ from celery_plus.exceptions import DuplicateTask
 from celery_plus.model.store import Backend
 from celery_plus.settings import resolve
 from celery_plus.stores.registry import open_store
+from tests.inspectors import inspector_for
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -58,14 +59,14 @@ def test_jobs_are_stored_when_the_block_ends_and_duplicates_resolve_in_order(bro
         results = [tasks["unique"].delay("a", n) for n in range(3)]
         results += [tasks["unique"].delay("b", 0), tasks["plain"].delay(1)]
         assert all(r.deduplicated is None for r in results)
-        assert backend.job(results[0].id) is None  # nothing stored yet
+        assert inspector_for(backend).job(results[0].id) is None  # nothing stored yet
     first = results[0]
     assert first.deduplicated is False
     assert [r.deduplicated for r in results[1:3]] == [True, True]
     assert {r.id for r in results[:3]} == {first.id}
     assert results[3].deduplicated is False and results[4].deduplicated is False
     assert backend.size("celery") == 3
-    assert backend.holder("b.unique:key=\"a\"") == first.id
+    assert inspector_for(backend).holder("b.unique:key=\"a\"") == first.id
 
 
 def test_raise_mode_raises_after_the_batch_is_stored(broker) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from celery_plus import Celery
 from celery_plus.stores.sqlite.backend import SQLiteBackend
+from tests.inspectors import inspector_for
 
 
 def test_send_task_by_name_on_a_fresh_app_carries_the_extensions(tmp_path: Path) -> None:
@@ -31,7 +32,7 @@ def test_send_task_by_name_on_a_fresh_app_carries_the_extensions(tmp_path: Path)
     duplicate = app.send_task("byname.unique", ("k",))
     store = SQLiteBackend(f"sqlite:///{tmp_path}/broker.db")
     try:
-        record = store.job(first.id) or {}
+        record = inspector_for(store).job(first.id) or {}
         assert record.get("cg") == 'byname.limited:"a"', record
         assert record.get("cl") == "1", record
         assert duplicate.deduplicated and duplicate.id == held.id

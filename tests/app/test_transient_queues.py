@@ -26,6 +26,7 @@ from celery_plus.model.store import Backend, Settle
 from celery_plus.transport.channel import BINDING_SEP
 from celery_plus.transport.publishing import job_from_message
 from tests.conformance.stores import PG_URL, backends_on_one_store, sqlite_file
+from tests.inspectors import inspector_for
 from tests.support import wait_until
 
 STORES = ("redis", "sqlite", "postgres")
@@ -101,7 +102,7 @@ def test_an_rpc_result_is_a_transient_message_and_never_touches_the_tasks_record
             lambda body, message: received.append((body, message.properties))], no_ack=True):
         publish_task(client, "task-1")
         before = store.view.raw_message("task-1")
-        assert before is not None and store.view.job("task-1")["st"] == "enqueued"
+        assert before is not None and inspector_for(store.view).job("task-1")["st"] == "enqueued"
         # The worker (another connection, which never declared the reply queue) answers as
         # Celery's RPCBackend.store_result does: no headers, correlation_id = the task id.
         with worker.Producer() as producer:
@@ -113,9 +114,9 @@ def test_an_rpc_result_is_a_transient_message_and_never_touches_the_tasks_record
     assert received[0][0]["result"] == 3
     assert received[0][1]["correlation_id"] == "task-1"
     assert store.view.raw_message("task-1") == before, "the reply overwrote the task's job"
-    assert store.view.job("task-1")["st"] == "enqueued"
-    assert store.view.ids_in_state("enqueued") == ["task-1"]
-    assert store.view.ids_in_state("scheduled") == []
+    assert inspector_for(store.view).job("task-1")["st"] == "enqueued"
+    assert inspector_for(store.view).ids_in_state("enqueued") == ["task-1"]
+    assert inspector_for(store.view).ids_in_state("scheduled") == []
     assert store.view.size(oid) == 0
 
 
@@ -136,15 +137,15 @@ def test_the_next_identical_unique_call_is_not_deduplicated_into_a_finished_job(
             producer.publish({"task_id": "u-1", "status": "SUCCESS"}, exchange="",
                              routing_key=oid, correlation_id="u-1", delivery_mode=1)
         store.view.settle([Settle("u-1", claimed.claims[0].token, "ack")])
-    assert store.view.job("u-1")["st"] == "completed"
-    assert store.view.holder("key-1") is None, "the reply took the unique key again"
+    assert inspector_for(store.view).job("u-1")["st"] == "completed"
+    assert inspector_for(store.view).holder("key-1") is None, "the reply took the unique key again"
     again = task_message("u-2")
     again["headers"]["plus"] = {"u": ["key-1", "running", 0]}
     with client.Producer() as producer:
         producer.publish([[], {}, {}], routing_key="celery", exchange="",
                          headers=again["headers"], **again["properties"])
-    assert store.view.job("u-2")["st"] == "enqueued"
-    assert store.view.holder("key-1") == "u-2"
+    assert inspector_for(store.view).job("u-2")["st"] == "enqueued"
+    assert inspector_for(store.view).holder("key-1") == "u-2"
 
 
 def test_exchange_tables_are_read_from_the_store_not_a_stale_local_copy(store: Store) -> None:
@@ -273,7 +274,8 @@ def test_a_job_redelivered_after_a_requeue_is_flagged_redelivered(store: Store) 
         wait_until(lambda: _drain_quietly(conn) or len(seen) >= 2, timeout=20,
                    message="the redelivery")
     assert seen == [(False, None), (True, True)]
-    wait_until(lambda: (store.view.job("r-1") or {}).get("st") == "completed", timeout=10,
+    inspect = inspector_for(store.view)
+    wait_until(lambda: (inspect.job("r-1") or {}).get("st") == "completed", timeout=10,
                message="the ack")
     assert json.loads(store.view.raw_message("r-1") or b"{}")["headers"].get("redelivered") \
         is None, "the stored message is delivered as published; the flag is per delivery"

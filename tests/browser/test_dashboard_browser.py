@@ -31,6 +31,7 @@ from celery_plus.model.store import Settle
 from tests.browser.conftest import ADMIN_TOKEN, Browser, Site
 from tests.e2e.conftest import Worker
 from tests.e2e.proj import REDIS_URL, events
+from tests.inspectors import inspector_for
 from tests.support import wait_until
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
@@ -40,7 +41,7 @@ EVIL = ('<script>window.__pwned=1;document.title="pwned"</script>'
 
 
 def state(site: Site, job_id: str) -> str | None:
-    return (site.backend.job(job_id) or {}).get("st")
+    return (inspector_for(site.backend).job(job_id) or {}).get("st")
 
 
 def worker_dead_letter(site: Site, key: str) -> str:

@@ -45,6 +45,7 @@ from tests.conformance.stores import PG_URL
 from tests.e2e import proj
 from tests.e2e.conftest import CELERY_PLUS, ROOT, Worker
 from tests.e2e.proj import REDIS_URL, events
+from tests.inspectors import inspector_for
 from tests.support import drop_pg_schema, wait_until
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
@@ -87,7 +88,7 @@ class Deployment:
         return f"w{n}-{self.prefix}@{os.uname().nodename}"
 
     def state(self, job_id: str) -> str | None:
-        return (self.view.job(job_id) or {}).get("st")
+        return (inspector_for(self.view).job(job_id) or {}).get("st")
 
     def wait_state(self, job_id: str, *states: str, timeout: float = 60) -> str:
         wait_until(lambda: self.state(job_id) in states, timeout=timeout,
@@ -209,7 +210,7 @@ def test_the_worker_list_and_stop_taking_work(deployment: Deployment, chromium: 
     first, second = dep.node(0), dep.node(1)
     busy = str(dep.app.tasks["proj.sleep_mark"].delay(9001, 12).id)
     dep.wait_state(busy, "running")
-    holder_pid = int((dep.view.job(busy) or {})["wk"].split(":")[1])
+    holder_pid = int((inspector_for(dep.view).job(busy) or {})["wk"].split(":")[1])
     browser.open(dep.operator_url + "/workers")
     listed = _worker_rows(browser)
     assert {first, second} <= set(listed)
@@ -233,7 +234,7 @@ def test_the_worker_list_and_stop_taking_work(deployment: Deployment, chromium: 
         jobs = [str(dep.app.tasks["proj.mark"].delay(n).id) for n in range(4)]
         for job_id in jobs:
             dep.wait_state(job_id, "completed")
-        served_by = {int((dep.view.job(j) or {})["wk"].split(":")[1]) for j in jobs}
+        served_by = {int((inspector_for(dep.view).job(j) or {})["wk"].split(":")[1]) for j in jobs}
         assert served_by == {holder_pid}, (served_by, idle_pid)
     finally:
         dep.app.control.add_consumer("celery", destination=[idle], reply=True, timeout=5)
@@ -312,7 +313,8 @@ def test_page_numbers_order_and_time_range(deployment: Deployment, chromium: Bro
     late = [str(dep.app.tasks["proj.fail"].delay(f"{marker} b{n}").id) for n in range(4)]
     for job_id in late:
         dep.wait_state(job_id, "failed")
-    by_finish = sorted(early + late, key=lambda j: (int((dep.view.job(j) or {})["fin"]), j))
+    inspect = inspector_for(dep.view)
+    by_finish = sorted(early + late, key=lambda j: (int((inspect.job(j) or {})["fin"]), j))
     browser.open(f"{dep.operator_url}/jobs/failed?text={marker}&per_page=2")
     assert "7 jobs, page 1 of 4" in browser.find("#pages").text
     assert browser.job_links() == by_finish[::-1][:2]

@@ -20,6 +20,7 @@ import pytest
 
 from tests.browser.conftest import Browser, Site
 from tests.e2e.periodic_checks import Beat
+from tests.inspectors import inspector_for
 from tests.support import wait_until
 
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
@@ -53,10 +54,10 @@ def test_an_operator_pauses_and_resumes_a_schedule(dashboard: Site, browser: Bro
     assert "paused" in browser.find("#schedules tr:nth-child(2)").text
     assert browser.find_all("button#resume-tick")
     paused_at = fired(site)
-    waiting = len(site.backend.ids_in_state("enqueued"))
+    waiting = len(inspector_for(site.backend).ids_in_state("enqueued"))
     time.sleep(2.5)  # two ticks fall due while paused
     assert fired(site) == paused_at
-    assert len(site.backend.ids_in_state("enqueued")) == waiting
+    assert len(inspector_for(site.backend).ids_in_state("enqueued")) == waiting
 
     browser.click("button#resume-tick")
     assert browser.find("#msg").text == "resumed tick"

@@ -31,6 +31,7 @@ import pytest
 from celery_plus import settings
 from celery_plus.model.store import Backend
 from celery_plus.stores.registry import open_store
+from tests.inspectors import Inspector, inspector_for
 
 STORES_ENV = "PLUS_CHANNEL_STORES"
 DEFAULT_STORES = "memory,sqlite"
@@ -57,8 +58,13 @@ class Store:
     def connection(self, **options: Any) -> kombu.Connection:
         return kombu.Connection(self.url, transport_options={**self.options, **options})
 
+    @property
+    def inspect(self) -> Inspector:
+        """What only tests read of the store (``tests/inspectors``)."""
+        return inspector_for(self.view)
+
     def state(self, job_id: str) -> str | None:
-        return (self.view.job(job_id) or {}).get("st")
+        return (self.inspect.job(job_id) or {}).get("st")
 
 
 def _drop(kind: str, inner: str, prefix: str) -> None:

@@ -122,7 +122,7 @@ def test_a_requeued_message_is_delivered_again_flagged_redelivered(store: Store)
         again.ack()
         wait_until(lambda: store.state(job_id) == "completed", timeout=10,
                    message="job completed")
-    assert (store.view.job(job_id) or {})["dl"] == "2"
+    assert (store.inspect.job(job_id) or {})["dl"] == "2"
 
 
 def test_a_reject_without_requeue_dead_letters_the_message(store: Store) -> None:
@@ -133,8 +133,8 @@ def test_a_reject_without_requeue_dead_letters_the_message(store: Store) -> None
         wait_until(lambda: store.state(job_id) == "failed", timeout=10,
                    message="job dead-lettered")
         nothing_more(conn)
-    assert (store.view.job(job_id) or {})["reason"] == "rejected"
-    assert store.view.ids_in_state("failed") == [job_id]
+    assert (store.inspect.job(job_id) or {})["reason"] == "rejected"
+    assert store.inspect.ids_in_state("failed") == [job_id]
 
 
 def test_an_acked_message_without_a_task_header_is_dead_lettered(store: Store) -> None:
@@ -144,10 +144,10 @@ def test_an_acked_message_without_a_task_header_is_dead_lettered(store: Store) -
         [message], _ = consume(conn, "work", 1)
         assert message.payload == {"plain": "kombu"}
         message.ack()
-        wait_until(lambda: store.view.ids_in_state("failed"), timeout=10,
+        wait_until(lambda: store.inspect.ids_in_state("failed"), timeout=10,
                    message="dead-lettered")
-    [job_id] = store.view.ids_in_state("failed")
-    record = store.view.job(job_id) or {}
+    [job_id] = store.inspect.ids_in_state("failed")
+    record = store.inspect.job(job_id) or {}
     assert record["reason"] == MALFORMED and "no 'task' header" in record["emsg"], record
 
 
@@ -169,7 +169,7 @@ def test_qos_prefetch_bounds_the_messages_claimed(store: Store) -> None:
         got, _ = consume(conn, "work", 2, prefetch=2)
         nothing_more(conn)
         assert len(got) == 2
-        assert len(store.view.ids_in_state("running")) == 2
+        assert len(store.inspect.ids_in_state("running")) == 2
         assert store.view.size("work") == 3
         got[0].ack()
         drain(conn, lambda: len(got) == 3)
@@ -233,7 +233,7 @@ def test_a_second_message_with_a_pending_unique_key_coalesces(store: Store) -> N
         first = publish(conn.default_channel, "work", plus=unique)
         second = publish(conn.default_channel, "work", plus=unique)
         assert store.view.size("work") == 1
-        assert store.view.job(second) is None and store.view.holder("channel.task:k") == first
+        assert store.inspect.job(second) is None and store.inspect.holder("channel.task:k") == first
         [message], _ = consume(conn, "work", 1)
         nothing_more(conn)
         assert message.headers["id"] == first
@@ -266,7 +266,7 @@ def test_a_message_requeued_past_its_delivery_limit_is_dead_lettered(store: Stor
         wait_until(lambda: store.state(job_id) == "failed", timeout=10,
                    message="dead-lettered at its delivery limit")
         nothing_more(conn)
-    assert (store.view.job(job_id) or {})["reason"] == "delivery limit"
+    assert (store.inspect.job(job_id) or {})["reason"] == "delivery limit"
 
 
 # -- exchanges and transient queues --------------------------------------------------------
@@ -283,7 +283,7 @@ def test_fanout_reaches_the_bound_queues_only(store: Store) -> None:
             message = queue(channel).get()
             assert message is not None and message.payload == {"to": "all"}
         assert unbound(channel).get() is None
-    assert store.view.ids_in_state("enqueued") == []  # broadcasts are never jobs
+    assert store.inspect.ids_in_state("enqueued") == []  # broadcasts are never jobs
 
 
 def test_a_transient_queue_keeps_its_messages_out_of_the_job_store(store: Store) -> None:
@@ -293,7 +293,7 @@ def test_a_transient_queue_keeps_its_messages_out_of_the_job_store(store: Store)
         replies(channel).declare()
         Producer(channel).publish({"reply": 1}, routing_key=replies.name)
         assert replies(channel).queue_declare(passive=True).message_count == 1
-        assert store.view.ids_in_state("enqueued") == []
+        assert store.inspect.ids_in_state("enqueued") == []
         [message], _ = consume(conn, replies, 1)
         assert message.payload == {"reply": 1}
         message.ack()
@@ -305,7 +305,7 @@ def test_a_remote_control_reply_queue_is_transient_by_its_name(store: Store) -> 
     with store.connection() as conn:
         Producer(conn.default_channel).publish({"ok": "pong"}, routing_key=queue)
         assert store.view.transient_size(queue) == 1
-        assert store.view.ids_in_state("enqueued") == []
+        assert store.inspect.ids_in_state("enqueued") == []
     with store.connection() as conn:  # another connection, as the caller of a command
         simple = conn.SimpleQueue(Queue(queue, durable=False, auto_delete=True))
         assert simple.get(timeout=5).payload == {"ok": "pong"}
@@ -350,7 +350,7 @@ def test_purge_empties_a_queue_and_counts_what_it_removed(store: Store) -> None:
         assert Queue("work")(channel).purge() == 3
         assert transient(channel).purge() == 1
         assert store.view.size("work") == 0 and store.view.transient_size("notes") == 0
-        assert all(store.view.job(i) is None for i in ids)
+        assert all(store.inspect.job(i) is None for i in ids)
         assert channel.basic_get("work") is None
 
 
@@ -373,7 +373,7 @@ def test_a_malformed_message_is_dead_lettered_and_the_consumer_goes_on(store: St
         message.ack()
         wait_until(lambda: store.state("garbage") == "failed", timeout=10,
                    message="the malformed job dead-lettered")
-    assert (store.view.job("garbage") or {})["reason"] == MALFORMED
+    assert (store.inspect.job("garbage") or {})["reason"] == MALFORMED
     assert store.view.raw_message("garbage") == b"not a kombu message"
 
 
@@ -394,7 +394,7 @@ def test_a_body_that_cannot_be_decoded_is_dead_lettered(store: Store) -> None:
         drain(conn, lambda: bool(errors))
         wait_until(lambda: store.state(job_id) == "failed", timeout=10,
                    message="dead-lettered")
-    assert (store.view.job(job_id) or {})["reason"] == MALFORMED
+    assert (store.inspect.job(job_id) or {})["reason"] == MALFORMED
 
 
 @pytest.mark.parametrize("body", ["nul \x00 inside", "lone \ud800 surrogate \udfff",

@@ -35,6 +35,7 @@ import redis
 from celery_plus.model.options import StoreOptions
 from celery_plus.model.store import NewJob, Settle
 from celery_plus.stores.redis.cluster import RedisClusterBackend
+from tests.inspectors import inspector_for
 from tests.redis_cluster import LocalCluster, local_cluster
 from tests.support import wait_until
 
@@ -161,7 +162,7 @@ def test_a_primary_killed_mid_drain(cluster: LocalCluster, wait_replicas: int, l
         def settled() -> bool:
             with run.lock:
                 missing = run.acknowledged - run.delivered
-            return not missing or all(view.job(i) is None for i in missing)
+            return not missing or all(inspector_for(view).job(i) is None for i in missing)
 
         wait_until(settled, timeout=60, interval=0.2, message="the drain to finish")
     finally:
@@ -171,9 +172,9 @@ def test_a_primary_killed_mid_drain(cluster: LocalCluster, wait_replicas: int, l
             assert not thread.is_alive(), f"{thread.name} still running"
     with run.lock:
         undelivered = run.acknowledged - run.delivered
-    lost = sorted(i for i in undelivered if view.job(i) is None)
+    lost = sorted(i for i in undelivered if inspector_for(view).job(i) is None)
     # Records gone, delivered or not (a job that ran before the kill left no trace).
-    vanished = sum(1 for i in run.acknowledged if view.job(i) is None)
+    vanished = sum(1 for i in run.acknowledged if inspector_for(view).job(i) is None)
     figures = {"wait_replicas": wait_replicas, "lagging": lagging, "jobs": JOBS,
                "acknowledged": len(run.acknowledged),
                "delivered": len(run.delivered), "lost": len(lost), "vanished": vanished,

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from celery_plus.model.store import Backend
+from tests.inspectors import Inspector, inspector_for
 from tests.redis_cluster import CLUSTER_GROUP
 
 from .stores import OPENERS, backends_on_one_store
@@ -73,3 +74,10 @@ def make_backend(backend_kind: str, tmp_path: Path,
 def backend(make_backend: Callable[..., Backend]) -> Backend:
     """The test's backend: 30 s leases, maintenance not throttled."""
     return make_backend()
+
+
+@pytest.fixture
+def inspect(backend: Backend) -> Inspector:
+    """The test store's inspector (``tests/inspectors``): its record fields, holds, slots and
+    deadlines as the backend's own keys or tables keep them."""
+    return inspector_for(backend)

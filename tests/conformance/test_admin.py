@@ -38,6 +38,7 @@ from celery_plus.admin import (
 )
 from celery_plus.model.details import clean_text
 from celery_plus.model.store import Backend, Settle
+from tests.inspectors import Inspector
 
 from .support import Q, claim, history, ids, maintain, publish, record, wait_until
 
@@ -380,20 +381,21 @@ def test_retry_is_idempotent(backend: Backend, admin: Admin) -> None:
     assert ids(claim(backend)) == []
 
 
-def test_retry_takes_the_unique_hold_again(backend: Backend, admin: Admin) -> None:
+def test_retry_takes_the_unique_hold_again(backend: Backend,
+                                           inspect: Inspector, admin: Admin) -> None:
     dead(backend, "a", unique_lock="L", unique_window="running")
-    assert backend.holder("L") is None
+    assert inspect.holder("L") is None
     admin.retry("a")
-    assert backend.holder("L") == "a"
+    assert inspect.holder("L") == "a"
     dup = publish(backend, "b", unique_lock="L", unique_window="running")
     assert not dup.accepted and dup.holder_id == "a"
     dead(backend, "p", queue="q2", unique_lock="P", unique_window="pending")
     admin.retry("p")
-    assert backend.holder("P") == "p"
+    assert inspect.holder("P") == "p"
 
 
 def test_retry_into_a_key_held_by_another_job_is_a_conflict_that_changes_nothing(
-        backend: Backend, admin: Admin) -> None:
+        backend: Backend, inspect: Inspector, admin: Admin) -> None:
     dead(backend, "a", unique_lock="L", unique_window="running")
     before = record(backend, "a")
     job(backend, "b", unique_lock="L", unique_window="running")
@@ -403,20 +405,20 @@ def test_retry_into_a_key_held_by_another_job_is_a_conflict_that_changes_nothing
     assert (conflict.job_id, conflict.holder_id, conflict.lock) == ("a", "b", "L")
     assert "held by job 'b'" in str(conflict)
     assert record(backend, "a") == before
-    assert listed(admin, "failed") == ["a"] and backend.holder("L") == "b"
+    assert listed(admin, "failed") == ["a"] and inspect.holder("L") == "b"
     assert ids(claim(backend)) == ["b"]
 
 
 def test_retry_of_a_ttl_job_keeps_its_own_hold_and_conflicts_with_a_new_holder(
-        backend: Backend, admin: Admin) -> None:
+        backend: Backend, inspect: Inspector, admin: Admin) -> None:
     dead(backend, "a", unique_lock="T", unique_window="ttl", unique_ttl_ms=60_000)
-    assert backend.holder("T") == "a"  # a ttl hold outlives the job
-    deadline = backend.hold_deadline("T")
+    assert inspect.holder("T") == "a"  # a ttl hold outlives the job
+    deadline = inspect.hold_deadline("T")
     assert admin.retry("a").changed
-    assert backend.holder("T") == "a" and backend.hold_deadline("T") == deadline
+    assert inspect.holder("T") == "a" and inspect.hold_deadline("T") == deadline
     claim(backend)
     dead(backend, "x", unique_lock="U", unique_window="ttl", unique_ttl_ms=300)
-    wait_until(lambda: backend.holder("U") is None, timeout=5, message="the ttl hold lapses")
+    wait_until(lambda: inspect.holder("U") is None, timeout=5, message="the ttl hold lapses")
     assert publish(backend, "y", unique_lock="U", unique_window="ttl",
                    unique_ttl_ms=60_000).accepted
     with pytest.raises(RetryConflict) as raised:
@@ -425,13 +427,13 @@ def test_retry_of_a_ttl_job_keeps_its_own_hold_and_conflicts_with_a_new_holder(
 
 
 def test_retry_of_a_job_in_a_full_concurrency_group_is_parked(
-        backend: Backend, admin: Admin) -> None:
+        backend: Backend, inspect: Inspector, admin: Admin) -> None:
     dead(backend, "a", concurrency_group="g", concurrency_limit=1)
     job(backend, "b", concurrency_group="g", concurrency_limit=1)
     assert ids(claim(backend)) == ["b"]
     admin.retry("a")
     assert claim(backend).blocked == ["a"]
-    assert backend.slot_holders("g") == {"b"}
+    assert inspect.slot_holders("g") == {"b"}
 
 
 # -- discard and cancel -----------------------------------------------------------------
@@ -452,7 +454,7 @@ def test_discard_keeps_the_record_as_discarded_and_is_idempotent(
 
 
 def test_cancel_takes_waiting_jobs_out_and_releases_their_holds(
-        backend: Backend, admin: Admin) -> None:
+        backend: Backend, inspect: Inspector, admin: Admin) -> None:
     job(backend, "run", concurrency_group="g", concurrency_limit=1)
     assert ids(claim(backend)) == ["run"]
     job(backend, "parked", concurrency_group="g", concurrency_limit=1, unique_lock="B",
@@ -469,8 +471,8 @@ def test_cancel_takes_waiting_jobs_out_and_releases_their_holds(
         rec = record(backend, job_id)
         assert rec.state == "canceled" and rec.finished_ms > 0
         assert history(backend, job_id)[-1]["outcome"] == "admin cancel"
-    assert backend.holds() == {"T": "ttl"}  # ttl holds are never released early
-    assert backend.blocked_groups() == set() and backend.size(Q) == 0
+    assert inspect.holds() == {"T": "ttl"}  # ttl holds are never released early
+    assert inspect.blocked_groups() == set() and backend.size(Q) == 0
     assert sorted(listed(admin, "canceled")) == ["parked", "ready", "soon", "ttl"]
     # Nothing comes back: not at the due time, not when the slot frees.
     running = claim(backend, max_jobs=1)  # nothing ready
@@ -516,7 +518,7 @@ def test_retry_many_is_scoped_by_task_queue_and_age(backend: Backend, admin: Adm
 
 
 def test_retry_many_reports_conflicts_and_retries_the_rest(
-        backend: Backend, admin: Admin) -> None:
+        backend: Backend, inspect: Inspector, admin: Admin) -> None:
     dead(backend, "a", unique_lock="L", unique_window="running")
     dead(backend, "b", unique_lock="L", unique_window="running")
     dead(backend, "c")
@@ -524,7 +526,7 @@ def test_retry_many_reports_conflicts_and_retries_the_rest(
     assert result.matched == 3
     # The older dead letter takes the key first; the other conflicts with it.
     assert sorted(result.changed) == ["a", "c"] and result.conflicts == [("b", "a")]
-    assert record(backend, "b").state == "failed" and backend.holder("L") == "a"
+    assert record(backend, "b").state == "failed" and inspect.holder("L") == "a"
     assert result.to_dict()["conflicts"] == [{"id": "b", "holder": "a"}]
 
 
@@ -662,7 +664,7 @@ def race(*calls: Callable[[], Any]) -> list[Any]:
 
 
 def test_two_concurrent_retries_of_one_job_enqueue_it_once(
-        backend: Backend, make_admin: Callable[[], Admin]) -> None:
+        backend: Backend, inspect: Inspector, make_admin: Callable[[], Admin]) -> None:
     one, two = make_admin(), make_admin()
     names = [f"r{i}" for i in range(10)]
     for name in names:
@@ -672,7 +674,7 @@ def test_two_concurrent_retries_of_one_job_enqueue_it_once(
         assert not [r for r in results if isinstance(r, Exception)], results
         assert sorted(r.changed for r in results) == [False, True], (name, results)
         assert [h["outcome"] for h in history(backend, name)].count("admin retry") == 1
-        assert backend.holder(f"L{name}") == name
+        assert inspect.holder(f"L{name}") == name
     claimed = claim(backend, max_jobs=100)
     assert sorted(ids(claimed)) == names
     assert ids(claim(backend, max_jobs=100)) == []

@@ -10,6 +10,7 @@ running job settles that claim as a single publish would; an empty batch does no
 from __future__ import annotations
 
 from celery_plus.model.store import Backend, NewJob, Settle
+from tests.inspectors import Inspector
 
 from .support import Q, claim, ids, publish, record
 
@@ -18,7 +19,8 @@ def job(job_id: str, **fields: object) -> NewJob:
     return NewJob(id=job_id, queue=Q, message=f"m-{job_id}", **fields)  # type: ignore[arg-type]
 
 
-def test_publish_many_returns_one_outcome_per_job_in_order(backend: Backend) -> None:
+def test_publish_many_returns_one_outcome_per_job_in_order(backend: Backend,
+                                                           inspect: Inspector) -> None:
     jobs = [job("a", unique_lock="L", unique_window="running"),
             job("b", unique_lock="L", unique_window="running"),
             job("c", priority=1),
@@ -27,12 +29,13 @@ def test_publish_many_returns_one_outcome_per_job_in_order(backend: Backend) -> 
     assert [(o.job_id, o.accepted, o.holder_id, o.state) for o in out] == [
         ("a", True, None, "enqueued"), ("b", False, "a", ""), ("c", True, None, "enqueued"),
         ("d", True, None, "scheduled")]
-    assert sorted(backend.ids_in_state("enqueued")) == ["a", "c"]
-    assert backend.ids_in_state("scheduled") == ["d"]
+    assert sorted(inspect.ids_in_state("enqueued")) == ["a", "c"]
+    assert inspect.ids_in_state("scheduled") == ["d"]
     assert backend.record("b") is None
 
 
-def test_publish_many_decides_uniqueness_per_job_in_batch_order(backend: Backend) -> None:
+def test_publish_many_decides_uniqueness_per_job_in_batch_order(backend: Backend,
+                                                                inspect: Inspector) -> None:
     publish(backend, "old", unique_lock="K0", unique_window="pending")
     out = backend.publish_many([
         job("x1", unique_lock="K1", unique_window="pending"),
@@ -45,19 +48,20 @@ def test_publish_many_decides_uniqueness_per_job_in_batch_order(backend: Backend
     assert [(o.job_id, o.accepted, o.holder_id) for o in out] == [
         ("x1", True, None), ("x2", False, "x1"), ("y1", False, "old"), ("z1", True, None),
         ("z2", False, "z1"), ("x3", False, "x1")]
-    assert backend.holds() == {"K0": "old", "K1": "x1", "K2": "z1"}
+    assert inspect.holds() == {"K0": "old", "K1": "x1", "K2": "z1"}
     assert backend.stats().get("deduplicated") == 4
     assert ids(claim(backend)) == ["old", "x1", "z1"]
 
 
-def test_publish_many_continues_a_running_job_like_a_single_publish(backend: Backend) -> None:
+def test_publish_many_continues_a_running_job_like_a_single_publish(backend: Backend,
+                                                                    inspect: Inspector) -> None:
     publish(backend, "a", concurrency_group="g", concurrency_limit=1)
     first = claim(backend).claims[0]
     out = backend.publish_many([job("a", concurrency_group="g", concurrency_limit=1,
                                     lease_token=first.token), job("b")])
     assert [(o.job_id, o.accepted, o.continued) for o in out] == [
         ("a", True, True), ("b", True, False)]
-    assert backend.slot_holders("g") == set()
+    assert inspect.slot_holders("g") == set()
     assert backend.settle([Settle("a", first.token, "ack")]) == [], "old delivery not fenced"
     again = claim(backend).claims
     assert [(c.job_id, c.message) for c in again] == [("a", b"m-a"), ("b", b"m-b")]

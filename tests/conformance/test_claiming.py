@@ -13,6 +13,7 @@ import json
 import pytest
 
 from celery_plus.model.store import Backend
+from tests.inspectors import Inspector
 
 from .support import Q, claim, ids, publish, record
 
@@ -38,15 +39,15 @@ def test_message_bytes_that_are_not_utf8_are_delivered_unchanged(backend: Backen
 
 
 def test_a_claim_makes_the_job_running_with_a_new_token_and_a_counted_delivery(
-        backend: Backend) -> None:
+        backend: Backend, inspect: Inspector) -> None:
     publish(backend, "a", name="t")
     (got,) = claim(backend, worker="w1").claims
     assert (got.job_id, got.token, got.deliveries, got.queue) == ("a", 1, 1, Q)
     rec = record(backend, "a")
     assert rec.state == "running" and rec.worker == "w1" and rec.name == "t"
     assert rec.lease_token == 1 and rec.deliveries == 1 and rec.started_ms > 0
-    assert backend.ids_in_state("running") == ["a"]
-    assert backend.lease_deadline("a") is not None
+    assert inspect.ids_in_state("running") == ["a"]
+    assert inspect.lease_deadline("a") is not None
     assert ids(claim(backend)) == [], "a running job is claimed twice"
 
 

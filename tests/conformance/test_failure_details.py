@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from celery_plus.model.store import Backend, Settle
+from tests.inspectors import inspector_for
 
 from .support import claim, history, ids, publish, record
 
@@ -47,8 +48,8 @@ def _check_stored(backend: Backend) -> None:
 
     assert record(backend, "ack-1").state == "completed"
     assert record(backend, "ack-2").state == "completed"
-    assert sorted(backend.ids_in_state("failed")) == sorted(POISON)
-    assert not set(backend.ids_in_state("running")) & {"ack-1", "ack-2", *POISON}
+    assert sorted(inspector_for(backend).ids_in_state("failed")) == sorted(POISON)
+    assert not set(inspector_for(backend).ids_in_state("running")) & {"ack-1", "ack-2", *POISON}
     surrogate = record(backend, "surrogate")
     assert surrogate.exc_message == "bad name 'caf\\udce9.txt'"
     assert surrogate.traceback == "Traceback: \\ud800"

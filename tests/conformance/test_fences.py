@@ -16,6 +16,7 @@ import pytest
 
 from celery_plus.admin import Admin, admin_for
 from celery_plus.model.store import Backend, Settle, Verdict
+from tests.inspectors import Inspector, inspector_for
 
 from .support import Q, claim, ids, maintain, publish, record, wait_until
 
@@ -39,14 +40,14 @@ def test_a_late_continuation_of_a_claim_taken_over_changes_nothing(
     """``no token``: the late retry of a worker whose release sent none (a rolling upgrade)."""
     backend, old, new = _taken_over(make_backend)
     before = record(backend, "a")
-    deadline = backend.lease_deadline("a")
+    deadline = inspector_for(backend).lease_deadline("a")
     eta = backend.now_ms() + 60_000
     token = {"lease_token": old} if carries == "its token" else {}
     out = publish(backend, "a", "late-retry", eta_ms=eta, **token, **GROUP)
     assert record(backend, "a") == before, "the new worker's claim was changed"
-    assert backend.lease_deadline("a") == deadline
-    assert backend.slot_holders("g") == {"a"}, "the live claim's slot was freed"
-    assert backend.ids_in_state("scheduled") == [], "the job was scheduled again"
+    assert inspector_for(backend).lease_deadline("a") == deadline
+    assert inspector_for(backend).slot_holders("g") == {"a"}, "the live claim's slot was freed"
+    assert inspector_for(backend).ids_in_state("scheduled") == [], "the job was scheduled again"
     # A second job of the group still cannot start beside the live claim.
     publish(backend, "b", **GROUP)
     assert ids(claim(backend, worker="w3")) == []
@@ -54,10 +55,11 @@ def test_a_late_continuation_of_a_claim_taken_over_changes_nothing(
     # The live claim's own continuation still applies.
     out = publish(backend, "a", "retry", eta_ms=eta, lease_token=new, **GROUP)
     assert out.accepted and out.continued and out.state == "scheduled"
-    assert backend.slot_holders("g") == set()
+    assert inspector_for(backend).slot_holders("g") == set()
 
 
-def test_a_publish_of_a_running_id_without_its_token_changes_nothing(backend: Backend) -> None:
+def test_a_publish_of_a_running_id_without_its_token_changes_nothing(backend: Backend,
+                                                                     inspect: Inspector) -> None:
     """The same message again (a client retrying a publish whose reply was lost, after a
     worker claimed it), another message with the id, a wrong token: no second delivery."""
     publish(backend, "a", "original", **GROUP)
@@ -68,10 +70,10 @@ def test_a_publish_of_a_running_id_without_its_token_changes_nothing(backend: Ba
         fields = {} if token is None else {"lease_token": token}
         out = publish(backend, "a", message, **fields, **GROUP)
         assert record(backend, "a") == before, f"the running claim was changed ({token})"
-        assert backend.slot_holders("g") == {"a"}, token
+        assert inspect.slot_holders("g") == {"a"}, token
         assert ids(claim(backend, worker="w2")) == [], f"a second live delivery ({token})"
         assert out.fenced and not out.accepted and out.holder_id == "a", token
-    assert backend.size(Q) == 0 and backend.ids_in_state("scheduled") == []
+    assert backend.size(Q) == 0 and inspect.ids_in_state("scheduled") == []
     assert backend.settle([Settle("a", got.token, "ack")]) == []
     assert record(backend, "a").state == "completed"
     assert record(backend, "a").message == "original"
@@ -79,7 +81,7 @@ def test_a_publish_of_a_running_id_without_its_token_changes_nothing(backend: Ba
 
 @pytest.mark.parametrize("delay_ms", [0, 60_000], ids=["immediate", "countdown"])
 def test_a_continuation_sent_again_after_a_lost_reply_is_a_no_op(
-        backend: Backend, delay_ms: int) -> None:
+        backend: Backend, inspect: Inspector, delay_ms: int) -> None:
     publish(backend, "a", **GROUP)
     got = claim(backend).claims[0]
     eta = backend.now_ms() + delay_ms if delay_ms else 0
@@ -90,14 +92,14 @@ def test_a_continuation_sent_again_after_a_lost_reply_is_a_no_op(
     assert again.fenced and not again.accepted
     assert record(backend, "a") == after_first
     if delay_ms:
-        assert backend.ids_in_state("scheduled") == ["a"] and backend.size(Q) == 0
+        assert inspect.ids_in_state("scheduled") == ["a"] and backend.size(Q) == 0
         return
     # One delivery of the retry; the resend, even once it runs, changes nothing.
     assert ids(claim(backend, worker="w2")) == ["a"]
     running = record(backend, "a")
     third = publish(backend, "a", "retry", lease_token=got.token, **GROUP)
     assert third.fenced and record(backend, "a") == running
-    assert backend.slot_holders("g") == {"a"} and backend.size(Q) == 0
+    assert inspect.slot_holders("g") == {"a"} and backend.size(Q) == 0
 
 
 @pytest.mark.parametrize("end", ["requeue", "release", "recovered", "taken over"])
@@ -114,18 +116,18 @@ def test_a_continuation_of_an_ended_claim_changes_nothing(
     else:
         backend.settle([Settle("a", got.token, end, {"reason": "x"})])
     before = record(backend, "a")
-    holds = backend.holds()
+    holds = inspector_for(backend).holds()
     out = publish(backend, "a", "late", lease_token=got.token, unique_lock="K",
                   unique_window="running", **GROUP)
     assert out.fenced and not out.accepted and out.state == before.state
     assert record(backend, "a") == before
-    assert backend.holds() == holds
-    assert backend.slot_holders("g") == set()
+    assert inspector_for(backend).holds() == holds
+    assert inspector_for(backend).slot_holders("g") == set()
 
 
 @pytest.mark.parametrize("end", ["ack", "fail"])
 def test_a_publish_from_a_delivery_that_finished_its_own_job_starts_it_anew(
-        backend: Backend, end: str) -> None:
+        backend: Backend, inspect: Inspector, end: str) -> None:
     """An early-acked task (``acks_late=False``) retries after its ack finished the job."""
     publish(backend, "a", "original", unique_lock="K", unique_window="running")
     got = claim(backend).claims[0]
@@ -133,7 +135,7 @@ def test_a_publish_from_a_delivery_that_finished_its_own_job_starts_it_anew(
     out = publish(backend, "a", "retry", lease_token=got.token, unique_lock="K",
                   unique_window="running")
     assert out.accepted and not out.continued and not out.fenced
-    assert record(backend, "a").state == "enqueued" and backend.holder("K") == "a"
+    assert record(backend, "a").state == "enqueued" and inspect.holder("K") == "a"
     again = claim(backend).claims
     assert [(c.job_id, c.message) for c in again] == [("a", b"retry")]
 

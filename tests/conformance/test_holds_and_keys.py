@@ -19,6 +19,7 @@ import pytest
 
 from celery_plus.model.store import Backend, Settle
 from celery_plus.send.keys import concurrency_scope, unique_key
+from tests.inspectors import Inspector, inspector_for
 
 from .support import claim, ids, maintain, publish, record, wait_until
 
@@ -28,55 +29,58 @@ RUNNING = {"unique_window": "running"}
 # -- defect 6: a continuation or replacement with another key -----------------------------
 @pytest.mark.parametrize("window", ["running", "pending"])
 def test_a_continuation_with_another_key_releases_the_old_key(
-        backend: Backend, window: str) -> None:
+        backend: Backend, inspect: Inspector, window: str) -> None:
     publish(backend, "a", unique_lock="old", unique_window=window)
     got = claim(backend).claims[0]
     out = publish(backend, "a", "replaced", unique_lock="new", unique_window=window,
                   lease_token=got.token)
     assert out.accepted and out.continued
-    assert backend.holder("old") is None, "the old key stays held by a job that left it"
-    assert backend.holder("new") == "a"
+    assert inspect.holder("old") is None, "the old key stays held by a job that left it"
+    assert inspect.holder("new") == "a"
     assert publish(backend, "b", unique_lock="old", unique_window=window).accepted
-    assert backend.holder("old") == "b"
+    assert inspect.holder("old") == "b"
     a = claim(backend, max_jobs=1).claims[0]
     assert a.job_id == "a"
     backend.settle([Settle("a", a.token, "ack")])
-    assert backend.holder("new") is None and backend.holder("old") == "b"
+    assert inspect.holder("new") is None and inspect.holder("old") == "b"
 
 
-def test_a_continuation_without_a_key_releases_the_old_key(backend: Backend) -> None:
+def test_a_continuation_without_a_key_releases_the_old_key(backend: Backend,
+                                                           inspect: Inspector) -> None:
     publish(backend, "a", unique_lock="old", **RUNNING)
     got = claim(backend).claims[0]
     assert publish(backend, "a", "plain", lease_token=got.token).continued
-    assert backend.holds() == {}
+    assert inspect.holds() == {}
 
 
-def test_a_continuation_into_a_taken_key_releases_its_own_key(backend: Backend) -> None:
+def test_a_continuation_into_a_taken_key_releases_its_own_key(backend: Backend,
+                                                              inspect: Inspector) -> None:
     publish(backend, "a", unique_lock="old", **RUNNING)
     got = claim(backend).claims[0]
     publish(backend, "b", unique_lock="new", **RUNNING)
     out = publish(backend, "a", unique_lock="new", lease_token=got.token, **RUNNING)
     assert not out.accepted and out.holder_id == "b"
     assert record(backend, "a").state == "completed"
-    assert backend.holds() == {"new": "b"}
+    assert inspect.holds() == {"new": "b"}
 
 
 def test_a_replacement_of_a_waiting_job_with_another_key_releases_the_old_key(
-        backend: Backend) -> None:
+        backend: Backend, inspect: Inspector) -> None:
     publish(backend, "a", unique_lock="old", **RUNNING)
     assert publish(backend, "a", unique_lock="new", **RUNNING).accepted
-    assert backend.holds() == {"new": "a"}
+    assert inspect.holds() == {"new": "a"}
     # A duplicate of the new key leaves the job, and its key, where they were.
     publish(backend, "b", unique_lock="other", **RUNNING)
     assert not publish(backend, "b", unique_lock="new", **RUNNING).accepted
-    assert backend.holds() == {"new": "a", "other": "b"}
+    assert inspect.holds() == {"new": "a", "other": "b"}
 
 
-def test_a_ttl_key_is_kept_when_the_job_takes_another_key(backend: Backend) -> None:
+def test_a_ttl_key_is_kept_when_the_job_takes_another_key(backend: Backend,
+                                                          inspect: Inspector) -> None:
     publish(backend, "a", unique_lock="ttl", unique_window="ttl", unique_ttl_ms=600_000)
     got = claim(backend).claims[0]
     assert publish(backend, "a", unique_lock="new", lease_token=got.token, **RUNNING).continued
-    assert backend.holds() == {"ttl": "a", "new": "a"}
+    assert inspect.holds() == {"ttl": "a", "new": "a"}
 
 
 # -- defect 7: holds live as long as their job needs them ---------------------------------
@@ -85,7 +89,7 @@ def test_a_scheduled_job_holds_its_key_until_its_due_time_plus_the_backstop(
     backend = make_backend(backstop_ms=60_000)
     due = backend.now_ms() + 600_000
     publish(backend, "a", eta_ms=due, unique_lock="K", **RUNNING)
-    deadline = backend.hold_deadline("K")
+    deadline = inspector_for(backend).hold_deadline("K")
     assert deadline is not None and due + 60_000 <= deadline <= due + 61_000
 
 
@@ -106,50 +110,52 @@ def test_maintenance_renews_the_hold_of_a_job_that_still_needs_it(
     if state in ("blocked", "running"):
         claim(backend)
     assert record(backend, "a").state == state
-    first = backend.hold_deadline("K")
+    first = inspector_for(backend).hold_deadline("K")
     assert first is not None
     # Past its first deadline the job still holds its key: maintenance renewed it.
     while backend.now_ms() <= first + 100:
         maintain(backend)
-    assert backend.holder("K") == "a", state
+    assert inspector_for(backend).holder("K") == "a", state
     assert not publish(backend, "dup", unique_lock="K", **RUNNING).accepted
-    assert (backend.hold_deadline("K") or 0) > first
+    assert (inspector_for(backend).hold_deadline("K") or 0) > first
 
 
 def test_maintenance_renews_a_pending_hold_while_its_job_waits(
         make_backend: Callable[..., Backend]) -> None:
     backend = make_backend(backstop_ms=800)
     publish(backend, "a", unique_lock="P", unique_window="pending")
-    first = backend.hold_deadline("P") or 0
+    first = inspector_for(backend).hold_deadline("P") or 0
     while backend.now_ms() <= first + 100:
         maintain(backend)
-    assert backend.holder("P") == "a"
-    assert ids(claim(backend)) == ["a"] and backend.holder("P") is None
+    assert inspector_for(backend).holder("P") == "a"
+    assert ids(claim(backend)) == ["a"] and inspector_for(backend).holder("P") is None
 
 
 def test_a_hold_no_job_needs_lapses_at_its_deadline(
         make_backend: Callable[..., Backend]) -> None:
     backend = make_backend(backstop_ms=800)
+    inspect = inspector_for(backend)
     publish(backend, "a", unique_lock="K", **RUNNING)
-    first = backend.hold_deadline("K") or 0
-    backend._force_state("a", "completed")  # a finished job whose hold was left behind
+    first = inspect.hold_deadline("K") or 0
+    inspect.force_state("a", "completed")  # a finished job whose hold was left behind
     while backend.now_ms() <= first + 100:
         maintain(backend)
-    assert backend.holder("K") is None
+    assert inspect.holder("K") is None
 
 
 def test_a_coordination_store_renews_only_the_holds_of_running_jobs(
         make_backend: Callable[..., Backend]) -> None:
     backend = make_backend(backstop_ms=800)
+    inspect = inspector_for(backend)
     backend.renews_waiting_holds = False  # type: ignore[attr-defined]
     publish(backend, "waiting", unique_lock="W", **RUNNING)
     publish(backend, "running", unique_lock="R", queue="other", **RUNNING)
     claim(backend, queues=["other"])
-    first = max(backend.hold_deadline("W") or 0, backend.hold_deadline("R") or 0)
+    first = max(inspect.hold_deadline("W") or 0, inspect.hold_deadline("R") or 0)
     while backend.now_ms() <= first + 100:
         maintain(backend)
-    assert backend.holder("R") == "running"
-    assert backend.holder("W") is None
+    assert inspect.holder("R") == "running"
+    assert inspect.holder("W") is None
 
 
 # -- defect 14: a key is one opaque string -------------------------------------------------
@@ -169,25 +175,25 @@ def _keys(kind: str) -> list[str]:
 
 
 def test_a_unique_key_is_one_opaque_string_whatever_it_holds(
-        backend: Backend, backend_kind: str) -> None:
+        backend: Backend, inspect: Inspector, backend_kind: str) -> None:
     keys = _keys(backend_kind)
     assert len(set(keys)) == len(keys)
     for n, key in enumerate(keys):
         out = publish(backend, f"j{n}", unique_lock=key, **RUNNING)
         assert out.accepted, (n, key[:40])
-        assert backend.holder(key) == f"j{n}", (n, key[:40])
+        assert inspect.holder(key) == f"j{n}", (n, key[:40])
         dup = publish(backend, f"dup{n}", unique_lock=key, **RUNNING)
         assert not dup.accepted and dup.holder_id == f"j{n}", (n, key[:40])
     claims = claim(backend, max_jobs=len(keys)).claims
     assert len(claims) == len(keys)
     backend.settle([Settle(c.job_id, c.token, "ack") for c in claims])
-    assert backend.holds() == {}
+    assert inspect.holds() == {}
     for n, key in enumerate(keys):
         assert publish(backend, f"again{n}", unique_lock=key, **RUNNING).accepted
 
 
 def test_a_concurrency_group_and_a_task_name_are_opaque_strings(
-        backend: Backend, backend_kind: str) -> None:
+        backend: Backend, inspect: Inspector, backend_kind: str) -> None:
     groups = _keys(backend_kind)
     for n, group in enumerate(groups):
         publish(backend, f"a{n}", name=group[:1000], concurrency_group=group,
@@ -197,7 +203,7 @@ def test_a_concurrency_group_and_a_task_name_are_opaque_strings(
     assert sorted(ids(first)) == sorted(f"a{n}" for n in range(len(groups)))
     assert sorted(first.blocked) == sorted(f"b{n}" for n in range(len(groups)))
     for n, group in enumerate(groups):
-        assert backend.slot_holders(group) == {f"a{n}"}, n
+        assert inspect.slot_holders(group) == {f"a{n}"}, n
         assert record(backend, f"a{n}").name == group[:1000], n
     backend.settle([Settle(c.job_id, c.token, "ack") for c in first.claims])
     second = claim(backend, max_jobs=2 * len(groups))

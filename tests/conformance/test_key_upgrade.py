@@ -15,6 +15,7 @@ import pytest
 from celery_plus.admin import Admin, admin_for
 from celery_plus.model.store import Backend, Settle
 from celery_plus.send.keys import unique_key
+from tests.inspectors import Inspector
 
 from .support import claim, publish, record, wait_until
 from .test_admin import dead, job
@@ -45,50 +46,53 @@ def _end(backend: Backend, how: str) -> None:
 @pytest.mark.parametrize(("how", "state"), [("ack", "completed"), ("fail", "failed"),
                                             ("reject", "failed"), ("cancel", "canceled")])
 def test_an_old_format_hold_is_released_when_its_job_ends(
-        backend: Backend, how: str, state: str) -> None:
+        backend: Backend, inspect: Inspector, how: str, state: str) -> None:
     job(backend, "old", TASK, kwargs={"invoice_id": 42}, unique_lock=OLD,
         unique_window="running")
-    assert backend.holder(OLD) == "old"
+    assert inspect.holder(OLD) == "old"
     _end(backend, how)
     assert record(backend, "old").state == state
-    assert backend.holds() == {}, "the old key outlived its job"
+    assert inspect.holds() == {}, "the old key outlived its job"
     out = publish(backend, "new", unique_lock=NEW, **RUNNING)
-    assert out.accepted and backend.holds() == {NEW: "new"}
+    assert out.accepted and inspect.holds() == {NEW: "new"}
     assert not publish(backend, "dup", unique_lock=NEW, **RUNNING).accepted
 
 
-def test_a_new_format_duplicate_is_not_coalesced_into_an_old_hold(backend: Backend) -> None:
+def test_a_new_format_duplicate_is_not_coalesced_into_an_old_hold(backend: Backend,
+                                                                  inspect: Inspector) -> None:
     publish(backend, "old", unique_lock=OLD, **RUNNING)
     out = publish(backend, "new", unique_lock=NEW, **RUNNING)
     assert out.accepted, "another key: the old holder cannot coalesce it"
-    assert backend.holds() == {OLD: "old", NEW: "new"}
+    assert inspect.holds() == {OLD: "old", NEW: "new"}
     assert publish(backend, "again", unique_lock=NEW, **RUNNING).holder_id == "new"
 
 
-def test_an_old_format_ttl_hold_outlives_its_job_and_lapses_at_its_ttl(backend: Backend) -> None:
+def test_an_old_format_ttl_hold_outlives_its_job_and_lapses_at_its_ttl(backend: Backend,
+                                                                       inspect: Inspector) -> None:
     publish(backend, "old", unique_lock=OLD, unique_window="ttl", unique_ttl_ms=500)
     got = claim(backend).claims[0]
     backend.settle([Settle("old", got.token, "ack")])
-    assert backend.holder(OLD) == "old", "a ttl hold was released early"
-    wait_until(lambda: backend.holder(OLD) is None, timeout=10, message="the ttl lapses")
+    assert inspect.holder(OLD) == "old", "a ttl hold was released early"
+    wait_until(lambda: inspect.holder(OLD) is None, timeout=10, message="the ttl lapses")
     assert publish(backend, "next", unique_lock=OLD, unique_window="ttl",
                    unique_ttl_ms=500).accepted
 
 
-def test_an_admin_retry_takes_the_stored_old_key_again(backend: Backend) -> None:
+def test_an_admin_retry_takes_the_stored_old_key_again(backend: Backend,
+                                                       inspect: Inspector) -> None:
     dead(backend, "old", TASK, unique_lock=OLD, unique_window="running")
-    assert backend.holds() == {}
+    assert inspect.holds() == {}
     assert Admin(admin_for(backend)).retry("old").changed
-    assert backend.holds() == {OLD: "old"}
+    assert inspect.holds() == {OLD: "old"}
     got = claim(backend).claims[0]
     backend.settle([Settle("old", got.token, "ack")])
-    assert backend.holds() == {}
+    assert inspect.holds() == {}
 
 
 def test_a_retry_published_by_the_new_version_moves_the_job_to_the_new_key(
-        backend: Backend) -> None:
+        backend: Backend, inspect: Inspector) -> None:
     publish(backend, "old", unique_lock=OLD, **RUNNING)
     got = claim(backend).claims[0]
     out = publish(backend, "old", "retried", unique_lock=NEW, lease_token=got.token, **RUNNING)
     assert out.continued
-    assert backend.holds() == {NEW: "old"}
+    assert inspect.holds() == {NEW: "old"}

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import pytest
 
 from celery_plus.model.store import Backend, Settle, Verdict
+from tests.inspectors import inspector_for
 
 from .support import claim, history, ids, publish, record, wait_until
 
@@ -27,27 +28,28 @@ def test_a_claim_sets_its_lease_to_now_plus_the_lease_time(
     before = backend.now_ms()
     claim(backend)
     after = backend.now_ms()
-    deadline = backend.lease_deadline("a")
+    deadline = inspector_for(backend).lease_deadline("a")
     assert deadline is not None and before + 60_000 <= deadline <= after + 60_000
 
 
 def test_heartbeat_renews_only_current_claims(make_backend: Callable[..., Backend]) -> None:
     short = make_backend(lease_ms=5_000)
+    inspect = inspector_for(short)
     for name in ("a", "b", "c"):
         publish(short, name)
     claims = {c.job_id: c for c in claim(short).claims}
     short.settle([Settle("b", claims["b"].token, "ack")])
-    before = short.lease_deadline("a")
-    c_before = short.lease_deadline("c")
+    before = inspect.lease_deadline("a")
+    c_before = inspect.lease_deadline("c")
     renewer = make_backend(lease_ms=600_000)
     verdicts = renewer.heartbeat([("a", claims["a"].token), ("b", claims["b"].token),
                                   ("c", claims["c"].token + 1), ("nope", 1)])
     # b's ack landed (its run ended it); c's token is not current, nope has no record.
     assert verdicts == [Verdict.RENEWED, Verdict.ENDED, Verdict.LOST, Verdict.LOST]
-    after = short.lease_deadline("a")
+    after = inspect.lease_deadline("a")
     assert after is not None and before is not None and after >= before + 590_000
-    assert short.lease_deadline("c") == c_before, "a stale heartbeat renewed a lease"
-    assert short.lease_deadline("b") is None and short.lease_deadline("nope") is None
+    assert inspect.lease_deadline("c") == c_before, "a stale heartbeat renewed a lease"
+    assert inspect.lease_deadline("b") is None and inspect.lease_deadline("nope") is None
     assert renewer.heartbeat([]) == []
 
 
@@ -82,7 +84,7 @@ def test_recovery_requeues_by_the_stored_lease_deadline(
     recovered = wait_until(long.recover, timeout=10, message="expired lease recovered")
     assert [(r.job_id, r.outcome) for r in recovered] == [("short", "requeued")]
     assert record(short, "short").state == "enqueued"
-    assert short.lease_deadline("short") is None
+    assert inspector_for(short).lease_deadline("short") is None
     last = history(short, "short")[-1]
     assert last["outcome"] == "lease expired" and last["worker"] == "dead-worker"
     assert last["exc_message"] == "lease expired (claimed by dead-worker)"
@@ -124,9 +126,9 @@ def test_recovery_dead_letters_at_the_delivery_limit(
     assert rec.state == "failed" and rec.reason == "delivery limit"
     assert rec.exc_message == "message delivered 2 times; last lease expired"
     assert rec.message == "msg-a"
-    assert backend.ids_in_state("failed") == ["a"]
-    assert backend.lease_deadline("a") is None
-    assert backend.holder("L") is None
+    assert inspector_for(backend).ids_in_state("failed") == ["a"]
+    assert inspector_for(backend).lease_deadline("a") is None
+    assert inspector_for(backend).holder("L") is None
     assert ids(claim(backend)) == []
 
 
@@ -140,5 +142,5 @@ def test_recovery_in_pending_window_coalesces_when_the_key_was_taken(
     assert [(r.job_id, r.outcome) for r in out] == [("a", "coalesced")]
     rec = record(backend, "a")
     assert rec.state == "completed" and rec.reason == "coalesced"
-    assert backend.holder("P") == "b"
+    assert inspector_for(backend).holder("P") == "b"
     assert ids(claim(backend)) == ["b"]

@@ -6,7 +6,7 @@ bounds; while a group is full its parked jobs stay parked; slot entries whose jo
 running are dropped and one parked job is unblocked per free slot; a pass visits a bounded
 number of groups and the next pass goes on with the rest.
 
-The stale slot is made with the test-support method ``Backend._force_state``, which changes a
+The stale slot is made with the inspector's ``force_state`` (``tests/inspectors``), which changes a
 job's state behind the store's back (as an operator's edit or a bug would).
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from celery_plus.model.store import Backend, Settle
+from tests.inspectors import Inspector, inspector_for
 
 from .support import claim, ids, maintain, publish, record, wait_until
 
@@ -46,7 +47,7 @@ def test_maintenance_prunes_completed_records_past_their_retention_age(
 
     def pruned() -> bool:
         maintain(backend)
-        return backend.ids_in_state("completed") == []
+        return inspector_for(backend).ids_in_state("completed") == []
 
     wait_until(pruned, timeout=15, message="completed records pruned")
     assert backend.record("a") is None and backend.record("b") is None
@@ -61,32 +62,33 @@ def test_maintenance_keeps_only_the_newest_records_within_the_count_bound(
     finish(backend, "dead1", "reject")
     finish(backend, "dead2", "reject")
     maintain(backend)
-    assert backend.ids_in_state("completed") == ["c2", "c3"]
+    assert inspector_for(backend).ids_in_state("completed") == ["c2", "c3"]
     assert backend.record("c0") is None and backend.record("c1") is None
     assert record(backend, "c3").state == "completed"
-    assert backend.ids_in_state("failed") == ["dead2"]
+    assert inspector_for(backend).ids_in_state("failed") == ["dead2"]
     assert backend.record("dead1") is None
 
 
-def test_maintenance_leaves_parked_jobs_while_their_group_is_full(backend: Backend) -> None:
+def test_maintenance_leaves_parked_jobs_while_their_group_is_full(backend: Backend,
+                                                                  inspect: Inspector) -> None:
     for name in ("a", "b"):
         publish(backend, name, concurrency_group="g", concurrency_limit=1)
     assert claim(backend).blocked == ["b"]
     maintain(backend)
     assert record(backend, "b").state == "blocked"
-    assert backend.slot_holders("g") == {"a"}
+    assert inspect.slot_holders("g") == {"a"}
 
 
 def test_maintenance_drops_stale_slots_and_unblocks_one_job_per_free_slot(
-        backend: Backend) -> None:
+        backend: Backend, inspect: Inspector) -> None:
     for name in ("a", "b", "c"):
         publish(backend, name, concurrency_group="g", concurrency_limit=1)
     a = claim(backend).claims[0]
     assert record(backend, "b").state == "blocked"
     # The slot entry goes stale: its job left running without settling through the store.
-    backend._force_state("a", "canceled")
+    inspect.force_state("a", "canceled")
     maintain(backend)
-    assert backend.slot_holders("g") == set()
+    assert inspect.slot_holders("g") == set()
     assert record(backend, "b").state == "enqueued"
     assert record(backend, "c").state == "blocked"
     assert backend.settle([Settle("a", a.token, "ack")]) == []
@@ -94,18 +96,19 @@ def test_maintenance_drops_stale_slots_and_unblocks_one_job_per_free_slot(
     assert record(backend, "c").state == "blocked"
 
 
-def test_maintenance_sweeps_more_groups_than_one_pass_takes(backend: Backend) -> None:
+def test_maintenance_sweeps_more_groups_than_one_pass_takes(backend: Backend,
+                                                            inspect: Inspector) -> None:
     # 60 groups with a stale slot each: one pass visits 50, the next one the rest.
     for n in range(60):
         group = f"g{n:02d}"
         publish(backend, f"{group}-a", concurrency_group=group, concurrency_limit=1)
         publish(backend, f"{group}-b", concurrency_group=group, concurrency_limit=1)
     claim(backend, max_jobs=200)
-    assert len(backend.ids_in_state("blocked")) == 60
+    assert len(inspect.ids_in_state("blocked")) == 60
     for n in range(60):
-        backend._force_state(f"g{n:02d}-a", "canceled")
+        inspect.force_state(f"g{n:02d}-a", "canceled")
     maintain(backend)
-    assert len(backend.ids_in_state("blocked")) == 10
+    assert len(inspect.ids_in_state("blocked")) == 10
     maintain(backend)
-    assert backend.ids_in_state("blocked") == []
-    assert backend.blocked_groups() == set()
+    assert inspect.ids_in_state("blocked") == []
+    assert inspect.blocked_groups() == set()

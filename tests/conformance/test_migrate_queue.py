@@ -119,13 +119,13 @@ def test_an_interrupted_move_resumes_from_staging_without_loss_or_duplicates(leg
     assert everything(backend) == sent  # staging (the oldest) first, each once
 
 
-def test_malformed_messages_are_dead_lettered_with_their_raw_bytes(legacy, backend):
+def test_malformed_messages_are_dead_lettered_with_their_raw_bytes(legacy, backend, inspect):
     app, source = legacy
     sent = send(app, 2)
     source.client.lpush(source.layout.priority_lists(Q)[0], b"\xffnot json", b'{"no": 1}')
     tally = run(source, backend)
     assert (tally.moved, tally.malformed) == (2, 2)
-    dead = backend.ids_in_state("failed")
+    dead = inspect.ids_in_state("failed")
     assert sorted(backend.raw_message(d) for d in dead) == [b'{"no": 1}', b"\xffnot json"]
     assert {record(backend, d).reason for d in dead} == {"malformed message"}
     assert {record(backend, d).queue for d in dead} == {f"{Q}.malformed"}
@@ -146,7 +146,7 @@ def test_eta_messages_wait_scheduled_in_the_store(legacy, backend):
     assert record(backend, later).state == "scheduled"
 
 
-def test_a_unique_key_held_by_another_job_coalesces_the_legacy_copy(legacy, backend):
+def test_a_unique_key_held_by_another_job_coalesces_the_legacy_copy(legacy, backend, inspect):
     _, source = legacy
     publish(backend, "holder", unique_lock="k1", unique_window="pending")
     message = {"body": "", "content-encoding": "utf-8", "content-type": "application/json",
@@ -156,7 +156,7 @@ def test_a_unique_key_held_by_another_job_coalesces_the_legacy_copy(legacy, back
     source.client.lpush(source.layout.priority_lists(Q)[0], dumps(message))
     tally = run(source, backend)
     assert (tally.moved, tally.coalesced) == (0, 1)
-    assert backend.holder("k1") == "holder"
+    assert inspect.holder("k1") == "holder"
 
 
 def hold_unacked(app: Any, n: int) -> list[str]:

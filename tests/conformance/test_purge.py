@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 
 from celery_plus.model.store import Backend, Settle
+from tests.inspectors import Inspector
 
 from .support import Q, claim, ids, publish, record, wait_until
 
@@ -30,7 +31,7 @@ def test_size_counts_the_enqueued_jobs_of_the_queue_only(backend: Backend) -> No
 
 
 def test_purge_deletes_the_waiting_jobs_of_the_queue_and_leaves_running_ones(
-        backend: Backend) -> None:
+        backend: Backend, inspect: Inspector) -> None:
     publish(backend, "run", concurrency_group="g", concurrency_limit=1)
     assert ids(claim(backend)) == ["run"]
     publish(backend, "parked", concurrency_group="g", concurrency_limit=1)
@@ -44,16 +45,17 @@ def test_purge_deletes_the_waiting_jobs_of_the_queue_and_leaves_running_ones(
     for gone in ("ready", "ready2", "parked", "later"):
         assert backend.record(gone) is None, gone
     assert backend.size(Q) == 0
-    assert backend.ids_in_state("blocked") == [] and backend.blocked_groups() == set()
-    assert backend.ids_in_state("scheduled") == ["elsewhere-later"]
+    assert inspect.ids_in_state("blocked") == [] and inspect.blocked_groups() == set()
+    assert inspect.ids_in_state("scheduled") == ["elsewhere-later"]
     assert record(backend, "run").state == "running"
-    assert backend.slot_holders("g") == {"run"}
+    assert inspect.slot_holders("g") == {"run"}
     assert record(backend, "elsewhere").state == "enqueued" and backend.size("other") == 1
     assert backend.purge(Q) == 0
 
 
 @pytest.mark.not_queue_scoped("one unique key held across two queues (per queue on a cluster)")
-def test_purge_releases_the_unique_holds_of_the_jobs_it_deletes(backend: Backend) -> None:
+def test_purge_releases_the_unique_holds_of_the_jobs_it_deletes(backend: Backend,
+                                                                inspect: Inspector) -> None:
     publish(backend, "r", unique_lock="R", unique_window="running")
     assert ids(claim(backend)) == ["r"]
     publish(backend, "p", unique_lock="P", unique_window="pending")
@@ -62,10 +64,10 @@ def test_purge_releases_the_unique_holds_of_the_jobs_it_deletes(backend: Backend
             eta_ms=backend.now_ms() + 60_000)
     publish(backend, "t", unique_lock="T", unique_window="ttl", unique_ttl_ms=60_000)
     publish(backend, "o", unique_lock="O", unique_window="pending", queue="other")
-    assert backend.holds() == {"R": "r", "P": "p", "W": "w", "S": "s", "T": "t", "O": "o"}
+    assert inspect.holds() == {"R": "r", "P": "p", "W": "w", "S": "s", "T": "t", "O": "o"}
     assert backend.purge(Q) == 4
     # Released: the keys of deleted pending / running window jobs; a new job takes them.
-    assert backend.holds() == {"R": "r", "T": "t", "O": "o"}
+    assert inspect.holds() == {"R": "r", "T": "t", "O": "o"}
     for key in ("P", "W", "S"):
         assert publish(backend, f"new-{key}", unique_lock=key, unique_window="running").accepted
     # Kept: the running job's hold, a TTL hold, another queue's hold.
@@ -75,25 +77,26 @@ def test_purge_releases_the_unique_holds_of_the_jobs_it_deletes(backend: Backend
     assert publish(backend, "dup-o", unique_lock="O", unique_window="pending").holder_id == "o"
 
 
-def test_a_purged_parked_job_is_not_unblocked_when_the_slot_frees(backend: Backend) -> None:
+def test_a_purged_parked_job_is_not_unblocked_when_the_slot_frees(backend: Backend,
+                                                                  inspect: Inspector) -> None:
     for name in ("a", "b", "c"):
         publish(backend, name, concurrency_group="g", concurrency_limit=1)
     a = claim(backend).claims[0]
-    assert sorted(backend.ids_in_state("blocked")) == ["b", "c"]
+    assert sorted(inspect.ids_in_state("blocked")) == ["b", "c"]
     assert backend.purge(Q) == 2
     backend.settle([Settle("a", a.token, "ack")])
-    assert backend.slot_holders("g") == set()
+    assert inspect.slot_holders("g") == set()
     assert ids(claim(backend)) == [] and backend.size(Q) == 0
     assert backend.record("b") is None and backend.record("c") is None
     publish(backend, "d", concurrency_group="g", concurrency_limit=1)
     assert ids(claim(backend)) == ["d"], "a purged job still holds the group"
 
 
-def test_a_purged_scheduled_job_is_never_delivered(backend: Backend) -> None:
+def test_a_purged_scheduled_job_is_never_delivered(backend: Backend, inspect: Inspector) -> None:
     publish(backend, "soon", eta_ms=backend.now_ms() + 200)
     assert backend.purge(Q) == 1
     assert claim(backend).next_due is None
-    assert backend.ids_in_state("scheduled") == []
+    assert inspect.ids_in_state("scheduled") == []
     publish(backend, "marker", eta_ms=backend.now_ms() + 300)
     # Once the marker (published later, due later) is claimable, "soon" would have been too.
     got = wait_until(lambda: ids(claim(backend)), timeout=10, message="marker due")

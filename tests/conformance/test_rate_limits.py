@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from celery_plus.model.store import Backend, ClaimResult, Settle, Verdict
+from tests.inspectors import Inspector, inspector_for
 
 from .support import Q, claim, ids, maintain, publish, record, wait_until
 
@@ -29,14 +30,15 @@ def started(backend: Backend, result: ClaimResult) -> list[str]:
     return ids(result)
 
 
-def test_a_job_record_shows_its_rate_limit_on_every_backend(backend: Backend) -> None:
+def test_a_job_record_shows_its_rate_limit_on_every_backend(backend: Backend,
+                                                            inspect: Inspector) -> None:
     publish(backend, "a", rate_window_ms=60_000, **RATE)
     publish(backend, "plain")
     rec = record(backend, "a")
     assert (rec.rate_group, rec.rate_limit, rec.rate_window_ms) == ("t:", 2, 60_000)
-    assert not {"rg", "rl", "rw"} & set(backend.job("plain") or {}), "no rate fields stored"
+    assert not {"rg", "rl", "rw"} & set(inspect.job("plain") or {}), "no rate fields stored"
     publish(backend, "a", "again without a limit")
-    assert not {"rg", "rl", "rw"} & set(backend.job("a") or {})
+    assert not {"rg", "rl", "rw"} & set(inspect.job("a") or {})
 
 
 def test_a_full_window_parks_the_job_for_every_worker(
@@ -47,7 +49,7 @@ def test_a_full_window_parks_the_job_for_every_worker(
     result = claim(one)
     assert ids(result) == ["r0", "r1"] and result.blocked == ["r2", "r3"]
     assert record(one, "r2").state == "blocked"
-    assert sorted(one.ids_in_state("blocked")) == ["r2", "r3"]
+    assert sorted(inspector_for(one).ids_in_state("blocked")) == ["r2", "r3"]
     assert one.stats().get("rate_limited") == 2
     publish(two, "r4", rate_window_ms=60_000, **RATE)
     result = claim(two, worker="w2")
@@ -63,7 +65,8 @@ def test_a_parked_job_does_not_hold_back_its_queue(backend: Backend) -> None:
     assert ids(result) == ["free"] and result.blocked == ["r2"]
 
 
-def test_parked_jobs_come_back_in_order_when_the_window_has_room(backend: Backend) -> None:
+def test_parked_jobs_come_back_in_order_when_the_window_has_room(backend: Backend,
+                                                                 inspect: Inspector) -> None:
     for name in ("a", "b", "c", "d", "e"):
         publish(backend, name, rate_window_ms=400, **RATE)
     first = claim(backend)
@@ -76,7 +79,7 @@ def test_parked_jobs_come_back_in_order_when_the_window_has_room(backend: Backen
     wait_until(lambda: got.extend(started(backend, claim(backend))) or len(got) >= 2,
                timeout=10, message="the window's room")
     assert got == ["c", "d"]
-    assert sorted(backend.ids_in_state("blocked")) == ["e", "later"]
+    assert sorted(inspect.ids_in_state("blocked")) == ["e", "later"]
     got = []
     wait_until(lambda: got.extend(started(backend, claim(backend))) or len(got) >= 2,
                timeout=10, message="the next window")
@@ -156,7 +159,7 @@ def test_maintenance_gives_parked_jobs_back_without_a_claim(
 
 
 def test_a_parked_job_is_purged_canceled_or_replaced_like_any_waiting_job(
-        backend: Backend) -> None:
+        backend: Backend, inspect: Inspector) -> None:
     for name in ("a", "b", "c", "d"):
         publish(backend, name, rate_group="t:", rate_limit=1, rate_window_ms=60_000)
     assert claim(backend).blocked == ["b", "c", "d"]
@@ -164,7 +167,7 @@ def test_a_parked_job_is_purged_canceled_or_replaced_like_any_waiting_job(
     publish(backend, "b")
     assert ids(claim(backend)) == ["b"]
     assert backend.purge(Q) == 2
-    assert backend.ids_in_state("blocked") == []
+    assert inspect.ids_in_state("blocked") == []
     assert backend.record("c") is None
 
 

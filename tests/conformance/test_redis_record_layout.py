@@ -19,6 +19,7 @@ from celery_plus.admin import Admin, admin_for
 from celery_plus.model.store import Backend, Settle
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.envelope import MARK, envelope_bytes
+from tests.inspectors import inspector_for
 
 from .support import Q, claim, ids, maintain, publish, record
 from .test_admin import envelope, listed
@@ -82,7 +83,7 @@ def test_a_new_job_keeps_its_envelope_out_of_a_small_hash(redis_backend: RedisBa
     assert client.strlen(redis_backend.key("m", "new")) < len(message) / 2
     assert not client.hexists(redis_backend.key("job", "new"), "msg")
     assert client.object("encoding", redis_backend.key("job", "new")) == b"listpack"
-    assert redis_backend.job("new")["msg"] == message  # type: ignore[index]
+    assert inspector_for(redis_backend).job("new")["msg"] == message  # type: ignore[index]
     assert redis_backend.raw_message("new") == message.encode()
 
 
@@ -90,7 +91,7 @@ def test_an_old_record_is_claimed_acked_shown_and_pruned(
         redis_backend: RedisBackend, make_backend: Callable[..., Backend],
         admin: Admin) -> None:
     message = old_job(redis_backend, "old", args=[4242])
-    assert redis_backend.job("old")["msg"] == message  # type: ignore[index]
+    assert inspector_for(redis_backend).job("old")["msg"] == message  # type: ignore[index]
     assert redis_backend.raw_message("old") == message.encode()
     assert listed(admin, "enqueued", text="4242") == ["old"]
     got = claim(redis_backend).claims
@@ -147,7 +148,7 @@ def test_with_compact_records_off_a_publish_keeps_the_older_layout(
     client = redis_backend.client
     assert client.hget(redis_backend.key("job", "j"), "msg") == b"second"
     assert not client.exists(redis_backend.key("m", "j"))
-    assert redis_backend.job("j")["msg"] == "second"  # type: ignore[index]
+    assert inspector_for(redis_backend).job("j")["msg"] == "second"  # type: ignore[index]
     got = claim(redis_backend).claims
     assert got[0].message == b"second"
 

@@ -9,24 +9,26 @@ jobs of given queues can be listed with their messages, soonest first (``inspect
 from __future__ import annotations
 
 from celery_plus.model.store import Backend
+from tests.inspectors import Inspector
 
 from .support import Q, claim, ids, maintain, publish, record, wait_until
 
 
-def test_an_eta_job_stays_scheduled_until_due_then_is_claimable(backend: Backend) -> None:
+def test_an_eta_job_stays_scheduled_until_due_then_is_claimable(backend: Backend,
+                                                                inspect: Inspector) -> None:
     due = backend.now_ms() + 2_000
     out = publish(backend, "later", eta_ms=due)
     assert out.accepted and out.state == "scheduled"
     publish(backend, "now")
     rec = record(backend, "later")
     assert rec.state == "scheduled" and rec.due_ms == due
-    assert backend.ids_in_state("scheduled") == ["later"]
+    assert inspect.ids_in_state("scheduled") == ["later"]
     assert backend.size(Q) == 1
     assert ids(claim(backend)) == ["now"]
     got = wait_until(lambda: ids(claim(backend)), timeout=15, message="due job claimable")
     assert got == ["later"]
     assert record(backend, "later").started_ms >= due, "claimed before it was due"
-    assert backend.ids_in_state("scheduled") == []
+    assert inspect.ids_in_state("scheduled") == []
 
 
 def test_an_eta_in_the_past_is_enqueued_at_once(backend: Backend) -> None:
@@ -43,7 +45,7 @@ def test_a_claim_reports_when_the_next_scheduled_job_is_due(backend: Backend) ->
     assert next_due is not None and 20 < next_due <= 30
 
 
-def test_maintenance_promotes_due_scheduled_jobs(backend: Backend) -> None:
+def test_maintenance_promotes_due_scheduled_jobs(backend: Backend, inspect: Inspector) -> None:
     publish(backend, "a", eta_ms=backend.now_ms() + 300)
     assert record(backend, "a").state == "scheduled"
 
@@ -52,7 +54,7 @@ def test_maintenance_promotes_due_scheduled_jobs(backend: Backend) -> None:
         return record(backend, "a").state == "enqueued"
 
     wait_until(promoted, timeout=10, message="promotion")
-    assert backend.ids_in_state("enqueued") == ["a"] and backend.size(Q) == 1
+    assert inspect.ids_in_state("enqueued") == ["a"] and backend.size(Q) == 1
 
 
 def test_the_scheduled_jobs_of_given_queues_are_listed_soonest_first(backend: Backend) -> None:

@@ -12,37 +12,38 @@ from __future__ import annotations
 import pytest
 
 from celery_plus.model.store import SETTLE_ACTIONS, Backend, Settle
+from tests.inspectors import Inspector
 
 from .support import claim, history, ids, publish, record
 
 
-def test_settle_with_a_stale_token_changes_nothing(backend: Backend) -> None:
+def test_settle_with_a_stale_token_changes_nothing(backend: Backend, inspect: Inspector) -> None:
     publish(backend, "a")
     first = claim(backend).claims[0]
     backend.settle([Settle("a", first.token, "release")])
     second = claim(backend, worker="w2").claims[0]
     assert second.token == first.token + 1
-    deadline = backend.lease_deadline("a")
+    deadline = inspect.lease_deadline("a")
     assert deadline is not None
     for action in SETTLE_ACTIONS:
         assert backend.settle([Settle("a", first.token, action, {"reason": "late"})]) == []
         rec = record(backend, "a")
         assert (rec.state, rec.worker, rec.lease_token) == ("running", "w2", second.token), action
-        assert backend.lease_deadline("a") == deadline, action
-    assert backend.ids_in_state("completed") == [] and backend.ids_in_state("failed") == []
+        assert inspect.lease_deadline("a") == deadline, action
+    assert inspect.ids_in_state("completed") == [] and inspect.ids_in_state("failed") == []
     # A token never issued is no more effective.
     backend.settle([Settle("a", second.token + 5, "ack")])
     assert record(backend, "a").state == "running"
 
 
-def test_settle_of_a_finished_job_changes_nothing(backend: Backend) -> None:
+def test_settle_of_a_finished_job_changes_nothing(backend: Backend, inspect: Inspector) -> None:
     publish(backend, "a")
     tok = claim(backend).claims[0].token
     backend.settle([Settle("a", tok, "ack")])
     rec = record(backend, "a")
     assert rec.state == "completed" and rec.finished_ms > 0
-    assert backend.lease_deadline("a") is None
-    assert backend.ids_in_state("completed") == ["a"]
+    assert inspect.lease_deadline("a") is None
+    assert inspect.ids_in_state("completed") == ["a"]
     for action in SETTLE_ACTIONS:
         assert backend.settle([Settle("a", tok, action)]) == []
         assert record(backend, "a") == rec, action
@@ -66,7 +67,8 @@ def test_settles_sent_with_a_claim_take_effect_before_it(backend: Backend) -> No
     assert record(backend, "a").state == "completed" and record(backend, "c").state == "failed"
 
 
-def test_reject_and_fail_dead_letter_with_message_reason_and_details(backend: Backend) -> None:
+def test_reject_and_fail_dead_letter_with_message_reason_and_details(backend: Backend,
+                                                                     inspect: Inspector) -> None:
     publish(backend, "a", "the message", unique_lock="L", unique_window="running")
     publish(backend, "b")
     claims = {c.job_id: c for c in claim(backend).claims}
@@ -84,9 +86,9 @@ def test_reject_and_fail_dead_letter_with_message_reason_and_details(backend: Ba
     last = history(backend, "a")[-1]
     assert last["outcome"] == "rejected" and last["exc_type"] == "ValueError"
     assert last["delivery"] == 1 and last["worker"] == "w1"
-    assert set(backend.ids_in_state("failed")) == {"a", "b"}
-    assert backend.holder("L") is None
-    assert backend.lease_deadline("a") is None
+    assert set(inspect.ids_in_state("failed")) == {"a", "b"}
+    assert inspect.holder("L") is None
+    assert inspect.lease_deadline("a") is None
     assert record(backend, "b").reason == "task failed"
     assert record(backend, "b").exc_type == "KeyError"
     assert backend.stats().get("dead_lettered") == 2
@@ -102,12 +104,13 @@ def test_requeue_at_the_delivery_limit_dead_letters(backend: Backend) -> None:
     assert rec.message == "msg-a"
 
 
-def test_requeue_goes_back_to_enqueued_and_records_an_attempt(backend: Backend) -> None:
+def test_requeue_goes_back_to_enqueued_and_records_an_attempt(backend: Backend,
+                                                              inspect: Inspector) -> None:
     publish(backend, "a")
     tok = claim(backend).claims[0].token
     backend.settle([Settle("a", tok, "requeue", {"reason": "worker lost", "exc_type": "WL"})])
     assert record(backend, "a").state == "enqueued"
-    assert backend.lease_deadline("a") is None
+    assert inspect.lease_deadline("a") is None
     again = claim(backend).claims[0]
     assert again.deliveries == 2 and again.token == tok + 1
     backend.settle([Settle("a", again.token, "requeue")])

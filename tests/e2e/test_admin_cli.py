@@ -33,6 +33,7 @@ import redis
 from celery_plus.admin import connect
 from celery_plus.admin.web import Mount, make_app
 from celery_plus.model.store import Backend, NewJob, Settle
+from tests.inspectors import inspector_for
 
 from . import proj
 from .conftest import CELERY_PLUS, PLAIN_CELERY, ROOT, Worker, wait_until
@@ -60,7 +61,7 @@ def cli_json(prefix: str, *args: str, code: int = 0) -> Any:
 
 
 def _state(view: Backend, task_id: str) -> str | None:
-    return (view.job(task_id) or {}).get("st")
+    return (inspector_for(view).job(task_id) or {}).get("st")
 
 
 def _dead_letter(client: Any, view: Backend, key: str) -> str:
@@ -110,7 +111,7 @@ def test_an_operator_lists_shows_and_retries_a_dead_letter(
     assert client.AsyncResult(task_id).get(timeout=10) == "k1"
     assert [e["key"] for e in events(prefix, "fixed")] == ["k1"]
     assert len(events(prefix, "attempt")) == 2
-    outcomes = [h["outcome"] for h in json.loads((view.job(task_id) or {})["hist"])]
+    outcomes = [h["outcome"] for h in json.loads((inspector_for(view).job(task_id) or {})["hist"])]
     assert outcomes[-1] == "admin retry" and "task failed" in outcomes
 
     again = cli(prefix, "dlq", "retry", task_id)
@@ -151,12 +152,12 @@ def test_a_retry_conflict_and_a_confirmed_purge(
     assert _state(view, first) == "failed" and _state(view, second) == "failed"
     purged = cli(prefix, "dlq", "purge", "--all", "--yes")
     assert purged.returncode == 0 and "purged 2 of 2 failed jobs" in purged.stdout
-    assert view.job(first) is None and view.job(second) is None
+    assert inspector_for(view).job(first) is None and inspector_for(view).job(second) is None
 
     canceled = cli(prefix, "cancel", holder.id)
     assert canceled.returncode == 0
     assert canceled.stdout.strip() == f"canceled {holder.id} (enqueued -> canceled)"
-    assert view.holds() == {}
+    assert inspector_for(view).holds() == {}
 
     # The same commands inside Celery's own CLI.
     via_celery = cli(prefix, "-A", "tests.e2e.proj", "plus", "jobs", "--json",

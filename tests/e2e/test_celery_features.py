@@ -23,6 +23,7 @@ import pytest
 from celery import chain, chord, group
 
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 
 from .conftest import ROOT, Worker, wait_until
 from .proj import events
@@ -86,20 +87,20 @@ def test_revoked_countdown_job_never_runs(
     start_worker()
     mark = client.tasks["proj.mark"]
     revoked = mark.apply_async((1,), countdown=6)
-    assert (view.job(revoked.id) or {}).get("st") == "scheduled"
+    assert (inspector_for(view).job(revoked.id) or {}).get("st") == "scheduled"
     replies = client.control.revoke(revoked.id, reply=True, timeout=3, limit=1)
     assert any(_hostname(prefix) in reply for reply in replies), replies
     # Not yet due when revoked: still waiting in the store, not in the worker.
-    assert (view.job(revoked.id) or {}).get("st") == "scheduled"
+    assert (inspector_for(view).job(revoked.id) or {}).get("st") == "scheduled"
     # A sentinel due two seconds later: once it ran, the revoked job's time had come and gone.
     sentinel = mark.apply_async((2,), countdown=8)
     assert sentinel.get(timeout=TIMEOUT) == 2
     wait_until(lambda: client.AsyncResult(revoked.id).state == "REVOKED", timeout=10,
                message="revoked job marked REVOKED")
     assert [e["n"] for e in events(prefix, "mark")] == [2]
-    wait_until(lambda: (view.job(revoked.id) or {}).get("st") == "completed",
+    wait_until(lambda: (inspector_for(view).job(revoked.id) or {}).get("st") == "completed",
                timeout=10, message="revoked job settled")
-    assert view.lease_deadline(revoked.id) is None
+    assert inspector_for(view).lease_deadline(revoked.id) is None
 
 
 def test_soft_time_limit_raises_inside_the_task(
@@ -109,7 +110,7 @@ def test_soft_time_limit_raises_inside_the_task(
     result = client.tasks["proj.soft_limited"].delay(15)
     assert result.get(timeout=TIMEOUT) == "soft-limit-caught"
     assert len(events(prefix, "soft_limit")) == 1
-    wait_until(lambda: (view.job(result.id) or {}).get("st") == "completed",
+    wait_until(lambda: (inspector_for(view).job(result.id) or {}).get("st") == "completed",
                timeout=10, message="soft-limited job completed")
 
 
@@ -143,10 +144,10 @@ def test_task_replace_gives_the_replacement_result(
     assert result.get(timeout=TIMEOUT) == 9
     assert [e["id"] for e in events(prefix, "replaced")] == [result.id]
     record = wait_until(
-        lambda: (r := view.job(result.id)) and r["st"] == "completed" and r,
+        lambda: (r := inspector_for(view).job(result.id)) and r["st"] == "completed" and r,
         timeout=10, message="replaced job completed")
     assert record["name"] == "proj.add", record
-    assert view.lease_deadline(result.id) is None
+    assert inspector_for(view).lease_deadline(result.id) is None
     # Inside a chain, the replacement's result flows on to the next task.
     chained = chain(client.tasks["proj.replaced"].s(1, 2), client.tasks["proj.add"].s(10))()
     assert chained.get(timeout=TIMEOUT) == 13
@@ -159,6 +160,7 @@ def test_a_task_replaced_by_a_canvas_completes_with_its_last_parts_result(
     # The canvas's last part inherits the replaced task's id and is published by the task
     # before it, typically before the replaced delivery's own ack reached the store: it
     # continues that claim (it carries the claim's lease token), it is not fenced away.
+    inspect = inspector_for(view)
     start_worker(pool=pool, concurrency=4)
     by_chain = client.tasks["proj.replaced_by_canvas"].delay(4, 5, "chain")
     by_group = client.tasks["proj.replaced_by_canvas"].delay(1, 2, "group")
@@ -166,7 +168,7 @@ def test_a_task_replaced_by_a_canvas_completes_with_its_last_parts_result(
     assert by_group.get(timeout=TIMEOUT) == [3, 3]
     for task_id in (by_chain.id, by_group.id):
         record = wait_until(
-            lambda task_id=task_id: (r := view.job(task_id)) and r["st"] == "completed" and r,
+            lambda task_id=task_id: (r := inspect.job(task_id)) and r["st"] == "completed" and r,
             timeout=10, message="replaced job completed")
         assert record["name"] != "proj.replaced_by_canvas", record
     assert sorted(e["id"] for e in events(prefix, "replaced")) == sorted(
@@ -187,6 +189,7 @@ def test_replacements_start_although_the_replaced_delivery_has_not_settled_yet(
     # scenario on plus-redis/gevent). Nor is the replaced claim taken for a lost one: its
     # own run continued it, so no pool process is stopped for it (on prefork one was
     # SIGTERMed, whatever it ran by then: "succeeded before the worker was lost").
+    inspect = inspector_for(view)
     worker = start_worker(pool=pool, concurrency=4,
                           env={"PLUS_TEST_HEARTBEAT": "0.01", "PLUS_TEST_VT": "60"})
     replaced, add = client.tasks["proj.replaced"], client.tasks["proj.add"]
@@ -202,7 +205,7 @@ def test_replacements_start_although_the_replaced_delivery_has_not_settled_yet(
     assert "was lost (taken over)" not in log and "stopping task" not in log, log
     for job_id in ids:
         record = wait_until(
-            lambda job_id=job_id: (r := view.job(job_id)) and r["st"] == "completed" and r,
+            lambda job_id=job_id: (r := inspect.job(job_id)) and r["st"] == "completed" and r,
             timeout=10, message="replaced job completed")
         assert record["name"] == "proj.add", record
 
@@ -217,13 +220,13 @@ def test_prefork_children_publish_retries_and_replacements(
     attempts = [e["attempt"] for e in events(prefix, "attempt") if e.get("key") == "fk"]
     assert attempts == [1, 2, 3]
     record = wait_until(
-        lambda: (r := view.job(flaky.id)) and r["st"] == "completed" and r,
+        lambda: (r := inspector_for(view).job(flaky.id)) and r["st"] == "completed" and r,
         timeout=10, message="flaky completed")
     # One job throughout: each retry continued it (same id, history of the retried claims).
     assert [h["outcome"] for h in json.loads(record["hist"])] == ["retried", "retried"]
     replaced = client.tasks["proj.replaced"].delay(2, 3)
     assert replaced.get(timeout=TIMEOUT) == 5
     record = wait_until(
-        lambda: (r := view.job(replaced.id)) and r["st"] == "completed" and r,
+        lambda: (r := inspector_for(view).job(replaced.id)) and r["st"] == "completed" and r,
         timeout=10, message="replaced job completed")
     assert record["name"] == "proj.add", record

@@ -13,6 +13,7 @@ import redis
 
 from celery_plus.admin import Admin, admin_for
 from celery_plus.stores.redis.envelope import MARK
+from tests.inspectors import inspector_for
 
 from . import proj
 from .conftest import wait_until
@@ -39,7 +40,7 @@ def test_each_layout_runs_retries_deduplicates_and_dead_letters(
     added = tasks["proj.add"].delay(2, 3)
     flaky = tasks["proj.flaky"].delay("k", 3)
     held = tasks["proj.unique_running"].delay("same", 1.5)
-    wait_until(lambda: (view.job(held.id) or {}).get("st") == "running",
+    wait_until(lambda: (inspector_for(view).job(held.id) or {}).get("st") == "running",
                message="the unique job running")
     duplicate = tasks["proj.unique_running"].delay("same", 1.5)
     failed = tasks["proj.fail"].delay(text)
@@ -59,7 +60,7 @@ def test_each_layout_runs_retries_deduplicates_and_dead_letters(
     assert flaky.get(timeout=30) == 3
     assert duplicate.deduplicated and duplicate.id == held.id
     assert held.get(timeout=30) == "same"
-    wait_until(lambda: (view.job(failed.id) or {}).get("st") == "failed",
+    wait_until(lambda: (inspector_for(view).job(failed.id) or {}).get("st") == "failed",
                message="the failure dead-lettered")
     with Admin(admin_for(view)) as admin:
         shown = admin.show(failed.id)

@@ -16,6 +16,7 @@ from typing import Any
 import redis
 
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 
 from .conftest import Worker, wait_until
 from .proj import events
@@ -40,6 +41,7 @@ def _max_overlap(starts: list[float], ends: list[float]) -> int:
 def test_per_customer_slots_limit_each_customer_and_run_customers_in_parallel(
     client: Any, start_worker: Callable[..., Worker], prefix: str, store: redis.Redis, view: Backend
 ) -> None:
+    inspect = inspector_for(view)
     task = client.tasks["proj.per_customer"]
     total = len(CUSTOMERS) * JOBS_PER_CUSTOMER
     results = [task.delay(customer, n, SECONDS)
@@ -78,17 +80,17 @@ def test_per_customer_slots_limit_each_customer_and_run_customers_in_parallel(
 
     # Nothing left behind in the store: all completed, no slots, nothing blocked.
     def all_completed() -> bool:
-        return all((view.job(r.id) or {}).get("st") == "completed" for r in results)
+        return all((inspect.job(r.id) or {}).get("st") == "completed" for r in results)
 
     wait_until(all_completed, timeout=10, message="all jobs completed in the store")
     for r, customer in zip(results, CUSTOMERS * JOBS_PER_CUSTOMER, strict=True):
         group = f'proj.per_customer:"{customer}"'
-        assert (view.job(r.id) or {}).get("cg") == group
-        assert view.slot_holders(group) == set(), (group, view.slot_holders(group))
-    assert view.ids_in_state("blocked") == []
-    assert view.blocked_groups() == set()
-    assert view.ids_in_state("running") == []
-    assert view.ids_in_state("failed") == []
+        assert (inspect.job(r.id) or {}).get("cg") == group
+        assert inspect.slot_holders(group) == set(), (group, inspect.slot_holders(group))
+    assert inspect.ids_in_state("blocked") == []
+    assert inspect.blocked_groups() == set()
+    assert inspect.ids_in_state("running") == []
+    assert inspect.ids_in_state("failed") == []
     # With 30 jobs and 8 threads for 3 customers of 2 slots, jobs did wait for a slot.
     assert view.stats().get("blocked", 0) > 0, view.stats()
     for customer in CUSTOMERS:

@@ -30,6 +30,7 @@ from celery_plus import admin
 from celery_plus.coordination import coordinator_for
 from celery_plus.model.store import Backend
 from tests.conformance.stores import PG_URL
+from tests.inspectors import inspector_for
 from tests.support import drop_pg_schema
 
 from . import coordination_proj, proj
@@ -104,7 +105,7 @@ def start(setup: Setup, start_worker: Callable[..., Worker]) -> Callable[..., Wo
 
 
 def _state(view: Backend, task_id: str) -> str | None:
-    return (view.job(task_id) or {}).get("st")
+    return (inspector_for(view).job(task_id) or {}).get("st")
 
 
 def _starts(prefix: str, key: str) -> list[dict[str, Any]]:
@@ -163,8 +164,8 @@ def test_uniqueness_windows_coalesce_duplicates_through_the_store(
     # The result is stored before the delivery is acknowledged (and its claim settled).
     wait_until(lambda: _state(view, holder.id) == "completed", timeout=10,
                message="holder settled")
-    lock = (view.job(holder.id) or {})["uk"]
-    assert view.holder(lock) is None, "the running window ends with the job"
+    lock = (inspector_for(view).job(holder.id) or {})["uk"]
+    assert inspector_for(view).holder(lock) is None, "the running window ends with the job"
     again = running.delay("r", 1.0)
     assert again.deduplicated is False and again.get(timeout=20) == "r"
     wait_until(lambda: ttl.delay("t").deduplicated is False, timeout=10, interval=0.2,
@@ -174,7 +175,7 @@ def test_uniqueness_windows_coalesce_duplicates_through_the_store(
     assert [e["attempt"] for e in events(prefix, "attempt") if e["key"] == "f"] == [1, 2, 3]
     wait_until(lambda: _state(view, expired.id) == "canceled", timeout=20,
                message="the expired job canceled")
-    assert view.holder((view.job(expired.id) or {})["uk"]) is None
+    assert inspector_for(view).holder((inspector_for(view).job(expired.id) or {})["uk"]) is None
     assert _starts(prefix, "x") == []
     wait_until(lambda: f"[{canceled.id}] is canceled in the coordination store" in worker.log(),
                timeout=10, message="the canceled job's delivery dropped")
@@ -203,7 +204,7 @@ def test_per_key_concurrency_limits_each_key_and_runs_keys_in_parallel(
         assert peak == 2, f"{customer}: {peak} running at once"
         group = f'proj.per_customer:"{customer}"'
         # The result is stored before the gate settles the claim: await the slot's release.
-        wait_until(lambda group=group: view.slot_holders(group) == set(), timeout=10,
+        wait_until(lambda group=group: inspector_for(view).slot_holders(group) == set(), timeout=10,
                    message=f"{group}'s slots released")
         assert int(store.get(f"{prefix}:running:{customer}") or 0) == 0
     assert _peak(starts, events(prefix, "end")) > 2, "the two keys ran in parallel"
@@ -250,6 +251,7 @@ def test_a_failure_is_a_dead_letter_in_the_admin_and_a_retry_republishes_it(
 def test_a_job_sent_without_the_store_is_recorded_by_the_worker(
         app: Any, view: Backend, start: Callable[..., Worker], prefix: str,
         caplog: pytest.LogCaptureFixture) -> None:
+    inspect = inspector_for(view)
     worker = start()
     plain = proj.make_app(prefix)  # same broker and queue, no plus_coordination_url
     plain.conf.task_default_queue = prefix
@@ -261,7 +263,7 @@ def test_a_job_sent_without_the_store_is_recorded_by_the_worker(
     assert "not enforced" in caplog.text, "the plain client says its options do nothing"
     wait_until(lambda: _state(view, sent.id) == "failed", timeout=30,
                message="the adopted job dead-lettered")
-    assert (view.job(sent.id) or {}).get("uk", "") == "", "uniqueness is decided at the send"
+    assert (inspect.job(sent.id) or {}).get("uk", "") == "", "uniqueness is decided at the send"
     assert admin.show(app, sent.id).summary.exc_message == "adopted is not fixed yet"
     assert "has no record in the coordination store" in worker.log()
 
@@ -283,6 +285,7 @@ def test_while_the_store_is_unreachable_deliveries_wait_on_the_broker(
 
 def test_a_killed_worker_frees_its_slots_when_its_leases_expire(
         app: Any, view: Backend, start: Callable[..., Worker], prefix: str) -> None:
+    inspect = inspector_for(view)
     per_customer, unique = app.tasks["proj.per_customer"], app.tasks["proj.unique_running"]
     doomed = start()
     first = [per_customer.delay("k", n, 2.0) for n in range(2)]
@@ -291,7 +294,7 @@ def test_a_killed_worker_frees_its_slots_when_its_leases_expire(
                message="both slots and the unique job taken")
     third = per_customer.delay("k", 2, 0.2)
     group = 'proj.per_customer:"k"'
-    assert view.slot_holders(group) == {r.id for r in first}
+    assert inspect.slot_holders(group) == {r.id for r in first}
     doomed.kill()
     killed_at = time.time()
     # The dead worker's claims keep their slots until their leases expire (nothing else runs
@@ -308,10 +311,10 @@ def test_a_killed_worker_frees_its_slots_when_its_leases_expire(
     ends = [e for e in events(prefix, "end") if e["t"] > killed_at and "customer" in e]
     assert _peak([e for e in reruns if "customer" in e], ends) <= 2
     for r in first:
-        assert (view.job(r.id) or {}).get("dl") == "2", "delivered again after the recovery"
-    assert view.slot_holders(group) == set()
+        assert (inspect.job(r.id) or {}).get("dl") == "2", "delivered again after the recovery"
+    assert inspect.slot_holders(group) == set()
     assert all(_state(view, r.id) == "completed" for r in [*first, third, held])
-    assert view.holds() == {}
+    assert inspect.holds() == {}
     assert view.stats().get("recovered", 0) >= 3
 
 
@@ -336,7 +339,7 @@ def test_a_worker_frozen_past_its_lease_leaves_no_ghost_record(
     wait_until(lambda: _state(view, job.id) == "completed", timeout=30,
                message="the record finished as its delivery ended")
     assert job.get(timeout=20) == "ghost"
-    assert view.holds() == {} and view.ids_in_state("enqueued") == []
+    assert inspector_for(view).holds() == {} and inspector_for(view).ids_in_state("enqueued") == []
     again = unique.delay("ghost", 4.0)
     assert again.deduplicated is False and again.id != job.id
     assert again.get(timeout=40) == "ghost"

@@ -19,6 +19,7 @@ import pytest
 from celery.exceptions import TimeLimitExceeded
 
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 
 from .conftest import Worker, wait_until
 from .proj import events
@@ -30,15 +31,15 @@ SUICIDE_MAX_DELIVERIES = 3
 
 
 def _state(view: Backend, task_id: str) -> str | None:
-    return (view.job(task_id) or {}).get("st")
+    return (inspector_for(view).job(task_id) or {}).get("st")
 
 
 def _assert_dead_lettered(view: Backend, task_id: str, reason: str) -> dict[str, str]:
-    record = view.job(task_id) or {}
+    record = inspector_for(view).job(task_id) or {}
     assert record.get("st") == "failed", record
     assert record["reason"] == reason, record
-    assert task_id in view.ids_in_state("failed")
-    assert view.lease_deadline(task_id) is None
+    assert task_id in inspector_for(view).ids_in_state("failed")
+    assert inspector_for(view).lease_deadline(task_id) is None
     return record
 
 
@@ -125,7 +126,7 @@ def test_autoretry_keeps_unique_hold_and_completes_once(
     assert result.deduplicated is False
 
     def holds() -> dict[str, str]:
-        return view.holds()
+        return inspector_for(view).holds()
 
     checked = 0
     for attempt in (1, 2):
@@ -146,7 +147,7 @@ def test_autoretry_keeps_unique_hold_and_completes_once(
     attempts = events(prefix, "attempt")
     assert [e["attempt"] for e in attempts] == [1, 2, 3], attempts
     assert holds() == {}, holds()
-    assert view.ids_in_state("failed") == []
+    assert inspector_for(view).ids_in_state("failed") == []
     # Released: the same arguments now start a new job.
     again = flaky.delay("k1", 3)
     assert again.deduplicated is False

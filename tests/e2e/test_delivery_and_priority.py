@@ -16,6 +16,7 @@ from itertools import pairwise
 from typing import Any
 
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 
 from .conftest import Worker, wait_until
 from .proj import events
@@ -59,14 +60,14 @@ def _assert_exactly_once(marks: list[dict[str, Any]]) -> None:
 def _assert_store_settled(view: Backend) -> None:
     """Every job ended completed; nothing is left queued, running or dead."""
     def settled() -> bool:
-        return (len(view.ids_in_state("completed")) == TOTAL
-                and not view.ids_in_state("running"))
+        return (len(inspector_for(view).ids_in_state("completed")) == TOTAL
+                and not inspector_for(view).ids_in_state("running"))
 
     wait_until(settled, timeout=20, message="all jobs completed in the store")
     for queue in QUEUES:
         assert view.size(queue) == 0
-    assert view.ids_in_state("failed") == []
-    assert view.ids_in_state("enqueued") == []
+    assert inspector_for(view).ids_in_state("failed") == []
+    assert inspector_for(view).ids_in_state("enqueued") == []
 
 
 def test_priority_order_within_each_queue_and_exactly_once(

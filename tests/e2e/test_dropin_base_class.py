@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 
 from . import dropin_fixtures
 from .conftest import Worker, wait_until
@@ -30,9 +31,9 @@ def test_a_celery_task_base_keeps_uniqueness_and_dead_letters(
     assert len(events(prefix, "start")) == 1
 
     failed = client.tasks["dropin.based_fail"].delay("boom")
-    wait_until(lambda: (view.job(failed.id) or {}).get("st") == "failed", timeout=30,
+    wait_until(lambda: (inspector_for(view).job(failed.id) or {}).get("st") == "failed", timeout=30,
                message="failure dead-lettered")
-    record = view.job(failed.id) or {}
+    record = inspector_for(view).job(failed.id) or {}
     assert record["reason"] == "task failed", record
     assert "ValueError" in record.get("exc_type", "") + record.get("hist", ""), record
     assert [e["id"] for e in events(prefix, "base_on_failure")] == [failed.id]

@@ -16,6 +16,7 @@ import pytest
 from celery import chain, chord, group
 
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 
 from . import dropin_fixtures
 from .conftest import Worker, wait_until
@@ -76,7 +77,7 @@ def test_a_followed_failure_fails_the_member_and_runs_its_errback(
     wait_until(lambda: [e for e in events(prefix, "mark") if e["n"] == 404],
                timeout=TIMEOUT, message="the member's errback ran")
     assert _ran(prefix, "uniq_fail", 4) == 1
-    wait_until(lambda: (view.job(result.parent.id) or {}).get("st") == "failed",
+    wait_until(lambda: (inspector_for(view).job(result.parent.id) or {}).get("st") == "failed",
                timeout=TIMEOUT, message="the follower's failure dead-lettered")
 
 
@@ -166,16 +167,17 @@ def test_a_member_of_a_holder_that_stores_no_result_fails_saying_so(
     """The member carries the holder task's ``ignore_result`` (its ``.get()`` returns None, as
     Celery's does for such a task), so the follower's failure shows as its errback and its
     dead letter."""
+    inspect = inspector_for(view)
     quiet, mark = client.tasks["dropin.uniq_quiet"], client.tasks["proj.mark"]
     quiet.apply_async((1,), countdown=1)
     member = quiet.s(1).set(link_error=mark.si(1001)).apply_async()
     assert member.deduplicated
     wait_until(lambda: [e for e in events(prefix, "mark") if e["n"] == 1001],
                timeout=TIMEOUT, message="the member's errback ran")
-    wait_until(lambda: (view.job(member.id) or {}).get("st") == "failed",
+    wait_until(lambda: (inspect.job(member.id) or {}).get("st") == "failed",
                timeout=TIMEOUT, message="the follower's failure dead-lettered")
-    assert "FollowError" in str(view.job(member.id)), view.job(member.id)
-    assert "stored no result" in str(view.job(member.id)), view.job(member.id)
+    assert "FollowError" in str(inspect.job(member.id)), inspect.job(member.id)
+    assert "stored no result" in str(inspect.job(member.id)), inspect.job(member.id)
     assert _ran(prefix, "uniq_quiet", 1) == 1
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 
 from .conftest import Worker, wait_until
 
@@ -25,10 +26,11 @@ EVENT_LOOP = "consuming on Celery's event loop"
 def test_the_worker_runs_the_loop_celery_runs_for_its_pool(
         client: Any, view: Backend, start_worker: Callable[..., Worker],
         pool: str, concurrency: int, evented: bool) -> None:
+    inspect = inspector_for(view)
     worker = start_worker(pool=pool, concurrency=concurrency)
     results = [client.send_task("proj.mark", (n,)) for n in range(20)]
     assert [r.get(timeout=30) for r in results] == list(range(20)), worker.log()
-    wait_until(lambda: all((view.job(r.id) or {}).get("st") == "completed" for r in results),
+    wait_until(lambda: all((inspect.job(r.id) or {}).get("st") == "completed" for r in results),
                timeout=10, message="every ack stored")
     assert (EVENT_LOOP in worker.log()) is evented, worker.log()
     assert "Traceback" not in worker.log(), worker.log()

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 
 from .conftest import Worker, wait_until
 from .pool_matrix import pools
@@ -67,12 +68,13 @@ def _runs(prefix: str, n: str) -> list[tuple[float, float]]:
 def test_a_late_retry_from_a_worker_whose_lease_was_recovered_changes_nothing(
         client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
         pool: str) -> None:
+    inspect = inspector_for(view)
     task = client.tasks["proj.x_one_at_a_time"]
     a = task.delay("A", 6.0, 6.0)
     frozen = start_worker(pool=pool, env=VT)
     wait_until(lambda: events(prefix, "start"), timeout=30, message="A's first execution")
     b = task.delay("B", 0.0, 0.5)
-    assert (view.job(b.id) or {}).get("st") in ("enqueued", "blocked")
+    assert (inspect.job(b.id) or {}).get("st") in ("enqueued", "blocked")
     _freeze(frozen, view)
     try:
         start_worker(pool=pool, env=VT)
@@ -89,11 +91,11 @@ def test_a_late_retry_from_a_worker_whose_lease_was_recovered_changes_nothing(
                message="the late retry, or the stale execution stopped")
     if pool != "prefork":
         assert events(prefix, "retrying"), frozen.log()
-    assert (view.job(a.id) or {}).get("st") == "running", "the late retry ended the live claim"
-    assert view.slot_holders("proj.x_one_at_a_time:") == {a.id}
-    wait_until(lambda: (view.job(b.id) or {}).get("st") == "completed", timeout=60,
+    assert (inspect.job(a.id) or {}).get("st") == "running", "the late retry ended the live claim"
+    assert inspect.slot_holders("proj.x_one_at_a_time:") == {a.id}
+    wait_until(lambda: (inspect.job(b.id) or {}).get("st") == "completed", timeout=60,
                message="B completed")
-    wait_until(lambda: (view.job(a.id) or {}).get("st") == "completed", timeout=30,
+    wait_until(lambda: (inspect.job(a.id) or {}).get("st") == "completed", timeout=30,
                message="A completed")
     a_runs, b_runs = _runs(prefix, "A"), _runs(prefix, "B")
     assert len(a_runs) == 1 and len(b_runs) == 1, (a_runs, b_runs)
@@ -101,7 +103,7 @@ def test_a_late_retry_from_a_worker_whose_lease_was_recovered_changes_nothing(
     assert [e["execution"] for e in starts] == [1, 2], "A was scheduled a third time"
     # concurrency=1: B started only once A's live execution had ended.
     assert b_runs[0][0] >= a_runs[0][1], (a_runs, b_runs)
-    assert view.holds() == {} and view.slot_holders("proj.x_one_at_a_time:") == set()
+    assert inspect.holds() == {} and inspect.slot_holders("proj.x_one_at_a_time:") == set()
     assert frozen.proc.poll() is None, frozen.log()
 
 
@@ -109,6 +111,7 @@ def test_a_late_retry_from_a_worker_whose_lease_was_recovered_changes_nothing(
 def test_odd_failure_details_are_dead_lettered_and_never_stop_the_worker(
         client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
         pool: str) -> None:
+    inspect = inspector_for(view)
     marks = [client.tasks["proj.mark"].s(n) for n in range(30)]
     odd = {"<sur>": "cannot open \\udce9", "<nul>": "cannot open \\x00",
            "name-<sur>-<nul>": "cannot open name-\\udce9-\\x00"}
@@ -118,24 +121,24 @@ def test_odd_failure_details_are_dead_lettered_and_never_stop_the_worker(
     exits = [client.tasks["proj.exit_with"].delay(how) for how in ("exit", "interrupt")]
     results = [m.delay() for m in marks[:15]] + [m.delay() for m in marks[15:]]
     worker = start_worker(pool=pool, concurrency=2)
-    wait_until(lambda: len(view.ids_in_state("completed")) == 30, timeout=60,
+    wait_until(lambda: len(inspect.ids_in_state("completed")) == 30, timeout=60,
                message="every normal task completed")
-    wait_until(lambda: len(view.ids_in_state("failed")) == 7, timeout=30,
+    wait_until(lambda: len(inspect.ids_in_state("failed")) == 7, timeout=30,
                message="every odd failure dead-lettered")
     for result in exits:  # its process (or worker) lost each time, as with os._exit
-        record = view.job(result.id) or {}
+        record = inspect.job(result.id) or {}
         assert (record["reason"], record["dl"]) == ("delivery limit", "2"), record
     for message, result in failing.items():
-        record = view.job(result.id) or {}
+        record = inspect.job(result.id) or {}
         assert record["reason"] == "task failed" and record["etype"] == "ValueError"
         assert record["emsg"] == odd[message], record["emsg"]
-    huge_record = view.job(huge.id) or {}
+    huge_record = inspect.job(huge.id) or {}
     assert huge_record["emsg"].endswith("characters in all]")
-    unprintable_record = view.job(unprintable.id) or {}
+    unprintable_record = inspect.job(unprintable.id) or {}
     assert unprintable_record["etype"] == "tests.e2e.proj.Unprintable", unprintable_record
     assert unprintable_record["emsg"] == "<Unprintable object: str() and repr() raised>"
     assert sorted(e["n"] for e in events(prefix, "mark")) == list(range(30))
-    assert all(view.job(r.id)["st"] == "completed" for r in results)  # type: ignore[index]
+    assert all(inspect.job(r.id)["st"] == "completed" for r in results)  # type: ignore[index]
     assert worker.proc.poll() is None and "Unrecoverable error" not in worker.log()
 
 
@@ -163,7 +166,7 @@ def test_what_a_task_raises_or_returns_never_stops_the_worker(
     worker = start_worker(pool=pool, concurrency=2)
 
     def state(result: Any) -> str | None:
-        return (view.job(result.id) or {}).get("st")
+        return (inspector_for(view).job(result.id) or {}).get("st")
 
     wait_until(lambda: worker.proc.poll() is not None
                or all(state(r) in ("completed", "failed") for r in [*odd.values(), *marks]),
@@ -172,7 +175,7 @@ def test_what_a_task_raises_or_returns_never_stops_the_worker(
         worker.log()[-3000:])
     assert all(state(r) == "completed" for r in marks)
     for how, expected in OUTCOMES.items():
-        record = view.job(odd[how].id) or {}
+        record = inspector_for(view).job(odd[how].id) or {}
         if expected == "completed":
             assert record["st"] == "completed", (how, record)
         elif record.get("reason") == "delivery limit":  # solo, threads: a lost worker
@@ -187,17 +190,18 @@ def test_what_a_task_raises_or_returns_never_stops_the_worker(
 def test_a_job_continued_under_another_key_leaves_no_key_held(
         client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
         how: str) -> None:
+    inspect = inspector_for(view)
     start_worker(pool="prefork", concurrency=2)
     result = client.tasks["proj.x_key_changer"].delay("k", how)
-    wait_until(lambda: (view.job(result.id) or {}).get("st") == "completed", timeout=40,
+    wait_until(lambda: (inspect.job(result.id) or {}).get("st") == "completed", timeout=40,
                message="the continued job completed")
-    assert view.holds() == {}
+    assert inspect.holds() == {}
     # The first key is free again: a new job of it is accepted and runs.
     again = client.tasks["proj.x_key_changer"].delay("k", how)
     assert again.deduplicated is False
-    wait_until(lambda: (view.job(again.id) or {}).get("st") == "completed", timeout=40,
+    wait_until(lambda: (inspect.job(again.id) or {}).get("st") == "completed", timeout=40,
                message="the second job completed")
-    assert view.holds() == {}
+    assert inspect.holds() == {}
 
 
 BACKSTOP = {"PLUS_TEST_BACKSTOP": "1.5", "PLUS_TEST_VT": "2"}
@@ -226,7 +230,7 @@ def test_a_unique_job_keeps_its_key_past_the_backstop_while_it_waits_and_runs(
         dup = task.apply_async(("k", 4.0))
         assert dup.deduplicated and dup.id == first.id
         wait_until(lambda: events(prefix, "end"), timeout=20, message="the job ended")
-        wait_until(lambda: view.holds() == {}, timeout=10, message="key released")
+        wait_until(lambda: inspector_for(view).holds() == {}, timeout=10, message="key released")
         assert len(events(prefix, "start")) == 1
     finally:
         client.close()
@@ -236,18 +240,19 @@ def test_a_publish_of_a_running_tasks_id_from_outside_changes_nothing(
         client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend) -> None:
     """``apply_async(task_id=<running id>)`` is fenced: the caller gets that job's result
     (``.deduplicated``), the running job keeps its claim and runs once, nothing is queued."""
+    inspect = inspector_for(view)
     start_worker(pool="prefork", concurrency=2)
     task = client.tasks["proj.sleep_mark"]
     running = task.delay(1, 2.0)
     wait_until(lambda: events(prefix, "start"), timeout=30, message="the job started")
-    before = view.job(running.id) or {}
+    before = inspect.job(running.id) or {}
     again = task.apply_async((2, 0.1), task_id=running.id)
     assert again.id == running.id and again.deduplicated is True
-    after = view.job(running.id) or {}
+    after = inspect.job(running.id) or {}
     assert (after["st"], after["tok"], after["msg"]) == ("running", before["tok"], before["msg"])
     assert running.get(timeout=30) == 1
     assert [e["n"] for e in events(prefix, "start")] == [1]
-    assert view.ids_in_state("enqueued") == [] and view.ids_in_state("scheduled") == []
+    assert inspect.ids_in_state("enqueued") == [] and inspect.ids_in_state("scheduled") == []
 
 
 ODD_VALUES = ["a\x1fb", "\x06\x16", "x:y", "{tag}", "} {", "caf\udce9", "", "é" * 10]
@@ -269,7 +274,7 @@ def test_multi_field_unique_keys_of_any_text_publish_run_and_deduplicate(
     returns = {two.name: 2, three.name: 3}
     assert [r.get(timeout=60) for r in first] == [returns[task.name] for task, _ in calls]
     assert len(events(prefix, "fields")) == len(calls)
-    wait_until(lambda: view.holds() == {}, timeout=20, message="every key released")
+    wait_until(lambda: inspector_for(view).holds() == {}, timeout=20, message="every key released")
 
 
 @pools("prefork", "solo")
@@ -278,10 +283,11 @@ def test_an_early_acked_task_still_retries(
         pool: str) -> None:
     """``acks_late=False``: the delivery's ack finished the job before the task retried, so
     its retry (carrying that delivery's token) is published anew, not fenced."""
+    inspect = inspector_for(view)
     start_worker(pool=pool, concurrency=2)
     results = [client.tasks["proj.x_early_retry"].delay(n) for n in range(3)]
     assert [r.get(timeout=40) for r in results] == [0, 1, 2]
     attempts = sorted((e["n"], e["retries"]) for e in events(prefix, "early"))
     assert attempts == [(n, r) for n in range(3) for r in (0, 1)]
-    wait_until(lambda: all((view.job(r.id) or {}).get("st") == "completed" for r in results),
+    wait_until(lambda: all((inspect.job(r.id) or {}).get("st") == "completed" for r in results),
                timeout=20, message="every job completed")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 
 from .conftest import Worker, wait_until
 from .pool_matrix import pools
@@ -38,9 +39,9 @@ def test_a_frozen_worker_does_not_start_jobs_it_no_longer_holds(
     ids = [client.tasks["proj.sleep_mark"].delay(n, JOB_S).id for n in range(JOBS)]
     a = start_worker(pool=pool, concurrency=1, env=env)
     wait_until(lambda: events(prefix, "start"), timeout=30, message="A's first job started")
-    wait_until(lambda: len(view.ids_in_state("running")) == JOBS, timeout=10,
+    wait_until(lambda: len(inspector_for(view).ids_in_state("running")) == JOBS, timeout=10,
                message="A holds all four jobs")
-    holder_a = {(view.job(i) or {}).get("wk") for i in ids}
+    holder_a = {(inspector_for(view).job(i) or {}).get("wk") for i in ids}
     assert len(holder_a) == 1, holder_a
 
     os.killpg(a.proc.pid, signal.SIGSTOP)
@@ -48,8 +49,8 @@ def test_a_frozen_worker_does_not_start_jobs_it_no_longer_holds(
         b = start_worker(pool="prefork", concurrency=1, env=env)
 
         def taken_over() -> bool:
-            return all((view.job(i) or {}).get("wk") not in holder_a | {None}
-                       and (view.job(i) or {}).get("st") in ("running", "completed")
+            return all((inspector_for(view).job(i) or {}).get("wk") not in holder_a | {None}
+                       and (inspector_for(view).job(i) or {}).get("st") in ("running", "completed")
                        for i in ids)
 
         wait_until(taken_over, timeout=30, message="B claimed A's four jobs")
@@ -57,7 +58,7 @@ def test_a_frozen_worker_does_not_start_jobs_it_no_longer_holds(
         os.killpg(a.proc.pid, signal.SIGCONT)
 
     def all_completed() -> bool:
-        return all((view.job(i) or {}).get("st") == "completed" for i in ids)
+        return all((inspector_for(view).job(i) or {}).get("st") == "completed" for i in ids)
 
     wait_until(all_completed, timeout=60, message="every job completed")
     # A had time to start what it still had queued (it would, right after its stale job).
@@ -73,7 +74,7 @@ def test_a_frozen_worker_does_not_start_jobs_it_no_longer_holds(
     assert "consuming on Celery's event loop" in a.log()  # the loop under test
     assert "lease was lost" in a.log() or "lease of job" in a.log(), a.log()[-3000:]
     for job_id in ids:  # A's late acks were fenced: B's claims ended the jobs
-        record = view.job(job_id) or {}
+        record = inspector_for(view).job(job_id) or {}
         assert record.get("wk") not in holder_a, record
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 
 from .conftest import Worker, wait_until
 from .proj import events
@@ -26,6 +27,7 @@ VT = {"PLUS_TEST_VT": str(VT_S)}
 def test_long_job_on_a_live_worker_runs_exactly_once(
     client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
+    inspect = inspector_for(view)
     workers = [start_worker(env=VT), start_worker(env=VT)]
     seconds = 3 * VT_S
     result = client.tasks["proj.sleep_mark"].delay(1, seconds)
@@ -35,7 +37,7 @@ def test_long_job_on_a_live_worker_runs_exactly_once(
     deadlines: list[int] = []
 
     def finished() -> bool:
-        deadline = view.lease_deadline(result.id)
+        deadline = inspect.lease_deadline(result.id)
         if deadline is not None:
             deadlines.append(deadline)
         return bool(events(prefix, "end"))
@@ -45,11 +47,11 @@ def test_long_job_on_a_live_worker_runs_exactly_once(
     assert len(starts) == 1, starts
     assert len(ends) == 1, ends
     assert result.get(timeout=10) == 1
-    wait_until(lambda: (view.job(result.id) or {}).get("st") == "completed", timeout=10,
+    wait_until(lambda: (inspect.job(result.id) or {}).get("st") == "completed", timeout=10,
                message="job completed")
 
     assert ends[0]["t"] - starts[0]["t"] >= seconds * 0.95
-    record = view.job(result.id) or {}
+    record = inspect.job(result.id) or {}
     assert record["tok"] == "1", record  # claimed once: never handed over
     assert record["dl"] == "1", record
     assert len(set(deadlines)) >= 2, "the lease was never renewed"
@@ -63,11 +65,12 @@ def test_long_job_on_a_live_worker_runs_exactly_once(
 def test_countdown_longer_than_visibility_timeout_runs_exactly_once(
     client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
+    inspect = inspector_for(view)
     workers = [start_worker(env=VT), start_worker(env=VT)]
     countdown = 5.0
     published_at = time.time()
     result = client.tasks["proj.mark"].apply_async(args=(5,), countdown=countdown)
-    stored = view.job(result.id) or {}
+    stored = inspect.job(result.id) or {}
     assert stored.get("st") == "scheduled", stored
     assert int(stored["due"]) >= int((published_at + countdown) * 1000) - 100, stored
 
@@ -78,24 +81,24 @@ def test_countdown_longer_than_visibility_timeout_runs_exactly_once(
         if events(prefix, "mark"):
             return True
         if time.time() < published_at + countdown - 1.0:
-            record = view.job(result.id) or {}
+            record = inspect.job(result.id) or {}
             samples.append(record.get("st", ""))
             assert record.get("st") == "scheduled", record
-            assert view.lease_deadline(result.id) is None
+            assert inspect.lease_deadline(result.id) is None
             assert not record.get("wk"), record
-            assert result.id in view.ids_in_state("scheduled")
+            assert result.id in inspect.ids_in_state("scheduled")
         return False
 
     wait_until(marked, timeout=countdown + 25, interval=0.1, message="mark event")
     assert len(samples) >= 5, samples
     assert result.get(timeout=10) == 5
-    wait_until(lambda: (view.job(result.id) or {}).get("st") == "completed", timeout=10,
+    wait_until(lambda: (inspect.job(result.id) or {}).get("st") == "completed", timeout=10,
                message="job completed")
 
     marks = events(prefix, "mark")
     assert len(marks) == 1, marks
     assert marks[0]["t"] - published_at >= countdown - 0.5, marks[0]["t"] - published_at
-    record = view.job(result.id) or {}
+    record = inspect.job(result.id) or {}
     assert record["tok"] == "1", record
     assert record["dl"] == "1", record
     assert view.stats().get("recovered", 0) == 0

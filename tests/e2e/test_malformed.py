@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 
 from .conftest import Worker, wait_until
 
@@ -32,7 +33,7 @@ def _captured_envelope(client: Any, view: Backend) -> dict[str, Any]:
     result = client.tasks["proj.add"].apply_async((1, 2), queue=CAPTURE_QUEUE)
     raw = view.raw_message(result.id)
     assert raw, "published task has no stored message"
-    assert (view.job(result.id) or {}).get("msg") == raw.decode()
+    assert (inspector_for(view).job(result.id) or {}).get("msg") == raw.decode()
     envelope: dict[str, Any] = json.loads(raw)
     assert envelope["headers"]["task"] == "proj.add"
     assert envelope["content-type"] == "application/json"
@@ -87,6 +88,7 @@ def test_garbage_is_dead_lettered_with_raw_bytes_and_worker_keeps_serving(
     client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
     pool: str,
 ) -> None:
+    inspect = inspector_for(view)
     envelope = _captured_envelope(client, view)
     cases = _garbage(envelope, prefix)
     worker = start_worker(pool=pool, concurrency=1)
@@ -96,20 +98,20 @@ def test_garbage_is_dead_lettered_with_raw_bytes_and_worker_keeps_serving(
         view.push_raw("celery", f"{prefix}-{case}", raw)
 
     def states() -> dict[str, str | None]:
-        return {case: (view.job(f"{prefix}-{case}") or {}).get("st") for case in cases}
+        return {case: (inspect.job(f"{prefix}-{case}") or {}).get("st") for case in cases}
 
     wait_until(lambda: all(s in ("failed", "completed") for s in states().values()),
                timeout=30, message=f"every malformed message settled: {states()}")
 
-    dead = view.ids_in_state("failed")
+    dead = inspect.ids_in_state("failed")
     for case, raw in cases.items():
         job_id = f"{prefix}-{case}"
-        record = view.job(job_id) or {}
+        record = inspect.job(job_id) or {}
         assert record.get("st") == "failed", (case, record)
         assert record["reason"] == MALFORMED, (case, record)
         assert view.raw_message(job_id) == raw, (case, view.raw_message(job_id), raw)
         assert job_id in dead, case
-        assert view.lease_deadline(job_id) is None, case
+        assert inspect.lease_deadline(job_id) is None, case
         assert record.get("emsg") or record.get("etype"), (case, record)
 
     # The same worker process keeps serving.

@@ -13,6 +13,7 @@ import subprocess
 import redis
 
 from celery_plus.queue_migration.layout import KombuLayout
+from tests.inspectors import inspector_for
 from tests.support import wait_until
 
 from . import mixed_plain
@@ -70,7 +71,7 @@ def test_ten_thousand_legacy_messages_survive_a_killed_migration_and_run_once(
 
     start_worker("-Q", DURABLE, app=PLUS_APP, pool="threads", concurrency=4)
     wait_until(lambda: len(runs(prefix)) >= TOTAL, timeout=120, message="10,000 jobs ran")
-    wait_until(lambda: view.size(DURABLE) == 0 and not view.ids_in_state("running"),
+    wait_until(lambda: view.size(DURABLE) == 0 and not inspector_for(view).ids_in_state("running"),
                message="nothing left to run")
     assert runs(prefix) == dict.fromkeys(sent, 1)
     legacy.close()

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import redis
 
+from tests.inspectors import inspector_for
 from tests.support import wait_until
 
 from . import mixed_plain, mixed_plus
@@ -56,6 +57,7 @@ def pinged(app: Any, hostname_start: str) -> bool:
 
 def test_plain_and_plus_workers_share_one_redis_each_job_once_on_its_worker(
         prefix, start_worker, apps, view):
+    inspect = inspector_for(view)
     plus, plain = apps
     start_worker("-Q", LEGACY, app=PLAIN_APP, cli="celery")  # hostname w0-...
     start_worker("-Q", DURABLE, app=PLUS_APP)  # hostname w1-...
@@ -71,13 +73,13 @@ def test_plain_and_plus_workers_share_one_redis_each_job_once_on_its_worker(
     # Nothing left that could run again: legacy lists and unacked hash empty, every
     # durable job completed in the store.
     wait_until(lambda: kombu_state(prefix, LEGACY) == (0, 0), message="legacy queue drained")
-    wait_until(lambda: len(set(view.ids_in_state("completed", 2000)) & set(durable)) == 400,
+    wait_until(lambda: len(set(inspect.ids_in_state("completed", 2000)) & set(durable)) == 400,
                message="durable jobs completed in the store")
     assert runs(prefix) == {task_id: 1 for task_id in legacy + durable}
     where = hosts(prefix)
     assert {where[t].split("-")[0] for t in legacy} == {"w0"}, "legacy jobs: plain worker"
     assert {where[t].split("-")[0] for t in durable} == {"w1"}, "durable jobs: plus worker"
-    assert not any(view.job(t) for t in legacy[::50]), "legacy jobs never enter the store"
+    assert not any(inspect.job(t) for t in legacy[::50]), "legacy jobs never enter the store"
     # Remote control: the swapped app's broadcasts reach both kinds of worker; the plain
     # app's reach the plain worker, as before.
     assert wait_until(lambda: pinged(plus, f"w1-{prefix}") and pinged(plus, f"w0-{prefix}"),
@@ -106,9 +108,9 @@ def test_a_plus_worker_consumes_plain_celery_messages_from_a_legacy_queue(
     steps = [priority[t] // 3 * 3 for t in order(prefix) if t in priority]
     assert steps == sorted(steps), steps
     # ... and keeps the bytes of what is not a kombu message, as a dead letter.
-    dead = wait_until(lambda: view.ids_in_state("failed"), message="dead letter")
+    dead = wait_until(lambda: inspector_for(view).ids_in_state("failed"), message="dead letter")
     assert len(dead) == 1
     assert view.raw_message(dead[0]) == b"\xffnot a kombu message"
-    record = view.job(dead[0])
+    record = inspector_for(view).job(dead[0])
     assert record is not None and record["reason"] == "malformed message", record
     assert record["q"] == f"{LEGACY}.malformed", record

@@ -36,6 +36,7 @@ from tests.e2e.conftest import Worker
 from tests.e2e.periodic_checks import Beat, fired, kill_before_tick, leader, leads, tick_report
 from tests.e2e.proj import events, make_app, pg_schema
 from tests.faults.servers import PostgresCluster, RedisServer
+from tests.inspectors import inspector_for
 from tests.support import wait_until
 
 APP = "tests.e2e.periodic_proj"
@@ -355,7 +356,7 @@ def test_ticks_missed_by_every_beat_follow_the_catch_up_policy(
     # Advanced to the latest tick due: the next one is in the future.
     assert now_ms - 10_000 < entry.last_due_ms <= now_ms + 1000
     assert (entry.last_job_id == tick_id("tick", entry.last_due_ms)) == (fired_jobs == 1)
-    waiting = view.ids_in_state("enqueued")
+    waiting = inspector_for(view).ids_in_state("enqueued")
     assert waiting == ([tick_id("tick", entry.last_due_ms)] if fired_jobs else [])
 
 
@@ -371,7 +372,7 @@ def test_a_tick_within_the_window_is_run_each_time(client: Any, view: Backend) -
         scheduler.close()
     [entry] = view.schedules()
     assert entry.fired == 3
-    assert sorted(view.ids_in_state("enqueued")) == sorted(
+    assert sorted(inspector_for(view).ids_in_state("enqueued")) == sorted(
         tick_id("tick", now_ms - 35_000 + k * 10_000) for k in (1, 2, 3))
 
 
@@ -420,7 +421,7 @@ def test_an_entry_deleted_from_the_admin_while_configured_starts_afresh(
     finally:
         scheduler.close()
     assert again.fired == 0 and again.last_due_ms > due  # registered anew, after that tick
-    assert tick_id("tick", due) not in view.ids_in_state("enqueued")
+    assert tick_id("tick", due) not in inspector_for(view).ids_in_state("enqueued")
 
 
 def test_an_entry_whose_send_fails_does_not_stop_the_other_entries(
@@ -442,6 +443,6 @@ def test_an_entry_whose_send_fails_does_not_stop_the_other_entries(
         scheduler.close()
     entries = {e.name: e for e in view.schedules()}
     assert entries["fine"].fired == 1
-    assert view.ids_in_state("enqueued") == [tick_id("fine", now_ms - 5_000)]
+    assert inspector_for(view).ids_in_state("enqueued") == [tick_id("fine", now_ms - 5_000)]
     # The unsendable tick was passed, once, not tried again at every loop.
     assert entries["broken"].fired == 0 and entries["broken"].last_due_ms == now_ms - 5_000

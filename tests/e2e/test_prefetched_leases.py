@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 
 from .conftest import Worker, wait_until
 from .pool_matrix import pools
@@ -34,7 +35,7 @@ def test_a_healthy_worker_never_runs_its_prefetched_jobs_twice(
     worker = start_worker(pool=pool, concurrency=1, env={"PLUS_TEST_VT": str(VT_S)})
 
     def all_completed() -> bool:
-        return all((view.job(i) or {}).get("st") == "completed" for i in ids)
+        return all((inspector_for(view).job(i) or {}).get("st") == "completed" for i in ids)
 
     wait_until(all_completed, timeout=JOBS * JOB_S + 60, message="every job completed")
     # A recovered job would be claimed and run once more after the batch: give it the time.
@@ -44,7 +45,7 @@ def test_a_healthy_worker_never_runs_its_prefetched_jobs_twice(
     assert runs == dict.fromkeys(range(JOBS), 1), (runs, worker.log()[-3000:])
     assert view.stats().get("recovered", 0) == 0
     for job_id in ids:
-        record = view.job(job_id) or {}
+        record = inspector_for(view).job(job_id) or {}
         assert record.get("dl") == "1", record  # delivered once, never taken over
     assert "consuming on Celery's event loop" in worker.log()  # the loop under test
     assert "recovered job" not in worker.log()

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 
 from .conftest import Worker, wait_until
 from .proj import events
@@ -30,6 +31,7 @@ def _job_label(event: dict[str, Any]) -> str:
 def test_killed_worker_jobs_complete_on_a_second_worker(
     client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend
 ) -> None:
+    inspect = inspector_for(view)
     tasks = client.tasks
     published: dict[str, str] = {}  # label -> task id
     # Unique (running window) and concurrency-limited jobs first, so some are in flight on A.
@@ -42,9 +44,9 @@ def test_killed_worker_jobs_complete_on_a_second_worker(
     for n in range(1, 10):
         published[f"s:{n}"] = tasks["proj.sleep_mark"].delay(n, 1.0).id
     assert len(set(published.values())) == len(published) == 15
-    holds = view.holds()
+    holds = inspect.holds()
     assert sorted(holds.values()) == sorted([published["u:u0"], published["u:u1"]]), holds
-    group = (view.job(published["c:100"]) or {}).get("cg")
+    group = (inspect.job(published["c:100"]) or {}).get("cg")
     assert group == 'proj.per_customer:"c1"'
 
     worker_a = start_worker(pool="threads", concurrency=4, env=VT)
@@ -60,21 +62,21 @@ def test_killed_worker_jobs_complete_on_a_second_worker(
     assert any(label.startswith(("u:", "c:")) for label in in_flight), in_flight
     # The dead worker's claims still hold their unique keys and slots until recovery.
     running = [label for label in in_flight
-               if (view.job(published[label]) or {}).get("st") == "running"]
+               if (inspect.job(published[label]) or {}).get("st") == "running"]
     assert running, "no in-flight job was left running by the killed worker"
     for label in running:
         task_id = published[label]
-        assert view.lease_deadline(task_id) is not None, label
+        assert inspect.lease_deadline(task_id) is not None, label
         if label.startswith("u:"):
-            assert view.holder((view.job(task_id) or {})["uk"]) == task_id, label
+            assert inspect.holder((inspect.job(task_id) or {})["uk"]) == task_id, label
         if label.startswith("c:"):
-            assert task_id in view.slot_holders(group), (label, view.slot_holders(group))
+            assert task_id in inspect.slot_holders(group), (label, inspect.slot_holders(group))
 
     worker_b = start_worker(pool="threads", concurrency=4, env=VT)
     pid_b = worker_b.proc.pid
 
     def all_completed() -> bool:
-        return all((view.job(tid) or {}).get("st") == "completed"
+        return all((inspect.job(tid) or {}).get("st") == "completed"
                    for tid in published.values())
 
     wait_until(all_completed, timeout=40, message="every job completed")
@@ -101,8 +103,8 @@ def test_killed_worker_jobs_complete_on_a_second_worker(
         assert str(value) == expected, (label, value)
 
     # Holds and slots of the dead worker's jobs are freed; recovery was reported.
-    assert view.holds() == {}
-    assert view.slot_holders(group) == set()
-    assert view.ids_in_state("running") == []
+    assert inspect.holds() == {}
+    assert inspect.slot_holders(group) == set()
+    assert inspect.ids_in_state("running") == []
     assert "recovered job" in worker_b.log(), worker_b.log()
     assert view.stats().get("recovered", 0) >= len(running), view.stats()

@@ -17,6 +17,7 @@ from celery_plus.model.options import StoreOptions
 from celery_plus.model.store import Backend
 from celery_plus.send.queue_scope import QueueScopeError
 from celery_plus.stores.redis.cluster import RedisClusterBackend
+from tests.inspectors import inspector_for
 from tests.redis_cluster import CLUSTER_GROUP, local_cluster
 
 from . import proj
@@ -46,12 +47,13 @@ def view(broker_url: str, prefix: str) -> Iterator[Backend]:
 
 def test_a_worker_runs_a_cluster_store(client: Any, start_worker: Any, view: Any,
                                        prefix: str) -> None:
+    inspect = inspector_for(view)
     start_worker("-Q", "celery,reports", pool="threads", concurrency=4)
     tasks = client.tasks
     added = [tasks["proj.add"].delay(i, i) for i in range(10)]
     marked = tasks["proj.mark"].apply_async((1,), queue="reports")
     held = tasks["proj.unique_running"].delay("same", 1.0)
-    wait_until(lambda: (view.job(held.id) or {}).get("st") == "running",
+    wait_until(lambda: (inspect.job(held.id) or {}).get("st") == "running",
                message="the unique job running")
     duplicate = tasks["proj.unique_running"].delay("same", 1.0)
     slots = [tasks["proj.per_customer"].delay("c1", n, 0.3) for n in range(4)]
@@ -67,7 +69,7 @@ def test_a_worker_runs_a_cluster_store(client: Any, start_worker: Any, view: Any
     slot = view.client.keyslot
     assert slot(celery.key("job", added[0].id)) == slot(celery.key("q", "celery"))
     assert slot(reports.key("job", marked.id)) == slot(reports.key("q", "reports"))
-    assert view.job(marked.id)["st"] == "completed" and view.queues() == ["celery", "reports"]
+    assert inspect.job(marked.id)["st"] == "completed" and view.queues() == ["celery", "reports"]
     # The function library is on every primary (FUNCTION LOAD goes to all of them).
     library = celery.scripts.library
     for node in view.client.get_primaries():
@@ -83,11 +85,12 @@ def test_a_retry_to_another_queue_is_refused_not_lost(client: Any, start_worker:
     is rejected with QueueScopeError (Celery's retry turns a failed publish into a Reject),
     where its fenced publish stored nothing and the ack then completed the job, the retry
     lost."""
+    inspect = inspector_for(view)
     start_worker("-Q", "celery,reports", pool="threads", concurrency=2)
     result = client.tasks["proj.x_retry_elsewhere"].delay()
-    wait_until(lambda: (view.job(result.id) or {}).get("st") in ("completed", "failed"),
+    wait_until(lambda: (inspect.job(result.id) or {}).get("st") in ("completed", "failed"),
                message="the job's end")
-    record = view.job(result.id)
+    record = inspect.job(result.id)
     assert record["st"] == "failed", record
     assert "runs in queue 'celery'" in record.get("emsg", ""), record
     assert [e["retries"] for e in proj.events(prefix, "elsewhere")] == [0]

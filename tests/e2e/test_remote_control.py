@@ -30,6 +30,7 @@ import pytest
 
 from celery_plus.model.store import Backend
 from celery_plus.transport.channel import BINDING_SEP
+from tests.inspectors import inspector_for
 
 from . import proj
 from .conftest import ROOT, Worker, wait_until
@@ -58,7 +59,8 @@ def test_a_busy_prefork_worker_answers_at_once_and_skips_what_was_revoked_meanwh
     busy = client.tasks["proj.sleep_mark"].delay(1, 4)
     waiting = client.tasks["proj.mark"].delay(99)
     wait_until(lambda: events(prefix, "start"), timeout=TIMEOUT, message="the busy task")
-    wait_until(lambda: (view.job(waiting.id) or {}).get("st") == "running", timeout=TIMEOUT,
+    look = inspector_for(view)
+    wait_until(lambda: (look.job(waiting.id) or {}).get("st") == "running", timeout=TIMEOUT,
                message="the second task prefetched")
     # The only process is busy and a prefetched task waits for it: the worker still answers.
     assert ping(client, node(prefix)) == {"ok": "pong"}
@@ -220,13 +222,14 @@ def rpc_client(prefix: str, broker_url: str) -> Any:
 def test_rpc_results_reach_the_caller_and_never_touch_the_tasks_job(
         rpc_client: Any, start_worker: Callable[..., Worker], prefix: str,
         view: Backend) -> None:
+    inspect = inspector_for(view)
     start_worker(pool="prefork", concurrency=2, env={"PLUS_TEST_RESULTS": "rpc://"})
     add, unique = rpc_client.tasks["proj.add"], rpc_client.tasks["proj.unique_running"]
     results = [add.delay(i, i) for i in range(5)]
     assert [r.get(timeout=TIMEOUT) for r in results] == [0, 2, 4, 6, 8]
     first = unique.delay("k", 0)
     assert first.deduplicated is False and first.get(timeout=TIMEOUT) == "k"
-    wait_until(lambda: (view.job(first.id) or {}).get("st") == "completed", timeout=TIMEOUT,
+    wait_until(lambda: (inspect.job(first.id) or {}).get("st") == "completed", timeout=TIMEOUT,
                message="the unique job completed")
     # Its result went to the caller's reply queue: the key is free, the next call runs.
     second = unique.delay("k", 0)
@@ -234,8 +237,8 @@ def test_rpc_results_reach_the_caller_and_never_touch_the_tasks_job(
     assert second.get(timeout=TIMEOUT) == "k"
     assert [e["key"] for e in events(prefix, "start")] == ["k", "k"]
     for result in [*results, first, second]:
-        wait_until(lambda r=result: (view.job(r.id) or {}).get("st") == "completed",
+        wait_until(lambda r=result: (inspect.job(r.id) or {}).get("st") == "completed",
                    timeout=TIMEOUT, message=f"job {result.id} completed")
-    assert set(view.ids_in_state("completed")) == {r.id for r in [*results, first, second]}
+    assert set(inspect.ids_in_state("completed")) == {r.id for r in [*results, first, second]}
     for state in ("enqueued", "scheduled", "running", "failed"):
-        assert view.ids_in_state(state) == [], f"stray {state} jobs"
+        assert inspect.ids_in_state(state) == [], f"stray {state} jobs"

@@ -19,6 +19,7 @@ from pathlib import Path
 import redis
 
 from celery_plus.stores.sqlite.backend import SQLiteBackend
+from tests.inspectors import inspector_for
 
 from .conftest import ROOT, wait_until
 from .proj import REDIS_URL
@@ -72,16 +73,17 @@ def test_four_workers_and_four_publishers_on_one_sqlite_file(tmp_path: Path) -> 
         assert len(set(accepted)) == len(accepted)
 
         view = SQLiteBackend(f"sqlite:///{db}")
+        inspect = inspector_for(view)
         try:
             def all_completed() -> bool:
-                return len(view.ids_in_state("completed", limit=10_000)) >= len(accepted)
+                return len(inspect.ids_in_state("completed", limit=10_000)) >= len(accepted)
 
             wait_until(all_completed, timeout=240, interval=0.5,
                        message="every accepted job completed")
-            completed = set(view.ids_in_state("completed", limit=10_000))
+            completed = set(inspect.ids_in_state("completed", limit=10_000))
             assert completed == set(accepted)  # exactly the accepted jobs, each once
             for state in ("enqueued", "scheduled", "blocked", "running", "failed"):
-                assert view.ids_in_state(state) == [], state
+                assert inspect.ids_in_state(state) == [], state
         finally:
             view.close()
 
@@ -90,9 +92,10 @@ def test_four_workers_and_four_publishers_on_one_sqlite_file(tmp_path: Path) -> 
         # A job that never ran must have coalesced (pending window retaken by a duplicate
         # when it came back from the killed worker), never silently vanished.
         view = SQLiteBackend(f"sqlite:///{db}")
+        inspect = inspector_for(view)
         try:
             for job_id in set(accepted) - set(executions):
-                assert (view.job(job_id) or {}).get("reason") == "coalesced", job_id
+                assert (inspect.job(job_id) or {}).get("reason") == "coalesced", job_id
         finally:
             view.close()
         repeated = {job for job, count in executions.items() if int(count) > 1}

@@ -20,6 +20,7 @@ import pytest
 from celery_plus import enqueue_after_commit, enqueue_in
 from celery_plus.stores.postgres.backend import PostgresBackend
 from tests.conformance.stores import PG_URL
+from tests.inspectors import inspector_for
 from tests.support import drop_pg_schema
 
 from . import proj
@@ -71,15 +72,15 @@ def test_only_committed_transactions_enqueue_and_no_hold_leaks(
                 raise psycopg.Rollback(tx)
     committed = {f"k{n}" for n in range(0, 1000, 2)}
     wait_until(lambda: len(tx_keys(prefix)) >= 500, timeout=90, message="500 jobs run")
-    wait_until(lambda: len(pg_view.ids_in_state("completed")) == 500, timeout=30,
+    wait_until(lambda: len(inspector_for(pg_view).ids_in_state("completed")) == 500, timeout=30,
                message="500 completed records")
     keys = tx_keys(prefix)
     assert sorted(keys) == sorted(committed), "a rolled-back job ran, or one ran twice"
     assert app_conn.execute("SELECT count(*) FROM orders").fetchone() == (500,)
     app_conn.commit()
     for state in ("enqueued", "scheduled", "blocked", "running", "failed"):
-        assert pg_view.ids_in_state(state) == [], state
-    assert pg_view.holds() == {}, "a unique hold leaked"
+        assert inspector_for(pg_view).ids_in_state(state) == [], state
+    assert inspector_for(pg_view).holds() == {}, "a unique hold leaked"
     assert pg_view.stats().get("deduplicated") is None
     assert " ERROR" not in worker.log()
 
@@ -91,7 +92,7 @@ def test_a_rolled_back_key_is_free_and_a_committed_one_is_held(
     with app_conn.transaction() as tx, enqueue_in(app_conn):
         first = task.delay("same")
         raise psycopg.Rollback(tx)
-    assert pg_view.job(first.id) is None and pg_view.holds() == {}
+    assert inspector_for(pg_view).job(first.id) is None and inspector_for(pg_view).holds() == {}
     with app_conn.transaction(), enqueue_in(app_conn):
         second = task.delay("same")
         assert second.deduplicated is False
@@ -100,7 +101,7 @@ def test_a_rolled_back_key_is_free_and_a_committed_one_is_held(
     assert dup.deduplicated is True and dup.id == second.id
     start_worker()
     wait_until(lambda: tx_keys(prefix) == ["same"], timeout=30, message="the job ran")
-    wait_until(lambda: pg_view.holds() == {}, timeout=30, message="hold released")
+    wait_until(lambda: inspector_for(pg_view).holds() == {}, timeout=30, message="hold released")
 
 
 def test_enqueue_after_commit_on_a_psycopg_connection(
@@ -113,11 +114,11 @@ def test_enqueue_after_commit_on_a_psycopg_connection(
             app_conn.execute("INSERT INTO orders (n) VALUES (%s)", [n])
             result = task.delay(f"a{n}")
             assert result.deduplicated is None, "published before the commit"
-            assert pg_view.job(result.id) is None
+            assert inspector_for(pg_view).job(result.id) is None
             if n % 2:
                 raise psycopg.Rollback(tx)
         assert (result.deduplicated is False) == (n % 2 == 0)
     wait_until(lambda: len(tx_keys(prefix)) >= 10, timeout=30, message="10 jobs run")
-    wait_until(lambda: len(pg_view.ids_in_state("completed")) == 10, timeout=30,
+    wait_until(lambda: len(inspector_for(pg_view).ids_in_state("completed")) == 10, timeout=30,
                message="10 completed")
     assert sorted(tx_keys(prefix)) == sorted(f"a{n}" for n in range(0, 20, 2))

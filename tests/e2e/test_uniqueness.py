@@ -25,6 +25,7 @@ import pytest
 from celery_plus import signals
 from celery_plus.exceptions import DuplicateTask
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 
 from .conftest import Worker, wait_until
 from .proj import events
@@ -109,15 +110,15 @@ def test_running_window_coalesces_concurrent_and_running_duplicates(
     assert not [e for e in events(prefix, "end") if e.get("key") == key], \
         "holder finished before the running-window duplicates were sent; raise `seconds`"
     assert all(r.deduplicated is True and r.id == holder.id for r in while_running)
-    record = view.job(holder.id) or {}
+    record = inspector_for(view).job(holder.id) or {}
     assert record.get("st") == "running", record
-    assert view.holds() == {record["uk"]: holder.id}
+    assert inspector_for(view).holds() == {record["uk"]: holder.id}
 
     assert holder.get(timeout=30) == key
     assert len(_starts(prefix, key)) == 1, "the task body ran more than once"
 
     # The hold is released when the holder completes: the next publish is accepted and runs.
-    wait_until(lambda: not view.holds(), timeout=10, message="hold released")
+    wait_until(lambda: not inspector_for(view).holds(), timeout=10, message="hold released")
     again = task.delay(key, 0.1)
     assert again.deduplicated is False and again.id != holder.id
     assert again.get(timeout=30) == key
@@ -134,8 +135,8 @@ def test_pending_window_coalesces_only_while_waiting(
     assert first.deduplicated is False
     waiting_dup = task.delay(key, seconds)
     assert waiting_dup.deduplicated is True and waiting_dup.id == first.id
-    assert (view.job(first.id) or {}).get("st") == "enqueued"
-    assert list(view.holds().values()) == [first.id]
+    assert (inspector_for(view).job(first.id) or {}).get("st") == "enqueued"
+    assert list(inspector_for(view).holds().values()) == [first.id]
 
     start_worker()
     wait_until(lambda: _starts(prefix, key), timeout=20, message="holder started")
@@ -150,7 +151,7 @@ def test_pending_window_coalesces_only_while_waiting(
     # The solo worker ran the accepted duplicate after the holder's body (sleep `seconds`).
     assert starts[1]["t"] >= starts[0]["t"] + seconds * 0.95
     for job_id in (first.id, running_dup.id):
-        wait_until(lambda j=job_id: (view.job(j) or {}).get("st") == "completed",
+        wait_until(lambda j=job_id: (inspector_for(view).job(j) or {}).get("st") == "completed",
                    timeout=10, message=f"job {job_id} completed in the store")
 
 
@@ -165,7 +166,7 @@ def test_ttl_window_holds_after_completion_until_expiry(
     first = task.delay(key)
     assert first.deduplicated is False
     assert first.get(timeout=30) == key
-    wait_until(lambda: (view.job(first.id) or {}).get("st") == "completed",
+    wait_until(lambda: (inspector_for(view).job(first.id) or {}).get("st") == "completed",
                timeout=10, message="holder completed in the store")
 
     # Completed, but inside the TTL: a duplicate still coalesces into the holder.
@@ -174,11 +175,11 @@ def test_ttl_window_holds_after_completion_until_expiry(
     elapsed = time.monotonic() - published_at
     assert dup.deduplicated is True and dup.id == first.id, \
         f"duplicate accepted {elapsed:.2f}s after the holder's enqueue (TTL is 2 s)"
-    assert view.job(dup_id) is None
-    assert list(view.holds().values()) == [first.id]
+    assert inspector_for(view).job(dup_id) is None
+    assert list(inspector_for(view).holds().values()) == [first.id]
 
     # After the TTL the key is free again and the task runs a second time.
-    wait_until(lambda: not view.holds(), timeout=10, message="TTL hold expired")
+    wait_until(lambda: not inspector_for(view).holds(), timeout=10, message="TTL hold expired")
     again = task.delay(key)
     assert again.deduplicated is False and again.id != first.id
     assert again.get(timeout=30) == key
@@ -197,8 +198,8 @@ def test_unique_on_duplicate_raise(
         task.apply_async(("rk",), task_id=dup_id)
     assert info.value.holder_id == first.id
     assert info.value.unique_key
-    assert view.holder(info.value.unique_key) == first.id
-    assert view.job(dup_id) is None
+    assert inspector_for(view).holder(info.value.unique_key) == first.id
+    assert inspector_for(view).job(dup_id) is None
     assert [d["task_id"] for d in dedups.seen] == [dup_id]
 
     # A different key is not a duplicate.
@@ -222,4 +223,4 @@ def test_task_deduplicated_signal_in_publishing_process(
     assert seen["task_id"] == dup_id
     assert seen["holder_id"] == holder.id
     assert seen["unique_key"].startswith("proj.unique_pending:")
-    assert view.holder(seen["unique_key"]) == holder.id
+    assert inspector_for(view).holder(seen["unique_key"]) == holder.id

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from celery_plus.model.store import Backend
+from tests.inspectors import inspector_for
 from tests.support import wait_until
 
 from .app import LIMIT, make_app
@@ -172,6 +173,7 @@ class Deployment:
         self.ledger_anchor = self.ledger.anchor()
         self.app = make_app(broker, prefix, str(self.ledger_path), vt, results)
         self.view = view()
+        self.inspect = inspector_for(self.view)
         self.workers: list[Worker] = []
         #: label -> task id of every acknowledged publish; label -> expected runs.
         self.jobs: dict[str, str] = {}
@@ -331,7 +333,7 @@ class Deployment:
         return [r for r in self.runs() if labels is None or r.label in labels]
 
     def finished(self, job_id: str) -> bool:
-        state = (self.view.job(job_id) or {}).get("st")
+        state = (self.inspect.job(job_id) or {}).get("st")
         return state in ("completed", "failed")
 
     def wait_all_finished(self, timeout: float) -> None:
@@ -346,7 +348,7 @@ class Deployment:
         except AssertionError as exc:
             waiting = {label: f"{r.get('st')} by {r.get('wk')} tok {r.get('tok')}"
                        for label, i in ids.items() if not self.finished(i)
-                       for r in [self.view.job(i) or {}]}
+                       for r in [self.inspect.job(i) or {}]}
             alive = {w.proc.pid: w.proc.poll() is None for w in self.workers}
             raise AssertionError(f"{exc}: {len(waiting)} unfinished, e.g. "
                                  f"{dict(list(waiting.items())[:10])}; workers alive: {alive}"
@@ -363,7 +365,7 @@ class Deployment:
         for run in runs:
             by_job[run.job].append(run)
         for label, job_id in self.jobs.items():
-            record = self.view.job(job_id) or {}
+            record = self.inspect.job(job_id) or {}
             state = record.get("st")
             if state == "completed":
                 report.completed += 1
@@ -388,18 +390,18 @@ class Deployment:
         for group, peak in report.max_concurrent.items():
             if peak > LIMIT:
                 members = [r for r in runs if r.group == group]
-                histories = "; ".join(f"{r.label}: {(self.view.job(r.job) or {}).get('hist')}"
+                histories = "; ".join(f"{r.label}: {(self.inspect.job(r.job) or {}).get('hist')}"
                                       for r in members)
                 report.notes.append(f"group {group}: {self._describe(members)}; deaths "
                                     f"{self._relative(self.deaths, members)}; {histories}")
-        report.leaked_holds = self.view.holds()
+        report.leaked_holds = self.inspect.holds()
         for group in {r.group for r in runs if r.group}:
             for task in ("fault.limited", "fault.limited_retry_once"):
                 scope = f'{task}:"{group}"'
-                holders = self.view.slot_holders(scope)
+                holders = self.inspect.slot_holders(scope)
                 if holders:
                     report.leaked_slots[scope] = sorted(holders)
-        report.left_running = self.view.ids_in_state("running")
+        report.left_running = self.inspect.ids_in_state("running")
         report.stopped_live = [f"{r.label} (pid {r.pid})" for r in runs
                                if r.stopped and not self.freezes.get(r.pid)]
         report.recovery_s = self._recovery(runs)
@@ -496,12 +498,12 @@ class Deployment:
                      if (recovered := self._recovered_at(job, hit)) is not None}
             if not waits:
                 self.notes.append("no recovery found: " + "; ".join(
-                    f"{job}: {(self.view.job(job) or {}).get('hist')}"
+                    f"{job}: {(self.inspect.job(job) or {}).get('hist')}"
                     for job in self.faulted_jobs))
                 return None
             slowest = max(waits, key=waits.__getitem__)
             self.notes.append(f"slowest recovery: {slowest}, {waits[slowest]:.2f}s after its "
-                              f"fault; history {(self.view.job(slowest) or {}).get('hist')}")
+                              f"fault; history {(self.inspect.job(slowest) or {}).get('hist')}")
             return waits[slowest]
         if self.fault_ended is None:
             return None
@@ -513,7 +515,7 @@ class Deployment:
         recovered, or its delivery given back by the worker whose pool process died (Celery
         rejects it at once; a later fault's recovery of the same job must not count)."""
         try:
-            history = json.loads((self.view.job(job_id) or {}).get("hist") or "[]")
+            history = json.loads((self.inspect.job(job_id) or {}).get("hist") or "[]")
         except ValueError:
             return None
         times = [entry["finished_ms"] / 1000 for entry in history

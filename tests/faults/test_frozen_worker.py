@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.inspectors import inspector_for
 from tests.support import wait_until
 
 from .harness import FROZE, MAINTENANCE_S, RETRIED, Deployment, Worker, check
@@ -118,7 +119,7 @@ def _taken_over(deployment: Deployment, prefix: str, a: Worker) -> bool:
 
 def _outcomes(deployment: Deployment, label: str) -> list[str]:
     """The outcomes in the store's attempt history of job ``label``."""
-    raw = (deployment.view.job(deployment.jobs[label]) or {}).get("hist") or "[]"
+    raw = (inspector_for(deployment.view).job(deployment.jobs[label]) or {}).get("hist") or "[]"
     return [str(entry.get("outcome")) for entry in json.loads(raw) if isinstance(entry, dict)]
 
 

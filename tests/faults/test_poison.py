@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.inspectors import inspector_for
+
 from .app import POISON_DELIVERIES
 from .harness import DIED, Deployment, check
 
@@ -34,7 +36,7 @@ def run_poison(deployment: Deployment) -> None:
     runs = {label: sum(r.label == label for r in deployment.runs()) for label in DYING}
     assert runs == dict.fromkeys(DYING, POISON_DELIVERIES), runs
     for label in deployment.expected_dead:
-        record = deployment.view.job(deployment.jobs[label]) or {}
+        record = inspector_for(deployment.view).job(deployment.jobs[label]) or {}
         assert record.get("st") == "failed", (label, record)
         if label.startswith(DETAILS):
             assert record.get("reason") == "task failed", (label, record.get("reason"))

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import kombu
 import pytest
 
+from tests.inspectors import inspector_for
 from tests.support import wait_until
 
 from .harness import MAINTENANCE_S, Deployment, check
@@ -29,6 +30,7 @@ STORES = ["redis", "postgres", "sqlite"]
 def test_rpc_results_of_unique_jobs(deploy: Callable[..., Deployment], store: str) -> None:
     deployment = deploy("rpc results", store, vt=3.0, results="rpc://")
     deployment.start_worker(concurrency=2)
+    look = inspector_for(deployment.view)
     for n in range(3):
         result = deployment.app.send_task("fault.unique", (f"u{n}", 0.1))
         deployment.jobs[f"u{n}"] = result.id
@@ -37,8 +39,7 @@ def test_rpc_results_of_unique_jobs(deploy: Callable[..., Deployment], store: st
         # same call made before that joins the still-running job, as the running window
         # says. Once the job has finished, the call must run anew.
         job_id = result.id
-        wait_until(lambda job_id=job_id: (deployment.view.job(job_id) or {}).get("st")
-                   == "completed",
+        wait_until(lambda job_id=job_id: (look.job(job_id) or {}).get("st") == "completed",
                    timeout=30, message=f"u{n} completed in the store")
         again = deployment.app.send_task("fault.unique", (f"u{n}", 0.1))
         assert not again.deduplicated, f"u{n} was deduplicated into a finished job"
@@ -64,6 +65,6 @@ def test_no_ack_consumers_complete_what_they_take(deploy: Callable[..., Deployme
         with pytest.raises(queue.Empty):
             queue.get(timeout=0.5)
         queue.close()
-    states = {(deployment.view.job(i) or {}).get("st") for i in ids}
+    states = {(inspector_for(deployment.view).job(i) or {}).get("st") for i in ids}
     assert states == {"completed"}, states
     assert deployment.view.stats().get("recovered", 0) == 0

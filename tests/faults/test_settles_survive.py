@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import kombu
 
+from tests.inspectors import inspector_for
 from tests.support import wait_until
 
 from .harness import Deployment
@@ -47,7 +48,7 @@ def settle_through_outage(deployment: Deployment, break_store: Callable[[], None
         wait_until(lambda: all(_state(deployment, i) == "completed" for i in ids),
                    timeout=deployment.vt + 20, message="every ack stored")
         for job_id in ids:
-            record = deployment.view.job(job_id) or {}
+            record = inspector_for(deployment.view).job(job_id) or {}
             assert record.get("dl") == "1", record  # delivered once, never taken over
         assert deployment.view.stats().get("recovered", 0) == 0
     finally:
@@ -58,7 +59,7 @@ def _state(deployment: Deployment, job_id: str) -> str | None:
     """The job's state as the test's own view reads it (None while the view cannot read:
     the observer's connections are not under test)."""
     try:
-        return (deployment.view.job(job_id) or {}).get("st")
+        return (inspector_for(deployment.view).job(job_id) or {}).get("st")
     except Exception:
         return None
 
@@ -86,7 +87,7 @@ def test_an_ack_on_sessions_the_server_ended_lands_at_once(
             message.ack()
         conn.default_channel.flush_settles()  # no error: retried on a fresh session
         for job_id in deployment.jobs.values():
-            assert (deployment.view.job(job_id) or {}).get("st") == "completed"
+            assert (inspector_for(deployment.view).job(job_id) or {}).get("st") == "completed"
     finally:
         conn.close()
 

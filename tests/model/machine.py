@@ -37,6 +37,7 @@ from celery_plus.model.options import StoreOptions
 from celery_plus.model.store import Backend, ClaimResult, NewJob, Settle
 from celery_plus.stores.memory import MemoryBackend
 from celery_plus.stores.memory.admin import MemoryAdmin
+from tests.inspectors import inspector_for
 
 from .clocks import GUARD_MS, Clock, StoreUnderTest
 
@@ -383,18 +384,18 @@ class StoreVsModel(RuleBasedStateMachine):
     def snapshot(backend: Backend) -> dict[str, Any]:
         jobs: dict[str, Any] = {}
         for job_id in JOBS:
-            rec = backend.job(job_id)
+            rec = inspector_for(backend).job(job_id)
             if rec is not None:
                 rec = dict(rec, hist=json.loads(rec.get("hist") or "[]"))
                 if rec["st"] == "running":
-                    rec["lease"] = backend.lease_deadline(job_id)
+                    rec["lease"] = inspector_for(backend).lease_deadline(job_id)
             jobs[job_id] = rec
         return {
-            "jobs": jobs, "holds": backend.holds(),
-            "slots": {g: sorted(backend.slot_holders(g)) for g in GROUPS},
-            "states": {s: sorted(backend.ids_in_state(s))
+            "jobs": jobs, "holds": inspector_for(backend).holds(),
+            "slots": {g: sorted(inspector_for(backend).slot_holders(g)) for g in GROUPS},
+            "states": {s: sorted(inspector_for(backend).ids_in_state(s))
                        for s in ("scheduled", "blocked", "running", "completed", "failed")},
-            "blocked groups": sorted(backend.blocked_groups()),
+            "blocked groups": sorted(inspector_for(backend).blocked_groups()),
             "sizes": {q: backend.size(q) for q in QUEUES},
             "scheduled": [(j.job_id, j.due_ms) for j in backend.scheduled_jobs(QUEUES)],
             "stats": backend.stats(),

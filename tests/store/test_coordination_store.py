@@ -25,6 +25,7 @@ from celery_plus.coordination.gate import Claimed
 from celery_plus.model.store import NewJob
 from tests.conformance.stores import PG_URL, REDIS_URL
 from tests.conformance.support import record
+from tests.inspectors import inspector_for
 from tests.support import drop_pg_schema, wait_until
 
 AMQP = "amqp://guest:guest@127.0.0.1:5672//"
@@ -77,8 +78,8 @@ def test_a_delivery_that_ends_after_its_claim_was_recovered_finishes_its_record(
     claimed = _claimed_then_recovered(coordinator)
     claimed.end(end)
     assert record(coordinator.backend, "a").state == state
-    assert coordinator.backend.holder(LOCK) is None
-    assert coordinator.backend.ids_in_state("enqueued") == []
+    assert inspector_for(coordinator.backend).holder(LOCK) is None
+    assert inspector_for(coordinator.backend).ids_in_state("enqueued") == []
 
 
 def test_a_failure_after_the_claim_was_recovered_is_a_dead_letter_with_its_details(
@@ -117,7 +118,7 @@ def test_a_continuations_record_is_left_for_its_message(coordinator: Coordinator
     Claimed(coordinator, "a", got.token, "t").end("ack")
     rec = record(coordinator.backend, "a")
     assert (rec.state, rec.message) == ("enqueued", "retry")
-    assert coordinator.backend.holder(LOCK) == "a"
+    assert inspector_for(coordinator.backend).holder(LOCK) == "a"
 
 
 def test_a_settle_the_store_refused_is_retried_until_it_lands(
@@ -140,7 +141,7 @@ def test_a_settle_the_store_refused_is_retried_until_it_lands(
     wait_until(lambda: backend.recover(), timeout=10, message="lease recovery")
     coordinator.retry_unsettled()
     assert record(backend, "a").state == "completed"
-    assert backend.holder(LOCK) is None
+    assert inspector_for(backend).holder(LOCK) is None
 
 
 def test_waiting_records_of_a_coordination_store_keep_their_holds_only_until_the_backstop(

@@ -38,6 +38,7 @@ from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.registry import open_store
 from tests.conformance.stores import PG_URL, backends_on_one_store
 from tests.conformance.support import Q, claim, ids, publish, record, wait_until
+from tests.inspectors import inspector_for
 from tests.support import drop_pg_schema, in_forked_child
 
 #: Spawned, not forked: a forked child runs kombu's after-fork clean-up of the connections an
@@ -145,7 +146,7 @@ def test_two_publisher_processes_racing_on_50_unique_keys_store_exactly_50_jobs(
     assert len(accepted) == 50
     stored = [row[0] for row in query(pg, "SELECT id FROM jobs")]
     assert sorted(stored) == sorted(accepted)
-    holds = pg.holds()
+    holds = inspector_for(pg).holds()
     assert len(holds) == 50 and set(holds.values()) == set(accepted)
     assert pg.stats().get("deduplicated") == 950
 
@@ -210,7 +211,7 @@ def test_wake_up_of_a_callers_transaction_arrives_at_commit(
         thread.start()
         thread.join(timeout=0.5)
         assert thread.is_alive(), "woken before the commit"
-        assert publisher.job("tx") is None, "visible before the commit"
+        assert inspector_for(publisher).job("tx") is None, "visible before the commit"
         committed = time.monotonic()
         conn.commit()
         thread.join(timeout=10)
@@ -221,12 +222,13 @@ def test_wake_up_of_a_callers_transaction_arrives_at_commit(
 
 def test_publish_on_a_rolled_back_transaction_leaves_no_job_and_no_hold(
         pg: PostgresBackend) -> None:
+    inspect = inspector_for(pg)
     with psycopg.connect(PG_URL) as conn:
         out = pg.publish_on(conn, NewJob(id="r", queue=Q, message="m", unique_lock="K",
                                          unique_window="running"))
         assert out.accepted
         conn.rollback()
-    assert pg.job("r") is None and pg.holder("K") is None and pg.holds() == {}
+    assert inspect.job("r") is None and inspect.holder("K") is None and inspect.holds() == {}
     # A duplicate inside a transaction sees the committed holder, and locks nothing.
     assert publish(pg, "h", unique_lock="K", unique_window="running").accepted
     with psycopg.connect(PG_URL) as conn:
@@ -237,7 +239,7 @@ def test_publish_on_a_rolled_back_transaction_leaves_no_job_and_no_hold(
         assert ids(claim(pg)) == [] and [c.job_id for c in got] == ["h"]
         pg.settle([Settle("h", got[0].token, "ack")])
         conn.commit()
-    assert pg.holder("K") is None and pg.job("d") is None
+    assert inspect.holder("K") is None and inspect.job("d") is None
 
 
 # -- concurrent claimers ---------------------------------------------------------------------
@@ -299,7 +301,7 @@ def test_concurrent_claimers_never_oversubscribe_a_group(pg: PostgresBackend) ->
     assert min(per_round) >= 1, f"a round took no slot: {per_round}"
     claimed = [job_id for result in results for taken in result for job_id in taken]
     assert len(claimed) == len(set(claimed))
-    assert pg.slot_holders("g") == set()
+    assert inspector_for(pg).slot_holders("g") == set()
 
 
 # -- maintenance leader ----------------------------------------------------------------------
@@ -368,7 +370,7 @@ def test_a_forked_child_never_touches_the_parents_sessions(pg: PostgresBackend) 
     assert pg._tls.listener.info.backend_pid == listener
     pg.maintain("w")
     assert pg.is_leader and pg._maint_conn.info.backend_pid == leader
-    assert len(pg.ids_in_state("enqueued")) == 5
+    assert len(inspector_for(pg).ids_in_state("enqueued")) == 5
 
 
 def test_plus_pg_schema_setting_is_validated_and_used() -> None:

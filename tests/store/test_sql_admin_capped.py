@@ -19,6 +19,7 @@ from celery_plus.model.store import Backend
 from tests.conformance.stores import backends_on_one_store
 from tests.conformance.support import publish
 from tests.conformance.test_admin import envelope
+from tests.inspectors import inspector_for
 
 TASK = "proj.many"
 #: Copies of the template job on queue "a": past the cap.
@@ -73,7 +74,7 @@ def test_counts_stop_at_the_cap_and_say_so(crowded: tuple[Backend, Admin]) -> No
 def test_a_state_over_the_cap_still_shows_each_queue_and_its_oldest_job(
         crowded: tuple[Backend, Admin]) -> None:
     backend, admin = crowded
-    a0, b0 = (int((backend.job(i) or {})["enq"]) for i in ("a0", "b0"))
+    a0, b0 = (int((inspector_for(backend).job(i) or {})["enq"]) for i in ("a0", "b0"))
     oldest = {q.queue: q.oldest_waiting_ms for q in admin.status().queues}
     assert oldest == {"a": a0, "b": b0}
 

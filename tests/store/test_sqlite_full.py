@@ -17,6 +17,7 @@ from kombu.exceptions import ConnectionError as KombuConnectionError
 
 from celery_plus.model.store import NewJob, Settle
 from celery_plus.stores.sqlite.backend import SQLiteBackend, StoreUnavailable
+from tests.inspectors import inspector_for
 
 
 def job(n: int) -> NewJob:
@@ -42,12 +43,12 @@ def test_a_store_that_cannot_grow_is_unavailable_naming_its_file(tmp_path: Path)
         assert isinstance(raised.value, KombuConnectionError)
         assert str(tmp_path / "store.db") in str(raised.value)
         assert "disk is full" in str(raised.value)
-        published = [i for i in range(50) if store.job(f"j{i}") is not None]
+        published = [i for i in range(50) if inspector_for(store).job(f"j{i}") is not None]
         cap(store, 1_000_000)  # space is back
         assert store.settle([Settle(claim.job_id, claim.token, "ack")]) == []
         store.publish(job(99))
-        assert (store.job("j0") or {}).get("st") == "completed"
-        assert all(store.job(f"j{i}") is not None for i in published)
-        assert (store.job("j99") or {}).get("st") == "enqueued"
+        assert (inspector_for(store).job("j0") or {}).get("st") == "completed"
+        assert all(inspector_for(store).job(f"j{i}") is not None for i in published)
+        assert (inspector_for(store).job("j99") or {}).get("st") == "enqueued"
     finally:
         store.close()

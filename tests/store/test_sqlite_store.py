@@ -34,6 +34,7 @@ from celery_plus.stores.registry import open_store as make_transport_backend
 from celery_plus.stores.sqlite.backend import SQLiteBackend
 from celery_plus.stores.sqlite.url import sqlite_path
 from tests.conformance.support import Q, claim, ids, maintain, publish, wait_until
+from tests.inspectors import inspector_for
 from tests.support import in_forked_child
 
 # -- URLs -------------------------------------------------------------------------------
@@ -113,6 +114,7 @@ def test_a_store_without_the_token_counter_starts_it_above_every_token(
 def test_expired_holds_and_transient_messages_vanish_and_maintenance_drops_their_rows(
         make_sqlite: Callable[..., SQLiteBackend], db: sqlite3.Connection) -> None:
     store = make_sqlite(backstop_ms=60_000)
+    inspect = inspector_for(store)
     publish(store, "a", unique_lock="L", unique_window="pending")
     store.push_transient("old", b"stale")
     store.push_transient("live", b"fresh")
@@ -120,9 +122,9 @@ def test_expired_holds_and_transient_messages_vanish_and_maintenance_drops_their
     db.execute("UPDATE holds SET expires_ms = ? WHERE lock = 'L'", (past,))
     db.execute("UPDATE transient SET expires_ms = ? WHERE queue = 'old'", (past,))
     # Expired rows count as absent at once...
-    assert store.holder("L") is None and store.hold_deadline("L") is None
+    assert inspect.holder("L") is None and inspect.hold_deadline("L") is None
     assert store.transient_size("old") == 0 and store.pop_transient("old") is None
-    assert store.transient_deadline("old") is None
+    assert inspect.transient_deadline("old") is None
     assert publish(store, "b", unique_lock="L2", unique_window="pending").accepted
     # ...and maintenance deletes them.
     assert db.execute("SELECT COUNT(*) FROM holds WHERE lock = 'L'").fetchone()[0] == 1
@@ -274,6 +276,7 @@ def _claimer(path: str, n: int, stop: Any, out: str) -> None:
         Path(out).write_text(json.dumps(record))
 
 def test_publishers_and_claimers_in_several_processes(store, db, tmp_path, db_path):
+    inspect = inspector_for(store)
     ctx = multiprocessing.get_context("spawn")
     stop = ctx.Event()
     claimers = [ctx.Process(target=_claimer, args=(str(db_path), n, stop,
@@ -300,7 +303,7 @@ def test_publishers_and_claimers_in_several_processes(store, db, tmp_path, db_pa
         accepted = {job_id for pub in pubs for job_id in pub["accepted"]}
         duplicates = [d for pub in pubs for d in pub["duplicates"]]
         assert len(accepted) + len(duplicates) == PUBLISHERS * PER_PUBLISHER
-        wait_until(lambda: len(store.ids_in_state("completed", limit=10_000)) == len(accepted),
+        wait_until(lambda: len(inspect.ids_in_state("completed", limit=10_000)) == len(accepted),
                    timeout=120, interval=0.2, message="every accepted job completed")
     finally:
         stop.set()
@@ -313,10 +316,10 @@ def test_publishers_and_claimers_in_several_processes(store, db, tmp_path, db_pa
         assert run["error"] is None, run["error"]
     done = [job_id for run in runs for job_id in run["done"]]
     assert sorted(done) == sorted(accepted), "a job was lost or claimed twice"
-    assert set(store.ids_in_state("completed", limit=10_000)) == accepted
+    assert set(inspect.ids_in_state("completed", limit=10_000)) == accepted
     for job_id, holder_id in duplicates:
-        assert holder_id in accepted and store.job(job_id) is None
+        assert holder_id in accepted and inspect.job(job_id) is None
     print("claimed per claimer:", [len(run["done"]) for run in runs])
     assert db.execute("SELECT COUNT(*) FROM slots").fetchone()[0] == 0
-    assert store.holder("key0") is None, "a completed job kept its running-window hold"
+    assert inspect.holder("key0") is None, "a completed job kept its running-window hold"
     assert store.stats().get("deduplicated", 0) == len(duplicates)

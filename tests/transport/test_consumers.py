@@ -14,13 +14,14 @@ from __future__ import annotations
 import time
 
 from celery_plus.transport.channel import QoS
+from tests.inspectors import inspector_for
 from tests.support import wait_until
 
 from .conftest import Store
 
 
 def completed(store: Store, job_id: str) -> bool:
-    return (store.view.job(job_id) or {}).get("st") == "completed"
+    return (inspector_for(store.view).job(job_id) or {}).get("st") == "completed"
 
 
 def test_a_no_ack_basic_get_completes_the_job(store: Store) -> None:
@@ -30,7 +31,7 @@ def test_a_no_ack_basic_get_completes_the_job(store: Store) -> None:
         assert message is not None and message.headers["id"] == job_id
         wait_until(lambda: completed(store, job_id), timeout=10, message="job completed")
         assert conn.default_channel.basic_get("work", no_ack=True) is None
-    record = store.view.job(job_id) or {}
+    record = inspector_for(store.view).job(job_id) or {}
     assert record["dl"] == "1", record
 
 
@@ -51,11 +52,12 @@ def test_a_basic_get_consumer_has_its_claims_renewed(store: Store) -> None:
     with store.connection(plus_visibility_timeout=lease_s) as conn:
         message = conn.default_channel.basic_get("work")
         assert message is not None
-        first = store.view.lease_deadline(job_id)
+        first = inspector_for(store.view).lease_deadline(job_id)
         time.sleep(3 * lease_s)  # held, not acked, well past the lease
-        record = store.view.job(job_id) or {}
+        record = inspector_for(store.view).job(job_id) or {}
         assert record.get("st") == "running" and record.get("tok") == "1", record
-        assert (store.view.lease_deadline(job_id) or 0) > (first or 0), "never renewed"
+        renewed = inspector_for(store.view).lease_deadline(job_id)
+        assert (renewed or 0) > (first or 0), "never renewed"
         message.ack()
         wait_until(lambda: completed(store, job_id), timeout=10, message="job completed")
     assert store.view.stats().get("recovered", 0) == 0
@@ -84,5 +86,6 @@ def test_a_basic_get_of_a_malformed_job_dead_letters_it(store: Store) -> None:
         assert messages[0].delivery_info["routing_key"] == "work"
         messages[0].ack()
         wait_until(lambda: completed(store, job_id), timeout=10, message="job completed")
-        wait_until(lambda: (store.view.job("bad") or {}).get("st") == "failed", timeout=10,
+        inspect = inspector_for(store.view)
+        wait_until(lambda: (inspect.job("bad") or {}).get("st") == "failed", timeout=10,
                    message="malformed job dead-lettered")

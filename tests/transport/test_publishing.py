@@ -13,6 +13,7 @@ import kombu
 import pytest
 
 from celery_plus.transport.channel import ChannelClosed
+from tests.inspectors import inspector_for
 
 from .conftest import Store
 
@@ -24,7 +25,7 @@ def test_a_pooled_producer_on_a_closed_channel_publishes_on_a_new_one(store: Sto
     [job_id] = store.publish(1)
     with store.app.producer_or_acquire() as producer:
         assert producer.channel is not closed  # revived: the pool kept the same producer
-    assert (store.view.job(job_id) or {}).get("st") == "enqueued"
+    assert (inspector_for(store.view).job(job_id) or {}).get("st") == "enqueued"
 
 
 def test_a_producer_on_a_closed_channel_publishes_to_a_topic_exchange(store: Store) -> None:

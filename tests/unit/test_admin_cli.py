@@ -28,6 +28,7 @@ from celery_plus.admin import connect
 from celery_plus.cli import plus
 from celery_plus.cli.admin import parse_duration, parse_moment, table
 from celery_plus.model.store import Backend, NewJob, Settle
+from tests.inspectors import inspector_for
 from tests.support import drop_pg_schema
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -62,7 +63,7 @@ class Store:
             "traceback": "Traceback (most recent call last):\nConnectionError: " + error})])
 
     def state(self, job_id: str) -> str | None:
-        return (self.backend.job(job_id) or {}).get("st")
+        return (inspector_for(self.backend).job(job_id) or {}).get("st")
 
 
 @pytest.fixture(params=["sqlite", "redis"])
@@ -258,11 +259,11 @@ def test_purge_asks_unless_yes_and_deletes_for_good(store: Store) -> None:
     assert store.state("m1") == "failed"
     by_queue = run(store, "dlq", "purge", "--queue", "billing", "--yes")
     assert by_queue.exit_code == 0 and "purged 1 of 1 failed jobs" in by_queue.stdout
-    assert store.backend.job("b1") is None and store.state("m1") == "failed"
+    assert inspector_for(store.backend).job("b1") is None and store.state("m1") == "failed"
     run(store, "dlq", "discard", "m1")
     report = as_json(run(store, "dlq", "purge", "--state", "discarded", "--older-than", "0s",
                          "--yes", "--json"))
-    assert report["ids"] == ["m1"] and store.backend.job("m1") is None
+    assert report["ids"] == ["m1"] and inspector_for(store.backend).job("m1") is None
 
 
 # -- jobs and status ---------------------------------------------------------------------

@@ -27,6 +27,7 @@ from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.redis.backend import RedisBackend
 from tests.conformance.stores import PG_URL, REDIS_URL
 from tests.e2e import proj
+from tests.inspectors import inspector_for
 from tests.support import drop_pg_schema
 
 
@@ -84,11 +85,11 @@ def test_enqueue_in_writes_in_the_callers_transaction(make_app: Callable[[str], 
                 assert raw is conn
                 result = task.delay("x")
                 assert result.deduplicated is False
-                assert view.job(result.id) is None, "visible before the commit"
+                assert inspector_for(view).job(result.id) is None, "visible before the commit"
                 assert task.delay("x").deduplicated is True, "the same transaction sees its hold"
             conn.commit()
-        assert view.job(result.id)["st"] == "enqueued"  # type: ignore[index]
-        assert list(view.holds().values()) == [result.id]
+        assert inspector_for(view).job(result.id)["st"] == "enqueued"  # type: ignore[index]
+        assert list(inspector_for(view).holds().values()) == [result.id]
     finally:
         view.close()
 

@@ -3,24 +3,24 @@ them (the in-process store; Redis for the states it has no time-ordered index of
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
-from celery_plus.model.admin import Query, time_field
+from celery_plus.model.admin import Query, time_of
+from celery_plus.model.job_record import JobRecord
 
-Record = tuple[str, Mapping[str, Any]]
+#: A listing row or a search candidate: the job's record (a row's may be partial).
+Record = JobRecord
 
 
-def listed(records: Iterable[Record], state: str, query: Query) -> list[Record]:
-    """The (id, record) pairs still in ``state`` that ``query``'s task, queue and time
-    filters keep, in the listing's order: by the state's time then id, newest first
-    (``Query.oldest_first``: oldest first). Records use the Redis hash's field names."""
-    at = time_field(state)
+def listed(records: Iterable[JobRecord], state: str, query: Query) -> list[JobRecord]:
+    """The records still in ``state`` that ``query``'s task, queue and time filters keep, in
+    the listing's order: by the state's time then id, newest first (``Query.oldest_first``:
+    oldest first)."""
     kept = []
-    for job_id, rec in records:
-        moment = int(rec.get(at) or 0)
-        if (rec.get("st") == state and query.task in (None, rec.get("name"))
-                and query.queue in (None, rec.get("q")) and query.matches_time(moment)):
-            kept.append((moment, job_id, rec))
+    for rec in records:
+        moment = time_of(state, rec)
+        if (rec.state == state and query.task in (None, rec.name)
+                and query.queue in (None, rec.queue) and query.matches_time(moment)):
+            kept.append((moment, rec.id, rec))
     kept.sort(key=lambda row: (row[0], row[1]), reverse=not query.oldest_first)
-    return [(job_id, rec) for _, job_id, rec in kept]
+    return [rec for _, _, rec in kept]

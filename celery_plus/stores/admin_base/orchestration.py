@@ -12,7 +12,8 @@ A change primitive is ONE atomic step in the store that re-checks each job's sta
 bulk scope) itself and answers per job ``(job id, outcome, extra)``: ``outcome`` is the new
 state (``extra`` the previous one), ``noop`` / ``skipped`` (``extra`` the current state),
 ``missing``, or for a retry ``conflict`` (``extra`` the holder of the unique key); see
-:func:`op_result`. Records use the Redis hash's field names (``lua/lib.lua``).
+:func:`op_result`. Listings and reads speak :class:`~celery_plus.model.job_record.JobRecord`
+(each store's admin builds it from its own fields).
 """
 
 from __future__ import annotations
@@ -108,12 +109,17 @@ class StoreAdmin(ABC, Generic[B]):
              ) -> tuple[list[Record], int]:
         """``limit`` listing rows of ``state`` from ``offset`` in the listing's order (the
         query's task, queue and time filters applied; no text), and how many match. A row's
-        long texts may be cut and a large message left out (``msglen``: its size)."""
+        long texts may be cut and a large message left out (``message_size``: its size)."""
 
     @abstractmethod
     def candidates(self, state: str, query: Query) -> Iterable[Record]:
         """Whole records of ``state`` in the query's task, queue and time filters, in the
         listing's order, read a chunk at a time (none past ``query.text_limit``)."""
+
+    # -- the store's primitives: reads ---------------------------------------------------
+    @abstractmethod
+    def holder(self, lock: str) -> str | None:
+        """The task id holding unique ``lock`` now (None when free or lapsed)."""
 
     # -- the store's primitives: changes -------------------------------------------------
     @abstractmethod
@@ -171,19 +177,20 @@ class StoreAdmin(ABC, Generic[B]):
         if query.text:
             return text_page(self.candidates(state, query), query, offset, limit)
         rows, total = self.page(state, query, offset, limit)
-        return [summary_from_record(job_id, rec) for job_id, rec in rows], total
+        return [summary_from_record(rec) for rec in rows], total
 
     def show(self, job_id: str) -> JobDetail | None:
-        rec = self.backend.job(job_id)
+        rec = self.backend.record(job_id)
         if rec is None:
             return None
-        lock = rec.get("uk") or ""
-        return detail_from_record(job_id, rec, self.backend.holder(lock) if lock else None)
+        lock = rec.unique_lock
+        return detail_from_record(rec, self.holder(lock) if lock else None)
 
     def retry(self, job_id: str) -> OpResult:
         [(_, outcome, extra)] = self.retry_batch([job_id], Scope())
         if outcome == "conflict":
-            raise RetryConflict(job_id, extra, (self.backend.job(job_id) or {}).get("uk", ""))
+            rec = self.backend.record(job_id)
+            raise RetryConflict(job_id, extra, rec.unique_lock if rec is not None else "")
         return op_result(job_id, "retry", outcome, extra)
 
     def discard(self, job_id: str) -> OpResult:

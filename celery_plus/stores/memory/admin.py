@@ -33,7 +33,7 @@ class MemoryAdmin(StoreAdmin[MemoryBackend]):
 
     # -- listings -----------------------------------------------------------------------
     def _listed(self, state: str, query: Query) -> list[Record]:
-        return listed(((job.id, job.record()) for job in self._jobs() if job.state == state),
+        return listed((job.record() for job in self._jobs() if job.state == state),
                       state, query)
 
     def page(self, state: str, query: Query, offset: int, limit: int
@@ -43,6 +43,11 @@ class MemoryAdmin(StoreAdmin[MemoryBackend]):
 
     def candidates(self, state: str, query: Query) -> Iterator[Record]:
         return iter(self._listed(state, query))
+
+    def holder(self, lock: str) -> str | None:
+        with self.backend.store.lock:
+            hold = self.backend.store.live_hold(lock, self.now_ms())
+            return None if hold is None else hold.holder
 
     def select(self, state: str, scope: Scope) -> list[str]:
         now = self.now_ms()

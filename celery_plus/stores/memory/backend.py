@@ -17,6 +17,7 @@ from celery_plus.model.store import (
     Backend,
     ClaimResult,
     JobClaim,
+    JobRecord,
     NewJob,
     PublishOutcome,
     Recovered,
@@ -31,15 +32,6 @@ from celery_plus.stores.memory.state import Clock, MemoryState, named_state
 from celery_plus.stores.memory.step import Step
 
 T = TypeVar("T")
-
-#: ``ids_in_state`` orders each state as the other stores' indexes do.
-_ORDER: dict[str, Callable[[Any], Any]] = {
-    "completed": lambda j: j.finished_ms, "failed": lambda j: j.finished_ms,
-    "canceled": lambda j: j.finished_ms, "discarded": lambda j: j.finished_ms,
-    "running": lambda j: j.lease_ms, "scheduled": lambda j: j.due_ms,
-    "enqueued": lambda j: j.score, "blocked": lambda j: j.score,
-}
-
 
 class MemoryBackend(Messaging, OptionsView, Backend):
     """Store operations on one :class:`MemoryState` (a new one unless ``store`` is given).
@@ -174,7 +166,7 @@ class MemoryBackend(Messaging, OptionsView, Backend):
                            key=lambda j: (j.due_ms, j.id))[:limit]
             return [ScheduledJob(j.id, j.queue, j.due_ms, j.msg) for j in found]
 
-    def job(self, job_id: str) -> dict[str, str] | None:
+    def record(self, job_id: str) -> JobRecord | None:
         with self.store.lock:
             job = self.store.jobs.get(job_id)
             return None if job is None else job.record()
@@ -184,53 +176,9 @@ class MemoryBackend(Messaging, OptionsView, Backend):
             job = self.store.jobs.get(job_id)
             return None if job is None else job.msg
 
-    def holder(self, lock: str) -> str | None:
-        with self.store.lock:
-            hold = self.store.live_hold(lock, self._now())
-            return None if hold is None else hold.holder
-
-    def hold_deadline(self, lock: str) -> int | None:
-        with self.store.lock:
-            hold = self.store.live_hold(lock, self._now())
-            return None if hold is None else hold.deadline
-
-    def holds(self) -> dict[str, str]:
-        with self.store.lock:
-            now = self._now()
-            return {lock: h.holder for lock, h in self.store.holds.items()
-                    if self.store.live_hold(lock, now) is not None}
-
-    def slot_holders(self, group: str) -> set[str]:
-        with self.store.lock:
-            return set(self.store.slots.get(group, ()))
-
-    def ids_in_state(self, state: str, limit: int = 1000) -> list[str]:
-        order = _ORDER.get(state, lambda j: 0)
-        with self.store.lock:
-            found = sorted((j for j in self.store.jobs.values() if j.state == state),
-                           key=lambda j: (order(j), j.id))
-            return [j.id for j in found[:limit]]
-
-    def lease_deadline(self, job_id: str) -> int | None:
-        with self.store.lock:
-            job = self.store.jobs.get(job_id)
-            return job.lease_ms if job is not None and job.state == "running" else None
-
-    def blocked_groups(self) -> set[str]:
-        with self.store.lock:
-            return {j.group for j in self.store.jobs.values()
-                    if j.state == "blocked" and j.group and not j.rate_parked}
-
     def stats(self) -> dict[str, int]:
         with self.store.lock:
             return dict(self.store.stats)
 
     def now_ms(self) -> int:
         return self._now()
-
-    def _force_state(self, job_id: str, state: str) -> None:
-        """TEST SUPPORT ONLY: overwrite a job's state and nothing else (see Backend)."""
-        with self.store.lock:
-            job = self.store.jobs.get(job_id)
-            if job is not None:
-                job.state = state

@@ -2,8 +2,8 @@
 
 One :class:`MemoryState` is one store; every backend opened on it (``MemoryBackend``) shares
 it, and every operation runs under its lock, so each is one atomic step as in the other
-stores. Records read back with the Redis hash's field names (``lua/lib.lua``), absent fields
-left out, exactly as the other stores show them.
+stores. A job reads back as a :class:`~celery_plus.model.job_record.JobRecord`, as in the
+other stores.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from celery_plus.model.job_record import JobRecord
 from celery_plus.model.rules import hold_is_live
 from celery_plus.model.store import ScheduleRecord
 
@@ -81,23 +82,23 @@ class Job:
     def rate_group(self) -> str:
         return self.rate[0] if self.rate else ""
 
-    def record(self) -> dict[str, str]:
-        """The record as text fields named as in ``lua/lib.lua``."""
-        fields: dict[str, Any] = {
-            "st": self.state, "q": self.queue, "name": self.name,
-            "msg": self.msg.decode(errors="replace"), "score": self.score,
-            "dl": self.deliveries, "mdl": self.max_deliveries, "enq": self.enqueued_ms,
-            "due": self.due_ms, "tok": self.token, "start": self.started_ms,
-            "fin": self.finished_ms, "wk": self.worker, "reason": self.reason,
-            "etype": self.exc_type, "emsg": self.exc_message, "tb": self.traceback,
-        }
-        if self.extension is not None:
-            fields.update(zip(("uk", "uw", "ut", "cg", "cl"), self.extension, strict=True))
-        if self.rate is not None:
-            fields.update(zip(("rg", "rl", "rw"), self.rate, strict=True))
-        if self.history is not None:
-            fields["hist"] = json.dumps(self.history, separators=(",", ":"))
-        return {k: str(v) for k, v in fields.items() if v is not None}
+    def record(self) -> JobRecord:
+        """The job as a record (a field it does not have yet reads as "" or 0)."""
+        lock, window, ttl, group, limit = self.extension or ("", "", 0, "", 0)
+        rate_group, rate_limit, rate_window = self.rate or ("", 0, 0)
+        return JobRecord(
+            id=self.id, state=self.state, queue=self.queue, name=self.name,
+            message=self.msg.decode(errors="replace"), score=self.score,
+            lease_token=self.token or 0, deliveries=self.deliveries,
+            max_deliveries=self.max_deliveries, enqueued_ms=self.enqueued_ms,
+            due_ms=self.due_ms, started_ms=self.started_ms or 0,
+            finished_ms=self.finished_ms or 0, worker=self.worker or "", unique_lock=lock,
+            unique_window=window, unique_ttl_ms=ttl, concurrency_group=group,
+            concurrency_limit=limit, rate_group=rate_group, rate_limit=rate_limit,
+            rate_window_ms=rate_window, reason=self.reason or "",
+            exc_type=self.exc_type or "", exc_message=self.exc_message or "",
+            traceback=self.traceback or "",
+            history=tuple(json.loads(json.dumps(self.history or []))))
 
 
 @dataclass

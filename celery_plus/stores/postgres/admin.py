@@ -20,7 +20,7 @@ from typing import Any
 
 from celery_plus.model.admin import Scope
 from celery_plus.stores.admin_base.orchestration import Outcome
-from celery_plus.stores.postgres.backend import FIELDS, PostgresBackend
+from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.sql_admin import Listing, SqlAdmin, summary_columns
 
 _RETRY = ("SELECT * FROM admin_retry(%s::text[], %s::text, %s::text, %s::bigint, "
@@ -36,7 +36,6 @@ class PostgresAdmin(SqlAdmin[PostgresBackend]):
     ID = 'id COLLATE "C"'
     KEYSET = '(%s::bigint, %s COLLATE "C")'
     GREATEST = "greatest"
-    FIELDS = FIELDS
     SUMMARY = summary_columns("j.", "octet_length({})")
 
     def _all(self, sql: str, *params: Any) -> list[Any]:
@@ -54,6 +53,10 @@ class PostgresAdmin(SqlAdmin[PostgresBackend]):
 
     def _among(self, ids: Sequence[str]) -> tuple[str, list[Any]]:
         return "id = ANY (%s::text[])", [list(ids)]
+
+    def holder(self, lock: str) -> str | None:
+        holder = self._all("SELECT live_holder(store_key(%s), now_ms())", lock)[0][0]
+        return None if holder is None else str(holder)
 
     # -- changes (one function call each: the row locked, its state re-checked) ---------
     def retry_batch(self, ids: Sequence[str], scope: Scope) -> list[Outcome]:

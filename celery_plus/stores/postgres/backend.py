@@ -43,6 +43,7 @@ from celery_plus.model.store import (
     Claim,
     ClaimResult,
     JobClaim,
+    JobRecord,
     NewJob,
     PublishOutcome,
     Recovered,
@@ -56,8 +57,7 @@ from celery_plus.runtime.helper_threads import green_patcher
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.postgres import migrations as pg_migrations
 from celery_plus.stores.postgres import pool as pg_pool
-from celery_plus.stores.sql_record import FIELDS as SQL_FIELDS
-from celery_plus.stores.sql_record import record_of
+from celery_plus.stores.sql_record import COLUMNS, row_record
 from celery_plus.stores.waiting import Due, wait_for_work
 
 logger = logging.getLogger("celery_plus.transport.postgres")
@@ -71,12 +71,8 @@ RETRIES = 5
 #: (restart, ``pg_terminate_backend``, idle timeout) fails once, then a fresh one is used.
 CONNECTION_ATTEMPTS = 3
 STATES = rules.STATES
-_ORDER = {"completed": "finished_ms", "failed": "finished_ms", "canceled": "finished_ms",
-          "discarded": "finished_ms", "running": "lease_expires_ms", "scheduled": "due_ms",
-          "enqueued": "score", "blocked": "score"}
-
-#: The record's fields as ``jobs`` columns (the history read as text, not ``jsonb``).
-FIELDS: dict[str, str] = {**SQL_FIELDS, "hist": "history::text"}
+#: A record's select list: its ``jobs`` columns, the history read as text (not ``jsonb``).
+RECORD_COLUMNS = ", ".join("history::text" if c == "history" else c for c in COLUMNS)
 
 _PUBLISH_ARGS = ("%s, %s, %s, %s, %s::integer, %s::bigint, %s, %s, %s::bigint, %s, "
                  "%s::integer, %s::integer, %s::bigint, %s::bigint, %s, %s::integer, %s::bigint")
@@ -688,63 +684,15 @@ class PostgresBackend(OptionsView, Backend):
         return int(self._value("SELECT purge(%s)", [queue]))
 
     # -- reads --------------------------------------------------------------------------
-    def job(self, job_id: str) -> dict[str, str] | None:
-        """The job record with the Redis hash's field names (absent fields left out)."""
-        row = self._one(f"SELECT {', '.join(FIELDS.values())} FROM jobs WHERE id = %s",
-                        [job_id])
-        return None if row is None else record_of(FIELDS, row)
+    def record(self, job_id: str) -> JobRecord | None:
+        """The job record, built from its ``jobs`` row."""
+        row = self._one(f"SELECT {RECORD_COLUMNS} FROM jobs WHERE id = %s", [job_id])
+        return None if row is None else row_record(job_id, COLUMNS, row)
 
     def raw_message(self, job_id: str) -> bytes | None:
         """The job's stored message, byte for byte."""
         value = self._value("SELECT msg FROM jobs WHERE id = %s", [job_id])
         return None if value is None else bytes(value)
-
-    def holder(self, lock: str) -> str | None:
-        """The task id holding unique ``lock`` (None when free or expired)."""
-        return self._value("SELECT live_holder(store_key(%s), now_ms())", [lock])
-
-    def hold_deadline(self, lock: str) -> int | None:
-        """When unique ``lock`` lapses (ms since the epoch; None when free or expired)."""
-        value = self._value("SELECT expires_ms FROM holds WHERE lock = store_key(%s) "
-                            "AND expires_ms >= now_ms()", [lock])
-        return None if value is None else int(value)
-
-    def holds(self) -> dict[str, str]:
-        """Every live unique hold: lock -> holder task id."""
-        return {str(lock): str(holder) for lock, holder in self._rows(
-            "SELECT lock, holder FROM holds WHERE expires_ms >= now_ms()")}
-
-    def slot_holders(self, group: str) -> set[str]:
-        """Job ids holding a slot of concurrency ``group``."""
-        return {row[0] for row in self._rows(
-            "SELECT job_id FROM slots WHERE conc_group = store_key(%s)", [group])}
-
-    def blocked_groups(self) -> set[str]:
-        """Concurrency groups having jobs blocked on their slots (not rate-parked ones)."""
-        return {row[0] for row in self._rows(
-            "SELECT DISTINCT conc_group FROM jobs WHERE state = 'blocked' AND NOT rate_parked "
-            "AND conc_group <> ''")}
-
-    def ids_in_state(self, state: str, limit: int = 1000) -> list[str]:
-        """Ids of jobs in ``state``, in the order of the Redis store's index of that state."""
-        if state not in STATES:
-            return []
-        # The state is a literal (one of STATES) so the planner uses its partial index.
-        return [row[0] for row in self._rows(
-            f"SELECT id FROM jobs WHERE state = '{state}' ORDER BY {_ORDER[state]}, id "
-            "LIMIT %s", [limit])]
-
-    def lease_deadline(self, job_id: str) -> int | None:
-        """The stored lease deadline (ms since the epoch) of a running job."""
-        value = self._value("SELECT lease_expires_ms FROM jobs WHERE id = %s "
-                            "AND state = 'running'", [job_id])
-        return None if value is None else int(value)
-
-    def transient_deadline(self, queue: str) -> int | None:
-        """When transient ``queue``'s messages expire (ms since the epoch; None when empty)."""
-        value = self._value("SELECT max(expires_ms) FROM transient WHERE queue = %s "
-                            "AND expires_ms >= now_ms()", [queue])
-        return None if value is None else int(value)
 
     def stats(self) -> dict[str, int]:
         """Cluster counters: deduplicated, recovered, dead_lettered, blocked (absent = 0)."""
@@ -754,10 +702,6 @@ class PostgresBackend(OptionsView, Backend):
     def now_ms(self) -> int:
         """The database's clock: what leases, holds and ETAs are timed by."""
         return int(self._value("SELECT now_ms()"))
-
-    def _force_state(self, job_id: str, state: str) -> None:
-        """TEST SUPPORT ONLY: set the row's ``state``, nothing else touched (see Backend)."""
-        self._rows("UPDATE jobs SET state = %s WHERE id = %s RETURNING 1", [state, job_id])
 
     def close(self) -> None:
         """Close this backend's connections; its share of the process's pool is released.

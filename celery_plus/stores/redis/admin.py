@@ -39,6 +39,7 @@ from celery_plus.stores.admin_base.listing import Record, listed
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.envelope import envelope_bytes
+from celery_plus.stores.redis.record import job_record
 from celery_plus.stores.redis.scripts import admin_sources
 
 #: Finished states and their index (a sorted set scored by finish ms).
@@ -164,7 +165,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         ordered = self._ordered(state, query)
         return self._summary_records(ordered[offset:offset + limit]), len(ordered)
 
-    def candidates(self, state: str, query: Query) -> Iterator[tuple[str, dict[str, str]]]:
+    def candidates(self, state: str, query: Query) -> Iterator[Record]:
         if state in FINISHED_INDEX:
             return self._finished_records(state, query)
         large = self._large_waiting(state, query)
@@ -217,8 +218,9 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         """Ids of a waiting or running ``state`` in the query's filters, in the listing's
         order: every record of the state is read (its small fields) and filtered here."""
         ids = self._index_ids(state, query)
-        return [job_id for job_id, _ in listed(zip(ids, self._records(ids, SORT_FIELDS),
-                                                   strict=True), state, query)]
+        records = (job_record(job_id, rec) for job_id, rec in zip(
+            ids, self._records(ids, SORT_FIELDS), strict=True))
+        return [rec.id for rec in listed(records, state, query)]
 
     def _summary_records(self, ids: Sequence[str]) -> list[Record]:
         """Listing rows of ``ids`` (in order; missing records left out), long texts cut by
@@ -234,19 +236,17 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
                     raw["msg"] = envelope_bytes(raw["msg"])
                     raw["msglen"] = len(raw["msg"])
                 rec = {f: as_text(v) for f, v in raw.items() if v is not None}
-                out.append((job_id, rec))
+                out.append(job_record(job_id, rec))
         return out
 
-    def _whole_records(self, ids: Sequence[str], state: str
-                       ) -> Iterator[tuple[str, dict[str, str]]]:
+    def _whole_records(self, ids: Sequence[str], state: str) -> Iterator[Record]:
         """Whole records of ``ids`` still in ``state``, SEARCH_CHUNK at a time."""
         for chunk in batches(ids, SEARCH_CHUNK):
             for job_id, rec in zip(chunk, self._records(chunk, SEARCH_FIELDS), strict=True):
                 if rec.get("st") == state:
-                    yield job_id, rec
+                    yield job_record(job_id, rec)
 
-    def _finished_records(self, state: str, query: Query
-                          ) -> Iterator[tuple[str, dict[str, str]]]:
+    def _finished_records(self, state: str, query: Query) -> Iterator[Record]:
         """Records of a finished state in the query's task/queue/time filters, in the
         listing's order, read SEARCH_CHUNK at a time (a text search stops reading at its
         ``text_limit``)."""
@@ -265,10 +265,10 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
             raw = self.client.zrevrangebyscore(self.key(FINISHED_INDEX[state]), high, low,
                                                start=0, num=count)
         ids = [as_text(i) for i in raw]
-        for job_id, rec in self._whole_records(ids, state):
-            if (not query.queue or rec.get("q") == query.queue) and (
-                    not query.task or rec.get("name") == query.task):
-                yield job_id, rec
+        for rec in self._whole_records(ids, state):
+            if (not query.queue or rec.queue == query.queue) and (
+                    not query.task or rec.name == query.task):
+                yield rec
 
     def _finished_page(self, state: str, query: Query, offset: int, limit: int
                        ) -> tuple[list[Record], int]:
@@ -332,6 +332,10 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         self._sync_index(state)
         reply = self._call("index_counts", FINISHED_INDEX[state])
         return {as_text(reply[i]): int(reply[i + 1]) for i in range(0, len(reply), 2)}
+
+    def holder(self, lock: str) -> str | None:
+        value = self.client.get(self.key("u", lock))
+        return None if value is None else as_text(value)
 
     # -- changes (one script call each: the scripts re-check every job) ---------------------
     def _run(self, script: str, args: list[Any]) -> list[Outcome]:

@@ -21,6 +21,7 @@ from celery_plus.model.store import (
     Claim,
     ClaimResult,
     JobClaim,
+    JobRecord,
     NewJob,
     PublishOutcome,
     Recovered,
@@ -32,6 +33,7 @@ from celery_plus.model.store import (
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.redis.connect import RedisConnect, from_kombu
 from celery_plus.stores.redis.envelope import deflated, envelope_bytes, envelope_or_none
+from celery_plus.stores.redis.record import job_record
 from celery_plus.stores.redis.scripts import ScriptLibrary, pack, store_sources
 
 TRANSIENT_TTL_S = 300
@@ -447,63 +449,21 @@ class RedisBackend(OptionsView, Backend):
         return int(pipe.execute()[0])
 
     # -- reads ------------------------------------------------------------------------
-    def job(self, job_id: str) -> dict[str, str] | None:
+    def record(self, job_id: str) -> JobRecord | None:
         pipe = self.client.pipeline(transaction=True)
         pipe.hgetall(self.key("job", job_id))
         pipe.get(self.key("m", job_id))
         raw, message = pipe.execute()
         if not raw:
             return None
-        if message is not None and b"msg" not in raw and "msg" not in raw:
-            raw[b"msg"] = envelope_bytes(message)  # its own key (P:m:{id}), as one record
-        return {_text(k): (v.decode(errors="replace") if isinstance(v, bytes) else v)
-                for k, v in raw.items()}
-
-    def holder(self, lock: str) -> str | None:
-        value = self.client.get(self.key("u", lock))
-        return None if value is None else _text(value)
-
-    def slot_holders(self, group: str) -> set[str]:
-        return {_text(m) for m in self.client.smembers(self.key("slot", group))}
-
-    def ids_in_state(self, state: str, limit: int = 1000) -> list[str]:
-        if state in ("completed", "failed", "running", "scheduled"):
-            index = {"completed": "done", "failed": "dead", "running": "lease",
-                     "scheduled": "sched"}[state]
-            return [_text(i) for i in self.client.zrange(self.key(index), 0, limit - 1)]
-        found: list[str] = []
-        for key in self.client.scan_iter(self.key("job", "*"), count=1000):
-            job_id = _text(key)[len(self.key("job")) + 1:]
-            if _text(self.client.hget(key, "st") or b"") == state:
-                found.append(job_id)
-                if len(found) >= limit:
-                    break
-        return found
-
-    def lease_deadline(self, job_id: str) -> int | None:
-        score = self.client.zscore(self.key("lease"), job_id)
-        return None if score is None else int(score)
-
-    def _deadline(self, key: str) -> int | None:
-        """Server time + the key's PTTL, read atomically (None when the key is absent)."""
-        deadline = int(self._deadline_script(keys=[key], args=["0"])[1])
-        return None if deadline < 0 else deadline
-
-    def hold_deadline(self, lock: str) -> int | None:
-        return self._deadline(self.key("u", lock))
-
-    def transient_deadline(self, queue: str) -> int | None:
-        return self._deadline(self.key("t", queue))
+        fields = {_text(k): v for k, v in raw.items()}
+        if message is not None and "msg" not in fields:
+            fields["msg"] = envelope_bytes(message)  # its own key (P:m:{id}), as one record
+        return job_record(job_id, fields)
 
     def now_ms(self) -> int:
         sec, usec = self.client.time()
         return int(sec) * 1000 + int(usec) // 1000
-
-    def _force_state(self, job_id: str, state: str) -> None:
-        """TEST SUPPORT ONLY: set the record's ``st`` field, no index touched (see Backend)."""
-        key = self.key("job", job_id)
-        if self.client.exists(key):
-            self.client.hset(key, "st", state)
 
     def close(self) -> None:
         with self._publish_lock:
@@ -513,30 +473,12 @@ class RedisBackend(OptionsView, Backend):
         if self._owns_client:
             self.client.close()
 
-    # -- inspection for the end-to-end tests (tests/e2e) ------------------------------
+    # -- the stored message and the counters ---------------------------------------------
     def raw_message(self, job_id: str) -> bytes | None:
         value: Any = self.client.hget(self.key("job", job_id), "msg")  # an older layout
         if value is None:
             value = self.client.get(self.key("m", job_id))
         return envelope_or_none(value)
-
-    def holds(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        start = len(self.key("u")) + 1
-        for key in self.client.scan_iter(self.key("u", "*"), count=1000):
-            holder = self.client.get(key)
-            if holder is not None:
-                out[_text(key)[start:]] = _text(holder)
-        return out
-
-    def blocked_groups(self) -> set[str]:
-        """Members of P:blkgroups and groups of non-empty P:blk:{group} sets."""
-        groups = {_text(g) for g in self.client.smembers(self.key("blkgroups"))}
-        start = len(self.key("blk")) + 1
-        for key in self.client.scan_iter(self.key("blk", "*"), count=1000):
-            if self.client.zcard(key):
-                groups.add(_text(key)[start:])
-        return groups
 
     def stats(self) -> dict[str, int]:
         return {_text(k): int(v) for k, v in self.client.hgetall(self.key("stats")).items()}

@@ -33,6 +33,7 @@ from celery_plus.model.store import (
     Backend,
     ClaimResult,
     JobClaim,
+    JobRecord,
     NewJob,
     PublishOutcome,
     Recovered,
@@ -397,9 +398,6 @@ class RedisClusterBackend(OptionsView, Backend):
     def purge_transient(self, queue: str) -> int:
         return self.store.purge_transient(queue)
 
-    def transient_deadline(self, queue: str) -> int | None:
-        return self.store.transient_deadline(queue)
-
     def mark_transient(self, queue: str, ttl_ms: int) -> None:
         self.store.mark_transient(queue, ttl_ms)
 
@@ -430,48 +428,13 @@ class RedisClusterBackend(OptionsView, Backend):
         return found[:limit]
 
     # -- reads (by job id: the job's queue; store-wide: every queue) ----------------------
-    def job(self, job_id: str) -> dict[str, str] | None:
+    def record(self, job_id: str) -> JobRecord | None:
         scope = self._job_scope(job_id)
-        return None if scope is None else scope.job(job_id)
+        return None if scope is None else scope.record(job_id)
 
     def raw_message(self, job_id: str) -> bytes | None:
         scope = self._job_scope(job_id)
         return None if scope is None else scope.raw_message(job_id)
-
-    def lease_deadline(self, job_id: str) -> int | None:
-        scope = self._job_scope(job_id)
-        return None if scope is None else scope.lease_deadline(job_id)
-
-    def _force_state(self, job_id: str, state: str) -> None:
-        scope = self._job_scope(job_id)
-        if scope is not None:
-            scope._force_state(job_id, state)
-
-    def holder(self, lock: str) -> str | None:
-        return next((h for s in self._all() if (h := s.holder(lock)) is not None), None)
-
-    def hold_deadline(self, lock: str) -> int | None:
-        return next((d for s in self._all() if (d := s.hold_deadline(lock)) is not None), None)
-
-    def holds(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for scope in self._all():
-            out.update(scope.holds())
-        return out
-
-    def slot_holders(self, group: str) -> set[str]:
-        return set().union(*(s.slot_holders(group) for s in self._all()))
-
-    def blocked_groups(self) -> set[str]:
-        return set().union(*(s.blocked_groups() for s in self._all()))
-
-    def ids_in_state(self, state: str, limit: int = 1000) -> list[str]:
-        found: list[str] = []
-        for scope in self._all():
-            found += scope.ids_in_state(state, limit - len(found))
-            if len(found) >= limit:
-                break
-        return found
 
     def stats(self) -> dict[str, int]:
         total: dict[str, int] = defaultdict(int)

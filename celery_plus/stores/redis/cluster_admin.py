@@ -13,9 +13,9 @@ import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
-from celery_plus.model.admin import Query, Scope
+from celery_plus.model.admin import Query, Scope, time_of
 from celery_plus.stores.admin_base.aggregates import StatusRows
-from celery_plus.stores.admin_base.listing import Record, time_field
+from celery_plus.stores.admin_base.listing import Record
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
 from celery_plus.stores.redis.admin import RedisAdmin
 from celery_plus.stores.redis.cluster import RedisClusterBackend
@@ -49,10 +49,8 @@ class RedisClusterAdmin(StoreAdmin[RedisClusterBackend]):
     @staticmethod
     def _merged(parts: Iterable[Iterable[Record]], state: str, query: Query) -> Iterator[Record]:
         """The queues' rows, each in the listing's order, as one listing."""
-        at = time_field(state)
-
         def order(row: Record) -> tuple[int, str]:
-            return int(row[1].get(at) or 0), row[0]
+            return time_of(state, row), row.id
 
         return heapq.merge(*parts, key=order, reverse=not query.oldest_first)
 
@@ -67,6 +65,10 @@ class RedisClusterAdmin(StoreAdmin[RedisClusterBackend]):
         rows = self._merged((a.candidates(state, query) for a in self._admins_for(query.queue)),
                             state, query)
         return rows if query.text_limit is None else itertools.islice(rows, query.text_limit)
+
+    def holder(self, lock: str) -> str | None:
+        return next((h for a in self._admins_for(None) if (h := a.holder(lock)) is not None),
+                    None)
 
     # -- changes --------------------------------------------------------------------------
     def select(self, state: str, scope: Scope) -> list[str]:

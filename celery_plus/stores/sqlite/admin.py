@@ -17,7 +17,7 @@ from typing import Any
 from celery_plus.model.admin import WAITING, Scope, time_field
 from celery_plus.stores.admin_base.orchestration import Outcome
 from celery_plus.stores.sql_admin import Listing, SqlAdmin, summary_columns
-from celery_plus.stores.sqlite.backend import FIELDS, PRIORITY_FACTOR, SQLiteBackend, _Tx
+from celery_plus.stores.sqlite.backend import PRIORITY_FACTOR, SQLiteBackend, _Tx
 
 #: A change to one job inside a transaction: (outcome, extra).
 Change = Callable[[_Tx, str], tuple[str, str]]
@@ -30,7 +30,6 @@ class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
     ID = "id"
     KEYSET = "(?, ?)"
     GREATEST = "MAX"
-    FIELDS = FIELDS
     SUMMARY = summary_columns("j.", "length(CAST({} AS BLOB))")
 
     def _all(self, sql: str, *params: Any) -> list[Any]:
@@ -43,7 +42,7 @@ class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
         # take seconds. The time column itself (not COALESCE'd: the same order, as the
         # listed states always have it) so that jobs_by_finish_id yields finished states in
         # order.
-        order = f"{FIELDS[time_field(state)]} {listing.direction}, id {listing.direction}"
+        order = f"{time_field(state)} {listing.direction}, id {listing.direction}"
         page_ids = (f"SELECT id FROM jobs WHERE {listing.condition} ORDER BY {order} "
                     "LIMIT ? OFFSET ?")
         return (f"SELECT {self.SUMMARY[1]} FROM jobs j WHERE j.id IN ({page_ids}) "
@@ -51,6 +50,11 @@ class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
 
     def _among(self, ids: Sequence[str]) -> tuple[str, list[Any]]:
         return f"id IN ({', '.join('?' * len(ids))})", list(ids)
+
+    def holder(self, lock: str) -> str | None:
+        rows = self._all("SELECT holder FROM holds WHERE lock = ? AND expires_ms >= ?", lock,
+                         self.now_ms())
+        return str(rows[0][0]) if rows else None
 
     # -- changes (one transaction each; the job's state re-checked inside) ---------------
     def _each(self, ids: Sequence[str], change: Change) -> list[Outcome]:

@@ -45,6 +45,7 @@ from celery_plus.model.store import (
     Claim,
     ClaimResult,
     JobClaim,
+    JobRecord,
     NewJob,
     PublishOutcome,
     Recovered,
@@ -56,7 +57,7 @@ from celery_plus.model.store import (
 )
 from celery_plus.runtime.fork_guard import guard_across_fork
 from celery_plus.settings import PlusConfig
-from celery_plus.stores.sql_record import FIELDS, record_of
+from celery_plus.stores.sql_record import COLUMNS, row_record
 from celery_plus.stores.sqlite.locking import retry_while_locked
 from celery_plus.stores.sqlite.url import sqlite_path
 from celery_plus.stores.waiting import Due, wait_for_work
@@ -1266,62 +1267,15 @@ class SQLiteBackend(OptionsView, Backend):
         return self._write(body)
 
     # -- reads --------------------------------------------------------------------------
-    def job(self, job_id: str) -> dict[str, str] | None:
-        """The job record with the Redis hash's field names (absent fields left out)."""
-        columns = ", ".join(FIELDS.values())
+    def record(self, job_id: str) -> JobRecord | None:
+        """The job record, built from its ``jobs`` row."""
         row = self._read(lambda conn: _first(
-            conn, f"SELECT {columns} FROM jobs WHERE id = ?", (job_id,)))
-        return None if row is None else record_of(FIELDS, row)
-
-    def holder(self, lock: str) -> str | None:
-        """The task id holding unique ``lock`` (None when free or expired)."""
-        row = self._read(lambda conn: _first(
-            conn, "SELECT holder FROM holds WHERE lock = ? AND expires_ms >= ?",
-            (lock, _now_ms())))
-        return None if row is None else str(row[0])
-
-    def slot_holders(self, group: str) -> set[str]:
-        """Job ids holding a slot of concurrency ``group``."""
-        return {row[0] for row in self._read(lambda conn: conn.execute(
-            "SELECT job_id FROM slots WHERE conc_group = ?", (group,)).fetchall())}
-
-    def ids_in_state(self, state: str, limit: int = 1000) -> list[str]:
-        """Ids of jobs in ``state``, in the order of the Redis store's index of that state."""
-        order = {"completed": "finished_ms", "failed": "finished_ms", "canceled": "finished_ms",
-                 "running": "lease_expires_ms", "scheduled": "due_ms", "enqueued": "score",
-                 "blocked": "score"}.get(state, "id")
-        return [row[0] for row in self._read(lambda conn: conn.execute(
-            f"SELECT id FROM jobs WHERE state = ? ORDER BY {order}, id LIMIT ?",
-            (state, limit)).fetchall())]
-
-    def lease_deadline(self, job_id: str) -> int | None:
-        """The stored lease deadline (ms since the epoch) of a running job."""
-        row = self._read(lambda conn: _first(
-            conn, "SELECT lease_expires_ms FROM jobs WHERE id = ? AND state = 'running'",
-            (job_id,)))
-        return None if row is None or row[0] is None else int(row[0])
-
-    def hold_deadline(self, lock: str) -> int | None:
-        """When unique ``lock`` lapses (ms since the epoch; None when free or expired)."""
-        row = self._read(lambda conn: _first(
-            conn, "SELECT expires_ms FROM holds WHERE lock = ? AND expires_ms >= ?",
-            (lock, _now_ms())))
-        return None if row is None else int(row[0])
-
-    def transient_deadline(self, queue: str) -> int | None:
-        """When transient ``queue``'s messages expire (ms since the epoch; None when empty)."""
-        row = self._read(lambda conn: _first(
-            conn, "SELECT MAX(expires_ms) FROM transient WHERE queue = ? AND expires_ms >= ?",
-            (queue, _now_ms())))
-        return None if row is None or row[0] is None else int(row[0])
+            conn, f"SELECT {', '.join(COLUMNS)} FROM jobs WHERE id = ?", (job_id,)))
+        return None if row is None else row_record(job_id, COLUMNS, row)
 
     def now_ms(self) -> int:
         """This host's clock, which every process using the file shares."""
         return _now_ms()
-
-    def _force_state(self, job_id: str, state: str) -> None:
-        """TEST SUPPORT ONLY: set the row's ``state``, nothing else touched (see Backend)."""
-        self._write(lambda tx: tx.run("UPDATE jobs SET state = ? WHERE id = ?", state, job_id))
 
     def close(self) -> None:
         """Close the connection and the wake sockets (removing their files)."""
@@ -1345,24 +1299,12 @@ class SQLiteBackend(OptionsView, Backend):
                     self._conn.close()
             self._reset_process_state()
 
-    # -- inspection for the end-to-end tests (tests/e2e) --------------------------------
+    # -- the stored message and the counters ---------------------------------------------
     def raw_message(self, job_id: str) -> bytes | None:
         """The job's stored message, byte for byte."""
         row = self._read(lambda conn: _first(conn, "SELECT msg FROM jobs WHERE id = ?",
                                              (job_id,)))
         return None if row is None else _as_bytes(row[0])
-
-    def holds(self) -> dict[str, str]:
-        """Every live unique hold: lock -> holder task id."""
-        rows = self._read(lambda conn: conn.execute(
-            "SELECT lock, holder FROM holds WHERE expires_ms >= ?", (_now_ms(),)).fetchall())
-        return {str(lock): str(holder) for lock, holder in rows}
-
-    def blocked_groups(self) -> set[str]:
-        """Concurrency groups having jobs blocked on their slots (not rate-parked ones)."""
-        return {row[0] for row in self._read(lambda conn: conn.execute(
-            "SELECT DISTINCT conc_group FROM jobs WHERE state = 'blocked' AND rate_parked = 0 "
-            "AND conc_group <> ''").fetchall())}
 
     def stats(self) -> dict[str, int]:
         """Cluster counters (``meta`` rows ``stats:<name>``)."""
