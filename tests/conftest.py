@@ -12,7 +12,7 @@ cluster (``initdb``, ``pg_ctl start``) only once the collected tests are known a
 them may reach PostgreSQL (:func:`needs_postgres`): without xdist after collection
 (``pytest_collection_modifyitems``), under xdist when a worker reports its collection
 (``pytest_xdist_node_collection_finished``, which the controller handles before it hands
-out any test). So a session of server-free tests only (``tests/channel`` on its default
+out any test). So a session of server-free tests only (``tests/fast/channel`` on its default
 stores) starts no server and runs without a network (``unshare -n``). The cluster is stopped
 and removed at the end (at exit, if the session ends before it is configured). Set
 ``PLUS_TEST_PG`` yourself to use another server instead; without PostgreSQL's server
@@ -33,17 +33,13 @@ import pytest
 MAX_CONNECTIONS = 900
 
 
-#: Node-id prefixes of tests that never reach PostgreSQL. ``tests/channel`` reaches it only
-#: for its ``postgres`` store (``PLUS_CHANNEL_STORES``), whose test ids say so.
-SERVER_FREE = ("tests/channel/", "tests/app/test_memory_transport.py",
-               "tests/unit/test_options.py")
-
-
 def needs_postgres(nodeid: str) -> bool:
-    """Whether the test ``nodeid`` may reach the session's PostgreSQL."""
-    if nodeid.startswith("tests/channel/"):
-        return "postgres" in nodeid
-    return not nodeid.startswith(SERVER_FREE)
+    """Whether the test ``nodeid`` may reach the session's PostgreSQL: never a test of
+    ``tests/fast`` (no server), but for the channel suite's ``postgres`` store when
+    ``PLUS_CHANNEL_STORES`` names it (its test ids say so)."""
+    if nodeid.startswith("tests/fast/"):
+        return "postgres" in nodeid and nodeid.startswith("tests/fast/channel/")
+    return True
 
 
 def _reserve_private_cluster() -> int | None:
@@ -51,7 +47,7 @@ def _reserve_private_cluster() -> int | None:
     an xdist worker (the controller exported it), the user's own server, no ``initdb``."""
     if os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("PLUS_TEST_PG"):
         return None
-    from tests.faults.servers import PG_BIN, free_port
+    from tests.deploy.faults.servers import PG_BIN, free_port
 
     if not (PG_BIN / "initdb").exists():
         return None
@@ -65,7 +61,7 @@ def _start_private_cluster(nodeids: Iterable[str]) -> None:
     global _cluster
     if _port is None or _cluster is not None or not any(map(needs_postgres, nodeids)):
         return
-    from tests.faults.servers import PostgresCluster
+    from tests.deploy.faults.servers import PostgresCluster
 
     cluster = PostgresCluster(max_connections=MAX_CONNECTIONS, prefix="plus-test-pg-",
                               port=_port)
@@ -99,8 +95,10 @@ def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None
 
 #: Modules whose tests run longest (a run of minutes, or a group one xdist worker runs in
 #: turn), collected first so that xdist starts them first instead of ending the session on them.
-LONG_FIRST = ("tests/compat/test_upstream_slice.py", "tests/compat/test_compat_dimensions.py",
-              "tests/compat/test_compat_suite.py", "tests/browser/", "tests/model/")
+LONG_FIRST = ("tests/deploy/compat/test_upstream_slice.py",
+              "tests/deploy/compat/test_compat_dimensions.py",
+              "tests/deploy/compat/test_compat_suite.py", "tests/deploy/browser/",
+              "tests/stores/model/", "tests/fast/model/")
 
 
 @pytest.hookimpl(trylast=True)
@@ -117,18 +115,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the session's first process (xdist's controller)
-        from tests.faults.harness import REPORT_FILE
+        from tests.deploy.faults.harness import REPORT_FILE
 
         REPORT_FILE.unlink(missing_ok=True)  # a fresh fault-suite report per session
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """The fault suite's report (``tests/faults/``), one line per scenario and store.
+    """The fault suite's report (``tests/deploy/faults/``), one line per scenario and store.
 
-    Here, not in ``tests/faults/conftest.py``: under xdist only this process prints, and it
+    Here, not in ``tests/deploy/faults/conftest.py``: under xdist only this process prints, and it
     loads no conftest below ``tests/``.
     """
-    from tests.faults.harness import REPORT_FILE, Report
+    from tests.deploy.faults.harness import REPORT_FILE, Report
 
     if not REPORT_FILE.exists():
         return

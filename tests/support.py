@@ -81,3 +81,15 @@ def in_forked_child(target: Callable[..., Any], *args: Any, timeout: float = 60.
     if kind == "error":
         raise AssertionError(f"forked child failed:\n{value}")
     return value
+
+
+def keep_tests_using(namespace: dict[str, Any], *fixtures: str) -> None:
+    """Drop from a module that re-runs another tier's cases on other stores (``from … import
+    *``) every test that takes none of ``fixtures``: only the cases that depend on the store
+    run twice, once per tier; the others run where they are written."""
+    import inspect
+
+    for name, value in list(namespace.items()):
+        if (name.startswith("test_") and callable(value)
+                and not set(inspect.signature(value).parameters) & set(fixtures)):
+            del namespace[name]

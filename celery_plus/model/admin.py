@@ -6,7 +6,7 @@ operations written once) with the store's own statements in its package
 (``stores/{redis,sqlite,postgres,memory}/admin.py``); ``celery_plus.admin.api`` (the public
 API), the CLI and the web page speak only this interface.
 
-Rules every implementation follows (the conformance suite, ``tests/conformance/test_admin.py``,
+Rules every implementation follows (the conformance suite, ``tests/fast/conformance/test_admin.py``,
 checks them on every backend):
 
 * Every operation that changes a job is ONE atomic step in the store (a Lua script, an SQL

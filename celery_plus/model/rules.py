@@ -5,7 +5,7 @@ the job's state, its unique hold, its concurrency slot, its lease token and its 
 :data:`RULES` is the table a reader checks against DESIGN.md; the small functions below it
 are the decisions the table refers to (when a publish is a continuation, when a lease has
 expired, how long a hold lives ...). The in-process store (:mod:`celery_plus.stores.memory`)
-is built from this module alone, and the model-based tests (``tests/model``) hold Redis,
+is built from this module alone, and the model-based tests (``tests/fast/model``) hold Redis,
 PostgreSQL and SQLite to it step by step.
 
 Times are milliseconds of the store's clock. Windows (§2.2): ``pending`` — the key is held
@@ -34,7 +34,7 @@ HISTORY_MAX = 50
 #: The constants above as the stores use them: written here only, and rendered into each
 #: store's own language when it loads (the Redis Lua library: ``stores/redis/scripts.py``;
 #: PostgreSQL functions of ``rules.sql``: ``stores/postgres/migrations.py``); the SQLite store
-#: imports them. ``tests/unit/test_rules_rendered.py`` keeps them from being retyped.
+#: imports them. ``tests/fast/unit/test_rules_rendered.py`` keeps them from being retyped.
 RENDERED: Mapping[str, int | tuple[str, ...]] = {
     "PRIORITY_FACTOR": PRIORITY_FACTOR,
     "HISTORY_MAX": HISTORY_MAX,

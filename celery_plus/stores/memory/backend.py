@@ -2,7 +2,7 @@
 
 Built from :mod:`celery_plus.model.rules` alone (:mod:`.step` carries the rules out), with an
 injectable clock, it is the fifth backend of the conformance suite and the oracle of the
-model-based tests (``tests/model``). It lives in one process: several ``MemoryBackend``
+model-based tests (``tests/fast/model``). It lives in one process: several ``MemoryBackend``
 objects on one :class:`MemoryState` are several workers of one store.
 """
 

@@ -50,7 +50,7 @@ _FUNCTION_FILE_RE = re.compile(r"^([a-z_][a-z0-9_]*)\.sql$")
 _PLACEHOLDER_RE = re.compile(r"\{\{([A-Z_]+)\}\}")
 _PACKAGE = "celery_plus.stores.postgres"
 #: The release of the function files: raised whenever any file changes (a test compares the
-#: files with ``tests/store/fixtures/postgres_functions.json`` and says so).
+#: files with ``tests/stores/fixtures/postgres_functions.json`` and says so).
 FUNCTIONS_RELEASE = 5
 
 

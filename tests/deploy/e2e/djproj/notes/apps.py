@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class NotesConfig(AppConfig):
+    name = "tests.deploy.e2e.djproj.notes"
+    label = "notes"

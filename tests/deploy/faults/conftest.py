@@ -1,0 +1,148 @@
+"""Fixtures of the fault suite: private stores, deployments, and the report.
+
+Every scenario runs real ``celery-plus worker`` processes against a store this suite starts
+(and breaks) itself: a ``redis-server`` per test, a PostgreSQL cluster per test session (each
+test in a schema of its own), or a SQLite file (on a small tmpfs when the scenario fills the
+disk). Each scenario writes a :class:`~tests.deploy.faults.harness.Report` line; the session prints
+them all at the end (and they stay in ``.faults-report.jsonl``).
+
+The fast variants run in the README's test command. Long variants (the issue's figures: a
+30 s lease, a 20 s outage, kill loops of minutes) are marked ``long`` and run only with
+``PLUS_FAULT_LONG=1`` (``tests/deploy/faults/run_long.sh``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from celery_plus.model.options import StoreOptions
+from celery_plus.model.store import Backend
+
+from .harness import Deployment
+from .servers import PG_BIN, PostgresCluster, RedisServer, SmallDisk, small_disk_available
+
+LONG = os.environ.get("PLUS_FAULT_LONG") == "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "long: a long fault variant (PLUS_FAULT_LONG=1)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip = pytest.mark.skip(reason="long fault variant: set PLUS_FAULT_LONG=1")
+    for item in items:
+        long = item.get_closest_marker("long") is not None
+        if long and not LONG:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[PostgresCluster]:
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip(f"no PostgreSQL server programs in {PG_BIN} (set PLUS_FAULT_PG_BIN)")
+    if not shutil.which("runuser") and os.geteuid() == 0:
+        pytest.skip("runuser is needed to run PostgreSQL as root")
+    cluster = PostgresCluster()
+    cluster.start()
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    """A 16 MB tmpfs mounted for the test (skipped where mounting is not allowed)."""
+    if not small_disk_available():
+        pytest.skip("mounting a tmpfs needs root")
+    disk = SmallDisk(tmp_path / "disk", size_kb=16384)
+    yield disk
+    disk.close()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"f{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def redis_servers(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
+    made: list[RedisServer] = []
+
+    def make(aof: bool = True) -> RedisServer:
+        if not shutil.which("redis-server"):
+            pytest.skip("redis-server is not installed")
+        server = RedisServer(tmp_path / f"redis-{len(made)}", aof=aof)
+        server.start()
+        made.append(server)
+        return server
+
+    yield make
+    for server in made:
+        server.close()
+
+
+def open_view(kind: str, url: str, prefix: str) -> Backend:
+    if kind.startswith("redis"):
+        from celery_plus.stores.redis.backend import RedisBackend
+
+        return RedisBackend(url, StoreOptions(prefix=prefix))
+    if kind == "postgres":
+        from celery_plus.stores.postgres.backend import PostgresBackend
+
+        return PostgresBackend(url, schema=prefix)
+    from celery_plus.stores.sqlite.backend import SQLiteBackend
+
+    return SQLiteBackend(url, StoreOptions(prefix=prefix))
+
+
+@pytest.fixture
+def deploy(request: pytest.FixtureRequest, tmp_path: Path, prefix: str,
+           redis_servers: Callable[..., RedisServer]) -> Iterator[Callable[..., Deployment]]:
+    """``deploy(scenario, store, vt=..., sqlite_path=...)``: a deployment on a fresh store.
+
+    ``store``: ``redis-aof`` / ``redis-rdb`` (a private redis-server with / without AOF;
+    ``redis`` is ``redis-aof``), ``postgres`` (a schema of the session's private cluster)
+    or ``sqlite`` (a file in the test's folder, or ``sqlite_path``). The deployment's
+    ``server`` is the store's server (None for SQLite).
+    """
+    made: list[Deployment] = []
+
+    def make(scenario: str, store: str, vt: float = 6.0, sqlite_path: Path | None = None,
+             results: str | None = None) -> Deployment:
+        server: Any = None
+        if store.startswith("redis"):
+            server = redis_servers(aof=store != "redis-rdb")
+            url = server.url
+        elif store == "postgres":
+            server = request.getfixturevalue("pg_cluster")
+            url = server.url
+        else:
+            url = f"sqlite:///{sqlite_path or tmp_path / 'store.db'}"
+        deployment = Deployment(scenario, store, f"plus+{url}", prefix, tmp_path,
+                                lambda: open_view(store, url, prefix), vt, results)
+        deployment.server = server  # type: ignore[attr-defined]
+        made.append(deployment)
+        return deployment
+
+    yield make
+    for deployment in made:
+        deployment.stop_workers()
+        deployment.ledger_anchor.close()
+        with contextlib.suppress(Exception):
+            deployment.app.close()  # its connections (a result consumer's too)
+        with contextlib.suppress(Exception):
+            deployment.view.close()
+        if deployment.store == "postgres":
+            import psycopg
+
+            with contextlib.suppress(Exception), \
+                    psycopg.connect(request.getfixturevalue("pg_cluster").url,
+                                    autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{prefix}" CASCADE')

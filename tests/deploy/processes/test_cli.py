@@ -1,0 +1,48 @@
+"""The celery-plus command line: global options after the sub-command, and the plugin entry."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from celery_plus.cli import hoist_global_options
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["worker", "-A", "proj", "-l", "INFO"], ["-A", "proj", "worker", "-l", "INFO"]),
+        (["worker", "--app=proj", "-c", "2"], ["--app=proj", "worker", "-c", "2"]),
+        (["-A", "proj", "worker"], ["-A", "proj", "worker"]),
+        (["inspect", "ping", "--app", "proj"], ["--app", "proj", "inspect", "ping"]),
+        (["worker", "--", "-A", "x"], ["worker", "--", "-A", "x"]),
+        ([], []),
+    ],
+)
+def test_global_options_move_before_the_subcommand(argv: list[str], expected: list[str]) -> None:
+    assert hoist_global_options(argv) == expected
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [sys.executable, "-m", "celery_plus.cli", "info", "-A", "tests.deploy.e2e.proj"],
+        [sys.executable, "-m", "celery", "-A", "tests.deploy.e2e.proj", "plus", "info"],
+    ],
+    ids=["celery-plus info", "celery plus info"],
+)
+def test_info_reports_the_durable_settings(command: list[str]) -> None:
+    env = {**os.environ, "PLUS_TEST_PREFIX": "cli-test", "PLUS_TEST_VT": "7"}
+    out = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=60, check=True)
+    report = json.loads(out.stdout)
+    assert report["broker_url"].startswith("plus+redis://")
+    assert report["visibility_timeout"] == 7.0
+    assert report["key_prefix"] == "cli-test"

@@ -1,0 +1,34 @@
+"""Stopping the runs of lost leases (``runtime/worker_state.py``) on a green pool."""
+
+from __future__ import annotations
+
+import logging
+import os
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from celery_plus.runtime import worker_state
+
+
+def test_a_green_pools_task_is_logged_not_signalled(monkeypatch: pytest.MonkeyPatch,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    # Under gevent (and eventlet) Celery's request.worker_pid is the id of the task's
+    # greenlet, not a process: os.kill of it raised OverflowError in the lease keeper's
+    # heartbeat (or could signal an unrelated process).
+    request = SimpleNamespace(message=SimpleNamespace(delivery_tag="2:job"), acknowledged=False,
+                              time_start=1.0, worker_pid=140657177836768, name="proj.t",
+                              id="job")
+    killed: list[Any] = []
+    # A logger of the test's own: an in-process Celery worker of an earlier test in this
+    # process may have reconfigured (or disabled) the package's loggers.
+    monkeypatch.setattr(worker_state, "logger", logging.getLogger("tests.worker_state"))
+    caplog.set_level(logging.WARNING, logger="tests.worker_state")
+    monkeypatch.setattr(worker_state, "_in_worker", True)
+    monkeypatch.setattr(worker_state, "_active_requests", lambda: [request])
+    monkeypatch.setattr(worker_state, "green_patched", lambda: True, raising=False)
+    monkeypatch.setattr(os, "kill", lambda *args: killed.append(args))
+    worker_state.stop_stale_runs({"2:job"})
+    assert killed == []
+    assert "cannot be stopped from outside" in caplog.text

@@ -1,0 +1,53 @@
+"""``celery-plus migrate-queue``: refusals that name the setting or argument and the fix."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from celery_plus.cli import _celery_group
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture
+def invoke(monkeypatch: pytest.MonkeyPatch):
+    prefix = f"mcli{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("PLUS_TEST_PREFIX", prefix)
+
+    def run(*args: str):
+        return CliRunner().invoke(_celery_group(), ["-A", "tests.deploy.e2e.mixed_plus", *args],
+                                  catch_exceptions=False)
+
+    yield run
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter(f"{prefix}:*"):
+        client.delete(key)
+    client.close()
+
+
+def test_a_queue_not_in_plus_durable_queues_is_refused(invoke) -> None:
+    result = invoke("migrate-queue", "legacy")
+    assert result.exit_code == 2
+    assert "not in plus_durable_queues" in result.output
+    assert "Add 'legacy' to plus_durable_queues" in result.output
+
+
+def test_a_remote_control_queue_is_refused(invoke) -> None:
+    result = invoke("migrate-queue", "celery.pidbox")
+    assert result.exit_code == 2 and "not a task queue" in result.output
+
+
+def test_bad_numbers_name_the_option(invoke) -> None:
+    result = invoke("migrate-queue", "durable", "--batch-size", "0")
+    assert result.exit_code == 2 and "--batch-size" in result.output
+
+
+def test_an_empty_queue_has_nothing_to_move(invoke) -> None:
+    dry = invoke("migrate-queue", "durable", "--dry-run")
+    assert dry.exit_code == 0 and "dry run, nothing changed. 0 legacy messages" in dry.output
+    result = invoke("migrate-queue", "durable")
+    assert result.exit_code == 0 and "durable: nothing to move" in result.output
