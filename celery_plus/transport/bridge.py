@@ -26,7 +26,7 @@ from celery_plus.transport.legacy import LegacyChannel, dead_letter_raw, parse_e
 from celery_plus.transport.rotation import rotate
 
 if TYPE_CHECKING:
-    from celery_plus.transport import Transport
+    from celery_plus.transport.host import Host
 
 logger = logging.getLogger("celery_plus.transport")
 
@@ -34,7 +34,7 @@ logger = logging.getLogger("celery_plus.transport")
 class LegacyBridge:
     """Routes one channel's legacy queues and bridged replies to kombu (see the module doc)."""
 
-    def __init__(self, transport: Transport, is_transient: Callable[[str], bool]) -> None:
+    def __init__(self, transport: Host, is_transient: Callable[[str], bool]) -> None:
         self._transport = transport
         self._is_transient = is_transient
         #: plus_durable_queues (None: every task queue is durable, no legacy queue).

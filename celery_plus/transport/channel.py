@@ -43,7 +43,7 @@ from celery_plus.transport.rotation import rotate
 from celery_plus.transport.transient import TransientQueues, named_transient
 
 if TYPE_CHECKING:
-    from celery_plus.transport import Transport
+    from celery_plus.transport.host import Host
 
 logger = logging.getLogger("celery_plus.transport")
 
@@ -214,9 +214,9 @@ class Channel(virtual.Channel):
     Message = Message
     supports_fanout = True
     do_restore = True
-    connection: Transport
+    connection: Host
 
-    def __init__(self, connection: Transport, **kwargs: Any) -> None:
+    def __init__(self, connection: Host, **kwargs: Any) -> None:
         super().__init__(connection, **kwargs)
         self._queue_order: list[str] = []
         self.transient: TransientQueues = connection.transient
@@ -232,7 +232,7 @@ class Channel(virtual.Channel):
         return self.transient.is_transient(queue)
 
     @property
-    def open_transport(self) -> Transport:
+    def open_transport(self) -> Host:
         """The open transport; a recoverable connection error once kombu closed this channel.
 
         After a connection error kombu's ``ensure`` closes every channel (``collect``), and a

@@ -32,7 +32,7 @@ from celery_plus.runtime.worker_state import worker_stopping
 
 if TYPE_CHECKING:
     from celery_plus.model.store import JobStore
-    from celery_plus.transport import Transport
+    from celery_plus.transport.host import Host
 
 logger = logging.getLogger("celery_plus.transport")
 
@@ -140,7 +140,7 @@ class Waiter(HelperThread):
 class LoopDriver:
     """Runs one transport's consuming on one hub (see the module doc)."""
 
-    def __init__(self, transport: Transport, hub: Any) -> None:
+    def __init__(self, transport: Host, hub: Any) -> None:
         self.transport = transport
         self.hub = hub
         self.pipe = Pipe()
