@@ -34,7 +34,7 @@ from tests.deploy.e2e.proj import REDIS_URL, events
 from tests.inspectors import inspector_for
 from tests.support import wait_until
 
-DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+DOCS_IMG = Path(__file__).resolve().parents[3] / "docs" / "img"
 TASK = "proj.fail_until_fixed"
 EVIL = ('<script>window.__pwned=1;document.title="pwned"</script>'
         '<img id="pwned" src="x" onerror="window.__pwned=2">')

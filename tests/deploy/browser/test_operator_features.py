@@ -49,7 +49,7 @@ from tests.fast.conformance.stores import PG_URL
 from tests.inspectors import inspector_for
 from tests.support import drop_pg_schema, wait_until
 
-DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+DOCS_IMG = Path(__file__).resolve().parents[3] / "docs" / "img"
 STORES = [pytest.param(kind, marks=pytest.mark.xdist_group(f"admin-features-{kind}"))
           for kind in ("redis", "sqlite", "postgres")]
 

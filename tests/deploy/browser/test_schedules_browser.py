@@ -24,7 +24,7 @@ from tests.deploy.e2e.periodic_checks import Beat
 from tests.inspectors import inspector_for
 from tests.support import wait_until
 
-DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+DOCS_IMG = Path(__file__).resolve().parents[3] / "docs" / "img"
 
 
 @pytest.fixture

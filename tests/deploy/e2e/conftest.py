@@ -35,7 +35,7 @@ from tests.support import drop_pg_schema, wait_until
 
 from . import pool_matrix, proj
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CELERY_PLUS = [sys.executable, "-m", "celery_plus.cli"]
 PLAIN_CELERY = [sys.executable, "-m", "celery"]
 

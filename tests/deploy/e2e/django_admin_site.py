@@ -17,7 +17,7 @@ from typing import Any
 import django
 from django.conf import settings
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "admin.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "admin.md"
 IMPORT = "from proj.celery import app as celery_app\n"
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from celery_plus.beat import ROLE
 from celery_plus.model.store import Backend
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CELERY_PLUS = [sys.executable, "-m", "celery_plus.cli"]
 _FIRED = re.compile(r"^\[(?P<at>[\d-]+ [\d:]+,\d+): INFO/[^\]]*\] celery-plus beat: "
                     r"(?P<entry>\S+) fired \((?P<task>[^,]+), due (?P<due>[^)]+)\)", re.M)

@@ -32,7 +32,7 @@ from tests.support import wait_until
 from .app import LIMIT, make_app
 from .ledger import Ledger, Run
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: Where every scenario appends its report (one JSON object a line); printed at the end.
 REPORT_FILE = Path(os.environ.get("PLUS_FAULT_REPORT", ROOT / ".faults-report.jsonl"))
 

@@ -12,7 +12,7 @@ import pytest
 
 from celery_plus.cli import hoist_global_options
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(

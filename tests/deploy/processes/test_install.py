@@ -13,7 +13,7 @@ import subprocess
 import venv
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_cli_starts_with_only_the_declared_dependencies(tmp_path: Path) -> None:

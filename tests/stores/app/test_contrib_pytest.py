@@ -19,7 +19,7 @@ import pytest
 
 from tests.fast.conformance.stores import PG_URL, REDIS_URL
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 USER_TESTS = '''
 import time

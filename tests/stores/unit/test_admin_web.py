@@ -529,7 +529,7 @@ def test_mounted_under_a_prefix_over_http(store: Store, web: Dashboard) -> None:
         thread.join(10)
 
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "admin.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "admin.md"
 
 
 def docs_recipe(heading: str) -> str:
