@@ -39,7 +39,7 @@ from celery_plus import worker as _worker  # the one entry into Celery's worker
 from celery_plus.app import Celery
 from celery_plus.send.options import EXTENSION_OPTIONS, parse_extensions
 from celery_plus.send.transactional import enqueue_after_commit, enqueue_in
-from celery_plus.task import Task, plus_task_class
+from celery_plus.task import Task, non_plus_app_error, plus_task_class
 
 __version__ = "0.1.0"
 
@@ -49,20 +49,56 @@ def shared_task(*args: Any, **kwargs: Any) -> Any:
     ``celery_plus.Task`` whatever its ``base=`` (and from Celery's ``DjangoTask`` under
     Django, as with plain Celery).
 
-    Extension options are validated when the decorator is applied.
+    Extension options are validated when the decorator is applied. A task with extension
+    options is created on every app of the process, as Celery's shared tasks are; on an app
+    that is not a ``celery_plus.Celery`` (a half-swapped project) it raises
+    ``ImproperlyConfigured`` there instead of being created without its options.
     """
     if kwargs.get("base") is not None:
         kwargs["base"] = plus_task_class(kwargs["base"])
 
     def create(fun: Any) -> Any:
-        if any(k in kwargs for k in EXTENSION_OPTIONS):
-            name = kwargs.get("name") or f"{fun.__module__}.{fun.__name__}"
-            parse_extensions(fun, kwargs, bound=bool(kwargs.get("bind")), task_name=name)
-        return _celery_shared_task(**kwargs)(fun)
+        given = sorted(k for k in kwargs if k in EXTENSION_OPTIONS and kwargs[k] is not None)
+        if not given:
+            return _celery_shared_task(**kwargs)(fun)
+        name = kwargs.get("name") or f"{fun.__module__}.{fun.__name__}"
+        parse_extensions(fun, kwargs, bound=bool(kwargs.get("bind")), task_name=name)
+        return _plus_shared_task(fun, kwargs, given)
 
     if len(args) == 1 and callable(args[0]):
         return create(args[0])
     return create
+
+
+def _plus_shared_task(fun: Any, options: dict[str, Any], given: list[str]) -> Any:
+    """Celery's ``shared_task`` for a task with extension options: created on each app as it
+    finalizes (and on those already finalized), each of which must be a celery-plus app."""
+    from celery import _state
+    from celery.local import Proxy
+
+    if type(fun) is Proxy:
+        raise TypeError("@shared_task was applied more than once to the same function. "
+                        "Remove the extra @shared_task decorator.")
+    name = options.get("name")
+
+    def on(app: Any) -> Any:
+        if not isinstance(app, Celery):
+            task_name = name or app.gen_task_name(fun.__name__, fun.__module__)
+            raise non_plus_app_error(task_name, given, app)
+        return app._task_from_fun(fun, **options)
+
+    on.plus_shared_task = True  # type: ignore[attr-defined]
+    _state.connect_on_app_finalize(on)
+    for app in _state._get_active_apps():
+        if app.finalized:
+            with app._finalize_mutex:
+                on(app)
+
+    def task_by_cons() -> Any:
+        app = _state.get_current_app()
+        return app.tasks[name or app.gen_task_name(fun.__name__, fun.__module__)]
+
+    return Proxy(task_by_cons)
 
 
 _transport.register()

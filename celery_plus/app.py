@@ -86,6 +86,25 @@ def embedded_url(main: str | None, cwd: str | os.PathLike[str] | None = None) ->
     return f"plus+sqlite:///{embedded_path(main, cwd).as_posix()}"
 
 
+#: The embedded default's warning was logged in this process (once per process).
+_embedded_warned = False
+
+
+def warn_embedded_default(path: Path) -> None:
+    """Log, once per process, that no broker is configured and jobs go to the embedded
+    SQLite file ``path`` (under this process's working directory)."""
+    global _embedded_warned
+    if _embedded_warned:
+        return
+    _embedded_warned = True
+    logger.warning(
+        "celery-plus: no broker configured: using the embedded default, the SQLite file %s "
+        "(under this process's working directory; a process started elsewhere uses another "
+        "file and never sees these jobs). Set broker_url (e.g. plus+redis://..., "
+        "plus+postgresql://...) for anything but a single-machine setup (docs/embedded.md).",
+        path)
+
+
 def _validate_decorator_options(fun: Callable[..., Any], opts: dict[str, Any], app: Any) -> None:
     """Fail at decoration time, not at finalize or first call, on bad extension options
     (a misspelt one included)."""
@@ -238,6 +257,7 @@ class Celery(celery.Celery):
 
     def _connection(self, url: Any, **kwargs: Any) -> Any:
         if url == self.embedded_url:
+            warn_embedded_default(self.embedded_path)
             self.embedded_path.parent.mkdir(parents=True, exist_ok=True)
         if not self._plus_spelling_checked:
             self._check_setting_names()

@@ -24,6 +24,7 @@ from celery.exceptions import (
     TimeLimitExceeded,
     WorkerLostError,
 )
+from celery.utils.functional import maybe_evaluate
 from celery.worker.request import Request as CeleryRequest
 
 from celery_plus.leases.start_check import lease_lost_before_start, note_rate_start
@@ -202,13 +203,19 @@ class Task(celery.Task):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        declared = {
-            name: getattr(cls, name)
-            for name in EXTENSION_OPTIONS
-            if getattr(cls, name, None) is not None
-        }
         name = cls.__dict__.get("name") or f"{cls.__module__}.{cls.__qualname__}"
         check_option_names(name, cls.__dict__)
+        cls._resolve_extensions(name)
+
+    @classmethod
+    def _resolve_extensions(cls, name: str) -> None:
+        """Validate the extension options the class has (its own, its bases', those
+        ``task_annotations`` set) and keep the resolved options and argument binder."""
+        declared = {
+            option: getattr(cls, option)
+            for option in EXTENSION_OPTIONS
+            if getattr(cls, option, None) is not None
+        }
         if not declared:
             cls.plus_extensions = None
             cls.plus_binder = None
@@ -220,18 +227,124 @@ class Task(celery.Task):
         if ext.rate_limit is not None:
             # Cluster-scoped: the store decides (docs/rate-limits.md); Celery's per-worker
             # bucket would limit each worker again on top.
-            cls.plus_rate_limit = cls.rate_limit
+            cls.plus_rate_limit = rate
             cls.rate_limit = None
         cls.plus_extensions = None if ext.is_empty else ext
         cls.plus_binder = PayloadBinder(fun, bound=bound, task_name=name)
-        if ext.needs_late_ack and cls.__dict__.get("acks_late") is False:
+
+    @classmethod
+    def bind(cls, app: Any) -> Any:
+        """Celery's ``bind`` (``from_config`` settings, ``task_annotations``), then: the
+        extension options ``task_annotations`` gives are applied and validated; a task with
+        extension options refuses an app that is not a ``celery_plus.Celery``; and a task
+        that needs late acks gets them whatever ``acks_late`` it would have had."""
+        was_bound = cls.__bound__
+        given_acks_late = _acks_late_origin(cls)
+        bound_app = super().bind(app)
+        annotated: str | None = None
+        if not was_bound and cls.name is not None and not cls.__dict__.get("abstract"):
+            annotated = _apply_annotations(cls, app)
+        ext = cls.plus_extensions
+        if ext is not None:
+            _require_plus_app(cls, app)
+        if ext is not None and ext.needs_late_ack and not cls.acks_late:
+            origin = annotated if annotated is not None else given_acks_late
             warnings.warn(
-                f"task {name!r}: acks_late=False is overridden to True: concurrency slots "
-                "and the 'running' uniqueness window hold until the task finishes, "
-                "which needs late acks.",
+                f"task {cls.name!r}: acks_late=False (from {origin}) is overridden to True: "
+                "concurrency slots and the 'running' uniqueness window hold until the task "
+                f"finishes, which needs late acks. Fix: {_acks_late_fix(origin)}.",
                 stacklevel=2,
             )
             cls.acks_late = True
+        return bound_app
+
+
+#: Where a task's ``acks_late=False`` came from, for the override's warning.
+SETTING_ORIGIN = "the task_acks_late setting (CELERY_TASK_ACKS_LATE)"
+
+
+def _acks_late_origin(cls: type) -> str:
+    """Where the ``acks_late`` a task has before Celery binds it comes from: the task's own
+    attribute (the decorator's argument), a base class's, or else Celery's setting."""
+    for klass in cls.__mro__:
+        if klass.__dict__.get("acks_late") is None:
+            continue
+        if klass is cls:
+            return "the task's own acks_late argument"
+        if klass.__module__.startswith("celery."):
+            # Celery's base class, bound to a plain Celery app, copied that app's setting.
+            return (f"{klass.__module__}.{klass.__qualname__}, which copied it from the "
+                    "task_acks_late setting of a plain Celery app it was bound to")
+        return f"its base class {klass.__module__}.{klass.__qualname__}"
+    return SETTING_ORIGIN
+
+
+def _acks_late_fix(origin: str) -> str:
+    if origin == SETTING_ORIGIN or origin.startswith("celery."):
+        return ("drop task_acks_late = False (celery-plus's default is True), or give the "
+                "tasks that must ack early acks_late=False themselves")
+    return f"drop acks_late=False from {origin}"
+
+
+def _annotations(cls: Any, app: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The ``task_annotations`` Celery applies to task ``cls``, each with a label: the
+    first annotation naming the task, then the first with a ``'*'`` entry (Celery's order)."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    for method, label in (("annotate", None), ("annotate_any", "*")):
+        for annotation in app.annotations:
+            annotation = maybe_evaluate(annotation)
+            try:
+                reply = (annotation.annotate(cls) if method == "annotate"
+                         else annotation.annotate_any())
+            except AttributeError:
+                continue
+            if reply is not None:
+                where = (repr(label if label is not None else cls.name)
+                         if isinstance(annotation, dict) else type(annotation).__name__)
+                found.append((f"task_annotations[{where}]", dict(reply)))
+                break
+    return found
+
+
+def _apply_annotations(cls: Any, app: Any) -> str | None:
+    """Check the names ``task_annotations`` sets on task ``cls`` (a misspelt extension
+    option fails) and apply the extension options among them (validated as the decorator's
+    are). Returns the label of the annotation that set ``acks_late``, if one did."""
+    touched = False
+    acks_late: str | None = None
+    for label, values in _annotations(cls, app):
+        plain = {k: v for k, v in values.items() if not str(k).startswith("@")}
+        check_option_names(cls.name, plain, source=label)
+        touched = touched or any(k in EXTENSION_OPTIONS or k == "rate_limit" for k in plain)
+        if "acks_late" in plain:
+            acks_late = label
+    if touched:
+        try:
+            cls._resolve_extensions(cls.name)
+        except ImproperlyConfigured as exc:
+            labels = ", ".join(label for label, _ in _annotations(cls, app))
+            raise ImproperlyConfigured(f"{exc} (set in {labels})") from None
+    return acks_late
+
+
+def _require_plus_app(cls: Any, app: Any) -> None:
+    """Extension options need a ``celery_plus.Celery`` app: a plain Celery app ignores them."""
+    from celery_plus.app import Celery as PlusCelery
+
+    if not isinstance(app, PlusCelery):
+        raise non_plus_app_error(cls.name, sorted(
+            option for option in EXTENSION_OPTIONS if getattr(cls, option, None) is not None),
+            app)
+
+
+def non_plus_app_error(task_name: str, options: list[str], app: Any) -> ImproperlyConfigured:
+    """The error for a task with extension options on an app that is no celery-plus app."""
+    return ImproperlyConfigured(
+        f"task {task_name!r}: {', '.join(options)} is a celery-plus option, but the task is "
+        f"on the app {getattr(app, 'main', None)!r}, a {type(app).__module__}."
+        f"{type(app).__qualname__} (not a celery_plus.Celery), which would ignore it. "
+        "Fix: create the app with "
+        "celery_plus.Celery (from celery_plus import Celery) instead of celery.Celery.")
 
 
 _DEFAULT_REQUEST = (celery.Task.Request, CeleryRequest)

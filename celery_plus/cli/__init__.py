@@ -94,7 +94,7 @@ _add_migrate_command()
 
 
 def _add_admin_commands() -> None:
-    """``dlq``, ``jobs``, ``cancel``, ``status``, ``admin`` (alias ``dashboard``): the admin
+    """``dlq``, ``jobs``, ``cancel``, ``store-status``, ``admin`` (alias ``dashboard``): the admin
     (cli/admin.py)."""
     from celery_plus.cli.admin import COMMANDS
 

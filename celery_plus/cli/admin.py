@@ -1,4 +1,4 @@
-"""The admin on the command line: ``celery-plus dlq ...``, ``jobs``, ``cancel``, ``status``,
+"""The admin on the command line: ``celery-plus dlq ...``, ``jobs``, ``cancel``, ``store-status``,
 ``schedules`` (and ``admin``, the web dashboard of ``admin/web.py``; ``dashboard`` is its old name).
 
 Registered on the ``plus`` group (``celery_plus/cli/__init__.py``), so they run as
@@ -488,11 +488,12 @@ def cancel(ctx: click.Context, task_ids: tuple[str, ...], as_json: bool) -> None
         _per_id(ctx, task_ids, admin.cancel, as_json)
 
 
-@click.command(cls=CeleryCommand, name="status")
+@click.command(cls=CeleryCommand, name="store-status")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
-    """Per-queue depth by state, concurrency groups, dead letters, oldest waiting job."""
+    """The store: per-queue depth by state, concurrency groups, dead letters, oldest waiting
+    job (``celery-plus status`` is Celery's: the workers that reply to a ping)."""
     with _admin(ctx) as admin:
         st = admin.status()
     if as_json:

@@ -327,7 +327,7 @@ class GroupStatus:
 
 @dataclass(frozen=True)
 class Status:
-    """The store at a glance (``celery-plus status``)."""
+    """The store at a glance (``celery-plus store-status``)."""
 
     now_ms: int
     counts: Counts

@@ -106,7 +106,8 @@ def _celery_attribute(name: str) -> bool:
     return any(name in vars(klass) for klass in celery.Task.__mro__)
 
 
-def check_option_names(task_name: str, attributes: Mapping[str, object]) -> None:
+def check_option_names(task_name: str, attributes: Mapping[str, object],
+                       source: str = "") -> None:
     """Fail on a task attribute that is no option but one of the extension options misspelt
     (``rate_limit_scop="cluster"`` would otherwise leave Celery's per-worker limit, silently:
     the limit times the processes). ``attributes``: the decorator's options or the task
@@ -116,12 +117,19 @@ def check_option_names(task_name: str, attributes: Mapping[str, object]) -> None
     ``celery.Task.app`` binds Celery's base ``Task`` to the current app, copying that app's
     ``task_acks_late`` and the other ``from_config`` settings onto the base class for every
     task made afterwards (a plain Celery default app's ``acks_late=False``, when the
-    celery-plus app is not the current one, as in ``celery_plus.contrib.pytest``'s)."""
+    celery-plus app is not the current one, as in ``celery_plus.contrib.pytest``'s).
+
+    ``source``: where the attributes were given, when not on the task itself (an entry of
+    ``task_annotations``); the error names it."""
     for name, value in attributes.items():
         if (name in EXTENSION_OPTIONS or name.startswith("_") or _celery_attribute(name)
                 or callable(value) or isinstance(value, (classmethod, staticmethod, property))):
             continue
         close = difflib.get_close_matches(name, EXTENSION_OPTIONS, n=1, cutoff=0.8)
+        if close and source:
+            raise ImproperlyConfigured(
+                f"task {task_name!r}: {source} sets {name}={value!r}, which is not an "
+                f"option (did you mean {close[0]!r}?). Fix: write {close[0]!r} in {source}.")
         if close:
             raise _fail(task_name, name, value, "is not an option",
                         f"write {close[0]}={value!r}")

@@ -37,6 +37,10 @@ class DurableSetup(bootsteps.StartStopStep):
 
     def start(self, worker: Any) -> None:
         if self.config is not None:
+            uses_embedded = getattr(worker.app, "uses_embedded_broker", None)
+            if uses_embedded is not None and uses_embedded():
+                logger.info("celery-plus: broker: embedded default (no broker configured): "
+                            "%s", worker.app.embedded_path)
             logger.info(
                 "celery-plus: visibility timeout %.1fs, heartbeat %.1fs, max deliveries %d",
                 self.config.visibility_timeout,

@@ -117,7 +117,7 @@ def test_an_operator_lists_shows_and_retries_a_dead_letter(
     again = cli(prefix, "dlq", "retry", task_id)
     assert again.returncode == 0
     assert again.stdout.strip() == f"{task_id}: completed, not failed; nothing to retry"
-    status = cli_json(prefix, "status")
+    status = cli_json(prefix, "store-status")
     assert status["dead_letters"] == 0 and status["counts"]["completed"] >= 1
     completed = cli_json(prefix, "jobs", "completed")
     assert task_id in [i["id"] for i in completed["items"]]
@@ -140,7 +140,7 @@ def test_a_retry_conflict_and_a_confirmed_purge(
     report = cli_json(prefix, "dlq", "retry", first, code=1)
     assert report["errors"][0]["holder"] == holder.id
 
-    status = cli(prefix, "status")
+    status = cli(prefix, "store-status")
     assert status.returncode == 0
     assert status.stdout.splitlines()[1].split()[:6] == ["celery", "1", "0", "0", "0", "2"]
     assert "dead letters: 2" in status.stdout

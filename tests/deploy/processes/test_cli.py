@@ -46,3 +46,27 @@ def test_info_reports_the_durable_settings(command: list[str]) -> None:
     assert report["broker_url"].startswith("plus+redis://")
     assert report["visibility_timeout"] == 7.0
     assert report["key_prefix"] == "cli-test"
+
+
+def test_celery_plus_status_is_celerys_and_exits_69_when_no_worker_replies() -> None:
+    """``celery-plus status`` keeps Celery's meaning: the workers that answer a ping, exit 69
+    ("No nodes replied") when none does; the store's table is ``store-status``."""
+    env = {**os.environ, "PLUS_TEST_PREFIX": f"cli-status-{os.getpid()}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "celery_plus.cli", "status", "-A", "tests.deploy.e2e.proj",
+         "--timeout", "0.5"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 69, (done.stdout, done.stderr)
+    assert "No nodes replied" in done.stdout + done.stderr
+
+
+def test_the_store_table_is_store_status_and_celerys_status_is_kept() -> None:
+    from celery.bin.control import status as celery_status
+
+    from celery_plus.cli import _celery_group, plus
+    from celery_plus.cli.admin import status as store_status
+
+    group = _celery_group()
+    assert group.commands["status"] is celery_status
+    assert group.commands["store-status"] is store_status
+    assert "status" not in plus.commands and plus.commands["store-status"] is store_status

@@ -299,7 +299,7 @@ def test_status_shows_queues_groups_and_dead_letters(store: Store) -> None:
     store.job("parked", concurrency_group="g", concurrency_limit=1)
     assert store.backend.claim(["celery"], "w", 1).blocked == ["parked"]
     store.job("ready", queue="mail")
-    result = run(store, "status")
+    result = run(store, "store-status")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["QUEUE", "ENQUEUED", "SCHEDULED", "BLOCKED", "RUNNING",
@@ -307,7 +307,7 @@ def test_status_shows_queues_groups_and_dead_letters(store: Store) -> None:
     assert lines[1].split()[:6] == ["celery", "0", "0", "1", "1", "0"]
     assert lines[2].split()[:6] == ["mail", "1", "0", "0", "0", "1"]
     assert "CONCURRENCY GROUP" in result.stdout and "dead letters: 1" in result.stdout
-    report = as_json(run(store, "status", "--json"))
+    report = as_json(run(store, "store-status", "--json"))
     assert report["dead_letters"] == 1 and report["groups"] == [
         {"group": "g", "running": 1, "limit": 1, "blocked": 1}]
     assert report["oldest_waiting_age_s"] >= 0
@@ -316,7 +316,7 @@ def test_status_shows_queues_groups_and_dead_letters(store: Store) -> None:
 def test_an_app_without_a_durable_store_is_a_usage_error() -> None:
     app = Celery("plain", broker="redis://127.0.0.1:6379/0", set_as_current=False)
     obj = CLIContext(app=app, no_color=True, workdir=None, quiet=False)
-    result = CliRunner().invoke(plus, ["status"], obj=obj)
+    result = CliRunner().invoke(plus, ["store-status"], obj=obj)
     assert result.exit_code == 2 and "celery-plus durable stores" in result.output
 
 
@@ -329,7 +329,7 @@ def test_a_store_that_cannot_be_reached_is_one_line_not_a_traceback(
         broker: str, code: int, says: str) -> None:
     app = Celery("down", broker=broker, set_as_current=False)
     obj = CLIContext(app=app, no_color=True, workdir=None, quiet=False)
-    for args in (["status"], ["jobs"], ["dlq", "ls"], ["dlq", "show", "x"], ["cancel", "x"],
+    for args in (["store-status"], ["jobs"], ["dlq", "ls"], ["dlq", "show", "x"], ["cancel", "x"],
                  ["dlq", "purge", "--all", "--yes"], ["schedules", "ls"]):
         result = CliRunner().invoke(plus, args, obj=obj)
         assert result.exit_code == code and isinstance(result.exception, SystemExit), (
@@ -373,7 +373,7 @@ def test_table_aligns_columns() -> None:
 
 
 def test_the_commands_are_on_the_plus_group() -> None:
-    assert {"dlq", "jobs", "cancel", "status"} <= set(plus.commands)
+    assert {"dlq", "jobs", "cancel", "store-status"} <= set(plus.commands)
     dlq = plus.commands["dlq"]
     assert isinstance(dlq, click.Group)
     assert set(dlq.commands) == {"ls", "show", "retry", "discard", "purge"}
@@ -386,12 +386,12 @@ HIDDEN = ("\x1b", "\x07", "\u202e", "\x9b")
 def test_terminal_escapes_and_bidi_overrides_are_spelled_out(store: Store) -> None:
     store.dead("esc-1", task="proj.\x1b]0;pwned\x07", queue="q\x1b[2J",
                error="\u202eevil\x1b[31m red\x9b", args=["\x1b[2J"])
-    for args in (["dlq", "ls"], ["dlq", "show", "esc-1"], ["status"], ["jobs", "failed"],
+    for args in (["dlq", "ls"], ["dlq", "show", "esc-1"], ["store-status"], ["jobs", "failed"],
                  ["dlq", "ls", "--json"], ["dlq", "show", "esc-1", "--json"]):
         done = run(store, *args)
         assert done.exit_code == 0, done.output
         assert not any(c in done.output for c in HIDDEN), (args, done.output)
-    assert "q\\x1b[2J" in run(store, "status").output
+    assert "q\\x1b[2J" in run(store, "store-status").output
     shown = run(store, "dlq", "show", "esc-1").output
     assert "Task:         proj.\\x1b]0;pwned\\x07" in shown
     assert "Last error:   ConnectionError: \\u202eevil\\x1b[31m red\\x9b" in shown

@@ -11,6 +11,7 @@ not when the app is created.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,44 @@ def test_durable_defaults_are_kept() -> None:
     app = Celery("proj", set_as_current=False)
     assert app.conf.task_acks_late is True
     assert app.conf.plus_visibility_timeout == 30.0
+
+
+def test_an_implicit_embedded_store_logs_one_warning_per_process_naming_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    from celery_plus import app as app_module
+
+    monkeypatch.setattr(app_module, "_embedded_warned", False)
+    caplog.set_level(logging.WARNING, logger="celery_plus")
+    first = Celery("proj", set_as_current=False)
+    first.connection_for_write()
+    first.connection_for_read()
+    Celery("other", set_as_current=False).connection_for_write()
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING
+                and "no broker configured" in r.getMessage()]
+    assert len(warnings) == 1
+    assert str(first.embedded_path) in warnings[0].getMessage()
+
+
+def test_a_configured_broker_logs_no_embedded_warning(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from celery_plus import app as app_module
+
+    monkeypatch.setattr(app_module, "_embedded_warned", False)
+    caplog.set_level(logging.WARNING, logger="celery_plus")
+    Celery("proj", broker="plus+memory://cfg", set_as_current=False).connection_for_write()
+    assert not [r for r in caplog.records if "no broker configured" in r.getMessage()]
+
+
+def test_the_worker_banner_says_embedded_default(caplog: pytest.LogCaptureFixture) -> None:
+    from types import SimpleNamespace
+
+    from celery_plus.worker.bootsteps import DurableSetup
+
+    app = Celery("proj", set_as_current=False)
+    worker = SimpleNamespace(app=app, pool_cls=None)
+    caplog.set_level(logging.INFO, logger="celery_plus.worker")
+    DurableSetup(worker).start(worker)
+    banner = [r.getMessage() for r in caplog.records if r.name == "celery_plus.worker"]
+    assert any("embedded default (no broker configured)" in line
+               and str(app.embedded_path) in line for line in banner), banner

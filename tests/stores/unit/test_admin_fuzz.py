@@ -248,7 +248,7 @@ def no_serving() -> Iterator[None]:
 
 
 COMMANDS = [["dlq", "ls"], ["jobs"], ["jobs", "failed"], ["dlq", "show"], ["dlq", "retry"],
-            ["dlq", "discard"], ["dlq", "purge"], ["cancel"], ["status"], ["schedules", "ls"],
+            ["dlq", "discard"], ["dlq", "purge"], ["cancel"], ["store-status"], ["schedules", "ls"],
             ["schedules", "pause"], ["schedules", "resume"], ["schedules", "rm"], ["admin"]]
 #: Each option that takes a value, and a command that has it.
 OPTION_COMMANDS = {

@@ -1,4 +1,4 @@
---[[ admin listing index, counts: members of a finished state per queue (celery-plus status).
+--[[ admin listing index, counts: members of a finished state per queue (celery-plus store-status).
 Keys: P:I, P:ax:I:q:*, P:ax:I:qs (schema in index_sync.lua).
 ARGV: 1 prefix, 2 I (done|dead|canceled|discarded)
 Drops from each queue's set the members that left P:I (as index_page.lua does) and forgets
