@@ -328,10 +328,9 @@ def _apply_annotations(cls: Any, app: Any) -> str | None:
 
 
 def _require_plus_app(cls: Any, app: Any) -> None:
-    """Extension options need a ``celery_plus.Celery`` app: a plain Celery app ignores them."""
-    from celery_plus.app import Celery as PlusCelery
-
-    if not isinstance(app, PlusCelery):
+    """Extension options need a ``celery_plus.Celery`` app (the one with ``plus_config``): a
+    plain Celery app ignores them."""
+    if not callable(getattr(app, "plus_config", None)):
         raise non_plus_app_error(cls.name, sorted(
             option for option in EXTENSION_OPTIONS if getattr(cls, option, None) is not None),
             app)

@@ -14,7 +14,7 @@ import pytest
 
 from tests.fast.unit.test_app import CELERY_TOP_LEVEL
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "migration.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "migration.md"
 
 
 def _table() -> list[tuple[str, str]]:
