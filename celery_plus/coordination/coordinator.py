@@ -21,7 +21,9 @@ from celery.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
 
 from celery_plus import signals
+from celery_plus.leases.holdings import Holdings
 from celery_plus.leases.keeper import clock
+from celery_plus.leases.tokens import delivery_tag
 from celery_plus.model.store import Backend, JobClaim, NewJob, PublishOutcome, Settle
 
 logger = logging.getLogger("celery_plus.coordination")
@@ -31,8 +33,6 @@ DURABLE, COORDINATED, PLAIN = "durable", "coordinated", "plain"
 #: Settle actions after which the broker forgets the delivery (acked, or dead): a record the
 #: delivery's claim no longer covers must be finished by the store too, or nothing ever will.
 FINAL_ACTIONS = ("ack", "fail", "reject")
-#: A claim not renewed for this share of the lease may have been recovered by now.
-SUSPECT_SHARE = 0.8
 
 _CREATE_LOCK = threading.Lock()
 
@@ -124,8 +124,7 @@ def _reset_after_fork(ref: weakref.ref[Coordinator]) -> None:
     coordinator = ref()
     if coordinator is not None:
         coordinator._lock = threading.Lock()
-        coordinator._held = {}
-        coordinator._renewed = {}
+        coordinator.holdings = Holdings(coordinator._lease_s)
         coordinator._unsettled = []
 
 
@@ -133,8 +132,9 @@ class Coordinator:
     """One app's coordination store: the store operations the send path and workers use.
 
     The backend is opened on first use with the app's ``plus_*`` settings (lease, backstop,
-    retention, key prefix or PostgreSQL schema). Claims this process holds are tracked here so
-    the lease keeper renews them.
+    retention, key prefix or PostgreSQL schema). Claims this process holds are kept in
+    :attr:`holdings` (the leases' one ledger, ``leases/holdings.py``), which the lease keeper
+    (``keeper.py``) renews and feeds the heartbeat's verdicts into.
     """
 
     def __init__(self, app: Any) -> None:
@@ -144,13 +144,13 @@ class Coordinator:
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._backend: Backend | None = None
         self._lock = threading.Lock()
-        self._held: dict[str, int] = {}
-        #: When each held claim was last known current (claimed, or renewed by a heartbeat):
-        #: :func:`~celery_plus.leases.keeper.clock` seconds.
-        self._renewed: dict[str, float] = {}
+        self._lease_s = self.config.visibility_timeout
+        #: The claims this process holds in the store, when each was last confirmed and
+        #: whether the store said it is over; its settles are stored here at once
+        #: (:meth:`settle`), never queued in it.
+        self.holdings = Holdings(self._lease_s)
         #: Settles a store error kept from landing, retried by the keeper until they do.
         self._unsettled: list[tuple[str, int, str, dict[str, Any] | None, str | None]] = []
-        self._lease_s = self.config.visibility_timeout
         # A pool child forked while the keeper thread held the lock must not inherit it
         # locked; the parent's claims are not the child's to renew.
         ref = weakref.ref(self)
@@ -204,9 +204,7 @@ class Coordinator:
         asked = clock()
         got = self.backend.claim_job(job_id, self.worker_id)
         if got.outcome == "claimed":
-            with self._lock:
-                self._held[job_id] = got.token
-                self._renewed[job_id] = asked
+            self.holdings.hold(job_id, got.token, asked)
         return got
 
     def settle(self, job_id: str, token: int, action: str,
@@ -215,16 +213,12 @@ class Coordinator:
 
         A settle the store cannot take now is kept and retried by the keeper
         (:meth:`retry_unsettled`); the exception is raised for the caller to log. A claim
-        that may have been lost (not renewed for most of a lease) is checked afterwards: see
-        :meth:`finish_orphan`.
+        that may have been lost — suspect: not held here any more, found over by a heartbeat,
+        or not confirmed within the sure share of its lease (``holdings.SURE_SHARE``) — is
+        checked afterwards: see :meth:`finish_orphan`.
         """
-        with self._lock:
-            suspect = self._held.get(job_id) != token or (
-                clock() - self._renewed.get(job_id, 0.0)
-                >= self._lease_s * SUSPECT_SHARE)
-            if self._held.get(job_id) == token:
-                del self._held[job_id]
-            self._renewed.pop(job_id, None)
+        sure_until = self.holdings.forget(delivery_tag(job_id, token))
+        suspect = sure_until is None or clock() >= sure_until
         try:
             dead = self.backend.settle([Settle(job_id, token, action, detail)])
         except Exception:
@@ -240,6 +234,10 @@ class Coordinator:
 
         Recovery leaves the token as it was and records a ``lease expired`` attempt; a
         continuation (retry, replace: its message is on the broker) records ``retried``.
+
+        This reads the job's record, not :attr:`holdings`: it is the settle path (a claim
+        already let go of, whose settle may have been fenced), not the lease path — the
+        ledger only says the claim was suspect, the record says whether it was recovered.
         """
         try:
             record = self.backend.record(job_id)
@@ -259,6 +257,9 @@ class Coordinator:
         key. If nothing claimed it since, it is claimed now and settled as the delivery
         ended. A record another delivery runs, a continuation's, or a finished one is left
         alone. False while its group is full (the keeper tries again).
+
+        The settle path, not the lease path: it goes by the record (:meth:`_orphaned`), and
+        its claim is settled at once, never held in :attr:`holdings` nor renewed.
         """
         if action not in FINAL_ACTIONS or not self._orphaned(job_id, token):
             return True  # nothing to finish (a requeued delivery comes back from the broker)
@@ -288,25 +289,6 @@ class Coordinator:
             if not done:
                 with self._lock:
                     self._unsettled.append((job_id, token, action, detail, task_name))
-
-    def held(self) -> list[tuple[str, int]]:
-        with self._lock:
-            return list(self._held.items())
-
-    def renewed(self, held: list[tuple[str, int]], at: float) -> None:
-        """Note that the claims of ``held`` were current at ``at`` (a heartbeat renewed them;
-        a :func:`~celery_plus.leases.keeper.clock` time)."""
-        with self._lock:
-            for job_id, token in held:
-                if self._held.get(job_id) == token:
-                    self._renewed[job_id] = at
-
-    def forget(self, job_ids: list[str]) -> None:
-        """Stop renewing claims this process lost."""
-        with self._lock:
-            for job_id in job_ids:
-                self._held.pop(job_id, None)
-                self._renewed.pop(job_id, None)
 
     def report_dead_letters(self, dead: list[tuple[str, str]],
                             task_name: str | None = None) -> None:

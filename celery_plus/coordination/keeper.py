@@ -3,7 +3,9 @@
 A :class:`~celery_plus.leases.keeper.LeaseKeeper` (renewal every ``plus_heartbeat_interval``,
 lost leases, the store's throttled maintenance and lease recovery, which frees a dead
 worker's slots) over the claims a :class:`~celery_plus.coordination.coordinator.Coordinator`
-holds; after each heartbeat it also sends again the settles a store error kept back.
+holds (its ``holdings``, the leases' one ledger: fed the heartbeat's verdicts as the
+transport's keeper feeds its own, ``leases/process_keeper.py``); after each heartbeat it also
+sends again the settles a store error kept back.
 """
 
 from __future__ import annotations
@@ -12,11 +14,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from celery_plus.leases.keeper import LeaseKeeper, announce_lost
-from celery_plus.model.store import Verdict
 
 if TYPE_CHECKING:
     from celery_plus.coordination.coordinator import Coordinator
-    from celery_plus.model.store import JobStore
+    from celery_plus.model.store import JobStore, Verdict
 
 
 class CoordinationKeeper(LeaseKeeper):
@@ -36,17 +37,15 @@ class CoordinationKeeper(LeaseKeeper):
         return self.coordinator.backend
 
     def held(self) -> Sequence[tuple[str, int]]:
-        return self.coordinator.held()
+        return self.coordinator.holdings.renewable()
 
     def renewed(self, held: Sequence[tuple[str, int]], verdicts: Sequence[Verdict],
                 asked_at: float) -> None:
-        """Renewed claims are confirmed; the others are forgotten (no longer renewed), and
-        the lost ones announced (not those their own run ended: acked, or continued)."""
-        answer = list(zip(held, verdicts, strict=True))
-        self.coordinator.forget([claim[0] for claim, v in answer if v != Verdict.RENEWED])
-        self.coordinator.renewed([claim for claim, v in answer if v == Verdict.RENEWED],
-                                 asked_at)
-        announce_lost(claim[0] for claim, v in answer if v == Verdict.LOST)
+        """Renewed claims are confirmed; the others are over (never renewed again, their
+        settles suspect), and the lost ones announced (not those their own run ended: acked,
+        or continued)."""
+        ends = self.coordinator.holdings.confirmed(held, verdicts, asked_at)
+        announce_lost(job_id for job_id, _ in ends.lost)
 
     def heartbeat(self, backend: JobStore) -> None:
         super().heartbeat(backend)

@@ -10,6 +10,11 @@ Holdings belong to the process and the store, not to a kombu connection: when Ce
 reconnects after a connection error, the tasks still executing keep their claims (renewed by
 the same keeper) and their acks land through whichever connection flushes next.
 
+The coordination store's :class:`~celery_plus.coordination.coordinator.Coordinator` keeps its
+claims by id (``Backend.claim_job``) in a Holdings of its own too (not in this module's
+registry): the same ledger, verdicts and sure share, its claims only — it stores each settle
+itself at once, so none is ever queued here (:meth:`Holdings.hold`, :meth:`Holdings.forget`).
+
 Delivery tags are ``"<token>:<job id>"`` (``tokens.delivery_tag``); times are
 :func:`~celery_plus.leases.keeper.clock` seconds (counts while a process is stopped or the
 machine sleeps, and is the same in every process of the host, so a pool process can compare
@@ -31,7 +36,9 @@ from celery_plus.model.store import Claim, Settle, Verdict
 from celery_plus.runtime.helper_threads import native_lock
 
 #: A lease is taken as certainly still ours for this share of its length after the store
-#: last confirmed it (the rest covers clock drift between this host and the store).
+#: last confirmed it (the rest covers clock drift between this host and the store); past it
+#: the claim is suspect: it may have been recovered (the one share, transport and
+#: coordination store alike).
 SURE_SHARE = 0.8
 
 
@@ -113,6 +120,12 @@ class Holdings:
                 self._held[delivery_tag(claim.job_id, claim.token)] = Held(
                     claim.job_id, claim.token, asked_at)
 
+    def hold(self, job_id: str, token: int, asked_at: float) -> None:
+        """Record one claim the store granted to a call made at ``asked_at`` (a claim by id,
+        ``Backend.claim_job``)."""
+        with self._lock:
+            self._held[delivery_tag(job_id, token)] = Held(job_id, token, asked_at)
+
     def delivered(self, tag: str) -> None:
         with self._lock:
             held = self._held.get(tag)
@@ -131,15 +144,20 @@ class Holdings:
     def sure_until(self, tag: str) -> float | None:
         """Until when the lease of ``tag`` is certainly ours (None: not held here)."""
         with self._lock:
-            held = self._held.get(tag)
-            if held is None:
-                return None
-            return float("-inf") if held.lost else held.confirmed + self.lease_s * SURE_SHARE
+            return self._sure_until(self._held.get(tag))
 
-    def forget(self, tag: str) -> None:
-        """Drop a claim that will never be settled through here (lost before delivery)."""
+    def forget(self, tag: str) -> float | None:
+        """Drop a claim that will never be settled through here (lost before delivery, or
+        settled straight in the store by its holder); returns until when its lease was
+        certainly ours, as :meth:`sure_until` (a claim past it is suspect: it may have been
+        recovered by now)."""
         with self._lock:
-            self._held.pop(tag, None)
+            return self._sure_until(self._held.pop(tag, None))
+
+    def _sure_until(self, held: Held | None) -> float | None:
+        if held is None:
+            return None
+        return float("-inf") if held.lost else held.confirmed + self.lease_s * SURE_SHARE
 
     def renewable(self) -> list[tuple[str, int]]:
         """(job id, token) of every claim to renew: held, not lost, settle not landed."""

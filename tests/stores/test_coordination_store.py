@@ -22,7 +22,8 @@ from celery_plus import Celery
 from celery_plus.coordination import coordinator_for
 from celery_plus.coordination.coordinator import Coordinator
 from celery_plus.coordination.gate import Claimed
-from celery_plus.model.store import NewJob
+from celery_plus.leases.keeper import clock
+from celery_plus.model.store import NewJob, Verdict
 from tests.fast.conformance.stores import PG_URL, REDIS_URL
 from tests.fast.conformance.support import record
 from tests.inspectors import inspector_for
@@ -114,7 +115,8 @@ def test_a_continuations_record_is_left_for_its_message(coordinator: Coordinator
     out = coordinator.publish(NewJob(id="a", queue="q", message="retry", unique_lock=LOCK,
                                      unique_window="running", lease_token=got.token))
     assert out.continued
-    coordinator.forget(["a"])  # the keeper saw the claim end
+    # The keeper saw the claim end.
+    coordinator.holdings.confirmed([("a", got.token)], [Verdict.ENDED], clock())
     Claimed(coordinator, "a", got.token, "t").end("ack")
     rec = record(coordinator.backend, "a")
     assert (rec.state, rec.message) == ("enqueued", "retry")

@@ -23,7 +23,14 @@ from celery_plus.coordination import (
     coordinator_for,
     mode,
 )
+from celery_plus.coordination import coordinator as coordinator_module
+from celery_plus.coordination.keeper import CoordinationKeeper
 from celery_plus.coordination.sender import coordinated_sender
+from celery_plus.leases import keeper as leases_keeper
+from celery_plus.leases.holdings import SURE_SHARE
+from celery_plus.leases.tokens import delivery_tag
+from celery_plus.model.store import NewJob, Verdict
+from celery_plus.stores.memory import MemoryBackend
 
 AMQP = "amqp://guest:guest@127.0.0.1:5672//"
 
@@ -118,3 +125,38 @@ def test_a_durable_app_keeps_celerys_sender_unchanged() -> None:
 
     assert coordinated_sender(_app("plus+redis://127.0.0.1:6379/0"), celery_sender) is (
         celery_sender)
+
+
+def test_a_coordinator_holds_its_claims_in_the_leases_ledger_and_checks_suspect_settles(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # On the in-process reference store: a claim is held (renewed) until its settle; a settle
+    # is checked for an orphaned record only when its claim is suspect — not confirmed within
+    # the sure share of its lease, or found over by a heartbeat.
+    app = _app(AMQP, unique=False, plus_coordination_url="redis://h:6379/0",
+               plus_visibility_timeout=10)
+    coordinator = coordinator_for(app)
+    assert coordinator is not None
+    coordinator._backend = store = MemoryBackend()
+    now = [100.0]
+    for module in (coordinator_module, leases_keeper):  # the claims' and heartbeats' clock
+        monkeypatch.setattr(module, "clock", lambda: now[0])
+    checked: list[str] = []
+    monkeypatch.setattr(coordinator, "finish_orphan",
+                        lambda job_id, *_: checked.append(job_id) or True)
+    for job_id in ("sure", "late", "over"):
+        store.publish(NewJob(id=job_id, queue="q", message="{}"))
+    tokens = {job_id: coordinator.claim(job_id).token for job_id in ("sure", "late", "over")}
+    assert sorted(coordinator.holdings.renewable()) == sorted(tokens.items())
+    now[0] = 101.0
+    CoordinationKeeper(coordinator).heartbeat(store)  # all current: renewed at 101
+    coordinator.holdings.confirmed([("over", tokens["over"])], [Verdict.ENDED], 101.0)
+
+    now[0] = 101.0 + 10 * SURE_SHARE - 0.01
+    coordinator.settle("sure", tokens["sure"], "ack")
+    assert coordinator.holdings.get(delivery_tag("sure", tokens["sure"])) is None
+    now[0] = 101.0 + 10 * SURE_SHARE
+    coordinator.settle("late", tokens["late"], "ack")
+    coordinator.settle("over", tokens["over"], "ack")
+    coordinator.settle("never-held", 1, "ack")
+    assert checked == ["late", "over", "never-held"]
+    assert coordinator.holdings.renewable() == [] and len(coordinator.holdings) == 0

@@ -105,6 +105,33 @@ def test_one_job_held_under_two_tokens_gets_each_claims_own_verdict() -> None:
     assert book.is_lost(delivery_tag("a", 2))
 
 
+def test_a_claim_by_id_is_held_renewed_and_ended_like_any_claim() -> None:
+    # The coordination store's claims (Backend.claim_job), one at a time, in the same ledger.
+    book = Holdings(lease_s=10.0)
+    book.hold("a", 3, asked_at=100.0)
+    book.hold("b", 1, asked_at=101.0)
+    assert sorted(book.renewable()) == [("a", 3), ("b", 1)]
+    assert book.sure_until(delivery_tag("a", 3)) == 100.0 + 10.0 * SURE_SHARE
+    ends = book.confirmed([("a", 3), ("b", 1)], [RENEWED, LOST], asked_at=104.0)
+    assert ends == ([("b", 1)], [])
+    assert book.renewable() == [("a", 3)]
+    assert book.sure_until(delivery_tag("a", 3)) == 104.0 + 10.0 * SURE_SHARE
+
+
+def test_forgetting_a_claim_says_until_when_it_was_certainly_ours() -> None:
+    # A holder that stores its settle itself lets go of the claim and learns whether it was
+    # suspect (past that time: it may have been recovered meanwhile).
+    book = Holdings(lease_s=10.0)
+    book.hold("a", 1, asked_at=100.0)
+    book.hold("b", 1, asked_at=100.0)
+    book.confirmed([("b", 1)], [ENDED], asked_at=102.0)
+    assert book.forget(delivery_tag("a", 1)) == 100.0 + 10.0 * SURE_SHARE
+    assert book.forget(delivery_tag("b", 1)) == float("-inf")  # found over: suspect
+    assert book.forget(delivery_tag("a", 1)) is None  # not held (any more): suspect
+    assert book.renewable() == [] and len(book) == 0
+    assert book.take_settles() == []
+
+
 def test_a_heartbeats_answer_needs_a_verdict_per_claim() -> None:
     book = book_with("a", "b")
     with pytest.raises(ValueError):

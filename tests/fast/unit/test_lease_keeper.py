@@ -10,6 +10,8 @@ from typing import Any
 
 from celery_plus import signals
 from celery_plus.coordination.keeper import CoordinationKeeper
+from celery_plus.leases.holdings import Ends, Holdings
+from celery_plus.leases.keeper import clock
 from celery_plus.model.store import NewJob, Verdict
 from celery_plus.stores.memory import MemoryBackend
 from tests.support import wait_until
@@ -29,6 +31,20 @@ class RecordingStore(MemoryBackend):
         return super().heartbeat(held)
 
 
+class RecordingHoldings(Holdings):
+    """The leases' ledger, noting which claims each heartbeat's answer renewed."""
+
+    def __init__(self) -> None:
+        super().__init__(lease_s=60.0)
+        self.renewals: list[list[tuple[str, int]]] = []
+
+    def confirmed(self, pairs: Sequence[tuple[str, int]], verdicts: Sequence[Verdict],
+                  asked_at: float) -> Ends:
+        self.renewals.append([p for p, v in zip(pairs, verdicts, strict=True)
+                              if v == Verdict.RENEWED])
+        return super().confirmed(pairs, verdicts, asked_at)
+
+
 class HoldingCoordinator:
     """What the keeper asks of a coordinator, holding one claim of a real store."""
 
@@ -36,19 +52,19 @@ class HoldingCoordinator:
         self.backend = RecordingStore()
         self.backend.publish(NewJob(id="job", queue="q", message="{}"))
         claim = self.backend.claim(["q"], "w1", 1).claims[0]
-        self.claims = [(claim.job_id, claim.token)]
+        self.holdings = RecordingHoldings()
+        self.holdings.hold(claim.job_id, claim.token, clock())
         self.worker_id = "w1"
         self.config = SimpleNamespace(heartbeat_interval=INTERVAL_S, maintenance_interval=60.0)
-        self.renewals: list[list[tuple[str, int]]] = []
 
-    def held(self) -> list[tuple[str, int]]:
-        return list(self.claims)
+    @property
+    def claims(self) -> list[tuple[str, int]]:
+        """The claims still renewed."""
+        return self.holdings.renewable()
 
-    def renewed(self, held: list[tuple[str, int]], asked_at: float) -> None:
-        self.renewals.append(held)
-
-    def forget(self, lost: Any) -> None:
-        self.claims = [c for c in self.claims if c[0] not in lost]
+    @property
+    def renewals(self) -> list[list[tuple[str, int]]]:
+        return self.holdings.renewals
 
     def retry_unsettled(self) -> None:
         pass
@@ -79,7 +95,7 @@ def test_the_coordination_keeper_forgets_ended_claims_and_announces_only_lost_on
     other = store.claim(["q"], "w2", 1).claims[0]
     # "job" continued by its own run (a retry); a claim of "other" whose token is not current.
     store.publish(NewJob(id="job", queue="q", message="{}", lease_token=coordinator.claims[0][1]))
-    coordinator.claims.append(("other", other.token + 100))
+    coordinator.holdings.hold("other", other.token + 100, clock())
     announced: list[str] = []
 
     def lost(sender: object = None, task_id: str = "", **_: object) -> None:
