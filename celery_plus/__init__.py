@@ -39,7 +39,7 @@ from celery_plus import worker as _worker  # the one entry into Celery's worker
 from celery_plus.app import Celery
 from celery_plus.send.options import EXTENSION_OPTIONS, parse_extensions
 from celery_plus.send.transactional import enqueue_after_commit, enqueue_in
-from celery_plus.task import Task, non_plus_app_error, plus_task_class
+from celery_plus.task import Task, plus_task_class
 
 __version__ = "0.1.0"
 
@@ -51,8 +51,9 @@ def shared_task(*args: Any, **kwargs: Any) -> Any:
 
     Extension options are validated when the decorator is applied. A task with extension
     options is created on every app of the process, as Celery's shared tasks are; on an app
-    that is not a ``celery_plus.Celery`` (a half-swapped project) it raises
-    ``ImproperlyConfigured`` there instead of being created without its options.
+    that is not a ``celery_plus.Celery`` (a half-swapped project) sending or running it raises
+    ``ImproperlyConfigured`` instead of ignoring its options, and the rest of that app keeps
+    working (Celery creates shared tasks on unrelated apps too).
     """
     if kwargs.get("base") is not None:
         kwargs["base"] = plus_task_class(kwargs["base"])
@@ -63,16 +64,16 @@ def shared_task(*args: Any, **kwargs: Any) -> Any:
             return _celery_shared_task(**kwargs)(fun)
         name = kwargs.get("name") or f"{fun.__module__}.{fun.__name__}"
         parse_extensions(fun, kwargs, bound=bool(kwargs.get("bind")), task_name=name)
-        return _plus_shared_task(fun, kwargs, given)
+        return _plus_shared_task(fun, kwargs)
 
     if len(args) == 1 and callable(args[0]):
         return create(args[0])
     return create
 
 
-def _plus_shared_task(fun: Any, options: dict[str, Any], given: list[str]) -> Any:
+def _plus_shared_task(fun: Any, options: dict[str, Any]) -> Any:
     """Celery's ``shared_task`` for a task with extension options: created on each app as it
-    finalizes (and on those already finalized), each of which must be a celery-plus app."""
+    finalizes (and on those already finalized), as ``celery_plus.Task`` on a plain app too."""
     from celery import _state
     from celery.local import Proxy
 
@@ -82,10 +83,12 @@ def _plus_shared_task(fun: Any, options: dict[str, Any], given: list[str]) -> An
     name = options.get("name")
 
     def on(app: Any) -> Any:
-        if not isinstance(app, Celery):
-            task_name = name or app.gen_task_name(fun.__name__, fun.__module__)
-            raise non_plus_app_error(task_name, given, app)
-        return app._task_from_fun(fun, **options)
+        if isinstance(app, Celery):
+            return app._task_from_fun(fun, **options)
+        # A plain app: the task derives from celery_plus.Task there too, whose binding marks
+        # it refused (``Task.plus_refused``): it raises when sent or run, nothing else does.
+        return app._task_from_fun(fun, **{**options, "base": plus_task_class(
+            options.get("base") or Task)})
 
     on.plus_shared_task = True  # type: ignore[attr-defined]
     _state.connect_on_app_finalize(on)

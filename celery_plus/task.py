@@ -164,12 +164,18 @@ class Task(celery.Task):
     plus_binder: ClassVar[PayloadBinder | None] = None
     #: Celery's ``rate_limit`` as given, when it is cluster-scoped (``rate_limit`` is then None).
     plus_rate_limit: ClassVar[Any] = None
+    #: Set when the task was bound to an app that is no ``celery_plus.Celery`` although it
+    #: has extension options: sending or running it raises this instead of ignoring them.
+    plus_refused: ClassVar[ImproperlyConfigured | None] = None
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: str | None = None,
                     producer: Any = None, link: Any = None, link_error: Any = None,
                     shadow: str | None = None, **options: Any) -> Any:
         """Celery's ``apply_async``; under ``task_always_eager`` the extension options are
-        applied as a worker would (``celery_plus/send/eager.py``)."""
+        applied as a worker would (``celery_plus/send/eager.py``). A task with extension
+        options on an app that is no celery-plus app raises (``plus_refused``)."""
+        if self.plus_refused is not None:
+            raise self.plus_refused
         app = self._get_app()
         if not app.conf.task_always_eager:
             return super().apply_async(args, kwargs, task_id, producer, link, link_error,
@@ -181,6 +187,11 @@ class Task(celery.Task):
                                                  link_error, shadow, **options)
 
         return eager.apply_async(self, run, args, kwargs, task_id, options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.plus_refused is not None:
+            raise self.plus_refused
+        return super().__call__(*args, **kwargs)
 
     def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
         """Do not start a delivery whose lease was lost while it waited (``start_check``);
@@ -246,8 +257,9 @@ class Task(celery.Task):
             annotated = _apply_annotations(cls, app)
         ext = cls.plus_extensions
         if ext is not None:
-            _require_plus_app(cls, app)
-        if ext is not None and ext.needs_late_ack and not cls.acks_late:
+            cls.plus_refused = _refusal(cls, app)
+        if (ext is not None and cls.plus_refused is None and ext.needs_late_ack
+                and not cls.acks_late):
             origin = annotated if annotated is not None else given_acks_late
             warnings.warn(
                 f"task {cls.name!r}: acks_late=False (from {origin}) is overridden to True: "
@@ -327,13 +339,16 @@ def _apply_annotations(cls: Any, app: Any) -> str | None:
     return acks_late
 
 
-def _require_plus_app(cls: Any, app: Any) -> None:
-    """Extension options need a ``celery_plus.Celery`` app (the one with ``plus_config``): a
-    plain Celery app ignores them."""
-    if not callable(getattr(app, "plus_config", None)):
-        raise non_plus_app_error(cls.name, sorted(
-            option for option in EXTENSION_OPTIONS if getattr(cls, option, None) is not None),
-            app)
+def _refusal(cls: Any, app: Any) -> ImproperlyConfigured | None:
+    """The error a task with extension options raises when sent or run on ``app``, if ``app``
+    is no ``celery_plus.Celery`` (it has no ``plus_config``) and would ignore them; None on a
+    celery-plus app. Not raised at binding: Celery binds shared tasks to every app of the
+    process, and an unrelated plain app (Flower's, a test suite's) must keep working."""
+    if callable(getattr(app, "plus_config", None)):
+        return None
+    return non_plus_app_error(cls.name, sorted(
+        option for option in EXTENSION_OPTIONS if getattr(cls, option, None) is not None),
+        app)
 
 
 def non_plus_app_error(task_name: str, options: list[str], app: Any) -> ImproperlyConfigured:

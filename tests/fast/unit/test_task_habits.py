@@ -132,8 +132,8 @@ def test_concurrency_one_runs_one_at_a_time_under_task_acks_late_false(
 # -- 3: extension options on a plain Celery app --------------------------------------------
 @pytest.fixture
 def finalizers() -> Iterator[None]:
-    """Only this test's plus shared tasks reach its apps (not other tests', which would
-    raise on a plain app too), and none is left registered for later apps of the session."""
+    """Only this test's plus shared tasks reach its apps, and none is left registered for
+    later apps of the session."""
     saved = set(_state._on_app_finalizers)
     _state._on_app_finalizers.difference_update(
         {f for f in saved if getattr(f, "plus_shared_task", False)})
@@ -142,39 +142,48 @@ def finalizers() -> Iterator[None]:
     _state._on_app_finalizers.update(saved)
 
 
-def test_a_plus_shared_task_with_extension_options_on_a_plain_celery_app_raises(
+def _refuses(task: Any, name: str, option: str) -> None:
+    """Sending, applying or calling ``task`` raises, naming the task, the option and the fix."""
+    for use in (lambda: task.delay(1), lambda: task.apply_async((1,)), lambda: task(1)):
+        with pytest.raises(ImproperlyConfigured) as err:
+            use()
+        text = str(err.value)
+        assert f"'{name}'" in text and option in text and "celery_plus.Celery" in text
+
+
+def test_a_plus_shared_task_with_extension_options_on_a_plain_celery_app_raises_when_used(
         finalizers: None) -> None:
     plain = celery.Celery("halfswapped", broker="memory://", set_as_current=False)
 
     @celery_plus.shared_task(name="habits.report", unique_by=["customer_id"])
     def report(customer_id: int) -> None: ...
 
-    with pytest.raises(ImproperlyConfigured) as err:
-        plain.finalize()
-    text = str(err.value)
-    assert "'habits.report'" in text and "unique_by" in text
-    assert "celery_plus.Celery" in text
+    plain.finalize()  # an unrelated plain app of the process keeps working ...
+    _refuses(plain.tasks["habits.report"], "habits.report", "unique_by")  # ... this task not
     plus = _app()
     assert plus.tasks["habits.report"].plus_extensions is not None  # a plus app is fine
+    assert plus.tasks["habits.report"].plus_refused is None
 
 
-def test_a_plus_shared_task_on_an_already_finalized_plain_app_raises(
+def test_a_plus_shared_task_on_an_already_finalized_plain_app_raises_when_used(
         finalizers: None) -> None:
     plain = celery.Celery("halfswapped2", broker="memory://", set_as_current=False)
     plain.finalize()
-    with pytest.raises(ImproperlyConfigured, match=r"'habits\.later'.*concurrency"):
-        @celery_plus.shared_task(name="habits.later", concurrency=2)
-        def later() -> None: ...
+
+    @celery_plus.shared_task(name="habits.later", concurrency=2)
+    def later(x: int) -> None: ...
+
+    _refuses(plain.tasks["habits.later"], "habits.later", "concurrency")
 
 
-def test_a_plus_task_base_with_extension_options_on_a_plain_app_raises() -> None:
+def test_a_plus_task_base_with_extension_options_on_a_plain_app_raises_when_used() -> None:
     plain = celery.Celery("halfswapped3", broker="memory://", set_as_current=False)
 
-    def job() -> None: ...
+    def job(x: int) -> None: ...
 
-    with pytest.raises(ImproperlyConfigured, match=r"'habits\.based'.*max_deliveries"):
-        plain.task(name="habits.based", base=celery_plus.Task, max_deliveries=3,
-                   shared=False, lazy=False)(job)
+    task = plain.task(name="habits.based", base=celery_plus.Task, max_deliveries=3,
+                      shared=False, lazy=False)(job)
+    _refuses(task, "habits.based", "max_deliveries")
 
 
 def test_a_plus_shared_task_without_extension_options_still_works_on_a_plain_app(
