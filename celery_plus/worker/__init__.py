@@ -19,23 +19,20 @@ from celery import signals
 from celery_plus.leases import tokens
 from celery_plus.runtime import worker_state
 from celery_plus.worker import control, pool_guards, prefork_gate, thaw_guard
-from celery_plus.worker.versions import check_versions
 
 _installed = False
 _lock = threading.Lock()
 
 
 def install() -> None:
-    """Connect celery-plus to Celery's worker in this process (idempotent).
-
-    Fails with :class:`~celery.exceptions.ImproperlyConfigured` on a Celery or billiard
-    outside the versions whose private parts the patches were checked against
-    (``versions.py``)."""
+    """Connect celery-plus to Celery's worker in this process (idempotent). A worker refuses
+    to start on a Celery or billiard outside the versions whose private parts the patches
+    were checked against (``versions.py``, checked by the ``DurableSetup`` bootstep): other
+    processes (publishers, web servers, beat) use none of the patches and import as usual."""
     global _installed
     with _lock:
         if _installed:
             return
-        check_versions()
         prefork_gate.install()
         pool_guards.install()
         control.install()

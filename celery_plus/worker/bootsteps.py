@@ -16,6 +16,8 @@ from typing import Any
 from celery import bootsteps
 from celery.exceptions import ImproperlyConfigured
 
+from celery_plus.worker.versions import check_versions
+
 logger = logging.getLogger("celery_plus.worker")
 
 
@@ -26,6 +28,7 @@ class DurableSetup(bootsteps.StartStopStep):
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         super().__init__(worker, **kwargs)
+        check_versions()  # the pool patches were checked against these versions only
         app = worker.app
         plus_config = getattr(app, "plus_config", None)
         self.config = plus_config() if plus_config else None

@@ -3,7 +3,8 @@ checked against, in one place, and the start-up check that refuses any other.
 
 Each patch below replaces or wraps something Celery or billiard does not promise to keep
 (a private attribute, an undocumented method). On a version outside the checked range it
-could misbehave silently, so :func:`check_versions` (run by ``worker.install()``) refuses it
+could misbehave silently, so :func:`check_versions` (run as a worker starts, by the
+``DurableSetup`` bootstep) refuses it
 with an error naming the package, the version found and the range to install;
 ``CELERY_PLUS_UNCHECKED_VERSIONS=1`` lets a user who has checked them run anyway.
 """

@@ -66,3 +66,19 @@ def test_a_celery_outside_the_checked_range_fails_at_start_naming_the_fix(
 def test_the_opt_out_runs_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(OPT_OUT, "1")
     check_versions({"celery": "6.1.0", "billiard": "9.0"})
+
+
+def test_a_worker_refuses_to_start_on_an_unchecked_celery(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check runs where a worker starts (its first bootstep), not at import: a publisher
+    on any version imports celery_plus."""
+    from types import SimpleNamespace
+
+    from celery_plus.worker import versions
+    from celery_plus.worker.bootsteps import DurableSetup
+
+    monkeypatch.delenv(OPT_OUT, raising=False)
+    monkeypatch.setattr(versions.metadata, "version",
+                        lambda name: {"celery": "6.1.0"}.get(name, "4.3.2"))
+    with pytest.raises(ImproperlyConfigured, match=r"celery 6\.1\.0 is installed"):
+        DurableSetup(SimpleNamespace(app=None))
