@@ -731,4 +731,4 @@ def detail_from_record(rec: JobRecord, holder: str | None) -> JobDetail:
         history=list(rec.history), unique_lock=rec.unique_lock,
         unique_window=rec.unique_window, unique_ttl_ms=rec.unique_ttl_ms,
         unique_holder=holder, concurrency_group=rec.concurrency_group,
-        concurrency_limit=rec.concurrency_limit, priority=rec.score >> 40)
+        concurrency_limit=rec.concurrency_limit, priority=rec.score // rules.PRIORITY_FACTOR)

@@ -325,7 +325,15 @@ def heartbeat_verdict(token: int, state: str | None, current_token: int, deliver
     earlier release); a heartbeat can cross any of them on its way. ``lost``: anything else — no
     record, recovered (``lease expired``, ``delivery limit``), taken over, cancelled, or any
     other end recorded under its token, whatever the job became since (coalesced as a
-    duplicate, published again, retried from the dead letters)."""
+    duplicate, published again, retried from the dead letters).
+
+    Known limits (docs/reliability.md, "Limits"): a claim its own worker gave back
+    (``release``, ``requeue``) of a job delivered before is answered ``lost`` when the
+    heartbeat crosses the give-back — the job waits under the claim's token with a delivery
+    still counted, which this rule cannot tell from a recovery's; the worker then logs the
+    lease as lost and sends ``task_lease_lost``, and stops nothing (its run has ended). And a
+    history keeps its last :data:`HISTORY_MAX` entries only: a claim whose entry was pushed
+    out is judged by the record alone."""
     if state == "running" and current_token == token:
         return RENEWED
     if state is None:

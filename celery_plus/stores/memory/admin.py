@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from celery_plus.model.admin import WAITING, Query, Scope
+from celery_plus.model import rules
 from celery_plus.model.rules import RULES, Hold
 from celery_plus.stores.admin_base.aggregates import StatusRows
 from celery_plus.stores.admin_base.listing import Record, listed
@@ -89,7 +90,8 @@ class MemoryAdmin(StoreAdmin[MemoryBackend]):
                     return "conflict", other
             self._entry(step, job, "admin retry")
             step.state.seq += 1
-            job.score = (job.score >> 40 << 40) + step.state.seq
+            job.score = (job.score // rules.PRIORITY_FACTOR * rules.PRIORITY_FACTOR
+                         + step.state.seq)
             job.deliveries, job.enqueued_ms, job.finished_ms = 0, step.now, None
             step.enqueue(job)
             return "enqueued", "failed"
