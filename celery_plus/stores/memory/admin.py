@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from celery_plus.model.admin import WAITING, Query, Scope
 from celery_plus.model import rules
+from celery_plus.model.admin import WAITING, Query, Scope
 from celery_plus.model.rules import RULES, Hold
 from celery_plus.stores.admin_base.aggregates import StatusRows
 from celery_plus.stores.admin_base.listing import Record, listed
