@@ -55,7 +55,7 @@ from typing import Any, Protocol
 
 from celery_plus.model import rules
 from celery_plus.model.capped import is_capped
-from celery_plus.model.job_record import JobRecord
+from celery_plus.model.job_record import JobRecord, as_text
 
 #: States a job record can be in, in lifecycle order.
 STATES = rules.STATES
@@ -588,15 +588,6 @@ def batches(ids: Sequence[str], size: int = BATCH) -> Iterator[Sequence[str]]:
     """``ids`` in batches of ``size``: each batch of a bulk operation is one atomic step."""
     for start in range(0, len(ids), size):
         yield ids[start:start + size]
-
-
-def as_text(value: Any) -> str:
-    """A stored value as text ('' for None; bytes decoded, bad bytes replaced)."""
-    if value is None:
-        return ""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode(errors="replace")
-    return str(value)
 
 
 @dataclass(frozen=True)

@@ -58,3 +58,12 @@ class JobRecord:
     #: A listing row's: the size of its message (bytes as published) when the store read
     #: the size instead of a large message; 0 when not read. A whole record leaves it 0.
     message_size: int = 0
+
+
+def as_text(value: Any) -> str:
+    """A stored value as text ('' for None; bytes decoded, bad bytes replaced)."""
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode(errors="replace")
+    return str(value)

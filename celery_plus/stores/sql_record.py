@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from celery_plus.model.job_record import JobRecord
+from celery_plus.model.job_record import JobRecord, as_text
 
 #: The ``jobs`` columns of a whole record, the same in PostgreSQL and SQLite.
 COLUMNS: tuple[str, ...] = (
@@ -16,14 +16,6 @@ COLUMNS: tuple[str, ...] = (
     "unique_window", "unique_ttl_ms", "conc_group", "conc_limit", "rate_group", "rate_limit",
     "rate_window_ms", "reason", "exc_type", "exc_message", "traceback", "history",
 )
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode(errors="replace")
-    return str(value)
 
 
 def _count(value: Any) -> int:
@@ -37,7 +29,7 @@ def _history(value: Any) -> tuple[dict[str, Any], ...]:
     if isinstance(value, list):
         return tuple(value)
     try:
-        entries = json.loads(_text(value) or "[]")
+        entries = json.loads(as_text(value) or "[]")
     except ValueError:
         return ()
     return tuple(entries) if isinstance(entries, list) else ()
@@ -46,7 +38,7 @@ def _history(value: Any) -> tuple[dict[str, Any], ...]:
 def job_record(job_id: str, row: Mapping[str, Any]) -> JobRecord:
     """The record of ``job_id`` from (some of) its columns by name (NULL or absent: "" or
     0); ``msg_size``: the size of a message a listing read instead of the message."""
-    text = {c: _text(row.get(c)) for c in ("state", "queue", "name", "msg", "worker",
+    text = {c: as_text(row.get(c)) for c in ("state", "queue", "name", "msg", "worker",
                                           "unique_lock", "unique_window", "conc_group",
                                           "rate_group", "reason", "exc_type", "exc_message",
                                           "traceback")}

@@ -7,15 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from celery_plus.model.job_record import JobRecord
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode(errors="replace")
-    return str(value)
+from celery_plus.model.job_record import JobRecord, as_text
 
 
 def _history(text: str) -> tuple[dict[str, Any], ...]:
@@ -32,12 +24,12 @@ def job_record(job_id: str, fields: Mapping[str, Any]) -> JobRecord:
 
     def count(name: str) -> int:
         try:
-            return int(_text(fields.get(name)) or 0)
+            return int(as_text(fields.get(name)) or 0)
         except ValueError:
             return 0
 
     def text(name: str) -> str:
-        return _text(fields.get(name))
+        return as_text(fields.get(name))
 
     return JobRecord(
         id=job_id, state=text("st"), queue=text("q"), name=text("name"),
