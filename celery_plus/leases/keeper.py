@@ -7,7 +7,7 @@ lost (the store answers a verdict per claim: renewed, ended by its own run, or l
 leases, except just after a failed store call. Each step runs on its own: a
 step that fails is logged and leaves the others to run.
 
-One keeper serves both the durable transport (``transport/keeper.py``: it also stores the
+One keeper serves both the durable transport (``leases/process_keeper.py``: it also stores the
 settles and renews transient bindings) and the coordination store (``coordination/keeper.py``:
 it also retries the settles a store error kept back). A subclass supplies only what differs:
 the store (:meth:`LeaseKeeper.store`), what to renew (:meth:`~LeaseKeeper.held`), what to do

@@ -7,9 +7,9 @@ accept. Each store's admin (``sqlite/admin.py``, ``postgres/admin.py``) adds its
 (counts, status depths, a listing's condition and page) and its changes.
 
 A listing row's long texts are cut in SQL and a large message is left out (its size is read
-instead), as ``admin/store.py``'s rules ask; a text search reads whole records.
+instead), as ``model/admin.py``'s rules ask; a text search reads whole records.
 
-Counts are capped (``admin/capped.py``): no count reads more than ``CAPPED`` rows of an index,
+Counts are capped (``model/capped.py``): no count reads more than ``CAPPED`` rows of an index,
 so the overview, the status, ``/metrics`` and a listing's first page cost the same with a
 million jobs waiting as with ten thousand. A state over the cap is counted per queue (its
 queues found by a loose index scan), and its oldest waiting job is looked for among the

@@ -134,7 +134,7 @@ class Transport(virtual.Transport):
         """The store.
 
         Under gevent/eventlet each OS thread gets a backend of its own: the lease keeper is
-        a real OS thread (``helper_threads.py``), and a green socket or lock belongs to the
+        a real OS thread (``runtime/helper_threads.py``), and a green socket or lock belongs to the
         thread whose hub made it.
         """
         backend = self._backend

@@ -1,7 +1,7 @@
 """The mixed-deployment bridge of one ``plus`` channel: what goes to kombu's Redis layout.
 
 With ``plus_durable_queues`` set, the task queues not listed are *legacy* queues, served by an
-embedded kombu Redis channel (``queue_migration/legacy.py``) with kombu's own semantics, and
+embedded kombu Redis channel (``transport/legacy.py``) with kombu's own semantics, and
 the reply queues of remote control are *bridged*: plain Celery workers answer into kombu's
 layout, celery-plus workers into the store. :class:`LegacyBridge` decides which queues those
 are and routes to kombu what concerns them: publishes and broadcasts, declarations, bindings,

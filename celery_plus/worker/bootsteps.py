@@ -4,7 +4,7 @@ On a non-plus broker with ``plus_coordination_url`` the consumer also gets the c
 gate (``coordination/gate.py``): claims in the coordination store before a delivery runs.
 
 Leases, heartbeats and maintenance belong to the ``plus`` transport's consuming connection
-(see ``transport/keeper.py``), so they work the same under ``celery-plus worker`` and
+(see ``leases/process_keeper.py``), so they work the same under ``celery-plus worker`` and
 ``celery worker``; this step checks the configuration before the worker consumes anything.
 """
 

@@ -1,6 +1,6 @@
 """Three guards on Celery's worker pools, for a worker consuming from the ``plus`` transport.
 
-On this transport a claim outlives its connection (``transport/holdings.py``): a delivery
+On this transport a claim outlives its connection (``leases/holdings.py``): a delivery
 Celery still holds keeps its claim, renewed, until Celery settles it, and a delivery Celery
 drops gives its claim back to the store. Two quirks of Celery's pools turn that into a job run
 twice or held for ever; :func:`install` guards every worker on the ``plus`` transport once it
