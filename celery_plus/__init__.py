@@ -51,7 +51,7 @@ def shared_task(*args: Any, **kwargs: Any) -> Any:
 
     Extension options are validated when the decorator is applied. A task with extension
     options is created on every app of the process, as Celery's shared tasks are; on an app
-    that is not a ``celery_plus.Celery`` (a half-swapped project) sending or running it raises
+    that is not a ``celery_plus.Celery`` (a half-swapped project) sending it raises
     ``ImproperlyConfigured`` instead of ignoring its options, and the rest of that app keeps
     working (Celery creates shared tasks on unrelated apps too).
     """
@@ -86,7 +86,7 @@ def _plus_shared_task(fun: Any, options: dict[str, Any]) -> Any:
         if isinstance(app, Celery):
             return app._task_from_fun(fun, **options)
         # A plain app: the task derives from celery_plus.Task there too, whose binding marks
-        # it refused (``Task.plus_refused``): it raises when sent or run, nothing else does.
+        # it refused (``Task.plus_refused``): it raises when sent, nothing else does.
         return app._task_from_fun(fun, **{**options, "base": plus_task_class(
             options.get("base") or Task)})
 

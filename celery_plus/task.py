@@ -165,7 +165,9 @@ class Task(celery.Task):
     #: Celery's ``rate_limit`` as given, when it is cluster-scoped (``rate_limit`` is then None).
     plus_rate_limit: ClassVar[Any] = None
     #: Set when the task was bound to an app that is no ``celery_plus.Celery`` although it
-    #: has extension options: sending or running it raises this instead of ignoring them.
+    #: has extension options: sending it raises this instead of ignoring them. (Not checked
+    #: in ``__call__``: a custom ``__call__`` takes every task off Celery's fast path, which
+    #: calls ``run`` directly.)
     plus_refused: ClassVar[ImproperlyConfigured | None] = None
 
     def apply_async(self, args: Any = None, kwargs: Any = None, task_id: str | None = None,
@@ -187,11 +189,6 @@ class Task(celery.Task):
                                                  link_error, shadow, **options)
 
         return eager.apply_async(self, run, args, kwargs, task_id, options)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.plus_refused is not None:
-            raise self.plus_refused
-        return super().__call__(*args, **kwargs)
 
     def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
         """Do not start a delivery whose lease was lost while it waited (``start_check``);
@@ -340,7 +337,7 @@ def _apply_annotations(cls: Any, app: Any) -> str | None:
 
 
 def _refusal(cls: Any, app: Any) -> ImproperlyConfigured | None:
-    """The error a task with extension options raises when sent or run on ``app``, if ``app``
+    """The error a task with extension options raises when sent on ``app``, if ``app``
     is no ``celery_plus.Celery`` (it has no ``plus_config``) and would ignore them; None on a
     celery-plus app. Not raised at binding: Celery binds shared tasks to every app of the
     process, and an unrelated plain app (Flower's, a test suite's) must keep working."""
