@@ -29,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from tests.deploy import matrix
+
 #: Enough sessions for six xdist workers' deployments at once, with room to spare.
 MAX_CONNECTIONS = 900
 
@@ -102,7 +104,8 @@ LONG_FIRST = ("tests/deploy/compat/test_upstream_slice.py",
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    matrix.select(config, items)  # the variants and long tests the README's suite leaves out
     _start_private_cluster(item.nodeid for item in items)  # without xdist (a no-op in workers)
 
     def rank(item: pytest.Item) -> int:

@@ -26,7 +26,7 @@ from tests.fast.conformance.stores import PG_URL, REDIS_URL
 
 # One xdist worker runs the module, so its module-scoped run is made once, not once per
 # worker that gets one of its tests.
-pytestmark = pytest.mark.xdist_group("compat-dimensions")
+pytestmark = [pytest.mark.xdist_group("compat-dimensions"), pytest.mark.long]
 
 POOL_RUN = {"names": ["plus-redis"], "pools": ["threads", "gevent", "solo"], "django": False}
 DJANGO_RUN = {"names": ["plus-redis", "plus-sqlite", "plus-postgres"], "pools": ["prefork"],

@@ -41,6 +41,7 @@ def _report(baseline: Run, run: Run, log: Path) -> str:
 
 # pytest-timeout's 300 s (pyproject.toml) is below the budget: the run's own timeout and the
 # budget assertion decide, with a margin for the baseline's checks.
+@pytest.mark.long
 @pytest.mark.timeout(2 * BUDGET_S + 60)
 def test_celerys_inspect_and_task_tests_pass_on_plus_redis_as_on_plain_celery(
         tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ from celery_plus.stores.sqlite.backend import SQLiteBackend
 from tests.fast.conformance.stores import PG_URL
 from tests.support import drop_pg_schema, wait_until
 
-from . import pool_matrix, proj
+from . import proj
 
 ROOT = Path(__file__).resolve().parents[3]
 CELERY_PLUS = [sys.executable, "-m", "celery_plus.cli"]
@@ -56,9 +56,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "broker_kind" in metafunc.fixturenames and module not in OWN_BROKER:
         metafunc.parametrize("broker_kind", BROKERS, indirect=True, ids=BROKERS)
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    pool_matrix.thin(config, items)
 
 
 class Worker:

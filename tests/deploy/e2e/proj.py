@@ -365,17 +365,6 @@ def make_app(prefix: str, **settings: Any) -> Celery:
         record(prefix, "outcome", how=how)
         return outcome(how)
 
-    @app.task(name="proj.reject_then_succeed", bind=True)
-    def reject_then_succeed(self: Any) -> str:
-        """Celery's integration task: Reject(requeue=True) until delivered again."""
-        from celery.exceptions import Reject
-
-        redelivered = bool(self.request.delivery_info.get("redelivered"))
-        record(prefix, "delivery", redelivered=redelivered)
-        if not redelivered:
-            raise Reject(requeue=True)
-        return "second-pass"
-
     return app
 
 

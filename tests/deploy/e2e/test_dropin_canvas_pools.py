@@ -19,9 +19,10 @@ import pytest
 from celery import chain, chord, group
 from celery.exceptions import ChordError
 
+from tests.deploy.matrix import pools
+
 from . import dropin_fixtures
 from .conftest import Worker, wait_until
-from .pool_matrix import pools
 from .proj import events
 
 APP = dropin_fixtures.APP

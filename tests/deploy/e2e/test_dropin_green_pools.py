@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
+from tests.deploy.matrix import pools
+
 from . import dropin_fixtures
 from .conftest import Worker, wait_until
-from .pool_matrix import pools
 from .proj import events
 
 APP = dropin_fixtures.APP

@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 
 from celery_plus.model.store import Backend
+from tests.deploy.matrix import pools
 from tests.inspectors import inspector_for
 
 from .conftest import Worker, wait_until
-from .pool_matrix import pools
 from .proj import events
 
 VT = {"PLUS_TEST_VT": "2"}

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from celery_plus.model.store import Backend
+from tests.deploy.matrix import pools
 from tests.inspectors import inspector_for
 
 from .conftest import Worker, wait_until
-from .pool_matrix import pools
 from .proj import events
 
 VT_S = 2.0

@@ -7,7 +7,9 @@ suite"; issue 11 defect 5).
 * ``inspect scheduled`` lists an ETA job waiting in the store, in Celery's format, under every
   worker consuming its queue.
 * The command after ``cancel_consumer`` sees the queue gone.
-* ``Reject(requeue=True)`` is followed by a delivery flagged ``redelivered``.
+* (``Reject(requeue=True)`` followed by a delivery flagged ``redelivered`` is the channel
+  suite's ``test_a_requeued_message_is_delivered_again_flagged_redelivered``, on every store,
+  and Celery's own ``test_tasks.py`` in ``python -m compat_suite.upstream``.)
 * A command sent while a worker was down is not replayed to it when it starts, whether it was
   stopped or killed; a stopped worker's node binding goes at once, a killed one's lapses.
 * An event receiver's binding goes with its process.
@@ -125,14 +127,6 @@ def test_the_command_after_cancel_consumer_sees_the_queue_gone(
         assert extra in queues()
         client.control.cancel_consumer(extra, destination=[name], reply=True, timeout=5)
         assert extra not in queues()
-
-
-def test_reject_with_requeue_is_followed_by_a_delivery_flagged_redelivered(
-        client: Any, start_worker: Callable[..., Worker], prefix: str) -> None:
-    start_worker(pool="prefork", concurrency=1)
-    result = client.tasks["proj.reject_then_succeed"].delay()
-    assert result.get(timeout=TIMEOUT) == "second-pass"
-    assert [e["redelivered"] for e in events(prefix, "delivery")] == [False, True]
 
 
 def test_a_command_sent_while_a_worker_was_down_is_not_replayed_to_it(

@@ -6,9 +6,10 @@ test in a schema of its own), or a SQLite file (on a small tmpfs when the scenar
 disk). Each scenario writes a :class:`~tests.deploy.faults.harness.Report` line; the session prints
 them all at the end (and they stay in ``.faults-report.jsonl``).
 
-The fast variants run in the README's test command. Long variants (the issue's figures: a
-30 s lease, a 20 s outage, kill loops of minutes) are marked ``long`` and run only with
-``PLUS_FAULT_LONG=1`` (``tests/deploy/faults/run_long.sh``).
+The fast variants run in the README's test command, each on one of its stores
+(``tests/deploy/matrix.py``). Long variants (the issue's figures: a 30 s lease, a 20 s outage,
+kill loops of minutes) are marked ``long`` and run only with ``PLUS_LONG=1``
+(``tests/deploy/faults/run_long.sh``, ``tests/run_long.sh``).
 """
 
 from __future__ import annotations
@@ -28,20 +29,6 @@ from celery_plus.model.store import Backend
 
 from .harness import Deployment
 from .servers import PG_BIN, PostgresCluster, RedisServer, SmallDisk, small_disk_available
-
-LONG = os.environ.get("PLUS_FAULT_LONG") == "1"
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "long: a long fault variant (PLUS_FAULT_LONG=1)")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    skip = pytest.mark.skip(reason="long fault variant: set PLUS_FAULT_LONG=1")
-    for item in items:
-        long = item.get_closest_marker("long") is not None
-        if long and not LONG:
-            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

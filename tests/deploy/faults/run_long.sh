@@ -6,7 +6,7 @@
 # PostgreSQL 15's initdb/pg_ctl (PLUS_FAULT_PG_BIN). Figures go to docs/reliability.md.
 set -e
 cd "$(dirname "$0")/../.."
-export PLUS_FAULT_LONG=1
+export PLUS_LONG=1 PLUS_FULL_MATRIX=1
 export PLUS_FAULT_REPORT="${PLUS_FAULT_REPORT:-$PWD/.faults-report-long.jsonl}"
 rm -f "$PLUS_FAULT_REPORT"
 exec .venv/bin/pytest -q -p no:randomly -n "${JOBS:-2}" -m long tests/deploy/faults "$@"

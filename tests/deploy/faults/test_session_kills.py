@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.support import wait_until
+
 from .harness import Deployment, Publisher, check
 
 STORES = ["postgres", "redis"]
@@ -69,10 +71,13 @@ def test_connections_lost_while_a_prefork_pool_is_handed_jobs(
     back and claimed again: 2-10 of 300 ran twice in every run). (Ended PostgreSQL
     sessions cause no reconnect: their calls are retried on fresh connections.)"""
     deployment = deploy("pool handed jobs", "redis", vt=6.0)
-    deployment.start_worker(concurrency=4)
+    # Published first, so the kills below fall while the pool is handed them (published
+    # beside a running worker on a loaded machine, all 300 could end before the first kill).
     for n in range(300):
         deployment.publish("fault.work", f"w{n}", 0.01)
-    deployment.wait_running(1)
+    deployment.start_worker(concurrency=4)
+    wait_until(deployment.started, timeout=60, message="the first run")
+    assert len(deployment.started()) < 300, "the drain ended before the first kill"
     killed = 0
     for _ in range(15):
         killed += kill_sessions(deployment)

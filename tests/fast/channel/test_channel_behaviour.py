@@ -14,6 +14,7 @@ queue, and its ack dead-letters it
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 import time
 import uuid
@@ -181,19 +182,33 @@ def test_qos_prefetch_bounds_the_messages_claimed(store: Store) -> None:
         assert sorted(job_ids(got)) == sorted(ids)
 
 
+def delivered_one_by_one(conn: kombu.Connection, queue: str, count: int) -> list[str]:
+    """The job ids of ``count`` messages of ``queue``, consumed with a prefetch of one and
+    acked one at a time, in the order they came."""
+    got, consumer = consume(conn, queue, 1, prefetch=1)
+    for taken in range(1, count):
+        got[taken - 1].ack()
+        drain(conn, lambda n=taken: len(got) > n)
+    got[-1].ack()
+    consumer.cancel()
+    return job_ids(got)
+
+
 def test_priorities_order_delivery_lowest_number_first_fifo_within_one(store: Store) -> None:
-    priorities = [5, 9, 0, 5, 0, 9, 3]
+    """Two queues, three priorities in a shuffled mix: each queue hands its messages out by
+    priority (0 first), in publish order within one, each exactly once."""
+    rng = random.Random(20240501)
+    queues, priorities = ("q1", "q2"), (0, 5, 9)
     with store.connection() as conn:
-        published = [(p, n, publish(conn.default_channel, "work", priority=p))
-                     for n, p in enumerate(priorities)]
-        got, _ = consume(conn, "work", 1, prefetch=1)
-        delivered: list[str] = []
-        while len(delivered) < len(priorities):
-            drain(conn, lambda: len(got) > len(delivered))
-            message = got[len(delivered)]
-            delivered.append(message.headers["id"])
-            message.ack()
-    assert delivered == [job_id for _, _, job_id in sorted(published)]
+        published = [(q, p, n, publish(conn.default_channel, q, priority=p))
+                     for n, (q, p) in enumerate((rng.choice(queues), rng.choice(priorities))
+                                                for _ in range(60))]
+        assert {(q, p) for q, p, _, _ in published} == {(q, p) for q in queues
+                                                         for p in priorities}
+        for queue in queues:
+            expected = [job_id for q, p, n, job_id in sorted(published, key=lambda j: (j[1], j[2]))
+                        if q == queue]
+            assert delivered_one_by_one(conn, queue, len(expected)) == expected, queue
 
 
 def test_an_eta_message_waits_until_it_is_due(store: Store) -> None:
