@@ -295,12 +295,13 @@ def function_status(conn: Any, schema: str) -> list[FunctionStatus]:
     return sorted(out, key=lambda s: s.name)
 
 
-def connect(url: str) -> Any:
-    """An autocommit psycopg connection for migrations (clear error when psycopg is missing)."""
+def connect(url: str, **params: Any) -> Any:
+    """An autocommit psycopg connection for migrations (clear error when psycopg is missing);
+    ``params``: libpq's (keepalives, timeouts: ``bounds.LinkBounds.libpq_params``)."""
     try:
         import psycopg
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImproperlyConfigured(
             "The plus+postgresql:// transport needs psycopg 3: "
             "pip install 'celery-plus[postgres]'.") from exc
-    return psycopg.connect(url, autocommit=True, connect_timeout=10)
+    return psycopg.connect(url, autocommit=True, **{"connect_timeout": 10, **params})
