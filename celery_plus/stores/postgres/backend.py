@@ -60,6 +60,7 @@ from celery_plus.stores.postgres import pool as pg_pool
 from celery_plus.stores.postgres.bounds import (
     DEFAULT_BOUNDS,
     LinkBounds,
+    check_alive,
     connect_timed_out,
     unanswered,
 )
@@ -80,6 +81,8 @@ STATES = rules.STATES
 #: Seconds a LISTEN connection may stay silent before it is checked with a statement (a link
 #: stalled where the kernel cannot tell, e.g. behind a proxy, would otherwise stay silent).
 LISTENER_CHECK_S = 30.0
+#: Seconds that check waits for the reply (the waiting thread is blocked meanwhile).
+LISTENER_CHECK_REPLY_S = 2.0
 #: A record's select list: its ``jobs`` columns, the history read as text (not ``jsonb``).
 RECORD_COLUMNS = ", ".join("history::text" if c == "history" else c for c in COLUMNS)
 
@@ -125,13 +128,16 @@ class StoreUnavailable(KombuConnectionError):
     """The database cannot be reached (a kombu connection error: Celery reconnects/retries)."""
 
 
-def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None) -> T:
+def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None,
+              stalled: Callable[[], object] | None = None) -> T:
     """Run ``step``, again when the server aborted it for a deadlock or serialization
     failure, or when its connection failed (after ``renew``, which gives up the pool of
     that connection, so a server restart costs one failed attempt, not one per pooled
     session, and an unreachable server fails fast).
 
-    Only a lost connection (``pg_pool.connection_lost``) is tried again; any other
+    ``stalled``: called as well when the server did not answer a statement in time
+    (``bounds.py``); a connection whose set-up timed out is not tried again (the server is
+    unreachable now). Only a lost connection (``pg_pool.connection_lost``) is tried again; any other
     ``OperationalError`` (a cancelled statement, a resource limit such as "too many
     clients") leaves the pool alone. A store call that fails so, whose connection fails
     ``CONNECTION_ATTEMPTS`` times, or that finds no connection within the pool's timeout
@@ -167,6 +173,8 @@ def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None) 
             elif unanswered(exc):
                 logger.warning("celery-plus: PostgreSQL did not answer (%s); reconnecting "
                                "on a fresh pool", str(exc).strip())
+                if stalled is not None:
+                    stalled()
             else:
                 logger.info("celery-plus: PostgreSQL connection failed (%s); trying again",
                             str(exc).strip())
@@ -486,7 +494,8 @@ class PostgresBackend(OptionsView, Backend):
                      comp_max, dead_ret, dead_max]).fetchone()
 
             try:
-                row = _retrying(run)
+                # A private connection that stalled: the pool's links likely did too.
+                row = _retrying(run, stalled=self._renew_pool)
             except Exception:
                 conn = self._maint_conn
                 if conn is not None and (conn.closed or conn.broken):
@@ -615,7 +624,7 @@ class PostgresBackend(OptionsView, Backend):
             for _ in conn.notifies(timeout=0):
                 pass
             if time.monotonic() - getattr(self._tls, "listener_checked", 0.0) > LISTENER_CHECK_S:
-                conn.execute("SELECT 1")
+                check_alive(conn, LISTENER_CHECK_REPLY_S)  # a stalled one blocks briefly
                 self._tls.listener_checked = time.monotonic()
         except Exception as exc:
             return self._lost_listener(conn, exc)

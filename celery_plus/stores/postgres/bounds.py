@@ -66,6 +66,19 @@ def connection_class(reply_timeout: float | None) -> Any:
     return cls
 
 
+def check_alive(conn: Any, within: float) -> None:
+    """Send ``conn`` a trivial statement and wait at most ``within`` seconds for its reply
+    (:class:`NoReply` past it, the connection closed)."""
+    if not hasattr(conn, "bound"):
+        conn.execute("SELECT 1")
+        return
+    conn.bound = within
+    try:
+        conn.execute("SELECT 1")
+    finally:
+        del conn.bound  # back to the class's reply timeout
+
+
 class _Unanswered:
     """Marks an error raised because the server did not answer in time."""
 
@@ -94,19 +107,23 @@ def _bounded_class(reply_timeout: float | None) -> Any:
 
     class BoundedConnection(psycopg.Connection[Any]):
         """A connection whose waits without a timeout of their own end after
-        ``reply_timeout`` seconds: the connection is then closed (its protocol state is
-        unknown) and :class:`NoReply` raised."""
+        ``reply_timeout`` seconds (an instance may set a shorter one for a while): the
+        connection is then closed (its protocol state is unknown) and :class:`NoReply`
+        raised."""
+
+        bound: float | None = reply_timeout
 
         def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
-            if timeout is not None or reply_timeout is None:
+            bound = self.bound
+            if timeout is not None or bound is None:
                 return super().wait(gen, interval, timeout)
             try:
-                return super().wait(gen, interval, reply_timeout)
+                return super().wait(gen, interval, bound)
             except errors._WaitTimeout as exc:
                 self.pgconn.finish()
                 raise NoReply(
-                    f"no reply from PostgreSQL within {reply_timeout:g} s (a stalled or "
-                    "half-open link; plus_pg_reply_timeout); the connection is closed") from exc
+                    f"no reply from PostgreSQL within {bound:g} s (a stalled or half-open "
+                    "link; plus_pg_reply_timeout); the connection is closed") from exc
 
     BoundedConnection.__name__ = BoundedConnection.__qualname__ = "BoundedConnection"
     return BoundedConnection

@@ -54,12 +54,15 @@ def stall_then_strand(deployment: Deployment, store: str, stall_s: float,
     return took
 
 
-@pytest.mark.parametrize("store", ["postgres", "redis"])
+@pytest.mark.parametrize(("store", "stall_s"), [("postgres", 1.0), ("postgres", 5.0),
+                                               ("redis", 5.0)])
 def test_a_worker_on_half_open_links_reconnects_and_runs_new_jobs(
-        deploy: Callable[..., Deployment], store: str) -> None:
+        deploy: Callable[..., Deployment], store: str, stall_s: float) -> None:
+    """A stall shorter than the reply timeout (the worker notices only once the link is
+    back) and a longer one (it notices during the stall)."""
     conf = FAST_PG if store == "postgres" else FAST_REDIS
     deployment = deploy("half-open link", store, proxied=True, conf=conf)
-    stall_then_strand(deployment, store, stall_s=5.0, bound=30.0)
+    stall_then_strand(deployment, store, stall_s=stall_s, bound=30.0)
 
 
 @pytest.mark.long
