@@ -128,6 +128,23 @@ class StoreUnavailable(KombuConnectionError):
     """The database cannot be reached (a kombu connection error: Celery reconnects/retries)."""
 
 
+#: Seconds after a "did not answer" WARNING during which the next ones are logged at INFO: one
+#: stalled link hits every connection of the process, and one line says so.
+STALL_WARNING_S = 60.0
+_stall_warned_at = -STALL_WARNING_S
+
+
+def _log_stalled(what: str) -> None:
+    """Log that PostgreSQL did not answer: a WARNING, or INFO within
+    :data:`STALL_WARNING_S` of the last such WARNING."""
+    global _stall_warned_at
+    now = time.monotonic()
+    level = logging.WARNING if now - _stall_warned_at >= STALL_WARNING_S else logging.INFO
+    if level == logging.WARNING:
+        _stall_warned_at = now
+    logger.log(level, "celery-plus: PostgreSQL did not answer (%s)", what)
+
+
 def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None,
               stalled: Callable[[], object] | None = None) -> T:
     """Run ``step``, again when the server aborted it for a deadlock or serialization
@@ -171,8 +188,7 @@ def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None,
             if isinstance(exc, PoolClosed):  # another call retired the pool
                 logger.debug("celery-plus: moving to a fresh PostgreSQL pool (%s)", exc)
             elif unanswered(exc):
-                logger.warning("celery-plus: PostgreSQL did not answer (%s); reconnecting "
-                               "on a fresh pool", str(exc).strip())
+                _log_stalled(f"{str(exc).strip()}; reconnecting on a fresh pool")
                 if stalled is not None:
                     stalled()
             else:
@@ -645,7 +661,10 @@ class PostgresBackend(OptionsView, Backend):
             return self._lost_listener(conn, exc)
 
     def _lost_listener(self, conn: Any, exc: Exception) -> None:
-        logger.warning("celery-plus: wake-up connection lost (%r); reconnecting", exc)
+        if unanswered(exc):
+            _log_stalled(f"{str(exc).strip()}; the wake-up connection reconnects")
+        else:
+            logger.warning("celery-plus: wake-up connection lost (%r); reconnecting", exc)
         self._tls.listener = None
         with self._lock:
             if conn in self._listeners:

@@ -105,3 +105,22 @@ def test_a_publish_through_a_stalled_link_with_the_default_bounds(
         pg_proxy: FaultProxy, schema: str) -> None:
     """The default bounds (reply 15 s, connect 5 s): the figure of docs/reliability.md."""
     check_publish_through_a_stall(pg_proxy, schema, bound=60.0)
+
+
+def test_a_publish_through_a_reset_link_fails_at_once_and_works_once_it_is_back(
+        pg_proxy: FaultProxy, schema: str) -> None:
+    """Reset (RST on every connection, new ones refused): no reply bound to wait for, the
+    publish fails fast; resumed, the next publish works on fresh connections."""
+    app, add = publisher(pg_proxy, schema, **FAST)
+    try:
+        add.apply_async((1, 2))
+        pg_proxy.reset()
+        took, error = timed_publish(add)
+        print(f"publish through a reset link: {type(error).__name__} after {took:.1f} s")
+        assert isinstance(error, OperationalError), error
+        assert took < 5.0
+        pg_proxy.resume()
+        took, error = timed_publish(add)
+        assert error is None and took < 5.0
+    finally:
+        app.close()

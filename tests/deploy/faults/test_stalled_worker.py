@@ -50,6 +50,10 @@ def stall_then_strand(deployment: Deployment, store: str, stall_s: float,
     print(f"{store}: stalled {stall_s:.0f} s; the 6 jobs published after it (publishing "
           f"took {published:.1f} s) all finished {took:.1f} s after the link came back")
     assert WARNING[store] in log, log
+    if store == "postgres":  # one line says it, however many connections the stall hit
+        warnings = [line for line in log.splitlines()
+                    if "WARNING/MainProcess" in line and WARNING[store] in line]
+        assert len(warnings) == 1, warnings
     assert worker.proc.poll() is None
     return took
 
