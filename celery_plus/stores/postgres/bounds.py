@@ -20,10 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-#: libpq parameters set from :class:`LinkBounds` (unless the URL sets them).
-LIBPQ_PARAMS = ("connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
-                "keepalives_count", "tcp_user_timeout")
-
 
 @dataclass(frozen=True)
 class LinkBounds:

@@ -124,3 +124,24 @@ def test_a_publish_through_a_reset_link_fails_at_once_and_works_once_it_is_back(
         assert error is None and took < 5.0
     finally:
         app.close()
+
+
+def test_a_stalled_connection_is_closed_after_its_reply_bound(pg_proxy: FaultProxy) -> None:
+    """The bound of one wait (the LISTEN check's 2 s) and the class's (reply timeout) both
+    end in ``NoReply``, a lost connection, with the connection closed."""
+    from celery_plus.stores.postgres.bounds import check_alive, connection_class, unanswered
+    from celery_plus.stores.postgres.pool import connection_lost
+
+    url = proxied_url(pg_proxy).removeprefix("plus+")
+    listener, pooled = (connection_class(3.0).connect(url, autocommit=True) for _ in range(2))
+    check_alive(listener, 1.0)
+    assert listener.bound == 3.0  # back to the class's bound
+    pg_proxy.stall()
+    for conn, call, bound in ((listener, lambda: check_alive(listener, 1.0), 1.0),
+                              (pooled, lambda: pooled.execute("SELECT 1"), 3.0)):
+        start = time.monotonic()
+        with pytest.raises(Exception) as caught:
+            call()
+        assert bound <= time.monotonic() - start < bound + 1.0
+        assert unanswered(caught.value) and connection_lost(caught.value)
+        assert conn.closed
