@@ -17,8 +17,12 @@ libpq's own parameters in the URL (``?connect_timeout=…&keepalives_idle=…``)
 
 from __future__ import annotations
 
+import inspect
+import logging
 from dataclasses import dataclass
 from typing import Any
+
+logger = logging.getLogger("celery_plus.transport.postgres")
 
 
 @dataclass(frozen=True)
@@ -94,9 +98,26 @@ def connect_timed_out(exc: BaseException) -> bool:
     return isinstance(exc, errors.ConnectionTimeout)
 
 
+def reply_bound_supported() -> bool:
+    """Whether the installed psycopg can bound a wait (``Connection.wait(timeout=…)``,
+    psycopg 3.3 releases since late 2025); without it, only the kernel's bounds hold."""
+    import psycopg
+    from psycopg import errors
+
+    return ("timeout" in inspect.signature(psycopg.Connection.wait).parameters
+            and hasattr(errors, "_WaitTimeout"))
+
+
 def _bounded_class(reply_timeout: float | None) -> Any:
     import psycopg
     from psycopg import errors
+
+    if reply_timeout is not None and not reply_bound_supported():
+        logger.warning(
+            "celery-plus: psycopg %s cannot bound a wait for a reply: plus_pg_reply_timeout "
+            "is not applied (a stalled link is failed by the kernel's keepalives and "
+            "tcp_user_timeout only). Upgrade psycopg to bound it.", psycopg.__version__)
+        return psycopg.Connection
 
     class NoReply(_Unanswered, psycopg.OperationalError):
         """The server did not answer a statement within the reply timeout."""

@@ -7,6 +7,7 @@ import pytest
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus import settings
+from celery_plus.stores.postgres import bounds
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.postgres.bounds import LinkBounds, connection_class
 
@@ -48,3 +49,13 @@ def test_a_misspelt_or_invalid_bound_is_refused(values: dict[str, object]) -> No
 def test_one_connection_class_per_reply_timeout() -> None:
     assert connection_class(3.0) is connection_class(3.0)
     assert connection_class(3.0) is not connection_class(None)
+
+
+def test_a_psycopg_that_cannot_bound_a_wait_gets_plain_connections_and_a_warning(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import psycopg
+
+    assert bounds.reply_bound_supported()  # the psycopg the tests run on bounds replies
+    monkeypatch.setattr(bounds, "reply_bound_supported", lambda: False)
+    assert bounds._bounded_class(7.0) is psycopg.Connection
+    assert "plus_pg_reply_timeout is not applied" in caplog.text
