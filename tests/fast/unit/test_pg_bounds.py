@@ -59,3 +59,22 @@ def test_a_psycopg_that_cannot_bound_a_wait_gets_plain_connections_and_a_warning
     monkeypatch.setattr(bounds, "reply_bound_supported", lambda: False)
     assert bounds._bounded_class(7.0) is psycopg.Connection
     assert "plus_pg_reply_timeout is not applied" in caplog.text
+
+
+def test_the_bounds_are_settable_through_broker_transport_options() -> None:
+    """As every plus_* setting of a plain celery.Celery app (docs/configuration.md); a
+    misspelt name is refused with the right one."""
+    import celery
+
+    import celery_plus  # noqa: F401  (registers the plus transport)
+
+    app = celery.Celery("bounds", broker="plus+postgresql://u@127.0.0.1:1/app",
+                        set_as_current=False)
+    app.conf.broker_transport_options = {"plus_pg_reply_timeout": 4.0,
+                                         "plus_pg_connect_timeout": 3}
+    with app.connection_for_write() as conn:
+        assert conn.transport.backend.bounds == LinkBounds(3.0, 15.0, 4.0)
+    app.conf.broker_transport_options = {"plus_pg_reply_timout": 4.0}
+    with pytest.raises(ImproperlyConfigured, match="Did you mean 'plus_pg_reply_timeout'"), \
+            app.connection_for_write() as conn:
+        conn.transport  # noqa: B018
