@@ -40,6 +40,10 @@ def _optional_positive(value: Any) -> bool:
     return value is None or _positive(value)
 
 
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def _non_empty_str(value: Any) -> bool:
     return isinstance(value, str) and bool(value) and ":" not in value
 
@@ -253,6 +257,33 @@ SETTINGS: tuple[Setting, ...] = (
         "publishes and acks (docs/postgres.md).",
     ),
     Setting(
+        "plus_pg_connect_timeout",
+        5.0,
+        _positive,
+        "seconds > 0",
+        "PostgreSQL: the longest a new store connection may take to be set up (libpq's "
+        "connect_timeout, whole seconds, at least 1; docs/reliability.md).",
+    ),
+    Setting(
+        "plus_pg_dead_link_timeout",
+        15.0,
+        lambda value: _positive(value) and value >= 3,
+        "seconds >= 3",
+        "PostgreSQL: a store connection whose link is dead is failed by the kernel within "
+        "this: TCP keepalives (first probe after a third of it idle) and libpq's "
+        "tcp_user_timeout (data unacknowledged for this long) (docs/reliability.md).",
+    ),
+    Setting(
+        "plus_pg_reply_timeout",
+        15.0,
+        _optional_positive,
+        "seconds > 0 or None",
+        "PostgreSQL: the longest a store call waits for the server's reply to a statement; "
+        "the connection is then closed and the call fails as a lost connection (a stalled "
+        "or half-open link). None: no bound. Raise it for admin operations on very large "
+        "queues (docs/reliability.md).",
+    ),
+    Setting(
         "plus_coordination_url",
         None,
         _coordination_url,
@@ -348,6 +379,9 @@ class PlusConfig:
     key_prefix: str
     pg_schema: str = "celery_plus"
     pg_synchronous_commit: str | None = None
+    pg_connect_timeout: float = 5.0
+    pg_dead_link_timeout: float = 15.0
+    pg_reply_timeout: float | None = 15.0
     redis_compact_records: bool = True
     redis_wait_replicas: int = 0
     redis_wait_timeout: float = 1.0
@@ -492,6 +526,9 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         key_prefix=str(merged["plus_key_prefix"]),
         pg_schema=str(merged["plus_pg_schema"]),
         pg_synchronous_commit=merged["plus_pg_synchronous_commit"],
+        pg_connect_timeout=float(merged["plus_pg_connect_timeout"]),
+        pg_dead_link_timeout=float(merged["plus_pg_dead_link_timeout"]),
+        pg_reply_timeout=_optional_float(merged["plus_pg_reply_timeout"]),
         redis_compact_records=merged["plus_redis_compact_records"],
         redis_wait_replicas=int(merged["plus_redis_wait_replicas"]),
         redis_wait_timeout=float(merged["plus_redis_wait_timeout"]),

@@ -57,6 +57,13 @@ from celery_plus.runtime.helper_threads import green_patcher
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.postgres import migrations as pg_migrations
 from celery_plus.stores.postgres import pool as pg_pool
+from celery_plus.stores.postgres.bounds import (
+    DEFAULT_BOUNDS,
+    LinkBounds,
+    check_alive,
+    connect_timed_out,
+    unanswered,
+)
 from celery_plus.stores.sql_record import COLUMNS, row_record
 from celery_plus.stores.waiting import Due, wait_for_work
 
@@ -71,6 +78,11 @@ RETRIES = 5
 #: (restart, ``pg_terminate_backend``, idle timeout) fails once, then a fresh one is used.
 CONNECTION_ATTEMPTS = 3
 STATES = rules.STATES
+#: Seconds a LISTEN connection may stay silent before it is checked with a statement (a link
+#: stalled where the kernel cannot tell, e.g. behind a proxy, would otherwise stay silent).
+LISTENER_CHECK_S = 30.0
+#: Seconds that check waits for the reply (the waiting thread is blocked meanwhile).
+LISTENER_CHECK_REPLY_S = 2.0
 #: A record's select list: its ``jobs`` columns, the history read as text (not ``jsonb``).
 RECORD_COLUMNS = ", ".join("history::text" if c == "history" else c for c in COLUMNS)
 
@@ -116,13 +128,33 @@ class StoreUnavailable(KombuConnectionError):
     """The database cannot be reached (a kombu connection error: Celery reconnects/retries)."""
 
 
-def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None) -> T:
+#: Seconds after a "did not answer" WARNING during which the next ones are logged at INFO: one
+#: stalled link hits every connection of the process, and one line says so.
+STALL_WARNING_S = 60.0
+_stall_warned_at = -STALL_WARNING_S
+
+
+def _log_stalled(what: str) -> None:
+    """Log that PostgreSQL did not answer: a WARNING, or INFO within
+    :data:`STALL_WARNING_S` of the last such WARNING."""
+    global _stall_warned_at
+    now = time.monotonic()
+    level = logging.WARNING if now - _stall_warned_at >= STALL_WARNING_S else logging.INFO
+    if level == logging.WARNING:
+        _stall_warned_at = now
+    logger.log(level, "celery-plus: PostgreSQL did not answer (%s)", what)
+
+
+def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None,
+              stalled: Callable[[], object] | None = None) -> T:
     """Run ``step``, again when the server aborted it for a deadlock or serialization
     failure, or when its connection failed (after ``renew``, which gives up the pool of
     that connection, so a server restart costs one failed attempt, not one per pooled
     session, and an unreachable server fails fast).
 
-    Only a lost connection (``pg_pool.connection_lost``) is tried again; any other
+    ``stalled``: called as well when the server did not answer a statement in time
+    (``bounds.py``); a connection whose set-up timed out is not tried again (the server is
+    unreachable now). Only a lost connection (``pg_pool.connection_lost``) is tried again; any other
     ``OperationalError`` (a cancelled statement, a resource limit such as "too many
     clients") leaves the pool alone. A store call that fails so, whose connection fails
     ``CONNECTION_ATTEMPTS`` times, or that finds no connection within the pool's timeout
@@ -150,10 +182,15 @@ def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None) 
             raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc
         except psycopg.OperationalError as exc:
             failed_connections += 1
-            if failed_connections >= CONNECTION_ATTEMPTS or not pg_pool.connection_lost(exc):
+            if (failed_connections >= CONNECTION_ATTEMPTS or not pg_pool.connection_lost(exc)
+                    or connect_timed_out(exc)):  # no answer to a new connection: down now
                 raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc
             if isinstance(exc, PoolClosed):  # another call retired the pool
                 logger.debug("celery-plus: moving to a fresh PostgreSQL pool (%s)", exc)
+            elif unanswered(exc):
+                _log_stalled(f"{str(exc).strip()}; reconnecting on a fresh pool")
+                if stalled is not None:
+                    stalled()
             else:
                 logger.info("celery-plus: PostgreSQL connection failed (%s); trying again",
                             str(exc).strip())
@@ -182,7 +219,9 @@ class PostgresBackend(OptionsView, Backend):
                 "not cooperate with eventlet (its waits would block every green thread). Use "
                 "-P gevent, -P threads or -P prefork with PostgreSQL, or a plus+redis:// store.")
         return cls(url, StoreOptions.of(config), schema=config.pg_schema, connect=False,
-                   synchronous_commit=config.pg_synchronous_commit)
+                   synchronous_commit=config.pg_synchronous_commit,
+                   bounds=LinkBounds(config.pg_connect_timeout, config.pg_dead_link_timeout,
+                                     config.pg_reply_timeout))
 
 
     def __init__(
@@ -193,8 +232,11 @@ class PostgresBackend(OptionsView, Backend):
         schema: str = "celery_plus",
         connect: bool = True,
         synchronous_commit: str | None = None,
+        bounds: LinkBounds = DEFAULT_BOUNDS,
     ) -> None:
         self.url = postgres_url(url)
+        #: How long its connections may take to connect, notice a dead link, get a reply.
+        self.bounds = bounds
         self.schema = pg_migrations.check_schema(schema)
         #: PostgreSQL's synchronous_commit on the pool's sessions (None: the server's).
         self.synchronous_commit = synchronous_commit
@@ -243,7 +285,7 @@ class PostgresBackend(OptionsView, Backend):
             with self._lock:
                 if self._engine is None:
                     self._engine = pg_pool.acquire(self.url, self.schema,
-                                                   self.synchronous_commit)
+                                                   self.synchronous_commit, self.bounds)
                 engine = self._engine
         self._tls.engine = engine
         return engine
@@ -468,7 +510,8 @@ class PostgresBackend(OptionsView, Backend):
                      comp_max, dead_ret, dead_max]).fetchone()
 
             try:
-                row = _retrying(run)
+                # A private connection that stalled: the pool's links likely did too.
+                row = _retrying(run, stalled=self._renew_pool)
             except Exception:
                 conn = self._maint_conn
                 if conn is not None and (conn.closed or conn.broken):
@@ -480,7 +523,7 @@ class PostgresBackend(OptionsView, Backend):
         conn = self._maint_conn
         if conn is None or conn.closed or conn.broken:
             self.is_leader = False
-            conn = self._maint_conn = pg_pool.connect(self.url, self.schema)
+            conn = self._maint_conn = pg_pool.connect(self.url, self.schema, self.bounds)
         return conn
 
     def _drop_maintenance_connection(self) -> None:
@@ -578,8 +621,9 @@ class PostgresBackend(OptionsView, Backend):
         if conn is not None and not conn.closed and not conn.broken:
             return conn
         try:
-            conn = pg_pool.connect(self.url, self.schema)
+            conn = pg_pool.connect(self.url, self.schema, self.bounds)
             conn.execute(f'LISTEN "{self.channel}"')
+            self._tls.listener_checked = time.monotonic()
         except Exception as exc:
             logger.warning("celery-plus: cannot LISTEN for wake-ups (polling): %r", exc)
             return None
@@ -589,10 +633,15 @@ class PostgresBackend(OptionsView, Backend):
         return conn
 
     def _drain(self, conn: Any) -> Any:
-        """Discard the notifications already received (ready work is looked for next)."""
+        """Discard the notifications already received (ready work is looked for next); a
+        listener silent for :data:`LISTENER_CHECK_S` is checked with a statement (bounded
+        by the reply timeout)."""
         try:
             for _ in conn.notifies(timeout=0):
                 pass
+            if time.monotonic() - getattr(self._tls, "listener_checked", 0.0) > LISTENER_CHECK_S:
+                check_alive(conn, LISTENER_CHECK_REPLY_S)  # a stalled one blocks briefly
+                self._tls.listener_checked = time.monotonic()
         except Exception as exc:
             return self._lost_listener(conn, exc)
         return conn
@@ -612,7 +661,10 @@ class PostgresBackend(OptionsView, Backend):
             return self._lost_listener(conn, exc)
 
     def _lost_listener(self, conn: Any, exc: Exception) -> None:
-        logger.warning("celery-plus: wake-up connection lost (%r); reconnecting", exc)
+        if unanswered(exc):
+            _log_stalled(f"{str(exc).strip()}; the wake-up connection reconnects")
+        else:
+            logger.warning("celery-plus: wake-up connection lost (%r); reconnecting", exc)
         self._tls.listener = None
         with self._lock:
             if conn in self._listeners:

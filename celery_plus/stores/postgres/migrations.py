@@ -42,6 +42,7 @@ from typing import Any
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus.model import rules
+from celery_plus.stores.postgres.bounds import DEFAULT_BOUNDS
 
 #: A schema name: a lower-case SQL identifier, short enough for the wake-up channel name.
 SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
@@ -295,12 +296,15 @@ def function_status(conn: Any, schema: str) -> list[FunctionStatus]:
     return sorted(out, key=lambda s: s.name)
 
 
-def connect(url: str) -> Any:
-    """An autocommit psycopg connection for migrations (clear error when psycopg is missing)."""
+def connect(url: str, **params: Any) -> Any:
+    """An autocommit psycopg connection for migrations (clear error when psycopg is missing);
+    ``params``: libpq's (default: the default bounds' keepalives and timeouts, ``bounds.py``;
+    no bound on a reply: a migration may wait for another process's)."""
     try:
         import psycopg
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImproperlyConfigured(
             "The plus+postgresql:// transport needs psycopg 3: "
             "pip install 'celery-plus[postgres]'.") from exc
-    return psycopg.connect(url, autocommit=True, connect_timeout=10)
+    return psycopg.connect(url, autocommit=True,
+                           **(params or DEFAULT_BOUNDS.libpq_params(url)))

@@ -24,13 +24,12 @@ from typing import Any
 
 from celery_plus.runtime.helper_threads import green_patcher, signals_blocked
 from celery_plus.stores.postgres import migrations as pg_migrations
+from celery_plus.stores.postgres.bounds import DEFAULT_BOUNDS, LinkBounds, connection_class
 
 #: Largest number of connections of one process's pool for one store.
 POOL_MAX = 8
 #: Seconds a caller waits for a free pool connection before an error.
 POOL_TIMEOUT = 30.0
-#: Seconds a new connection may take (also the start-up check's limit).
-CONNECT_TIMEOUT = 10
 #: Seconds a pool goes on failing to connect before it is retired (:func:`retire`): its
 #: callers then fail at once, and the next call opens a fresh pool, which connects as soon
 #: as the server is back instead of after the pool's own backoff (1, 2, 4… s).
@@ -41,7 +40,7 @@ CLOSE_WAIT_S = 1.0
 GROUP_MAX = 100
 
 _lock = threading.Lock()
-_engines: dict[tuple[str, str, str | None], Engine] = {}
+_engines: dict[tuple[str, str, str | None, LinkBounds], Engine] = {}
 #: Objects inherited from the parent process: kept referenced, never used or closed.
 _orphans: list[Any] = []
 #: Callbacks run in a forked child (backends drop their private connections).
@@ -93,11 +92,11 @@ def neutralize(conn: Any) -> None:
     _orphans.append(conn)
 
 
-def connect(url: str, schema: str) -> Any:
-    """A private autocommit connection with ``search_path`` set to ``schema``."""
-    import psycopg
-
-    conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+def connect(url: str, schema: str, bounds: LinkBounds = DEFAULT_BOUNDS) -> Any:
+    """A private autocommit connection with ``search_path`` set to ``schema``, bounded in
+    time by ``bounds``."""
+    conn = connection_class(bounds.reply_timeout).connect(
+        url, autocommit=True, **bounds.libpq_params(url))
     try:
         conn.execute(f"SET search_path TO {pg_migrations.quoted(schema)}")
     except BaseException:
@@ -206,12 +205,14 @@ class GroupCommit:
 class Engine:
     """A process's pool for one store, shared by its backends."""
 
-    def __init__(self, url: str, schema: str, synchronous_commit: str | None = None) -> None:
+    def __init__(self, url: str, schema: str, synchronous_commit: str | None = None,
+                 bounds: LinkBounds = DEFAULT_BOUNDS) -> None:
         from psycopg_pool import ConnectionPool
 
         self.url = url
         self.schema = schema
         self.synchronous_commit = synchronous_commit
+        self.bounds = bounds
         self.users = 0
         #: Set once by :func:`retire` (its pool is being closed).
         self.retired = False
@@ -221,20 +222,22 @@ class Engine:
         self.publishes = None if green_patcher() else GroupCommit()
         self.conns: weakref.WeakSet[Any] = weakref.WeakSet()
         # A direct connection first: a wrong URL fails here with the server's own message.
-        with contextlib.closing(pg_migrations.connect(url)) as conn:
+        # It is not bounded in reply time (a migration may wait for another process's).
+        with contextlib.closing(pg_migrations.connect(url, **bounds.libpq_params(url))) as conn:
             pg_migrations.migrate(conn, schema)
         # The pool's threads (a worker and a scheduler) are started with every signal
         # blocked: signals sent to this process must reach its main thread (helper_threads).
         with signals_blocked():
             self.pool = ConnectionPool(
                 url, min_size=1, max_size=POOL_MAX, timeout=POOL_TIMEOUT, num_workers=1,
-                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+                connection_class=connection_class(bounds.reply_timeout),
+                kwargs={"autocommit": True, **bounds.libpq_params(url)},
                 configure=self._configure, open=True, name=f"celery-plus:{schema}",
                 reconnect_timeout=RECONNECT_TIMEOUT, reconnect_failed=self._reconnect_failed)
 
     @property
-    def key(self) -> tuple[str, str, str | None]:
-        return self.url, self.schema, self.synchronous_commit
+    def key(self) -> tuple[str, str, str | None, LinkBounds]:
+        return self.url, self.schema, self.synchronous_commit, self.bounds
 
     def _configure(self, conn: Any) -> None:
         conn.execute(f"SET search_path TO {pg_migrations.quoted(self.schema)}")
@@ -256,15 +259,16 @@ class Engine:
         _orphans.append(self.pool)
 
 
-def acquire(url: str, schema: str, synchronous_commit: str | None = None) -> Engine:
-    """The process's engine for (url, schema, synchronous_commit), created (and the schema
-    migrated) if needed."""
+def acquire(url: str, schema: str, synchronous_commit: str | None = None,
+            bounds: LinkBounds = DEFAULT_BOUNDS) -> Engine:
+    """The process's engine for (url, schema, synchronous_commit, bounds), created (and the
+    schema migrated) if needed."""
     require_psycopg()
-    key = (url, schema, synchronous_commit)
+    key = (url, schema, synchronous_commit, bounds)
     with _lock:
         engine = _engines.get(key)
         if engine is None:
-            engine = Engine(url, schema, synchronous_commit)
+            engine = Engine(url, schema, synchronous_commit, bounds)
             _engines[key] = engine
         engine.users += 1
         return engine

@@ -5,7 +5,8 @@ reads them, turned into redis-py clients.
   and ``rediss://`` URLs (their ``?ssl_cert_reqs=…`` query too);
 * ``broker_transport_options``: ``socket_timeout``, ``socket_connect_timeout``,
   ``socket_keepalive``, ``socket_keepalive_options``, ``max_connections``,
-  ``health_check_interval``, ``retry_on_timeout``, ``client_name``;
+  ``health_check_interval``, ``retry_on_timeout``, ``client_name``; the first four have
+  bounded defaults (:data:`DEFAULT_BOUNDS`: no connection waits forever);
 * ``plus+sentinel://h1:26379;sentinel://h2:26379/0`` (kombu's Sentinel URL form) with
   ``master_name`` (required), ``sentinel_kwargs`` and ``min_other_sentinels`` in the
   transport options; the master is looked up again on every new connection (failover).
@@ -15,6 +16,7 @@ reads them, turned into redis-py clients.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +36,21 @@ SSL_OPTIONS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 #: A connection idle this long is checked with PING before use (kombu's default too).
 DEFAULT_HEALTH_CHECK_S = 25
+#: Time bounds of every connection unless the transport options set them (redis-py before
+#: 8 waits forever by default): a command's reply, a connection's set-up, and TCP
+#: keepalives that fail a dead idle link within 5 + 2 x 5 s. A blocking pop waits at most
+#: ``plus_poll_interval``, keep ``socket_timeout`` above it.
+DEFAULT_BOUNDS: dict[str, Any] = {"socket_timeout": 5.0, "socket_connect_timeout": 5.0,
+                                  "socket_keepalive": True}
+#: (option, seconds) of the default keepalive: idle before the first probe, between probes,
+#: probes unanswered before the link is dead.
+_KEEPALIVE = (("TCP_KEEPIDLE", 5), ("TCP_KEEPINTVL", 2), ("TCP_KEEPCNT", 5))
+
+
+def default_keepalive_options() -> dict[int, int]:
+    """The default ``socket_keepalive_options`` (the options this platform has)."""
+    return {getattr(socket, name): value for name, value in _KEEPALIVE
+            if hasattr(socket, name)}
 
 
 @dataclass(frozen=True)
@@ -55,7 +72,10 @@ class RedisConnect:
         return self.url.partition("://")[0] in CLUSTER_SCHEMES
 
     def _connection_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"health_check_interval": DEFAULT_HEALTH_CHECK_S}
+        kwargs: dict[str, Any] = {"health_check_interval": DEFAULT_HEALTH_CHECK_S,
+                                  **DEFAULT_BOUNDS}
+        if self.options.get("socket_keepalive") is not False:
+            kwargs["socket_keepalive_options"] = default_keepalive_options()
         kwargs.update({k: self.options[k] for k in CONNECTION_OPTIONS
                        if self.options.get(k) is not None})
         return kwargs

@@ -9,6 +9,7 @@ same values. Each task writes its run to the ledger (``ledger.py``) first and la
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import time
 from typing import Any
@@ -56,7 +57,7 @@ class Progress:
 
 
 def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
-             results: str | None = None) -> Celery:
+             results: str | None = None, conf: dict[str, Any] | None = None) -> Celery:
     app = Celery("faults", broker=broker, backend=results, set_as_current=False)
     app.conf.update(
         plus_key_prefix=prefix,
@@ -71,6 +72,7 @@ def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,
     )
+    app.conf.update(conf or {})  # a scenario's own settings (PLUS_FAULT_CONF)
     ledger = Ledger(ledger_path)
 
     def run(job: str, label: str, seconds: float, group: str = "") -> None:
@@ -160,7 +162,8 @@ def _from_env() -> Celery:
                     env.get("PLUS_FAULT_PREFIX", "faults"),
                     env.get("PLUS_FAULT_LEDGER", "/tmp/plus-faults-ledger.db"),
                     float(env.get("PLUS_FAULT_VT", "6")),
-                    env.get("PLUS_FAULT_RESULTS") or None)
+                    env.get("PLUS_FAULT_RESULTS") or None,
+                    json.loads(env.get("PLUS_FAULT_CONF") or "{}"))
 
 
 app = _from_env()

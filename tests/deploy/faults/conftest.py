@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -28,6 +29,7 @@ from celery_plus.model.options import StoreOptions
 from celery_plus.model.store import Backend
 
 from .harness import Deployment
+from .proxy import FaultProxy
 from .servers import PG_BIN, PostgresCluster, RedisServer, SmallDisk, small_disk_available
 
 
@@ -97,12 +99,16 @@ def deploy(request: pytest.FixtureRequest, tmp_path: Path, prefix: str,
     ``store``: ``redis-aof`` / ``redis-rdb`` (a private redis-server with / without AOF;
     ``redis`` is ``redis-aof``), ``postgres`` (a schema of the session's private cluster)
     or ``sqlite`` (a file in the test's folder, or ``sqlite_path``). The deployment's
-    ``server`` is the store's server (None for SQLite).
+    ``server`` is the store's server (None for SQLite). ``proxied``: the app and workers
+    reach the server through a :class:`~tests.deploy.faults.proxy.FaultProxy` (the
+    deployment's ``proxy``; the view goes direct); ``conf``: the app's and workers' settings.
     """
     made: list[Deployment] = []
+    proxies: list[FaultProxy] = []
 
     def make(scenario: str, store: str, vt: float = 6.0, sqlite_path: Path | None = None,
-             results: str | None = None) -> Deployment:
+             results: str | None = None, proxied: bool = False,
+             conf: dict[str, Any] | None = None) -> Deployment:
         server: Any = None
         if store.startswith("redis"):
             server = redis_servers(aof=store != "redis-rdb")
@@ -112,13 +118,22 @@ def deploy(request: pytest.FixtureRequest, tmp_path: Path, prefix: str,
             url = server.url
         else:
             url = f"sqlite:///{sqlite_path or tmp_path / 'store.db'}"
-        deployment = Deployment(scenario, store, f"plus+{url}", prefix, tmp_path,
-                                lambda: open_view(store, url, prefix), vt, results)
+        broker, proxy = f"plus+{url}", None
+        if proxied:
+            parts = urlsplit(url)
+            proxy = FaultProxy(parts.hostname or "127.0.0.1", parts.port or 0)
+            proxies.append(proxy)
+            broker = "plus+" + url.replace(f":{parts.port}", f":{proxy.port}", 1)
+        deployment = Deployment(scenario, store, broker, prefix, tmp_path,
+                                lambda: open_view(store, url, prefix), vt, results, conf)
         deployment.server = server  # type: ignore[attr-defined]
+        deployment.proxy = proxy  # type: ignore[attr-defined]
         made.append(deployment)
         return deployment
 
     yield make
+    for proxy in proxies:
+        proxy.resume()  # a worker stuck on a stalled link stops
     for deployment in made:
         deployment.stop_workers()
         deployment.ledger_anchor.close()
@@ -133,3 +148,5 @@ def deploy(request: pytest.FixtureRequest, tmp_path: Path, prefix: str,
                     psycopg.connect(request.getfixturevalue("pg_cluster").url,
                                     autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{prefix}" CASCADE')
+    for proxy in proxies:
+        proxy.close()

@@ -160,7 +160,8 @@ class Deployment:
     """One scenario on one store (see the module docstring)."""
 
     def __init__(self, scenario: str, store: str, broker: str, prefix: str, folder: Path,
-                 view: Callable[[], Backend], vt: float, results: str | None = None) -> None:
+                 view: Callable[[], Backend], vt: float, results: str | None = None,
+                 conf: dict[str, Any] | None = None) -> None:
         self.scenario = scenario
         self.store = store
         self.broker = broker
@@ -171,7 +172,9 @@ class Deployment:
         self.ledger_path = folder / "ledger.db"
         self.ledger = Ledger(self.ledger_path)
         self.ledger_anchor = self.ledger.anchor()
-        self.app = make_app(broker, prefix, str(self.ledger_path), vt, results)
+        #: Settings of the scenario's app and workers (``PLUS_FAULT_CONF``).
+        self.conf = dict(conf or {})
+        self.app = make_app(broker, prefix, str(self.ledger_path), vt, results, self.conf)
         self.view = view()
         self.inspect = inspector_for(self.view)
         self.workers: list[Worker] = []
@@ -195,6 +198,8 @@ class Deployment:
                "PLUS_FAULT_LEDGER": str(self.ledger_path), "PLUS_FAULT_VT": str(self.vt)}
         if self.results:
             env["PLUS_FAULT_RESULTS"] = self.results
+        if self.conf:
+            env["PLUS_FAULT_CONF"] = json.dumps(self.conf)
         return env
 
     def start_worker(self, pool: str = "prefork", concurrency: int = 2,

@@ -108,3 +108,12 @@ def test_a_cluster_store_that_is_down_is_made_and_then_a_connection_error() -> N
     with pytest.raises(redis.exceptions.ConnectionError, match="cannot be connected"):
         backend.connect()
     backend.close()
+
+
+def test_every_connection_is_bounded_in_time_by_default() -> None:
+    """Issue #27: a reply, a connection's set-up and a dead idle link have bounds even on a
+    redis-py whose own defaults wait forever."""
+    kwargs = _pool().connection_kwargs
+    assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"]) == (5.0, 5.0)
+    assert kwargs["socket_keepalive"] is True
+    assert sum(kwargs["socket_keepalive_options"].values()) > 0
