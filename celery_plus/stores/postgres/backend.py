@@ -116,6 +116,29 @@ class StoreUnavailable(KombuConnectionError):
     """The database cannot be reached (a kombu connection error: Celery reconnects/retries)."""
 
 
+#: Least time between two warnings of the same refusal in one process.
+REFUSAL_WARN_EVERY_S = 30.0
+_last_refusal_warning: dict[str, float] = {}
+
+
+def refused(exc: Exception) -> StoreUnavailable:
+    """The store outage of a server that refuses writes for now: a read-only database or
+    server (SQLSTATE 25006 ``read_only_sql_transaction``: a hot standby, a promoted-away
+    primary, ``default_transaction_read_only``). A kombu connection error, as a lost server
+    (``admin_shutdown`` and the other ``OperationalError`` replies already are: see
+    :func:`_retrying`), with one WARNING per ``REFUSAL_WARN_EVERY_S`` naming the reply. This
+    is the one place the PostgreSQL store classifies such replies."""
+    sqlstate = getattr(exc, "sqlstate", None) or "?"
+    reply = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    error = StoreUnavailable(f"PostgreSQL store refuses writes: {reply} (SQLSTATE {sqlstate}; "
+                             "celery-plus waits and resumes by itself)")
+    now = time.monotonic()
+    if now - _last_refusal_warning.get(sqlstate, -REFUSAL_WARN_EVERY_S) >= REFUSAL_WARN_EVERY_S:
+        _last_refusal_warning[sqlstate] = now
+        logger.warning("celery-plus: %s", error)
+    return error
+
+
 def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None) -> T:
     """Run ``step``, again when the server aborted it for a deadlock or serialization
     failure, or when its connection failed (after ``renew``, which gives up the pool of
@@ -146,6 +169,8 @@ def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None) 
             time.sleep(0.005 * attempt * (0.5 + random.random()))
         except errors.TransactionRollback:
             raise
+        except errors.ReadOnlySqlTransaction as exc:
+            raise refused(exc) from exc
         except PoolTimeout as exc:
             raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc
         except psycopg.OperationalError as exc:

@@ -33,6 +33,7 @@ from celery_plus.model.store import (
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.redis.connect import RedisConnect, from_kombu
 from celery_plus.stores.redis.envelope import deflated, envelope_bytes, envelope_or_none
+from celery_plus.stores.redis.eviction import check_policy
 from celery_plus.stores.redis.record import job_record
 from celery_plus.stores.redis.scripts import ScriptLibrary, pack, store_sources
 
@@ -113,7 +114,8 @@ class RedisBackend(OptionsView, Backend):
                 f"plus_redis_wait_replicas = {options.wait_replicas} applies to a Redis Cluster "
                 f"store (plus+redis+cluster://) only; a plus+{scheme}:// store does not WAIT "
                 "for replicas after a publish. Set it to 0 (docs/redis-cluster.md).")
-        return cls(url, options, connector=from_kombu(url, connection))
+        return cls(url, options, connector=from_kombu(url, connection),
+                   allow_eviction=config.redis_allow_eviction)
 
 
     def __init__(
@@ -123,8 +125,12 @@ class RedisBackend(OptionsView, Backend):
         *,
         connector: RedisConnect | None = None,
         client: Any = None,
+        allow_eviction: bool = True,
     ) -> None:
         self.url = url
+        #: ``plus_redis_allow_eviction``: False refuses a server that may evict keys at
+        #: :meth:`connect` (``eviction.py``); stores built by hand, not from settings, skip it.
+        self.allow_eviction = allow_eviction
         self.options = options
         self.connector = connector or RedisConnect(url)
         #: A client given (a Redis Cluster's, shared by the scopes of one cluster store:
@@ -142,8 +148,11 @@ class RedisBackend(OptionsView, Backend):
 
     def connect(self) -> None:
         """Raise a connection error unless the server answers (``Transport.establish_connection``;
-        redis-py itself connects on first use)."""
+        redis-py itself connects on first use), and refuse a server whose
+        ``maxmemory-policy`` may evict the store's keys (``eviction.py``)."""
         self.client.ping()
+        if not self.allow_eviction:
+            check_policy(self.client, self.url, allow_eviction=False)
 
     # -- keys -------------------------------------------------------------------------
     def key(self, *parts: str) -> str:
