@@ -125,12 +125,14 @@ class RedisBackend(OptionsView, Backend):
         *,
         connector: RedisConnect | None = None,
         client: Any = None,
-        allow_eviction: bool = True,
+        allow_eviction: bool | None = None,
     ) -> None:
         self.url = url
-        #: ``plus_redis_allow_eviction``: False refuses a server that may evict keys at
-        #: :meth:`connect` (``eviction.py``); stores built by hand, not from settings, skip it.
+        #: ``plus_redis_allow_eviction``: :meth:`connect` refuses (False) or warns about (True)
+        #: a server that may evict keys, once (``eviction.py``); None (a store built by hand,
+        #: not from settings) skips the check.
         self.allow_eviction = allow_eviction
+        self._policy_checked = allow_eviction is None
         self.options = options
         self.connector = connector or RedisConnect(url)
         #: A client given (a Redis Cluster's, shared by the scopes of one cluster store:
@@ -151,8 +153,9 @@ class RedisBackend(OptionsView, Backend):
         redis-py itself connects on first use), and refuse a server whose
         ``maxmemory-policy`` may evict the store's keys (``eviction.py``)."""
         self.client.ping()
-        if not self.allow_eviction:
-            check_policy(self.client, self.url, allow_eviction=False)
+        if not self._policy_checked:
+            check_policy(self.client, self.url, allow_eviction=bool(self.allow_eviction))
+            self._policy_checked = True
 
     # -- keys -------------------------------------------------------------------------
     def key(self, *parts: str) -> str:
