@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import wait_until
+
 from .conftest import open_view
 from .harness import Deployment, Publisher, Worker, check
 from .servers import PostgresCluster
 from .test_worker_kills import publish_mix
-from tests.support import wait_until
 
 FILLER = "filler-of-the-test"
 
