@@ -220,3 +220,27 @@ def test_a_read_only_postgresql_database_is_a_connection_error(pg_database: str)
         assert store.record("j1") is None
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("compact", [True, False])
+def test_a_waiting_job_whose_message_was_evicted_is_dead_lettered_not_claimed(
+        server: RedisServer, compact: bool) -> None:
+    from celery_plus.model.options import StoreOptions
+
+    store = RedisBackend(server.url, StoreOptions(compact_records=compact))
+    try:
+        for n in range(3):
+            store.publish(job(n))
+        if compact:
+            server.client().delete(store.key("m", "j1"))  # what an eviction does
+        else:
+            server.client().hdel(store.key("job", "j1"), "msg")
+        claimed = store.claim(["q"], "w", 5)
+        assert [c.job_id for c in claimed.claims] == ["j0", "j2"]
+        assert all(c.message for c in claimed.claims)
+        dead = store.record("j1")
+        assert dead is not None and dead.state == "failed"
+        assert dead.reason == "message missing"
+        assert "maxmemory-policy noeviction" in (dead.exc_message or "")
+    finally:
+        store.close()

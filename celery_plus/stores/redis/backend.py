@@ -6,6 +6,7 @@ in the same round trip as the settles that piled up since the last claim.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -36,6 +37,8 @@ from celery_plus.stores.redis.envelope import deflated, envelope_bytes, envelope
 from celery_plus.stores.redis.eviction import check_policy
 from celery_plus.stores.redis.record import job_record
 from celery_plus.stores.redis.scripts import ScriptLibrary, pack, store_sources
+
+logger = logging.getLogger("celery_plus.stores.redis")
 
 TRANSIENT_TTL_S = 300
 
@@ -243,6 +246,11 @@ class RedisBackend(OptionsView, Backend):
         flat, blocked, next_due = claimed
         result.next_due = None if next_due < 0 else next_due / 1000.0
         for i in range(0, len(flat), 5):
+            if flat[i + 2] is None:  # claim.lua dead-letters these; a script of another release
+                logger.error("celery-plus: claimed job %s has no message in the Redis store "
+                             "(evicted?); not delivered, its lease will lapse",
+                             _text(flat[i]))
+                continue
             result.claims.append(
                 Claim(_text(flat[i]), int(flat[i + 1]), envelope_bytes(flat[i + 2]),
                       int(flat[i + 3]), _text(flat[i + 4]))
