@@ -176,3 +176,31 @@ def test_a_read_only_postgresql_database_mid_drain(
                 if "WARNING" in line and "refuses writes" in line]
     assert warnings and all("25006" in line for line in warnings), warnings
     check(report, recovery_within=deployment.vt + 10)
+
+
+def test_jobs_whose_messages_were_evicted_are_dead_lettered_and_the_worker_goes_on(
+        deploy: Callable[..., Deployment], monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``allkeys-lru`` does to a waiting job (its message key deleted), done by hand so
+    that exactly those jobs lose their message: a worker (allowed to run on an evicting
+    server) dead-letters them with reason 'message missing' and runs the others; it used to
+    crash-loop on ``TypeError`` in ``envelope_bytes``."""
+    monkeypatch.setenv("PLUS_FAULT_ALLOW_EVICTION", "1")
+    deployment = deploy("evicted messages", "redis-rdb")
+    client = deployment.server.client()  # type: ignore[attr-defined]
+    client.config_set("maxmemory-policy", "allkeys-lru")
+    evicted = []
+    for n in range(30):
+        job_id = deployment.publish("fault.work", f"w{n}", 0.05, dead=n % 3 == 0)
+        if n % 3 == 0:
+            evicted.append(job_id)
+    for job_id in evicted:
+        assert client.delete(f"{deployment.prefix}:m:{job_id}") == 1
+    worker = deployment.start_worker(concurrency=2)
+    report = deployment.finish(f"{len(evicted)} of 30 messages evicted before the claim")
+    alive([worker])
+    assert "TypeError" not in worker.log(), worker.log()[-3000:]
+    assert report.dead_lettered == len(evicted) and report.completed == 30 - len(evicted)
+    for job_id in evicted:
+        record = deployment.inspect.job(job_id) or {}
+        assert record.get("reason") == "message missing", record
+    check(report)
