@@ -80,7 +80,8 @@ def test_a_redis_server_refusing_writes_is_a_connection_error_naming_its_reply(
         warnings = [r for r in caplog.records if "refuses writes" in r.getMessage()]
         assert len(warnings) == 1, warnings  # one clear warning, not one per call
         assert raised.value.code in warnings[0].getMessage()
-        store.connect()  # PING still answers: the transport connects, the claim fails again
+        with pytest.raises(refusals.StoreRefused):
+            store.connect()  # PING answers, a write does not: Celery's reconnect backs off
         admin.config_set("maxmemory", 0)
         admin.config_set("min-replicas-to-write", 0)
         result = store.claim(["q"], "w", 5, [Settle(held.job_id, held.token, "ack")])
@@ -214,7 +215,10 @@ def test_a_read_only_postgresql_database_is_a_connection_error(pg_database: str)
             assert is_connection_error(raised.value)
             assert "read-only transaction" in str(raised.value)
             assert "25006" in str(raised.value)
+        with pytest.raises(StoreUnavailable, match="read-only"):
+            store.connect()  # Celery's reconnect backs off
         set_read_only(pg_database, False)
+        store.connect()
         assert store.settle([Settle(held.job_id, held.token, "ack")]) == []
         assert store.record("j0").state == "completed"  # type: ignore[union-attr]
         assert store.record("j1") is None

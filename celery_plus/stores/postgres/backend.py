@@ -119,17 +119,20 @@ class StoreUnavailable(KombuConnectionError):
 #: Least time between two warnings of the same refusal in one process.
 REFUSAL_WARN_EVERY_S = 30.0
 _last_refusal_warning: dict[str, float] = {}
+#: What :meth:`PostgresBackend.connect` finds of a database read-only for now.
+READ_ONLY = "the database is read-only (transaction_read_only is on)"
 
 
-def refused(exc: Exception) -> StoreUnavailable:
+def refused(exc: Exception | str, sqlstate: str | None = None) -> StoreUnavailable:
     """The store outage of a server that refuses writes for now: a read-only database or
     server (SQLSTATE 25006 ``read_only_sql_transaction``: a hot standby, a promoted-away
     primary, ``default_transaction_read_only``). A kombu connection error, as a lost server
     (``admin_shutdown`` and the other ``OperationalError`` replies already are: see
     :func:`_retrying`), with one WARNING per ``REFUSAL_WARN_EVERY_S`` naming the reply. This
     is the one place the PostgreSQL store classifies such replies."""
-    sqlstate = getattr(exc, "sqlstate", None) or "?"
-    reply = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    sqlstate = sqlstate or getattr(exc, "sqlstate", None) or "?"
+    text = str(exc).strip()
+    reply = text.splitlines()[0] if text else type(exc).__name__
     error = StoreUnavailable(f"PostgreSQL store refuses writes: {reply} (SQLSTATE {sqlstate}; "
                              "celery-plus waits and resumes by itself)")
     now = time.monotonic()
@@ -235,8 +238,12 @@ class PostgresBackend(OptionsView, Backend):
     def connect(self) -> None:
         """Open the pool (and migrate the schema): a wrong URL or a server that is down
         fails here, as :class:`StoreUnavailable` for the latter (the transport calls it when
-        kombu connects, where connection errors are retried)."""
+        kombu connects, where connection errors are retried). A database that is read-only
+        for now (a standby, ``default_transaction_read_only``) fails here too, as the store
+        outage it is: Celery then reconnects with back-off instead of at once."""
         _retrying(self._pool, self._renew_pool)
+        if self._rows("SELECT current_setting('transaction_read_only')")[0][0] == "on":
+            raise refused(READ_ONLY, "25006")
 
     # -- per-process resources ----------------------------------------------------------
     def _reset_process_state(self) -> None:

@@ -153,12 +153,16 @@ class RedisBackend(OptionsView, Backend):
 
     def connect(self) -> None:
         """Raise a connection error unless the server answers (``Transport.establish_connection``;
-        redis-py itself connects on first use), and refuse a server whose
-        ``maxmemory-policy`` may evict the store's keys (``eviction.py``)."""
+        redis-py itself connects on first use) or it refuses writes (``refusals.py``: a small
+        write to ``<prefix>:probe``), and refuse a server whose ``maxmemory-policy`` may evict
+        the store's keys (``eviction.py``)."""
         self.client.ping()
         if not self._policy_checked:
             check_policy(self.client, self.url, allow_eviction=bool(self.allow_eviction))
             self._policy_checked = True
+        # A server that refuses writes for now (refusals.py) answers PING: one small write
+        # makes it fail here, so Celery reconnects with back-off instead of at once.
+        self.client.set(self.key("probe"), "1", px=60_000)
 
     # -- keys -------------------------------------------------------------------------
     def key(self, *parts: str) -> str:
