@@ -50,6 +50,7 @@ def test_refusal_codes_are_read_from_plain_and_script_replies() -> None:
         == "MISCONF"
     assert refusals.refusal_code(
         "Error running script (call to f_x): @user_script:1: -OOM command not allowed") == "OOM"
+    assert refusals.refusal_code("MASTERDOWN Link with MASTER is down") == "MASTERDOWN"
     assert refusals.refusal_code("ERR wrong number of arguments") is None
     assert refusals.refusal_code("Error running script: user_script:3: bad OOMPH") is None
 

@@ -1,13 +1,14 @@
 """Replies by which a Redis server refuses writes for now: a store outage, not an error.
 
-A server over ``maxmemory`` under ``noeviction`` (``OOM``), one short of the replicas
-``min-replicas-to-write`` asks for (``NOREPLICAS``), a read-only replica (``READONLY``: a
-failover in progress) or one that cannot save its snapshot (``MISCONF``) answers every write
-with an error reply. The call itself is fine and will succeed once the server can write
-again, so the reply is turned, as it is parsed, into :class:`StoreRefused`, a redis-py
-``ConnectionError``: one of the transport's ``connection_errors``. The worker then does what it
-does when the store is unreachable (Celery reconnects with back-off, the lease keeper retries,
-acks wait in the worker) instead of exiting with "Unrecoverable error".
+A server over ``maxmemory`` under ``noeviction`` (``OOM``), one short of the replicas ``min-
+replicas-to-write`` asks for (``NOREPLICAS``), a read-only replica (``READONLY``: a failover
+in progress), a replica cut off from its primary (``MASTERDOWN``) or one that cannot save
+its snapshot (``MISCONF``) answers every write with an error reply. The call itself is fine
+and will succeed once the server can write again, so the reply is turned, as it is parsed,
+into :class:`StoreRefused`, a redis-py ``ConnectionError``: one of the transport's
+``connection_errors``. The worker then does what it does when the store is unreachable
+(Celery reconnects with back-off, the lease keeper retries, acks wait in the worker) instead
+of exiting with "Unrecoverable error".
 
 This is the one place the Redis store classifies such replies: every connection of its
 clients parses replies with :class:`RefusingParser` (``connect.py``).
@@ -33,6 +34,7 @@ REFUSALS = {
     "NOREPLICAS": "fewer replicas than min-replicas-to-write are connected",
     "READONLY": "the server is a read-only replica (a failover in progress?)",
     "MISCONF": "the server cannot persist (stop-writes-on-bgsave-error): fix its disk",
+    "MASTERDOWN": "the replica lost its primary (replica-serve-stale-data no)",
 }
 #: A refusal inside a script's error reply (Redis 6.2 wraps ``redis.call`` errors).
 _INNER = re.compile(r"(?:^|[\s:-])(" + "|".join(REFUSALS) + r")\b")
