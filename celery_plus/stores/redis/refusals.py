@@ -1,7 +1,7 @@
 """Replies by which a Redis server refuses writes for now: a store outage, not an error.
 
-A server over ``maxmemory`` under ``noeviction`` (``OOM``), one short of the replicas ``min-
-replicas-to-write`` asks for (``NOREPLICAS``), a read-only replica (``READONLY``: a failover
+A server over ``maxmemory`` under ``noeviction`` (``OOM``), one short of the replicas
+``min-replicas-to-write`` asks for (``NOREPLICAS``), a read-only replica (``READONLY``: a failover
 in progress), a replica cut off from its primary (``MASTERDOWN``) or one that cannot save
 its snapshot (``MISCONF``) answers every write with an error reply. The call itself is fine
 and will succeed once the server can write again, so the reply is turned, as it is parsed,
