@@ -7,7 +7,7 @@
 * Redis under ``allkeys-lru``: a worker refuses to start, naming ``maxmemory-policy`` and the
   fix; with ``plus_redis_allow_eviction`` it starts.
 * PostgreSQL read-only (a database of the test's own, ``default_transaction_read_only``):
-  workers keep running and every job runs once after.
+  workers keep running, one started meanwhile waits, and every job runs once after.
 """
 
 from __future__ import annotations
@@ -166,12 +166,14 @@ def test_a_read_only_postgresql_database_mid_drain(
     read_only(own_pg_database, True)
     wait_until(lambda: refused_in_a_log(workers, "read-only transaction"), timeout=20,
                message="a worker meeting the read-only database")
+    late = deployment.start_worker(concurrency=2, wait=False)  # started while read-only
     time.sleep(read_only_s)  # the fault's duration
-    alive(workers)
+    alive([*workers, late])
     read_only(own_pg_database, False)
     deployment.fault_ended = time.time()
+    deployment.wait_ready(late)
     report = deployment.finish(f"read-only for {read_only_s:.0f}s, lease {deployment.vt:.0f}s")
-    alive(workers)
+    alive([*workers, late])
     warnings = [line for w in workers for line in w.log().splitlines()
                 if "WARNING" in line and "refuses writes" in line]
     assert warnings and all("25006" in line for line in warnings), warnings
