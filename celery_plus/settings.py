@@ -220,6 +220,15 @@ SETTINGS: tuple[Setting, ...] = (
         "(docs/redis-transport.md).",
     ),
     Setting(
+        "plus_redis_allow_eviction",
+        False,
+        lambda value: isinstance(value, bool),
+        "True or False",
+        "Redis: connect to a server whose maxmemory-policy may evict keys (allkeys-*, "
+        "volatile-*). By default such a store is refused at start-up, since a full server "
+        "would delete jobs; True runs anyway, accepting that loss (docs/reliability.md).",
+    ),
+    Setting(
         "plus_redis_wait_replicas",
         0,
         lambda value: isinstance(value, int) and not isinstance(value, bool) and value >= 0,
@@ -383,6 +392,7 @@ class PlusConfig:
     pg_dead_link_timeout: float = 15.0
     pg_reply_timeout: float | None = 15.0
     redis_compact_records: bool = True
+    redis_allow_eviction: bool = False
     redis_wait_replicas: int = 0
     redis_wait_timeout: float = 1.0
     admin_token: str | None = None
@@ -530,6 +540,7 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         pg_dead_link_timeout=float(merged["plus_pg_dead_link_timeout"]),
         pg_reply_timeout=_optional_float(merged["plus_pg_reply_timeout"]),
         redis_compact_records=merged["plus_redis_compact_records"],
+        redis_allow_eviction=merged["plus_redis_allow_eviction"],
         redis_wait_replicas=int(merged["plus_redis_wait_replicas"]),
         redis_wait_timeout=float(merged["plus_redis_wait_timeout"]),
         admin_token=merged["plus_admin_token"],

@@ -23,7 +23,9 @@ a parent's stamp).
 
 from __future__ import annotations
 
+import gc
 import os
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -40,6 +42,9 @@ from celery_plus.runtime.helper_threads import native_lock
 #: the claim is suspect: it may have been recovered (the one share, transport and
 #: coordination store alike).
 SURE_SHARE = 0.8
+#: Least time between two garbage collections run for kept deliveries
+#: (:meth:`Holdings.collect_kept`).
+KEPT_COLLECT_EVERY_S = 2.0
 
 
 @dataclass
@@ -91,6 +96,10 @@ class Holdings:
         #: (``SimpleQueue.put`` is reentrant), or that thread waits for itself for ever
         #: and the worker's event loop and lease keeper with it.
         self._gone: SimpleQueue[str] = SimpleQueue()
+        #: Tags kept at a connection close (:meth:`keep`), and when the garbage collector
+        #: was last run for them (:meth:`collect_kept`).
+        self._kept: set[str] = set()
+        self._collected_at = 0.0
 
     def loop_started(self) -> None:
         with self._lock:
@@ -214,6 +223,26 @@ class Holdings:
         has ``message``: renewed until settled; released once nothing references
         ``message`` any more unsettled (the consumer dropped it)."""
         weakref.finalize(message, self._gone.put, tag)
+        with self._lock:
+            self._kept.add(tag)
+
+    def collect_kept(self, every_s: float = KEPT_COLLECT_EVERY_S) -> bool:
+        """Run the garbage collector (at most every ``every_s``) while a kept delivery is
+        still unsettled: the requests Celery drops at a reconnect reference their messages
+        in cycles, which only a full collection frees, and a process that allocates little
+        may not run one for minutes, its dropped deliveries claimed and renewed meanwhile,
+        never run (seen under a Redis that refused writes for 3 s: 6 jobs held for good).
+        True if it ran. The lease keeper calls it on its turns."""
+        now = time.monotonic()
+        with self._lock:
+            self._kept = {t for t in self._kept
+                          if (h := self._held.get(t)) is not None and h.settle is None}
+            due = bool(self._kept) and now - self._collected_at >= every_s
+            if due:
+                self._collected_at = now
+        if due:
+            gc.collect()  # finalizers only queue tags (no lock): safe outside the lock
+        return due
 
     def _release_gone(self) -> None:
         """Release the kept claims whose messages are gone unsettled (under ``_lock``)."""

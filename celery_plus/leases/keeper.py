@@ -169,7 +169,7 @@ class LeaseKeeper(HelperThread):
                 next_maintenance = now + self.config.maintenance_interval
                 self._step(self.maintain, backend)
 
-    def _step(self, step: Callable[..., None], *args: Any) -> bool:
+    def _step(self, step: Callable[..., object], *args: Any) -> bool:
         try:
             step(*args)
         except Exception as exc:

@@ -126,6 +126,7 @@ class TransportKeeper(LeaseKeeper):
         # Each on its own: a store refusing settles must not stop the transient renewals.
         self._step(flush, backend, self.holdings, self.connection_errors)
         self._step(self._renew_transient)
+        self._step(self.holdings.collect_kept)  # dropped deliveries released
 
     def maintains(self) -> bool:
         return self.users > 0

@@ -128,21 +128,44 @@ class StoreUnavailable(KombuConnectionError):
     """The database cannot be reached (a kombu connection error: Celery reconnects/retries)."""
 
 
-#: Seconds after a "did not answer" WARNING during which the next ones are logged at INFO: one
-#: stalled link hits every connection of the process, and one line says so.
-STALL_WARNING_S = 60.0
-_stall_warned_at = -STALL_WARNING_S
+#: Seconds after a WARNING of one kind (a stalled link, a refusal by SQLSTATE) during which
+#: the next ones of that kind are logged at INFO: one stalled or read-only server hits every
+#: connection of the process, and one line says so.
+WARN_EVERY_S = 60.0
+_warned_at: dict[str, float] = {}
+#: What :meth:`PostgresBackend.connect` finds of a database read-only for now.
+READ_ONLY = "the database is read-only (transaction_read_only is on)"
+
+
+def _warn_once_a_while(kind: str, message: str) -> None:
+    """Log ``message`` as a WARNING, or at INFO within :data:`WARN_EVERY_S` of the last
+    WARNING of the same ``kind``."""
+    now = time.monotonic()
+    warn = now - _warned_at.get(kind, -WARN_EVERY_S) >= WARN_EVERY_S
+    if warn:
+        _warned_at[kind] = now
+    logger.log(logging.WARNING if warn else logging.INFO, "celery-plus: %s", message)
 
 
 def _log_stalled(what: str) -> None:
-    """Log that PostgreSQL did not answer: a WARNING, or INFO within
-    :data:`STALL_WARNING_S` of the last such WARNING."""
-    global _stall_warned_at
-    now = time.monotonic()
-    level = logging.WARNING if now - _stall_warned_at >= STALL_WARNING_S else logging.INFO
-    if level == logging.WARNING:
-        _stall_warned_at = now
-    logger.log(level, "celery-plus: PostgreSQL did not answer (%s)", what)
+    """Log that PostgreSQL did not answer (one WARNING a while, else INFO)."""
+    _warn_once_a_while("stalled", f"PostgreSQL did not answer ({what})")
+
+
+def refused(exc: Exception | str, sqlstate: str | None = None) -> StoreUnavailable:
+    """The store outage of a server that refuses writes for now: a read-only database or
+    server (SQLSTATE 25006 ``read_only_sql_transaction``: a hot standby, a promoted-away
+    primary, ``default_transaction_read_only``). A kombu connection error, as a lost server
+    (``admin_shutdown`` and the other ``OperationalError`` replies already are: see
+    :func:`_retrying`), logged once a while naming the reply. This is the one place the
+    PostgreSQL store classifies such replies."""
+    sqlstate = sqlstate or getattr(exc, "sqlstate", None) or "?"
+    text = str(exc).strip()
+    reply = text.splitlines()[0] if text else type(exc).__name__
+    error = StoreUnavailable(f"PostgreSQL store refuses writes: {reply} (SQLSTATE {sqlstate}; "
+                             "celery-plus waits and resumes by itself)")
+    _warn_once_a_while(f"refused {sqlstate}", str(error))
+    return error
 
 
 def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None,
@@ -178,6 +201,8 @@ def _retrying(step: Callable[[], T], renew: Callable[[], object] | None = None,
             time.sleep(0.005 * attempt * (0.5 + random.random()))
         except errors.TransactionRollback:
             raise
+        except errors.ReadOnlySqlTransaction as exc:
+            raise refused(exc) from exc
         except PoolTimeout as exc:
             raise StoreUnavailable(f"PostgreSQL store unavailable: {exc}") from exc
         except psycopg.OperationalError as exc:
@@ -252,8 +277,12 @@ class PostgresBackend(OptionsView, Backend):
     def connect(self) -> None:
         """Open the pool (and migrate the schema): a wrong URL or a server that is down
         fails here, as :class:`StoreUnavailable` for the latter (the transport calls it when
-        kombu connects, where connection errors are retried)."""
+        kombu connects, where connection errors are retried). A database that is read-only
+        for now (a standby, ``default_transaction_read_only``) fails here too, as the store
+        outage it is: Celery then reconnects with back-off instead of at once."""
         _retrying(self._pool, self._renew_pool)
+        if self._rows("SELECT current_setting('transaction_read_only')")[0][0] == "on":
+            raise refused(READ_ONLY, "25006")
 
     # -- per-process resources ----------------------------------------------------------
     def _reset_process_state(self) -> None:

@@ -6,6 +6,7 @@ in the same round trip as the settles that piled up since the last claim.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -33,8 +34,11 @@ from celery_plus.model.store import (
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.redis.connect import RedisConnect, from_kombu
 from celery_plus.stores.redis.envelope import deflated, envelope_bytes, envelope_or_none
+from celery_plus.stores.redis.eviction import check_policy
 from celery_plus.stores.redis.record import job_record
 from celery_plus.stores.redis.scripts import ScriptLibrary, pack, store_sources
+
+logger = logging.getLogger("celery_plus.stores.redis")
 
 TRANSIENT_TTL_S = 300
 
@@ -113,7 +117,8 @@ class RedisBackend(OptionsView, Backend):
                 f"plus_redis_wait_replicas = {options.wait_replicas} applies to a Redis Cluster "
                 f"store (plus+redis+cluster://) only; a plus+{scheme}:// store does not WAIT "
                 "for replicas after a publish. Set it to 0 (docs/redis-cluster.md).")
-        return cls(url, options, connector=from_kombu(url, connection))
+        return cls(url, options, connector=from_kombu(url, connection),
+                   allow_eviction=config.redis_allow_eviction)
 
 
     def __init__(
@@ -123,8 +128,14 @@ class RedisBackend(OptionsView, Backend):
         *,
         connector: RedisConnect | None = None,
         client: Any = None,
+        allow_eviction: bool | None = None,
     ) -> None:
         self.url = url
+        #: ``plus_redis_allow_eviction``: :meth:`connect` refuses (False) or warns about (True)
+        #: a server that may evict keys, once (``eviction.py``); None (a store built by hand,
+        #: not from settings) skips the check.
+        self.allow_eviction = allow_eviction
+        self._policy_checked = allow_eviction is None
         self.options = options
         self.connector = connector or RedisConnect(url)
         #: A client given (a Redis Cluster's, shared by the scopes of one cluster store:
@@ -142,8 +153,16 @@ class RedisBackend(OptionsView, Backend):
 
     def connect(self) -> None:
         """Raise a connection error unless the server answers (``Transport.establish_connection``;
-        redis-py itself connects on first use)."""
+        redis-py itself connects on first use) or it refuses writes (``refusals.py``: a small
+        write to ``<prefix>:probe``), and refuse a server whose ``maxmemory-policy`` may evict
+        the store's keys (``eviction.py``)."""
         self.client.ping()
+        if not self._policy_checked:
+            check_policy(self.client, self.url, allow_eviction=bool(self.allow_eviction))
+            self._policy_checked = True
+        # A server that refuses writes for now (refusals.py) answers PING: one small write
+        # makes it fail here, so Celery reconnects with back-off instead of at once.
+        self.client.set(self.key("probe"), "1", px=60_000)
 
     # -- keys -------------------------------------------------------------------------
     def key(self, *parts: str) -> str:
@@ -231,6 +250,11 @@ class RedisBackend(OptionsView, Backend):
         flat, blocked, next_due = claimed
         result.next_due = None if next_due < 0 else next_due / 1000.0
         for i in range(0, len(flat), 5):
+            if flat[i + 2] is None:  # claim.lua dead-letters these; a script of another release
+                logger.error("celery-plus: claimed job %s has no message in the Redis store "
+                             "(evicted?); not delivered, its lease will lapse",
+                             _text(flat[i]))
+                continue
             result.claims.append(
                 Claim(_text(flat[i]), int(flat[i + 1]), envelope_bytes(flat[i + 2]),
                       int(flat[i + 3]), _text(flat[i + 4]))

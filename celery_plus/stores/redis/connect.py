@@ -27,6 +27,8 @@ from celery.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
 from redis.cluster import ClusterNode, RedisCluster
 
+from celery_plus.stores.redis.refusals import RefusingParser
+
 #: Transport options passed to every redis-py connection (kombu's Redis transport's names).
 CONNECTION_OPTIONS = ("socket_timeout", "socket_connect_timeout", "socket_keepalive",
                       "socket_keepalive_options", "health_check_interval", "retry_on_timeout",
@@ -92,8 +94,10 @@ class RedisConnect:
         return {"ssl": True, **{k: v for k, v in given.items() if v is not None}}
 
     def client(self) -> redis.Redis:
-        """A new client (its own connection pool) of the store."""
-        kwargs = {**self._connection_kwargs(), **self._ssl_kwargs()}
+        """A new client (its own connection pool) of the store; its connections parse a
+        server's write refusals as connection errors (``refusals.py``)."""
+        kwargs = {**self._connection_kwargs(), **self._ssl_kwargs(),
+                  "parser_class": RefusingParser}
         max_connections = self.options.get("max_connections")
         if self.is_sentinel:
             return self._sentinel_client(kwargs, max_connections)

@@ -141,17 +141,29 @@ def _text(value: Any) -> str:
 
 
 #: SQLite result codes (and their messages, for Pythons without ``sqlite_errorname``) of a
-#: store that cannot be written or opened for now: a full disk, an I/O error, a missing file.
+#: store that cannot be written or opened for now: a full disk, an I/O error, a missing file,
+#: a file or file system that is read-only (a remount, a permission change); with what brings
+#: it back. The one place the SQLite store classifies such errors.
 _UNAVAILABLE = {"SQLITE_FULL": "database or disk is full", "SQLITE_IOERR": "disk i/o error",
-                "SQLITE_CANTOPEN": "unable to open database file"}
+                "SQLITE_CANTOPEN": "unable to open database file",
+                "SQLITE_READONLY": "attempt to write a readonly database"}
+_REMEDY = {"SQLITE_FULL": "free space on its disk", "SQLITE_IOERR": "check its disk",
+           "SQLITE_CANTOPEN": "check its file and directory",
+           "SQLITE_READONLY": "make its file and directory writable"}
 
 
-def _is_unavailable(exc: sqlite3.Error) -> bool:
+def unavailable_code(exc: sqlite3.Error) -> str | None:
+    """The code of :data:`_UNAVAILABLE` ``exc`` is, or None for an error of the call itself."""
     name = getattr(exc, "sqlite_errorname", "") or ""
-    if any(name == code or name.startswith(code + "_") for code in _UNAVAILABLE):
-        return True
-    message = str(exc).lower()
-    return any(text in message for text in _UNAVAILABLE.values())
+    for code, text in _UNAVAILABLE.items():
+        if name == code or name.startswith(code + "_") or text in str(exc).lower():
+            return code
+    return None
+
+
+#: Least time between two warnings of the same unavailability in one process.
+WARN_EVERY_S = 30.0
+_last_warning: dict[str, float] = {}
 
 
 class StoreUnavailable(KombuConnectionError):
@@ -560,10 +572,16 @@ class SQLiteBackend(OptionsView, Backend):
         return retry_while_locked(step, LOCKED_GIVE_UP_S, self._unavailable)
 
     def _unavailable(self, exc: sqlite3.OperationalError) -> BaseException | None:
-        if not _is_unavailable(exc):
+        code = unavailable_code(exc)
+        if code is None:
             return None
-        return StoreUnavailable(f"SQLite store {self.path}: {exc} (free space on its disk: "
-                                "celery-plus resumes by itself)")
+        error = StoreUnavailable(f"SQLite store {self.path}: {exc} ({_REMEDY[code]}: "
+                                 "celery-plus resumes by itself)")
+        now = time.monotonic()
+        if now - _last_warning.get(code, -WARN_EVERY_S) >= WARN_EVERY_S:
+            _last_warning[code] = now
+            logger.warning("celery-plus: %s", error)
+        return error
 
     def _write(self, body: Callable[[_Tx], T]) -> T:
         """Run ``body`` in one BEGIN IMMEDIATE transaction; wake waiters if it made work."""

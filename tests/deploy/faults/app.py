@@ -71,6 +71,8 @@ def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
         worker_lost_wait=5.0,
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,
+        # The opt-out of the Redis eviction check (test_full_store.py).
+        plus_redis_allow_eviction=os.environ.get("PLUS_FAULT_ALLOW_EVICTION") == "1",
     )
     app.conf.update(conf or {})  # a scenario's own settings (PLUS_FAULT_CONF)
     ledger = Ledger(ledger_path)

@@ -184,6 +184,33 @@ def test_a_kept_message_collected_while_its_holdings_are_locked_deadlocks_nothin
     assert [(s.job_id, s.action) for s in book.take_settles()] == [("a", "release")]
 
 
+def test_a_kept_delivery_dropped_in_a_cycle_is_released_by_the_keepers_collection() -> None:
+    """Celery's dropped requests reference their messages in cycles: only a full collection
+    frees them, which a quiet process may not run for minutes, its claims renewed meanwhile
+    and never run (a Redis store refusing writes for 3 s: 6 jobs held for good). The lease
+    keeper runs one while a kept delivery is unsettled."""
+
+    class Message:
+        def __init__(self) -> None:
+            self.cycle = self
+
+    book = book_with("a")
+    message = Message()
+    book.keep(delivery_tag("a", 1), message)
+    gc.disable()
+    try:
+        assert book.collect_kept(every_s=0)  # still referenced: nothing released
+        assert book.take_settles() == []
+        del message
+        assert not book.collect_kept(every_s=3600)  # at most every every_s
+        assert book.take_settles() == []
+        assert book.collect_kept(every_s=0)
+    finally:
+        gc.enable()
+    assert [(s.job_id, s.action) for s in book.take_settles()] == [("a", "release")]
+    assert not book.collect_kept(every_s=0)  # nothing kept any more: no collection
+
+
 def test_undelivered_claims_are_the_ones_to_give_back() -> None:
     book = book_with("a", "b", "c")
     book.delivered(delivery_tag("a", 1))

@@ -6,7 +6,8 @@ running-window hold refreshed. A job of a rate group whose window is full is par
 blocked (rate_park) and counts nothing; a claim counts in its group's window. Due scheduled
 jobs are promoted and rate groups whose window has room get their parked jobs back first.
 Returns {{id, token, msg, deliveries, queue, ...}, {blocked id, ...}, ms until the next
-scheduled job is due (-1 if none)}. ]]
+scheduled job is due (-1 if none)}. A waiting job whose message is missing (evicted) is
+dead-lettered with reason 'message missing' instead of claimed. ]]
 local worker, lease_ms = ARGV[2], tonumber(ARGV[3])
 local max_n, scan_limit, backstop = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 promote_due(100)
@@ -25,7 +26,15 @@ for qi = 7, #ARGV do
       local jk = jkey(id)
       local f = redis.call('HMGET', jk, 'st', 'cg', 'cl', 'uk', 'uw', 'msg', 'dl', 'rg', 'rl',
                            'rw')
-      if f[1] == 'enqueued' then
+      local msg = f[6]
+      if f[1] == 'enqueued' and not msg then msg = redis.call('GET', mkey(id)) end
+      if f[1] == 'enqueued' and not msg then
+        -- Its message is gone (evicted by a maxmemory-policy other than noeviction): a dead
+        -- letter saying so, never a claim without a body.
+        dead_letter(id, {reason = 'message missing', exc_type = 'MessageMissing',
+                         exc_message = "the job's message is missing from the store (evicted? "
+                           .. "Redis must run with maxmemory-policy noeviction)"})
+      elseif f[1] == 'enqueued' then
         local free = true
         local rg = f[8] or ''
         if rg ~= '' and rate_room(rg, tonumber(f[9]), tonumber(f[10])) <= 0 then
@@ -41,7 +50,7 @@ for qi = 7, #ARGV do
           if rg ~= '' then rate_take(rg, id, tok, tonumber(f[10]), lease_ms) end
           out[#out + 1] = id
           out[#out + 1] = tok
-          out[#out + 1] = f[6] or redis.call('GET', mkey(id))
+          out[#out + 1] = msg
           out[#out + 1] = dl
           out[#out + 1] = queue
           n = n + 1

@@ -1,0 +1,208 @@
+"""A full or evicting store is an outage, not a crash (issue 27).
+
+* Redis under ``noeviction`` filled mid-drain (a filler key past ``maxmemory``): every write
+  is refused with ``OOM``. Workers keep running (they used to exit with "Unrecoverable error:
+  OutOfMemoryError"), a worker started meanwhile waits instead of dying, publishers get
+  ``OperationalError``; once the filler is deleted the drain completes: 0 lost, 0 run twice.
+* Redis under ``allkeys-lru``: a worker refuses to start, naming ``maxmemory-policy`` and the
+  fix; with ``plus_redis_allow_eviction`` it starts.
+* PostgreSQL read-only (a database of the test's own, ``default_transaction_read_only``):
+  workers keep running, one started meanwhile waits, and every job runs once after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import wait_until
+
+from .conftest import open_view
+from .harness import Deployment, Publisher, Worker, check
+from .servers import PostgresCluster
+from .test_worker_kills import publish_mix
+
+FILLER = "filler-of-the-test"
+
+
+def alive(workers: list[Worker]) -> None:
+    for worker in workers:
+        assert worker.proc.poll() is None, \
+            f"a worker exited (code {worker.proc.returncode}): {worker.log()[-3000:]}"
+        assert "Unrecoverable error" not in worker.log(), worker.log()[-3000:]
+
+
+def refused_in_a_log(workers: list[Worker], text: str) -> bool:
+    return any(text in w.log() for w in workers)
+
+
+def fill(deployment: Deployment) -> None:
+    """Set ``maxmemory`` just above what the server uses, then grow a filler key until the
+    server refuses it (the server counts a command's own argument, so it grows in steps)."""
+    import redis
+
+    client = deployment.server.client()  # type: ignore[attr-defined]
+    used = int(client.info("memory")["used_memory"])
+    client.config_set("maxmemory", used + 2 * 1024 * 1024)
+    with contextlib.suppress(redis.exceptions.OutOfMemoryError):
+        for _ in range(1000):
+            client.append(FILLER, b"x" * (64 * 1024))
+    assert int(client.info("memory")["used_memory"]) > used + 2 * 1024 * 1024 - 64 * 1024
+
+
+def run_redis_full(deployment: Deployment, full_s: float, jobs: int) -> None:
+    workers = [deployment.start_worker(concurrency=2), deployment.start_worker(concurrency=2)]
+    publish_mix(deployment, jobs, seconds=0.3)
+    deployment.wait_running(2)
+    publisher = Publisher(deployment, every=0.1)
+    publisher.start()
+    fill(deployment)
+    wait_until(lambda: refused_in_a_log(workers, "refuses writes: OOM"), timeout=20,
+               message="a worker meeting the full store")
+    late = deployment.start_worker(concurrency=2, wait=False)  # started while full
+    time.sleep(full_s)  # the fault's duration
+    alive([*workers, late])
+    deployment.server.client().delete(FILLER)  # type: ignore[attr-defined]
+    deployment.fault_ended = time.time()
+    deployment.wait_ready(late)
+    wait_until(lambda: sum(r.label.startswith("p") and r.ended is not None
+                           for r in deployment.runs()) >= 3,
+               timeout=30, message="publishes after the fault ran")
+    publisher.stop()
+    alive([*workers, late])
+    report = deployment.finish(f"Redis full (OOM) for {full_s:.0f}s, lease "
+                               f"{deployment.vt:.0f}s")
+    assert report.publish_errors, "no publish ever met the full store"
+    assert set(report.publish_errors) == {"OperationalError"}, publisher.tracebacks
+    assert all("OOM" in e for e in deployment.errors), deployment.errors[:3]
+    warnings = [line for w in workers for line in w.log().splitlines()
+                if "WARNING" in line and "refuses writes" in line]
+    assert warnings and all("OOM command not allowed" in line for line in warnings), warnings
+    check(report, recovery_within=deployment.vt + 10)
+
+
+def test_a_redis_store_out_of_memory_mid_drain(deploy: Callable[..., Deployment]) -> None:
+    run_redis_full(deploy("redis full", "redis-rdb", vt=6.0), full_s=3.0, jobs=40)
+
+
+@pytest.mark.long
+def test_a_redis_store_out_of_memory_mid_drain_long(
+        deploy: Callable[..., Deployment]) -> None:
+    run_redis_full(deploy("redis full-long", "redis-rdb", vt=30.0), full_s=20.0, jobs=200)
+
+
+def test_a_worker_refuses_an_evicting_redis_store_unless_told(
+        deploy: Callable[..., Deployment], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLUS_FAULT_ALLOW_EVICTION", "1")  # the test's publisher opts out
+    deployment = deploy("evicting redis", "redis-rdb")
+    deployment.server.client().config_set("maxmemory-policy", "allkeys-lru")  # type: ignore[attr-defined]
+    monkeypatch.delenv("PLUS_FAULT_ALLOW_EVICTION")
+    refused = deployment.start_worker(wait=False)
+    wait_until(lambda: refused.proc.poll() is not None, timeout=60,
+               message="the worker refusing to start")
+    log = refused.log()
+    assert refused.proc.returncode != 0, log[-3000:]
+    assert "maxmemory-policy='allkeys-lru'" in log, log[-3000:]
+    assert "CONFIG SET maxmemory-policy noeviction" in log, log[-3000:]
+    monkeypatch.setenv("PLUS_FAULT_ALLOW_EVICTION", "1")
+    started = deployment.start_worker()
+    assert "maxmemory-policy=allkeys-lru (plus_redis_allow_eviction=True)" in started.log()
+    deployment.publish("fault.work", "w0", 0.05)
+    deployment.finish("allkeys-lru refused; the opt-out starts")
+
+
+@pytest.fixture
+def own_pg_database(pg_cluster: PostgresCluster) -> Iterator[str]:
+    """A database of the test's own (its read-only switch touches no other test)."""
+    import psycopg
+
+    name = f"plus_readonly_{uuid.uuid4().hex[:10]}"
+    url = pg_cluster.create_database(name)
+    yield url
+    with contextlib.suppress(Exception), psycopg.connect(pg_cluster.url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def read_only(url: str, on: bool) -> None:
+    """``default_transaction_read_only`` for the database, and its sessions ended so that
+    every client reconnects under it (from the ``postgres`` database: a read-only session
+    cannot turn it off)."""
+    import psycopg
+
+    base, name = url.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = '
+                     f'{"on" if on else "off"}')
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
+
+
+@pytest.fixture
+def pg_read_only_deployment(own_pg_database: str, tmp_path: Path,
+                            prefix: str) -> Iterator[Deployment]:
+    deployment = Deployment("postgres read-only", "postgres", f"plus+{own_pg_database}",
+                            prefix, tmp_path,
+                            lambda: open_view("postgres", own_pg_database, prefix), 15.0)
+    yield deployment
+    deployment.stop_workers()
+    deployment.ledger_anchor.close()
+    with contextlib.suppress(Exception):
+        deployment.app.close()
+    with contextlib.suppress(Exception):
+        deployment.view.close()
+
+
+def test_a_read_only_postgresql_database_mid_drain(
+        pg_read_only_deployment: Deployment, own_pg_database: str) -> None:
+    deployment, read_only_s = pg_read_only_deployment, 10.0
+    workers = [deployment.start_worker(concurrency=2), deployment.start_worker(concurrency=2)]
+    publish_mix(deployment, 40, seconds=0.3)
+    deployment.wait_running(2)
+    read_only(own_pg_database, True)
+    wait_until(lambda: refused_in_a_log(workers, "read-only transaction"), timeout=20,
+               message="a worker meeting the read-only database")
+    late = deployment.start_worker(concurrency=2, wait=False)  # started while read-only
+    time.sleep(read_only_s)  # the fault's duration
+    alive([*workers, late])
+    read_only(own_pg_database, False)
+    deployment.fault_ended = time.time()
+    deployment.wait_ready(late)
+    report = deployment.finish(f"read-only for {read_only_s:.0f}s, lease {deployment.vt:.0f}s")
+    alive([*workers, late])
+    warnings = [line for w in workers for line in w.log().splitlines()
+                if "WARNING" in line and "refuses writes" in line]
+    assert warnings and all("25006" in line for line in warnings), warnings
+    check(report, recovery_within=deployment.vt + 10)
+
+
+def test_jobs_whose_messages_were_evicted_are_dead_lettered_and_the_worker_goes_on(
+        deploy: Callable[..., Deployment], monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``allkeys-lru`` does to a waiting job (its message key deleted), done by hand so
+    that exactly those jobs lose their message: a worker (allowed to run on an evicting
+    server) dead-letters them with reason 'message missing' and runs the others; it used to
+    crash-loop on ``TypeError`` in ``envelope_bytes``."""
+    monkeypatch.setenv("PLUS_FAULT_ALLOW_EVICTION", "1")
+    deployment = deploy("evicted messages", "redis-rdb")
+    client = deployment.server.client()  # type: ignore[attr-defined]
+    client.config_set("maxmemory-policy", "allkeys-lru")
+    evicted = []
+    for n in range(30):
+        job_id = deployment.publish("fault.work", f"w{n}", 0.05, dead=n % 3 == 0)
+        if n % 3 == 0:
+            evicted.append(job_id)
+    for job_id in evicted:
+        assert client.delete(f"{deployment.prefix}:m:{job_id}") == 1
+    worker = deployment.start_worker(concurrency=2)
+    report = deployment.finish(f"{len(evicted)} of 30 messages evicted before the claim")
+    alive([worker])
+    assert "TypeError" not in worker.log(), worker.log()[-3000:]
+    assert report.dead_lettered == len(evicted) and report.completed == 30 - len(evicted)
+    for job_id in evicted:
+        record = deployment.inspect.job(job_id) or {}
+        assert record.get("reason") == "message missing", record
+    check(report)
