@@ -3,6 +3,8 @@ settings a misspelling of which is caught."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from celery.exceptions import ImproperlyConfigured
 
@@ -57,7 +59,10 @@ def test_a_psycopg_that_cannot_bound_a_wait_gets_plain_connections_and_a_warning
 
     assert bounds.reply_bound_supported()  # the psycopg the tests run on bounds replies
     monkeypatch.setattr(bounds, "reply_bound_supported", lambda: False)
-    assert bounds._bounded_class(7.0) is psycopg.Connection
+    # Another test in this process may have set up Celery's logging (levels, propagation).
+    monkeypatch.setattr(bounds.logger, "propagate", True)
+    with caplog.at_level(logging.WARNING, logger=bounds.logger.name):
+        assert bounds._bounded_class(7.0) is psycopg.Connection
     assert "plus_pg_reply_timeout is not applied" in caplog.text
 
 
