@@ -13,10 +13,12 @@ import time
 from typing import Any
 
 import click
+import kombu
 import redis
 from celery.bin.base import CeleryCommand
 from kombu.utils.url import maybe_sanitize_url
 
+from celery_plus.queue_migration.back import BackOptions, BackTally, move_back
 from celery_plus.queue_migration.layout import KombuLayout
 from celery_plus.queue_migration.migrate import (
     MigrateOptions,
@@ -25,12 +27,14 @@ from celery_plus.queue_migration.migrate import (
     Tally,
     migrate,
 )
-from celery_plus.stores.registry import open_store
+from celery_plus.queue_migration.parts import Lock
+from celery_plus.stores.registry import admin_for, open_store
 from celery_plus.transport import is_transient
 
 
 def _app_setup(ctx: click.Context, queue: str, legacy_url: str | None,
-               global_keyprefix: str | None) -> tuple[Any, str, str, KombuLayout]:
+               global_keyprefix: str | None, back: bool = False,
+               ) -> tuple[Any, str, str, KombuLayout]:
     """(plus config, durable store URL, legacy Redis URL, kombu layout) of the app."""
     app = getattr(ctx.obj, "app", None)
     if app is None or not hasattr(app, "plus_config"):
@@ -50,7 +54,7 @@ def _app_setup(ctx: click.Context, queue: str, legacy_url: str | None,
     if is_transient(queue):
         raise click.UsageError(f"{queue!r} is a remote-control or event queue, not a task "
                                "queue: nothing to migrate")
-    if config.durable_queues is not None and queue not in config.durable_queues:
+    if not back and config.durable_queues is not None and queue not in config.durable_queues:
         raise click.UsageError(
             f"queue {queue!r} is not in plus_durable_queues "
             f"{sorted(config.durable_queues)!r}: celery-plus would not consume the jobs "
@@ -79,6 +83,10 @@ def _line(queue: str, tally: Tally) -> str:
 
 @click.command(cls=CeleryCommand, name="migrate-queue")
 @click.argument("name")
+@click.option("--back", is_flag=True,
+              help="The other way: move the queue's waiting jobs (enqueued, scheduled, "
+                   "blocked) from the durable store back onto plain Celery's Redis broker, "
+                   "through kombu's producer (see docs/migration.md).")
 @click.option("--dry-run", is_flag=True, help="Count what would move; change nothing.")
 @click.option("--include-unacked", is_flag=True,
               help="Also move the queue's entries of kombu's unacked hash delivered longer "
@@ -97,13 +105,22 @@ def _line(queue: str, tally: Tally) -> str:
 @click.option("--global-keyprefix", default=None,
               help="kombu's global_keyprefix (default: the one in broker_transport_options).")
 @click.pass_context
-def migrate_queue(ctx: click.Context, name: str, dry_run: bool, include_unacked: bool,
-                  unacked_older_than: float | None, batch_size: int, rate: float | None,
-                  legacy_url: str | None, global_keyprefix: str | None) -> None:
+def migrate_queue(ctx: click.Context, name: str, back: bool, dry_run: bool,
+                  include_unacked: bool, unacked_older_than: float | None, batch_size: int,
+                  rate: float | None, legacy_url: str | None,
+                  global_keyprefix: str | None) -> None:
     """Move the pending messages of legacy kombu Redis queue NAME into the durable store.
 
-    No loss, no duplicates (by task id); safe to interrupt and re-run.
+    No loss, no duplicates (by task id); safe to interrupt and re-run. With --back, move
+    the waiting jobs of durable queue NAME back to plain Celery's broker: no loss; a crash
+    may duplicate at most one batch; safe to re-run.
     """
+    if back:
+        if include_unacked or unacked_older_than is not None:
+            raise click.UsageError("--include-unacked and --unacked-older-than move kombu's "
+                                   "unacked entries into the store; not with --back")
+        _migrate_back(ctx, name, dry_run, batch_size, rate, legacy_url, global_keyprefix)
+        return
     config, store_url, url, layout = _app_setup(ctx, name, legacy_url, global_keyprefix)
     options = MigrateOptions(queue=name, batch_size=batch_size,
                              include_unacked=include_unacked,
@@ -135,3 +152,56 @@ def migrate_queue(ctx: click.Context, name: str, dry_run: bool, include_unacked:
         click.echo(f"{name}: {tally.unacked_left} unacked entries of the queue stay in kombu's "
                    "unacked hash (held by legacy workers, or newer than "
                    "--unacked-older-than); see docs/migration.md")
+
+
+def _back_line(queue: str, tally: BackTally) -> str:
+    if not tally.planned and not tally.done:
+        return f"{queue}: nothing to move back"
+    line = (f"{queue}: {tally.done}/{tally.planned} moved back "
+            f"(messages {tally.moved}, of them scheduled {tally.scheduled}")
+    if tally.raced:
+        line += f"; claimed by a celery-plus worker meanwhile, so published twice {tally.raced}"
+    if tally.unreadable:
+        line += f"; not a kombu envelope, left in the store {tally.unreadable}"
+    return line + ")"
+
+
+def _migrate_back(ctx: click.Context, name: str, dry_run: bool, batch_size: int,
+                  rate: float | None, legacy_url: str | None,
+                  global_keyprefix: str | None) -> None:
+    """``migrate-queue NAME --back`` (``queue_migration/back.py``)."""
+    config, store_url, url, layout = _app_setup(ctx, name, legacy_url, global_keyprefix,
+                                                back=True)
+    app = ctx.obj.app
+    options = BackOptions(queue=name, batch_size=batch_size, rate=rate, dry_run=dry_run)
+    transport_options = {**(app.conf.broker_transport_options or {}),
+                         "global_keyprefix": layout.global_keyprefix}
+    backend = open_store(store_url, config)
+    admin = admin_for(backend)
+    client = redis.Redis.from_url(url)
+    plain = kombu.Connection(url, transport_options=transport_options)
+    last = [0.0]
+
+    def progress(stage: str, tally: BackTally) -> None:
+        now = time.monotonic()
+        if stage == "done" or now - last[0] >= 0.5:
+            last[0] = now
+            click.echo(_back_line(name, tally))
+
+    if config.durable_queues is None or name in config.durable_queues:
+        click.echo(f"{name}: note: this app still stores {name!r} durably "
+                   "(plus_durable_queues); publishers with this configuration keep adding "
+                   "jobs to the store", err=True)
+    with contextlib.closing(backend), contextlib.closing(client), plain:
+        try:
+            tally = move_back(backend, admin, plain.Producer(), Lock(client, layout.lock(name)),
+                              options, progress)
+        except MigrationError as exc:
+            raise click.ClickException(str(exc)) from exc
+    if dry_run:
+        click.echo(f"{name}: dry run, nothing changed. {tally.planned} waiting jobs would "
+                   "move back")
+    if tally.running or tally.dead:
+        click.echo(f"{name}: left in the store: {tally.running} running (they finish on "
+                   f"their celery-plus workers), {tally.dead} dead letters "
+                   "(celery-plus dlq); see docs/migration.md")

@@ -56,16 +56,29 @@ def publish(app: Any, envelope: Mapping[str, Any], queue: str,
     The queue is declared first (as Celery does on a send), so a message routed by the
     default exchange to a queue no worker declared yet is not dropped by the broker.
     """
+    declare = [app.amqp.queues[queue]] if queue else []
+    with app.producer_or_acquire() as producer:
+        publish_with(producer, envelope, queue, headers, declare=declare)
+
+
+def publish_with(producer: Any, envelope: Mapping[str, Any], queue: str,
+                 headers: Mapping[str, Any] | None = None, *,
+                 exchange: str | None = None, routing_key: str | None = None,
+                 declare: Any = (), retry: bool = True) -> None:
+    """Publish ``envelope`` through kombu's ``producer``: the body byte for byte, its content
+    type, encoding, headers (``headers`` override some) and properties, and kombu writes the
+    transport's delivery properties (delivery tag, delivery info) itself. The exchange and
+    routing key are the envelope's unless given (``exchange=""``: kombu's anonymous exchange,
+    the routing key names the queue)."""
     props = dict(envelope["properties"])
     info = props.pop("delivery_info", None) or {}
     props.pop("body_encoding", None)
+    props.pop("delivery_tag", None)  # the broker's own, given by kombu on this publish
     body = base64.b64decode(envelope["body"])
-    declare = [app.amqp.queues[queue]] if queue else []
-    with app.producer_or_acquire() as producer:
-        producer.publish(
-            body, exchange=info.get("exchange") or "",
-            routing_key=info.get("routing_key") or queue,
-            headers={**(envelope.get("headers") or {}), **(headers or {})},
-            content_type=envelope.get("content-type"),
-            content_encoding=envelope.get("content-encoding") or "binary",
-            declare=declare, retry=True, **props)
+    producer.publish(
+        body, exchange=(info.get("exchange") or "") if exchange is None else exchange,
+        routing_key=(info.get("routing_key") or queue) if routing_key is None else routing_key,
+        headers={**(envelope.get("headers") or {}), **(headers or {})},
+        content_type=envelope.get("content-type"),
+        content_encoding=envelope.get("content-encoding") or "binary",
+        declare=list(declare), retry=retry, **props)

@@ -45,7 +45,8 @@ BROKERS = ("redis", "sqlite", "postgres")
 #: deployment, migrate-queue, the compact Redis layout) run on Redis only, the default store
 #: of ``broker_url``/``view``.
 OWN_BROKER = frozenset({"test_sqlite_chord", "test_demo", "test_coordination",
-                        "test_mixed_deployment", "test_migrate_queue", "test_compact_layout",
+                        "test_mixed_deployment", "test_migrate_queue", "test_migrate_back",
+                        "test_compact_layout",
                         "test_redis_cluster"})
 
 

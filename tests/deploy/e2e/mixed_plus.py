@@ -1,7 +1,9 @@
 """The same project with its imports swapped to ``celery_plus``, on ``plus+redis://`` (the same
 Redis server), in a mixed deployment: only ``durable`` is durable; ``legacy`` stays in kombu's
 layout (same ``global_keyprefix`` as ``mixed_plain``). Workers load
-``tests.deploy.e2e.mixed_plus:app`` with ``PLUS_TEST_PREFIX`` set.
+``tests.deploy.e2e.mixed_plus:app`` with ``PLUS_TEST_PREFIX`` set. ``PLUS_TEST_MIXED_BROKER``
+swaps the durable store (e.g. ``plus+postgresql://…``, one schema per prefix:
+``proj.pg_schema``); the legacy queues then stay on the Redis server (``plus_legacy_url``).
 """
 
 from __future__ import annotations
@@ -11,10 +13,14 @@ import os
 from celery_plus import Celery
 
 from .mixed_tasks import DURABLE, LEGACY, REDIS_URL, keyprefix, register
+from .proj import pg_schema
 
 
 def make_app(prefix: str) -> Celery:
-    app = Celery("mixed", broker=f"plus+{REDIS_URL}", set_as_current=False)
+    broker = os.environ.get("PLUS_TEST_MIXED_BROKER", f"plus+{REDIS_URL}")
+    app = Celery("mixed", broker=broker, set_as_current=False)
+    if not broker.startswith("plus+redis"):
+        app.conf.update(plus_legacy_url=REDIS_URL, plus_pg_schema=pg_schema(prefix))
     app.conf.update(
         plus_key_prefix=prefix,
         plus_durable_queues=[DURABLE],

@@ -51,3 +51,22 @@ def test_an_empty_queue_has_nothing_to_move(invoke) -> None:
     assert dry.exit_code == 0 and "dry run, nothing changed. 0 legacy messages" in dry.output
     result = invoke("migrate-queue", "durable")
     assert result.exit_code == 0 and "durable: nothing to move" in result.output
+
+
+def test_back_refuses_the_unacked_options(invoke) -> None:
+    result = invoke("migrate-queue", "durable", "--back", "--include-unacked")
+    assert result.exit_code == 2 and "not with --back" in result.output
+
+
+def test_back_takes_a_queue_no_longer_durable(invoke) -> None:
+    """The rollback runs after the queue left plus_durable_queues: it is not refused."""
+    dry = invoke("migrate-queue", "legacy", "--back", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "dry run, nothing changed. 0 waiting jobs would move back" in dry.output
+    result = invoke("migrate-queue", "legacy", "--back")
+    assert result.exit_code == 0 and "legacy: nothing to move back" in result.output
+
+
+def test_back_says_the_queue_is_still_durable(invoke) -> None:
+    result = invoke("migrate-queue", "durable", "--back")
+    assert result.exit_code == 0 and "still stores 'durable' durably" in result.output
