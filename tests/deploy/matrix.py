@@ -9,7 +9,8 @@ Tests marked ``long`` (minutes each: Celery's own ``t/integration``, the compati
 suite's pool and Django dimensions, the fault suite's long variants) wait for the long run.
 
 ``tests/run_long.sh`` sets ``PLUS_FULL_MATRIX=1`` (every variant) and ``PLUS_LONG=1`` (the
-``long`` tests); its figures are in docs/tests.md.
+``long`` tests); its figures are in docs/tests.md. A test named on the command line
+(``path::test`` or ``path::test[variant]``) runs in any case.
 """
 
 from __future__ import annotations
@@ -45,10 +46,27 @@ def select(config: pytest.Config, items: list[pytest.Item]) -> None:
     if full and long:
         return
     keep = set(items) if full else _one_store_each(items)
-    kept = [i for i in items if i in keep and (long or i.get_closest_marker("long") is None)]
+    named = _named(config)
+    kept = [i for i in items if _is_named(i, named)
+            or (i in keep and (long or i.get_closest_marker("long") is None))]
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in set(kept)])
         items[:] = kept
+
+
+def _named(config: pytest.Config) -> list[str]:
+    """The test ids named on the command line (``path::test[...]``), relative to the root:
+    a test asked for by name runs whatever this module would choose."""
+    named = []
+    for arg in config.args:
+        path, sep, rest = arg.partition("::")
+        if sep:
+            named.append(f"{os.path.relpath(os.path.abspath(path), config.rootpath)}::{rest}")
+    return named
+
+
+def _is_named(item: pytest.Item, named: list[str]) -> bool:
+    return any(item.nodeid == n or item.nodeid.startswith((f"{n}[", f"{n}::")) for n in named)
 
 
 def chosen(name: str, stores: list[str]) -> str:
