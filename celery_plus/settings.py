@@ -284,13 +284,14 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "plus_pg_reply_timeout",
-        15.0,
+        None,
         _optional_positive,
         "seconds > 0 or None",
         "PostgreSQL: the longest a store call waits for the server's reply to a statement; "
         "the connection is then closed and the call fails as a lost connection (a stalled "
-        "or half-open link). None: no bound. Raise it for admin operations on very large "
-        "queues (docs/reliability.md).",
+        "link the kernel still thinks alive). None (the default): no bound; opt in knowing "
+        "that a statement whose reply was lost may have committed, and the call is tried "
+        "again (docs/reliability.md). Less than half of plus_visibility_timeout.",
     ),
     Setting(
         "plus_coordination_url",
@@ -390,7 +391,7 @@ class PlusConfig:
     pg_synchronous_commit: str | None = None
     pg_connect_timeout: float = 5.0
     pg_dead_link_timeout: float = 15.0
-    pg_reply_timeout: float | None = 15.0
+    pg_reply_timeout: float | None = None
     redis_compact_records: bool = True
     redis_allow_eviction: bool = False
     redis_wait_replicas: int = 0
@@ -509,6 +510,13 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
             f"plus_visibility_timeout={vt!r} (a third of it is a good value), "
             "or leases expire between renewals."
         )
+    reply = _optional_float(merged["plus_pg_reply_timeout"])
+    if reply is not None and reply * 2 >= vt:
+        raise ImproperlyConfigured(
+            f"Setting plus_pg_reply_timeout={reply!r} must be less than half of "
+            f"plus_visibility_timeout={vt!r}: the lease keeper may wait one reply bound on "
+            "its maintenance call and one on its heartbeat, and the lease would lapse "
+            "meanwhile. Lower plus_pg_reply_timeout (a quarter of the lease is a good value).")
     if merged["plus_admin_read_token"] is not None and (
             merged["plus_admin_read_token"] == merged["plus_admin_token"]):
         raise ImproperlyConfigured(

@@ -45,6 +45,9 @@ SURE_SHARE = 0.8
 #: Least time between two garbage collections run for kept deliveries
 #: (:meth:`Holdings.collect_kept`).
 KEPT_COLLECT_EVERY_S = 2.0
+#: The longest time between two of them while the kept deliveries stay (each collection that
+#: freed none doubles the wait: a kept delivery still running, a long task, costs little).
+KEPT_COLLECT_MAX_S = 60.0
 
 
 @dataclass
@@ -100,6 +103,9 @@ class Holdings:
         #: was last run for them (:meth:`collect_kept`).
         self._kept: set[str] = set()
         self._collected_at = 0.0
+        self._kept_at_collection = 0
+        #: Collections since one last freed a kept delivery (each doubles the wait).
+        self._fruitless_collections = 0
 
     def loop_started(self) -> None:
         with self._lock:
@@ -225,6 +231,7 @@ class Holdings:
         weakref.finalize(message, self._gone.put, tag)
         with self._lock:
             self._kept.add(tag)
+            self._fruitless_collections = 0
 
     def collect_kept(self, every_s: float = KEPT_COLLECT_EVERY_S) -> bool:
         """Run the garbage collector (at most every ``every_s``) while a kept delivery is
@@ -232,14 +239,21 @@ class Holdings:
         in cycles, which only a full collection frees, and a process that allocates little
         may not run one for minutes, its dropped deliveries claimed and renewed meanwhile,
         never run (seen under a Redis that refused writes for 3 s: 6 jobs held for good).
-        True if it ran. The lease keeper calls it on its turns."""
+        True if it ran. The lease keeper calls it on its turns; each collection after which
+        no kept delivery went doubles the wait, up to :data:`KEPT_COLLECT_MAX_S`."""
         now = time.monotonic()
         with self._lock:
             self._kept = {t for t in self._kept
                           if (h := self._held.get(t)) is not None and h.settle is None}
-            due = bool(self._kept) and now - self._collected_at >= every_s
+            if len(self._kept) < self._kept_at_collection:  # the last one freed some
+                self._fruitless_collections = 0
+            doublings = max(0, self._fruitless_collections - 1)
+            wait = min(every_s * 2 ** doublings, KEPT_COLLECT_MAX_S)
+            due = bool(self._kept) and now - self._collected_at >= wait
             if due:
                 self._collected_at = now
+                self._kept_at_collection = len(self._kept)
+                self._fruitless_collections += 1
         if due:
             gc.collect()  # finalizers only queue tags (no lock): safe outside the lock
         return due

@@ -31,8 +31,9 @@ class LinkBounds:
 
     connect_timeout: float = 5.0
     dead_link_timeout: float = 15.0
-    #: None: a statement may wait for its reply forever.
-    reply_timeout: float | None = 15.0
+    #: None (the default, ``plus_pg_reply_timeout``): a statement may wait for its reply
+    #: as long as the kernel keeps its link.
+    reply_timeout: float | None = None
 
     def libpq_params(self, url: str) -> dict[str, Any]:
         """The keepalive and timeout parameters of a connection to ``url`` (those the URL

@@ -22,7 +22,7 @@ from tests.support import wait_until
 from .harness import Deployment
 
 #: Short bounds so the scenario stays short (the long variant uses the defaults).
-FAST_PG = {"plus_pg_reply_timeout": 3.0, "plus_pg_connect_timeout": 2.0}
+FAST_PG = {"plus_pg_reply_timeout": 2.5, "plus_pg_connect_timeout": 2.0}
 FAST_REDIS = {"broker_transport_options": {"socket_timeout": 3.0,
                                            "socket_connect_timeout": 2.0}}
 WARNING = {"postgres": "PostgreSQL did not answer", "redis": "Connection to broker lost"}
@@ -73,6 +73,8 @@ def test_a_worker_on_half_open_links_reconnects_and_runs_new_jobs(
 @pytest.mark.parametrize("store", ["postgres", "redis"])
 def test_a_worker_on_half_open_links_with_the_default_bounds(
         deploy: Callable[..., Deployment], store: str) -> None:
-    """The issue's 15 s stall, default bounds: the figure of docs/reliability.md."""
-    deployment = deploy("half-open link (defaults)", store, proxied=True)
+    """The issue's 15 s stall under a 30 s lease, the default bounds and, on PostgreSQL, a
+    reply bound of a quarter of the lease (opt-in): the figure of docs/reliability.md."""
+    conf = {"plus_pg_reply_timeout": 7.5} if store == "postgres" else {}
+    deployment = deploy("half-open link (defaults)", store, proxied=True, vt=30.0, conf=conf)
     stall_then_strand(deployment, store, stall_s=15.0, bound=90.0)

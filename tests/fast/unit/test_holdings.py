@@ -211,6 +211,39 @@ def test_a_kept_delivery_dropped_in_a_cycle_is_released_by_the_keepers_collectio
     assert not book.collect_kept(every_s=0)  # nothing kept any more: no collection
 
 
+def test_collections_that_free_no_kept_delivery_wait_longer_and_longer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept delivery still running (a long task) would otherwise cost a full collection
+    every turn for as long as it runs: each one that frees nothing doubles the wait, up to
+    ``KEPT_COLLECT_MAX_S``; one that frees a kept delivery starts again from ``every_s``."""
+    from celery_plus.leases import holdings as module
+
+    now = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(module.gc, "collect", lambda: 0)
+    class Message:
+        pass
+
+    book = book_with("a", "b")
+    running = [Message(), Message()]
+    book.keep(delivery_tag("a", 1), running[0])
+    book.keep(delivery_tag("b", 1), running[1])
+    waits = []
+    last = now[0]
+    while now[0] < 1000.0 + 400:
+        now[0] += 1.0
+        if book.collect_kept(every_s=2.0):
+            waits.append(now[0] - last)
+            last = now[0]
+    assert waits[:7] == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0]
+    assert set(waits[7:]) == {60.0}
+    book.settle("a", 1, "ack")  # a kept delivery goes: back to every_s
+    now[0] += 60.0
+    assert book.collect_kept(every_s=2.0)
+    now[0] += 2.0
+    assert book.collect_kept(every_s=2.0)
+
+
 def test_undelivered_claims_are_the_ones_to_give_back() -> None:
     book = book_with("a", "b", "c")
     book.delivered(delivery_tag("a", 1))

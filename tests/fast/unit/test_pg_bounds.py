@@ -4,6 +4,7 @@ settings a misspelling of which is caught."""
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 from celery.exceptions import ImproperlyConfigured
@@ -83,3 +84,13 @@ def test_the_bounds_are_settable_through_broker_transport_options() -> None:
     with pytest.raises(ImproperlyConfigured, match="Did you mean 'plus_pg_reply_timeout'"), \
             app.connection_for_write() as conn:
         conn.transport  # noqa: B018
+
+
+def test_the_reply_bound_is_off_by_default_and_must_be_under_half_the_lease() -> None:
+    """A statement whose reply was lost may have committed, and its call is tried again:
+    the bound is opt-in, and one the lease keeper can wait twice within a lease."""
+    assert settings.resolve({}).pg_reply_timeout is None
+    assert settings.resolve({"plus_pg_reply_timeout": 7.5}).pg_reply_timeout == 7.5
+    with pytest.raises(ImproperlyConfigured, match=re.escape(
+            "plus_pg_reply_timeout=15.0 must be less than half of plus_visibility_timeout=30.0")):
+        settings.resolve({"plus_pg_reply_timeout": 15.0})
