@@ -33,6 +33,7 @@ from celery import (
 )
 from celery import shared_task as _celery_shared_task
 
+from celery_plus import beat as _beat  # noqa: F401  (fences another beat_scheduler's ticks)
 from celery_plus import result_backends as _result_backends  # noqa: F401  ("plus+" result URLs)
 from celery_plus import transport as _transport  # the "plus" transport alias
 from celery_plus import worker as _worker  # the one entry into Celery's worker

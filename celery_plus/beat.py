@@ -23,6 +23,14 @@ runs it. On a plus store:
 * a paused entry (the admin) passes its ticks without jobs.
 
 On any other broker it is Celery's ``PersistentScheduler``, unchanged.
+
+Another ``beat_scheduler`` (``--scheduler``; django-celery-beat's ``DatabaseScheduler``, a
+scheduler of your own) keeps its own entries and has no leader: every beat process sends each
+tick. On a plus store, :func:`fence_scheduler` (run as beat starts, by Celery's ``beat_init``
+signal) puts the store's tick fence in front of its ``apply_async``: each tick it sends is
+fired with :meth:`Backend.schedule_fire` from the entry's *stored* last due time, so however
+many beat processes run, each tick is sent once (:class:`ForeignFence`). A scheduler that is
+not a subclass of Celery's ``Scheduler`` cannot be fenced: a WARNING says so.
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ from typing import Any
 
 from celery import beat as celery_beat
 from celery import schedules as celery_schedules
+from celery import signals as celery_signals
+from celery.utils.time import maybe_make_aware
 from kombu.exceptions import EncodeError
 
 from celery_plus.model.store import NewJob, PublishOutcome, ScheduleStore
@@ -339,3 +349,197 @@ def _on_plus_store(app: Any) -> bool:
         return bool(conn.transport_cls == "plus")
     finally:
         conn.release()
+
+
+# -- the fence in front of another scheduler ---------------------------------------------------
+class ForeignFence:
+    """The store's tick fence in front of a scheduler that is not celery-plus's.
+
+    The scheduler decides when an entry is due and keeps its own entries and last runs; when it
+    sends one, the fence reads the entry's last due time in the store (registering the entry,
+    from the scheduler's own last run, when the store has none) and fires each tick due by the
+    entry's schedule since then, in order, with the store's fence: the entry advances to the
+    tick and the tick's job (task id :func:`tick_id`, header ``plus_beat``) is stored in one
+    atomic step. Ticks overdue by more than ``plus_beat_catch_up_window`` follow
+    ``plus_beat_catch_up``, as with celery-plus's scheduler. A tick another beat process fired
+    already is not sent again (logged at INFO). An entry paused from celery-plus's admin sends
+    nothing.
+    """
+
+    def __init__(self, scheduler: Any, send: Any) -> None:
+        self.scheduler = scheduler
+        self.app = scheduler.app
+        self.send = send  # the scheduler's own apply_async, bound
+        self.backend: ScheduleStore | None = None
+
+    def _store(self) -> ScheduleStore:
+        if self.backend is None:
+            from celery_plus.stores.registry import open_store, store_location
+
+            url, config = store_location(self.app)
+            self.backend = open_store(url, config)
+        return self.backend
+
+    def close(self) -> None:
+        if self.backend is not None:
+            backend, self.backend = self.backend, None
+            try:
+                backend.close()
+            except Exception as exc:
+                logger.debug("celery-plus beat: closing the fence's store failed: %r", exc)
+
+    def apply_async(self, entry: Any, producer: Any = None, advance: bool = True,
+                    **kwargs: Any) -> Any:
+        name = entry.name
+        last_run = getattr(entry, "last_run_at", None)
+        if advance:  # as Celery's apply_async: the scheduler's own state first
+            entry = self.scheduler.reserve(entry)
+        store = self._store()
+        config = self.app.plus_config()
+        window_ms = round(config.beat_catch_up_window * 1000)
+        now_ms = _ms(self.app.now())
+        since = _ms(maybe_make_aware(last_run)) if last_run is not None else now_ms
+        last = store.schedule_register(name, since, entry.task,
+                                       _describe(entry.schedule)).last_due_ms
+        result = None
+        fired = 0
+        for _ in range(MAX_TICKS_PER_LOOP):  # each tick due since the stored one, in order
+            due = due_after(entry.schedule, last)
+            if due > now_ms:
+                break
+            publish = True
+            if now_ms - due > window_ms:  # missed by every beat process: the policy
+                due = latest_due(entry.schedule, last, now_ms)
+                publish = config.beat_catch_up == "once"
+                logger.warning("celery-plus beat: %s missed its ticks since %s; catch-up "
+                               "policy %r", name, _at(last).isoformat(), config.beat_catch_up)
+            with stop_deferred():  # a stop lands between ticks: each fired one is logged
+                outcome, sent = self._fire(name, entry, last, due, producer, publish, kwargs)
+            if outcome == "stale":  # another beat process fired it: it fires the rest
+                break
+            fired += 1
+            result = sent if sent is not None else result
+            last = due
+        if not fired:
+            logger.info("celery-plus beat: %s's tick was sent by another beat process "
+                        "(the store's last tick: %s); not sent again", name,
+                        _at(last).isoformat())
+        return result
+
+    def _fire(self, name: str, entry: Any, last: int, due: int, producer: Any,
+              publish: bool, kwargs: dict[str, Any]) -> tuple[str, Any]:
+        from celery_plus.transport.publishing import current_transaction
+
+        store = self._store()
+        next_due = due_after(entry.schedule, due)
+        fence = TickFence(name, last, due, next_due)
+        result = None
+        if publish:
+            options = getattr(entry, "options", None) or {}
+            tick = _TickEntry(entry, {**options, "task_id": tick_id(name, due),
+                                      "headers": {**(options.get("headers") or {}),
+                                                  TICK_HEADER: {"entry": name,
+                                                                "due_ms": due}}})
+            token = current_transaction.set(fence)
+            try:
+                result = self.send(tick, producer=producer, advance=False, **kwargs)
+            finally:
+                current_transaction.reset(token)
+            if fence.outcome is None:
+                logger.warning("celery-plus beat: %s's tick went to a queue that is not "
+                               "durable: it is not fenced against a second beat", name)
+        if fence.outcome is None:
+            fence.outcome = store.schedule_fire(name, last, due, next_due, None)
+        if fence.outcome == "fired":
+            logger.info("celery-plus beat: %s fired (%s, due %s)", name, entry.task,
+                        _at(due).isoformat())
+        elif fence.outcome != "stale":
+            logger.info("celery-plus beat: %s's tick due %s not sent: %s", name,
+                        _at(due).isoformat(), fence.outcome)
+        return fence.outcome, result if fence.outcome == "fired" else None
+
+
+class _TickEntry:
+    """An entry as one tick sends it: the entry with the tick's options (its task id and
+    header). Not a copy: an entry class need not copy (django-celery-beat's ``ModelEntry``
+    cannot be)."""
+
+    def __init__(self, entry: Any, options: dict[str, Any]) -> None:
+        self._entry = entry
+        self.options = options
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._entry, name)
+
+
+def _qualname(obj: Any) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def fence_scheduler(scheduler: Any) -> ForeignFence | None:
+    """Put the store's tick fence in front of ``scheduler`` (a beat service's scheduler),
+    if it is not celery-plus's and the broker is a plus store; the fence, or None.
+
+    Logs a WARNING when the scheduler cannot be fenced (it is not a subclass of Celery's
+    ``Scheduler``): every beat process running it then sends each tick.
+    """
+    if isinstance(scheduler, Scheduler) or isinstance(getattr(scheduler, "apply_async", None),
+                                                      _Fenced):
+        return None
+    app = getattr(scheduler, "app", None)
+    if app is None or not hasattr(app, "plus_config") or not _on_plus_store(app):
+        return None
+    name = _qualname(scheduler)
+    if not isinstance(scheduler, celery_beat.Scheduler):
+        logger.warning(
+            "celery-plus beat: the beat scheduler %s is not celery-plus's and not a subclass "
+            "of Celery's Scheduler: its ticks are not fenced, HA is off (two beat processes "
+            "both send every tick). Run one beat process, or use celery-plus's scheduler "
+            "(beat_scheduler = 'celery_plus.beat:Scheduler', the default) or a subclass of "
+            "Celery's Scheduler (docs/schedules.md, 'Other schedulers')", name)
+        return None
+    fence = ForeignFence(scheduler, scheduler.apply_async)
+    scheduler.apply_async = _Fenced(fence)
+    close = scheduler.close
+
+    def closed() -> None:
+        try:
+            close()
+        finally:
+            fence.close()
+
+    scheduler.close = closed
+    logger.warning(
+        "celery-plus beat: the beat scheduler %s is not celery-plus's: its entries, last runs "
+        "and timing are its own and every beat process runs it (no leader, no catch-up "
+        "window); celery-plus fences the ticks it sends through the store, so each tick is "
+        "sent once however many beat processes run (docs/schedules.md, 'Other schedulers')",
+        name)
+    return fence
+
+
+class _Fenced:
+    """A fenced scheduler's ``apply_async`` (the instance's, in front of its class's)."""
+
+    def __init__(self, fence: ForeignFence) -> None:
+        self.fence = fence
+
+    def __call__(self, entry: Any, producer: Any = None, advance: bool = True,
+                 **kwargs: Any) -> Any:
+        return self.fence.apply_async(entry, producer, advance, **kwargs)
+
+
+def _on_beat_init(sender: Any = None, **_: Any) -> None:
+    scheduler = getattr(sender, "scheduler", None)
+    if scheduler is None:
+        return
+    try:
+        fence_scheduler(scheduler)
+    except Exception as exc:  # never stop a beat: say what is off
+        logger.warning("celery-plus beat: could not fence the beat scheduler %s (%r): HA is "
+                       "off, two beat processes both send every tick", _qualname(scheduler),
+                       exc)
+
+
+celery_signals.beat_init.connect(_on_beat_init, weak=False)

@@ -47,11 +47,11 @@ class Beat:
     """One ``celery-plus beat`` process of ``tests.deploy.e2e.periodic_proj``."""
 
     def __init__(self, log: Path, env: dict[str, str],
-                 app: str = "tests.deploy.e2e.periodic_proj") -> None:
+                 app: str = "tests.deploy.e2e.periodic_proj", args: Sequence[str] = ()) -> None:
         self.log_path = log
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(
-                [*CELERY_PLUS, "-A", app, "beat", "--loglevel=INFO"], cwd=ROOT,
+                [*CELERY_PLUS, "-A", app, "beat", "--loglevel=INFO", *args], cwd=ROOT,
                 env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True)
 
