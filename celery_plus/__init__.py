@@ -33,7 +33,7 @@ from celery import (
 )
 from celery import shared_task as _celery_shared_task
 
-from celery_plus import beat as _beat  # noqa: F401  (fences another beat_scheduler's ticks)
+from celery_plus import beat as _beat  # fences another beat_scheduler's ticks (install())
 from celery_plus import result_backends as _result_backends  # noqa: F401  ("plus+" result URLs)
 from celery_plus import transport as _transport  # the "plus" transport alias
 from celery_plus import worker as _worker  # the one entry into Celery's worker
@@ -107,6 +107,7 @@ def _plus_shared_task(fun: Any, options: dict[str, Any]) -> Any:
 
 _transport.register()
 _worker.install()
+_beat.install()
 
 __all__ = [
     "Celery",

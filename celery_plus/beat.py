@@ -542,4 +542,8 @@ def _on_beat_init(sender: Any = None, **_: Any) -> None:
                        exc)
 
 
-celery_signals.beat_init.connect(_on_beat_init, weak=False)
+def install() -> None:
+    """Fence another ``beat_scheduler`` as beat starts (idempotent; ``celery_plus``'s import
+    calls it, beside ``worker.install()``: importing this module connects nothing)."""
+    celery_signals.beat_init.connect(_on_beat_init, weak=False,
+                                     dispatch_uid="celery_plus.beat.fence_scheduler")
