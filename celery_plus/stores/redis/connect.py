@@ -130,6 +130,11 @@ class RedisConnect:
                 kwargs.setdefault("ssl", True)
         if self.options.get("max_connections") is not None:
             kwargs["max_connections"] = self.options["max_connections"]
+        if self.options.get("socket_timeout") is None:
+            # redis-py's cluster client sends a command again after a TimeoutError (up to its
+            # retry count): a script whose reply is only slow would run twice. No default
+            # reply bound there; keepalives still fail a dead link.
+            kwargs.pop("socket_timeout", None)
         return RedisCluster(startup_nodes=seeds, username=username, password=password,
                             **kwargs)
 

@@ -94,6 +94,10 @@ def test_a_cluster_url_gives_every_address_as_a_seed(monkeypatch: pytest.MonkeyP
         ("10.0.0.1", 7000), ("10.0.0.2", 7001), ("10.0.0.3", 7002)]
     assert (made["username"], made["password"]) == ("u", "secret")
     assert made["socket_timeout"] == 5 and made["max_connections"] == 7
+    made.clear()
+    RedisConnect("redis+cluster://10.0.0.1:7000").cluster_client()
+    # No default reply bound: the cluster client would send a slow script again.
+    assert "socket_timeout" not in made and made["socket_keepalive"] is True
 
 
 def test_a_cluster_has_database_0_only() -> None:
