@@ -16,6 +16,11 @@ from tests.fast.model.clocks import (
 from tests.fast.model.machine import OPTIONS, StoreVsModel
 from tests.fast.model.test_model import run_model
 
+# Random sequences for a minute and a half on the servers: tests/run_long.sh. The README's
+# suite runs the model on memory and SQLite (tests/fast/model) and every rule on these
+# stores case by case (tests/stores/conformance).
+pytestmark = pytest.mark.long
+
 
 def test_redis_agrees_with_the_model() -> None:
     class OnRedis(StoreVsModel):

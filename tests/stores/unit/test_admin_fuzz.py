@@ -145,6 +145,7 @@ def web(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     drop_store(request.param, schema)
 
 
+@pytest.mark.long  # hypothesis, minutes over both stores: tests/run_long.sh
 def test_every_query_parameter_with_every_nasty_value(web: Dashboard) -> None:
     """Each parameter alone with each of NASTY, on the listing, its JSON and a job page."""
     for name in PARAMS:
@@ -191,6 +192,7 @@ def test_every_form_field_and_header(web: Dashboard, path: str, form: list[tuple
     check(status, text, f"POST {path!r} {form!r} {headers!r}"[:300])
 
 
+@pytest.mark.long  # hypothesis, minutes over both stores: tests/run_long.sh
 def test_every_form_field_and_header_with_every_nasty_value(web: Dashboard) -> None:
     for name in FORM_FIELDS:
         if name == "confirm":
@@ -209,6 +211,7 @@ def test_every_form_field_and_header_with_every_nasty_value(web: Dashboard) -> N
             check(*request(web, "POST", where, "", b""), f"POST {where[:100]!r}")
 
 
+@pytest.mark.long  # hypothesis, minutes over both stores: tests/run_long.sh
 def test_confirmed_bulk_actions_with_every_nasty_value(web: Dashboard) -> None:
     """The confirmed step (``confirm=1``) of a whole-filter action with each filter nasty (a
     retry, so that nothing is deleted: a value matching the dead letters retries them, and the
@@ -281,6 +284,7 @@ def test_the_lists_are_complete() -> None:
         read - set(PARAMS) - set(FORM_FIELDS))
 
 
+@pytest.mark.long  # hypothesis, minutes over both stores: tests/run_long.sh
 def test_every_cli_option_with_every_nasty_value(cli_store: Store) -> None:
     obj = CLIContext(app=cli_store.app, no_color=True, workdir=None, quiet=False)
     for option, command in OPTION_COMMANDS.items():
