@@ -39,10 +39,12 @@ def test_each_layout_runs_retries_deduplicates_and_dead_letters(
     text = "é\U0001f600 \x1f\x1e|:;{}" + "x" * 20_000  # odd characters, a long value
     added = tasks["proj.add"].delay(2, 3)
     flaky = tasks["proj.flaky"].delay("k", 3)
-    held = tasks["proj.unique_running"].delay("same", 1.5)
+    # Running for 3 s: the duplicate below must be sent while it runs, seen from a test
+    # process that may starve on a loaded machine.
+    held = tasks["proj.unique_running"].delay("same", 3.0)
     wait_until(lambda: (inspector_for(view).job(held.id) or {}).get("st") == "running",
                message="the unique job running")
-    duplicate = tasks["proj.unique_running"].delay("same", 1.5)
+    duplicate = tasks["proj.unique_running"].delay("same", 3.0)
     failed = tasks["proj.fail"].delay(text)
     # compact: every envelope written by this client is stored deflated in its own key;
     # hash: in the job's hash, as releases before the compact layout read it.

@@ -52,10 +52,12 @@ def test_a_worker_runs_a_cluster_store(client: Any, start_worker: Any, view: Any
     tasks = client.tasks
     added = [tasks["proj.add"].delay(i, i) for i in range(10)]
     marked = tasks["proj.mark"].apply_async((1,), queue="reports")
-    held = tasks["proj.unique_running"].delay("same", 1.0)
+    # Running for 3 s: the duplicate below must be sent while it runs (a 1 s run was over
+    # before a test process starved on a loaded machine saw it running).
+    held = tasks["proj.unique_running"].delay("same", 3.0)
     wait_until(lambda: (inspect.job(held.id) or {}).get("st") == "running",
                message="the unique job running")
-    duplicate = tasks["proj.unique_running"].delay("same", 1.0)
+    duplicate = tasks["proj.unique_running"].delay("same", 3.0)
     slots = [tasks["proj.per_customer"].delay("c1", n, 0.3) for n in range(4)]
 
     assert [r.get(timeout=30) for r in added] == [2 * i for i in range(10)]
