@@ -38,6 +38,19 @@ def drop_pg_schema(url: str, schema: str) -> None:
             time.sleep(0.2)
 
 
+def set_pg_read_only(url: str, on: bool) -> None:
+    """``default_transaction_read_only`` of ``url``'s database, for every session: the
+    sessions open now are ended, so the store's pool reconnects under the new setting."""
+    import psycopg
+
+    base, name = url.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = '
+                     f'{"on" if on else "off"}')
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
+
+
 def in_forked_child(target: Callable[..., Any], *args: Any, timeout: float = 60.0) -> Any:
     """Run ``target(*args)`` in a child made by a bare ``os.fork()``; its return value.
 

@@ -9,8 +9,10 @@ settings) and the legacy layout (``plus_legacy_url``, else the ``plus+redis://``
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 import kombu
@@ -68,6 +70,23 @@ def _app_setup(ctx: click.Context, queue: str, legacy_url: str | None,
             "pass --legacy-url redis://host:6379/0 (or set plus_legacy_url)")
     layout = KombuLayout.from_options(app.conf.broker_transport_options, global_keyprefix)
     return config, inner, url, layout
+
+
+T = TypeVar("T")
+
+
+def _progress(line: Callable[[T], str]) -> Callable[[str, T], None]:
+    """A migration's progress callback: its tally as ``line`` says, at most twice a second,
+    and when it is done."""
+    last = [0.0]
+
+    def progress(stage: str, tally: T) -> None:
+        now = time.monotonic()
+        if stage == "done" or now - last[0] >= 0.5:
+            last[0] = now
+            click.echo(line(tally))
+
+    return progress
 
 
 def _line(queue: str, tally: Tally) -> str:
@@ -129,13 +148,7 @@ def migrate_queue(ctx: click.Context, name: str, back: bool, dry_run: bool,
     backend = open_store(store_url, config)
     client = redis.Redis.from_url(url)
     source = Source(client, layout, name, max_deliveries=config.max_deliveries)
-    last = [0.0]
-
-    def progress(stage: str, tally: Tally) -> None:
-        now = time.monotonic()
-        if stage == "done" or now - last[0] >= 0.5:
-            last[0] = now
-            click.echo(_line(name, tally))
+    progress = _progress(functools.partial(_line, name))
 
     with contextlib.closing(backend), contextlib.closing(client):
         try:
@@ -180,13 +193,7 @@ def _migrate_back(ctx: click.Context, name: str, dry_run: bool, batch_size: int,
     admin = admin_for(backend)
     client = redis.Redis.from_url(url)
     plain = kombu.Connection(url, transport_options=transport_options)
-    last = [0.0]
-
-    def progress(stage: str, tally: BackTally) -> None:
-        now = time.monotonic()
-        if stage == "done" or now - last[0] >= 0.5:
-            last[0] = now
-            click.echo(_back_line(name, tally))
+    progress = _progress(functools.partial(_back_line, name))
 
     if config.durable_queues is None or name in config.durable_queues:
         click.echo(f"{name}: note: this app still stores {name!r} durably "

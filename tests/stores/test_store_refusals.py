@@ -25,6 +25,7 @@ from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.eviction import check_policy
 from celery_plus.transport import Transport
 from tests.redis_servers import RedisServer, redis_server
+from tests.support import set_pg_read_only
 
 
 def job(n: int) -> NewJob:
@@ -188,19 +189,6 @@ def pg_database() -> Iterator[str]:
             conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
-def set_read_only(url: str, on: bool) -> None:
-    """``default_transaction_read_only`` of ``url``'s database, for every session: the
-    sessions open now are ended, so the store's pool reconnects under the new setting."""
-    import psycopg
-
-    base, name = url.rsplit("/", 1)
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = '
-                     f'{"on" if on else "off"}')
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                     "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
-
-
 def test_a_read_only_postgresql_database_is_a_connection_error(pg_database: str) -> None:
     from celery_plus.stores.postgres.backend import PostgresBackend, StoreUnavailable
 
@@ -208,7 +196,7 @@ def test_a_read_only_postgresql_database_is_a_connection_error(pg_database: str)
     try:
         store.publish(job(0))
         held = store.claim(["q"], "w", 1).claims[0]
-        set_read_only(pg_database, True)
+        set_pg_read_only(pg_database, True)
         for call in (lambda: store.publish(job(1)),
                      lambda: store.settle([Settle(held.job_id, held.token, "ack")])):
             with pytest.raises(StoreUnavailable) as raised:
@@ -218,7 +206,7 @@ def test_a_read_only_postgresql_database_is_a_connection_error(pg_database: str)
             assert "25006" in str(raised.value)
         with pytest.raises(StoreUnavailable, match="read-only"):
             store.connect()  # Celery's reconnect backs off
-        set_read_only(pg_database, False)
+        set_pg_read_only(pg_database, False)
         store.connect()
         assert store.settle([Settle(held.job_id, held.token, "ack")]) == []
         assert store.record("j0").state == "completed"  # type: ignore[union-attr]

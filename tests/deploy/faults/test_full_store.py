@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import wait_until
+from tests.support import set_pg_read_only, wait_until
 
 from .conftest import open_view
 from .harness import Deployment, Publisher, Worker, check
@@ -128,20 +128,6 @@ def own_pg_database(pg_cluster: PostgresCluster) -> Iterator[str]:
         conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
-def read_only(url: str, on: bool) -> None:
-    """``default_transaction_read_only`` for the database, and its sessions ended so that
-    every client reconnects under it (from the ``postgres`` database: a read-only session
-    cannot turn it off)."""
-    import psycopg
-
-    base, name = url.rsplit("/", 1)
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = '
-                     f'{"on" if on else "off"}')
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                     "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
-
-
 @pytest.fixture
 def pg_read_only_deployment(own_pg_database: str, tmp_path: Path,
                             prefix: str) -> Iterator[Deployment]:
@@ -163,13 +149,13 @@ def test_a_read_only_postgresql_database_mid_drain(
     workers = [deployment.start_worker(concurrency=2), deployment.start_worker(concurrency=2)]
     publish_mix(deployment, 40, seconds=0.3)
     deployment.wait_running(2)
-    read_only(own_pg_database, True)
+    set_pg_read_only(own_pg_database, True)
     wait_until(lambda: refused_in_a_log(workers, "read-only transaction"), timeout=20,
                message="a worker meeting the read-only database")
     late = deployment.start_worker(concurrency=2, wait=False)  # started while read-only
     time.sleep(read_only_s)  # the fault's duration
     alive([*workers, late])
-    read_only(own_pg_database, False)
+    set_pg_read_only(own_pg_database, False)
     deployment.fault_ended = time.time()
     deployment.wait_ready(late)
     report = deployment.finish(f"read-only for {read_only_s:.0f}s, lease {deployment.vt:.0f}s")
