@@ -20,6 +20,7 @@ from celery.exceptions import ImproperlyConfigured
 from kombu.exceptions import ConnectionError as KombuConnectionError
 
 from celery_plus.model.store import NewJob, Settle
+from celery_plus.runtime.throttled import Throttled
 from celery_plus.stores.redis import refusals
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.eviction import check_policy
@@ -58,7 +59,8 @@ def test_refusal_codes_are_read_from_plain_and_script_replies() -> None:
 
 @pytest.mark.parametrize("refuse", ["maxmemory", "min-replicas-to-write"])
 def test_a_redis_server_refusing_writes_is_a_connection_error_naming_its_reply(
-        server: RedisServer, refuse: str, caplog: pytest.LogCaptureFixture) -> None:
+        server: RedisServer, refuse: str, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     store = RedisBackend(server.url)
     admin = server.client()
     try:
@@ -68,7 +70,9 @@ def test_a_redis_server_refusing_writes_is_a_connection_error_naming_its_reply(
             admin.config_set("maxmemory", 1)  # every write is over the limit: OOM
         else:
             admin.config_set("min-replicas-to-write", 1)  # no replica: NOREPLICAS
-        refusals._warned.clear()
+        # A fresh throttle: an earlier test of this process may have warned of this code.
+        monkeypatch.setattr(refusals, "_warnings",
+                            Throttled(refusals.logger, refusals.WARN_EVERY_S))
         with caplog.at_level(logging.WARNING, "celery_plus.stores.redis"):
             for call in (lambda: store.publish(job(1)),
                          lambda: store.claim(["q"], "w", 1,

@@ -54,6 +54,7 @@ from celery_plus.model.store import (
     schedule_record,
 )
 from celery_plus.runtime.helper_threads import green_patcher
+from celery_plus.runtime.throttled import Throttled
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.postgres import migrations as pg_migrations
 from celery_plus.stores.postgres import pool as pg_pool
@@ -132,24 +133,14 @@ class StoreUnavailable(KombuConnectionError):
 #: the next ones of that kind are logged at INFO: one stalled or read-only server hits every
 #: connection of the process, and one line says so.
 WARN_EVERY_S = 60.0
-_warned_at: dict[str, float] = {}
+_warnings = Throttled(logger, WARN_EVERY_S, quiet_level=logging.INFO)
 #: What :meth:`PostgresBackend.connect` finds of a database read-only for now.
 READ_ONLY = "the database is read-only (transaction_read_only is on)"
 
 
-def _warn_once_a_while(kind: str, message: str) -> None:
-    """Log ``message`` as a WARNING, or at INFO within :data:`WARN_EVERY_S` of the last
-    WARNING of the same ``kind``."""
-    now = time.monotonic()
-    warn = now - _warned_at.get(kind, -WARN_EVERY_S) >= WARN_EVERY_S
-    if warn:
-        _warned_at[kind] = now
-    logger.log(logging.WARNING if warn else logging.INFO, "celery-plus: %s", message)
-
-
 def _log_stalled(what: str) -> None:
     """Log that PostgreSQL did not answer (one WARNING a while, else INFO)."""
-    _warn_once_a_while("stalled", f"PostgreSQL did not answer ({what})")
+    _warnings.warn("stalled", f"PostgreSQL did not answer ({what})")
 
 
 def refused(exc: Exception | str, sqlstate: str | None = None) -> StoreUnavailable:
@@ -164,7 +155,7 @@ def refused(exc: Exception | str, sqlstate: str | None = None) -> StoreUnavailab
     reply = text.splitlines()[0] if text else type(exc).__name__
     error = StoreUnavailable(f"PostgreSQL store refuses writes: {reply} (SQLSTATE {sqlstate}; "
                              "celery-plus waits and resumes by itself)")
-    _warn_once_a_while(f"refused {sqlstate}", str(error))
+    _warnings.warn(f"refused {sqlstate}", str(error))
     return error
 
 

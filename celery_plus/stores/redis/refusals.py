@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-import time
 
 import redis
 import redis.utils
 from redis._parsers import _RESP2Parser, _RESP3Parser
 from redis.connection import DefaultParser
+
+from celery_plus.runtime.throttled import Throttled
 
 logger = logging.getLogger("celery_plus.stores.redis")
 
@@ -40,9 +40,7 @@ REFUSALS = {
 _INNER = re.compile(r"(?:^|[\s:-])(" + "|".join(REFUSALS) + r")\b")
 #: Least time between two warnings of the same refusal in one process.
 WARN_EVERY_S = 30.0
-
-_warned: dict[str, float] = {}
-_warned_lock = threading.Lock()
+_warnings = Throttled(logger, WARN_EVERY_S)
 
 
 class StoreRefused(redis.exceptions.ConnectionError):
@@ -73,13 +71,7 @@ def refused(reply: str) -> StoreRefused | None:
     if code is None:
         return None
     error = StoreRefused(code, reply)
-    now = time.monotonic()
-    with _warned_lock:
-        due = now - _warned.get(code, -WARN_EVERY_S) >= WARN_EVERY_S
-        if due:
-            _warned[code] = now
-    if due:
-        logger.warning("celery-plus: %s", error)
+    _warnings.warn(code, str(error))
     return error
 
 

@@ -56,6 +56,7 @@ from celery_plus.model.store import (
     schedule_record,
 )
 from celery_plus.runtime.fork_guard import guard_across_fork
+from celery_plus.runtime.throttled import Throttled
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.sql_record import COLUMNS, row_record
 from celery_plus.stores.sqlite.locking import retry_while_locked
@@ -163,7 +164,7 @@ def unavailable_code(exc: sqlite3.Error) -> str | None:
 
 #: Least time between two warnings of the same unavailability in one process.
 WARN_EVERY_S = 30.0
-_last_warning: dict[str, float] = {}
+_warnings = Throttled(logger, WARN_EVERY_S)
 
 
 class StoreUnavailable(KombuConnectionError):
@@ -577,10 +578,7 @@ class SQLiteBackend(OptionsView, Backend):
             return None
         error = StoreUnavailable(f"SQLite store {self.path}: {exc} ({_REMEDY[code]}: "
                                  "celery-plus resumes by itself)")
-        now = time.monotonic()
-        if now - _last_warning.get(code, -WARN_EVERY_S) >= WARN_EVERY_S:
-            _last_warning[code] = now
-            logger.warning("celery-plus: %s", error)
+        _warnings.warn(code, str(error))
         return error
 
     def _write(self, body: Callable[[_Tx], T]) -> T:

@@ -26,9 +26,7 @@ for qi = 7, #ARGV do
       local jk = jkey(id)
       local f = redis.call('HMGET', jk, 'st', 'cg', 'cl', 'uk', 'uw', 'msg', 'dl', 'rg', 'rl',
                            'rw')
-      local msg = f[6]
-      if f[1] == 'enqueued' and not msg then msg = redis.call('GET', mkey(id)) end
-      if f[1] == 'enqueued' and not msg then
+      if f[1] == 'enqueued' and not f[6] and redis.call('EXISTS', mkey(id)) == 0 then
         -- Its message is gone (evicted by a maxmemory-policy other than noeviction): a dead
         -- letter saying so, never a claim without a body.
         dead_letter(id, {reason = 'message missing', exc_type = 'MessageMissing',
@@ -50,7 +48,7 @@ for qi = 7, #ARGV do
           if rg ~= '' then rate_take(rg, id, tok, tonumber(f[10]), lease_ms) end
           out[#out + 1] = id
           out[#out + 1] = tok
-          out[#out + 1] = msg
+          out[#out + 1] = f[6] or redis.call('GET', mkey(id))
           out[#out + 1] = dl
           out[#out + 1] = queue
           n = n + 1
