@@ -50,7 +50,8 @@ def select(config: pytest.Config, items: list[pytest.Item]) -> None:
     kept = [i for i in items if _is_named(i, named)
             or (i in keep and (long or i.get_closest_marker("long") is None))]
     if len(kept) < len(items):
-        config.hook.pytest_deselected(items=[i for i in items if i not in set(kept)])
+        chosen_items = set(kept)
+        config.hook.pytest_deselected(items=[i for i in items if i not in chosen_items])
         items[:] = kept
 
 
