@@ -27,7 +27,12 @@ from celery.exceptions import (
 from celery.utils.functional import maybe_evaluate
 from celery.worker.request import Request as CeleryRequest
 
-from celery_plus.leases.start_check import lease_lost_before_start, note_rate_start
+from celery_plus.leases.deadline import run_starts
+from celery_plus.leases.start_check import (
+    LeaseUnknown,
+    lease_lost_before_start,
+    note_rate_start,
+)
 from celery_plus.model.details import exception_text
 from celery_plus.send.options import (
     EXTENSION_OPTIONS,
@@ -199,11 +204,20 @@ class Task(celery.Task):
         calls ``super().before_start(...)`` to keep the check.
         """
         properties = getattr(self.request, "properties", None)
-        if isinstance(properties, dict) and lease_lost_before_start(self.app, properties):
+        try:
+            lost = isinstance(properties, dict) and lease_lost_before_start(self.app,
+                                                                            properties)
+        except LeaseUnknown as exc:
+            logger.warning("celery-plus: task %s[%s] not started: %s; given back (it runs "
+                           "once the store can say whose it is)", self.name, task_id, exc)
+            raise Reject(str(exc), requeue=True) from exc
+        if lost:
             logger.warning("celery-plus: task %s[%s] not started: its lease was lost while "
                            "it waited (it runs on the worker that holds it now)",
                            self.name, task_id)
             raise Ignore()
+        if isinstance(properties, dict) and isinstance(properties.get("delivery_tag"), str):
+            run_starts(properties["delivery_tag"])
         ext = self.plus_extensions
         if isinstance(properties, dict) and ext is not None and ext.rate_limit is not None:
             note_rate_start(self.app, properties)

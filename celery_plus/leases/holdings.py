@@ -174,6 +174,25 @@ class Holdings:
             return None
         return float("-inf") if held.lost else held.confirmed + self.lease_s * SURE_SHARE
 
+    def overdue(self, now: float) -> dict[str, float]:
+        """The delivered claims whose runs may be going on (not settled, not lost) and whose
+        leases are no longer certainly ours at ``now``: tag -> seconds since the store last
+        confirmed them. Their runs must stop before the store's deadline
+        (``leases/deadline.py``)."""
+        with self._lock:
+            return {tag: now - h.confirmed for tag, h in self._held.items()
+                    if h.delivered and h.settle is None and not h.lost
+                    and h.confirmed + self.lease_s * SURE_SHARE <= now}
+
+    def sure_of_runs(self, tags: Iterable[str]) -> float:
+        """The earliest time until which the claims ``tags`` (of runs going on here) are
+        certainly ours (``inf``: none held here, settled or lost — a lost claim's run is
+        stopped by the lease keeper as it learns it)."""
+        with self._lock:
+            return min((h.confirmed + self.lease_s * SURE_SHARE for t in tags
+                        if (h := self._held.get(t)) is not None and h.settle is None
+                        and not h.lost), default=float("inf"))
+
     def renewable(self) -> list[tuple[str, int]]:
         """(job id, token) of every claim to renew: held, not lost, settle not landed."""
         with self._lock:
@@ -347,6 +366,12 @@ def holdings_for(store: Hashable, lease_s: float) -> Holdings:
         if book is None:
             book = _registry[store] = Holdings(lease_s)
         return book
+
+
+def every() -> list[Holdings]:
+    """The holdings of this process, one per store."""
+    with _lock:
+        return list(_registry.values())
 
 
 def find(tag: str) -> Holdings | None:

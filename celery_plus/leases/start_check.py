@@ -11,7 +11,9 @@ gevent pools):
   ``SURE_SHARE`` of the lease ago) is certainly still ours: the task starts, no round trip;
 * otherwise the store is asked (a heartbeat of that one claim, which also renews it): lost
   means do not start (a claim its own run ended, e.g. acked early, is not lost); a store
-  that cannot answer means start (never drop work on a guess).
+  that cannot answer means do not start either (fail closed: the lease may have lapsed and
+  the job may run elsewhere already) — the delivery is given back instead
+  (:class:`LeaseUnknown`), and the job runs once the store can say whose it is.
 """
 
 from __future__ import annotations
@@ -27,8 +29,14 @@ from celery_plus.model.store import Verdict
 logger = logging.getLogger("celery_plus.transport")
 
 
+class LeaseUnknown(Exception):
+    """The store could not say whether a delivery's lease is still ours: do not start it,
+    give it back."""
+
+
 def lease_lost_before_start(app: Any, properties: dict[str, Any]) -> bool:
-    """True when the delivery with these message ``properties`` must not start."""
+    """True when the delivery with these message ``properties`` must not start; raises
+    :class:`LeaseUnknown` when the store cannot tell (the delivery is to be given back)."""
     tag = properties.get("delivery_tag")
     sure_until = properties.get(SURE_UNTIL)
     if not isinstance(tag, str) or not isinstance(sure_until, (int, float)):
@@ -49,15 +57,15 @@ def lease_lost_before_start(app: Any, properties: dict[str, Any]) -> bool:
 def lost_in_store(app: Any, tag: str, claim: tuple[str, int],
                   book: holdings.Holdings | None) -> bool:
     """Whether the store says the lease of ``claim`` is lost (asking renews it); a claim its
-    own run ended (continued or acked) is not: the heartbeat's verdict says which."""
+    own run ended (continued or acked) is not: the heartbeat's verdict says which. Raises
+    :class:`LeaseUnknown` when the store does not answer."""
     asked_at = clock()
     try:
         with app.pool.acquire(block=True) as connection:
             [verdict] = connection.default_channel.backend.heartbeat([claim])
     except Exception as exc:
-        logger.warning("celery-plus: could not check the lease of job %s before it starts "
-                       "(%r); starting it", claim[0], exc)
-        return False
+        raise LeaseUnknown(f"could not check the lease of job {claim[0]} before it starts "
+                           f"({exc!r})") from exc
     if book is not None:
         if verdict == Verdict.RENEWED:
             book.confirmed([claim], [verdict], asked_at)

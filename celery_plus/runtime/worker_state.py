@@ -77,6 +77,58 @@ def stop_stale_runs(tags: Collection[str]) -> None:
                            "pool cannot be stopped from outside", request.name, request.id)
 
 
+#: The exit code of a worker that stopped itself because a run outlived its lease
+#: (``EX_TEMPFAIL``: its supervisor restarts it).
+EX_LEASE_OVERRUN = 75
+
+
+def running_tags() -> dict[str, Any]:
+    """Delivery tag -> request of every task started here and not yet acknowledged."""
+    running: dict[str, Any] = {}
+    for request in _active_requests():
+        tag = getattr(getattr(request, "message", None), "delivery_tag", None)
+        if isinstance(tag, str) and request.time_start and not request.acknowledged:
+            running[tag] = request
+    return running
+
+
+def stop_overdue_runs(overdue: dict[str, float], lease_s: float,
+                      stopped: set[str]) -> None:
+    """Stop the runs of ``overdue`` deliveries (tag -> seconds since the store last confirmed
+    their leases)
+    before their leases lapse: a prefork pool process is killed (``SIGKILL``: a task in C
+    code runs no signal handler; Celery reports the worker lost and the delivery goes back,
+    a delivery counted); any other pool cannot stop one task, so this process exits
+    (:data:`EX_LEASE_OVERRUN`; its supervisor restarts it). ``stopped``: tags already
+    stopped (each is killed once)."""
+    green = green_patched()
+    for tag, request in running_tags().items():
+        if tag not in overdue or tag in stopped:
+            continue
+        pid = request.worker_pid
+        unconfirmed = overdue[tag]
+        if pid and pid != os.getpid() and not green:
+            stopped.add(tag)
+            logger.warning("celery-plus: stopping task %s[%s] in pool process %s: its lease "
+                           "could not be renewed for %.1f s of its %.0f s (the store is "
+                           "unreachable or refused); killed before the lease lapses and "
+                           "another worker takes the job over (the job goes back, a delivery "
+                           "counted)", request.name, request.id, pid, unconfirmed, lease_s)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            continue
+        logger.critical("celery-plus: task %s[%s]'s lease could not be renewed for %.1f s of "
+                        "its %.0f s (the store is unreachable or refused); the tasks of this "
+                        "pool cannot be stopped one by one, so this worker exits now (code "
+                        "%d) before the lease lapses and another worker takes the job over; "
+                        "its supervisor restarts it", request.name, request.id, unconfirmed,
+                        lease_s, EX_LEASE_OVERRUN)
+        for handler in logging.getLogger().handlers:
+            with contextlib.suppress(Exception):
+                handler.flush()
+        os._exit(EX_LEASE_OVERRUN)
+
+
 def _active_requests() -> list[Any]:
     """A copy of Celery's set of executing requests (the main thread changes it meanwhile)."""
     from celery.worker import state

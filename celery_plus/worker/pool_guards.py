@@ -1,4 +1,6 @@
-"""Three guards on Celery's worker pools, for a worker consuming from the ``plus`` transport.
+"""Three guards on Celery's worker pools, for a worker consuming from the ``plus`` transport
+(and the start of its lease watch, ``leases/deadline.py``, which stops runs whose leases could
+not be renewed in time).
 
 On this transport a claim outlives its connection (``leases/holdings.py``): a delivery
 Celery still holds keeps its claim, renewed, until Celery settles it, and a delivery Celery
@@ -49,6 +51,8 @@ from typing import Any
 
 from billiard.einfo import ExceptionInfo
 from celery import signals
+
+from celery_plus.leases import deadline
 
 logger = logging.getLogger("celery_plus")
 
@@ -141,6 +145,7 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
         count_handed_jobs(pool)
     elif callable(getattr(pool, "on_apply", None)):
         report_base_exceptions(pool)
+    deadline.start(in_process_pool=not isinstance(pool, Prefork))
 
 
 def install() -> None:

@@ -45,7 +45,7 @@ from typing import Any
 from celery import signals
 
 from celery_plus.leases.keeper import clock
-from celery_plus.leases.start_check import lost_in_store
+from celery_plus.leases.start_check import LeaseUnknown, lost_in_store
 from celery_plus.leases.tokens import SURE_UNTIL, parse_delivery_tag
 from celery_plus.runtime.helper_threads import HelperThread
 
@@ -147,7 +147,7 @@ def _renew() -> None:
         while not _started.wait(interval):
             if _running is not running:
                 break  # the task ended (the next start sets the event)
-            if lost_in_store(running.app, running.tag, running.claim, None):
+            if _asked_lost(running):
                 if _running is running:
                     _stop_lost(running)
                 break
@@ -170,11 +170,21 @@ def _stop_lost(running: _Running) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _asked_lost(running: _Running) -> bool:
+    """Whether the store says the running task's lease is lost; a store that does not answer
+    says nothing here (the worker's lease watch stops the run at its deadline)."""
+    try:
+        return lost_in_store(running.app, running.tag, running.claim, None)
+    except LeaseUnknown as exc:
+        logger.info("celery-plus: %s", exc)
+        return False
+
+
 def _lease_lost(running: _Running) -> bool:
     answer: list[bool] = []
 
     def ask() -> None:
-        answer.append(lost_in_store(running.app, running.tag, running.claim, None))
+        answer.append(_asked_lost(running))
 
     helper = HelperThread(target=ask, name="celery-plus thaw check", daemon=True)
     helper.start()

@@ -27,7 +27,7 @@ from celery.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
 from redis.cluster import ClusterNode, RedisCluster
 
-from celery_plus.stores.redis.refusals import RefusingParser
+from celery_plus.stores.redis.reply_bound import connection_bound
 
 #: Transport options passed to every redis-py connection (kombu's Redis transport's names).
 CONNECTION_OPTIONS = ("socket_timeout", "socket_connect_timeout", "socket_keepalive",
@@ -39,9 +39,9 @@ CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 #: A connection idle this long is checked with PING before use (kombu's default too).
 DEFAULT_HEALTH_CHECK_S = 25
 #: Time bounds of every connection unless the transport options set them (redis-py before
-#: 8 waits forever by default): a command's reply, a connection's set-up, and TCP
-#: keepalives that fail a dead idle link within 5 + 2 x 5 s. A blocking pop waits at most
-#: ``plus_poll_interval``, keep ``socket_timeout`` above it.
+#: 8 waits forever by default): a command's reply (kept by the kernel: ``reply_bound.py``),
+#: a connection's set-up, and TCP keepalives that fail a dead idle link within 5 + 2 x 5 s.
+#: A blocking pop waits at most ``plus_poll_interval``, keep ``socket_timeout`` above it.
 DEFAULT_BOUNDS: dict[str, Any] = {"socket_timeout": 5.0, "socket_connect_timeout": 5.0,
                                   "socket_keepalive": True}
 #: (option, seconds) of the default keepalive: idle before the first probe, between probes,
@@ -82,6 +82,11 @@ class RedisConnect:
                        if self.options.get(k) is not None})
         return kwargs
 
+    def reply_timeout(self) -> float | None:
+        """The bound of one reply: ``socket_timeout`` as given, else the default."""
+        given = self.options.get("socket_timeout")
+        return DEFAULT_BOUNDS["socket_timeout"] if given is None else float(given)
+
     def _ssl_kwargs(self) -> dict[str, Any]:
         if not self.ssl:
             return {}
@@ -97,7 +102,7 @@ class RedisConnect:
         """A new client (its own connection pool) of the store; its connections parse a
         server's write refusals as connection errors (``refusals.py``)."""
         kwargs = {**self._connection_kwargs(), **self._ssl_kwargs(),
-                  "parser_class": RefusingParser}
+                  **connection_bound(self.reply_timeout())}
         max_connections = self.options.get("max_connections")
         if self.is_sentinel:
             return self._sentinel_client(kwargs, max_connections)
@@ -133,8 +138,9 @@ class RedisConnect:
         if self.options.get("socket_timeout") is None:
             # redis-py's cluster client sends a command again after a TimeoutError (up to its
             # retry count): a script whose reply is only slow would run twice. No default
-            # reply bound there; keepalives still fail a dead link.
-            kwargs.pop("socket_timeout", None)
+            # reply bound there (None: redis-py 8's own default is 5 s); keepalives still
+            # fail a dead link.
+            kwargs["socket_timeout"] = None
         return RedisCluster(startup_nodes=seeds, username=username, password=password,
                             **kwargs)
 

@@ -101,6 +101,13 @@ def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
         run(self.request.id, label, seconds, group=key)
         return label
 
+    @app.task(name="fault.hold_gil", bind=True)
+    def hold_gil(self: Any, label: str, count: int) -> str:
+        run_id = ledger.start(self.request.id, label)
+        sum(range(count))  # one call in C: the GIL stays held until it returns
+        ledger.end(run_id)
+        return label
+
     @app.task(name="fault.unique", bind=True, unique=True)
     def unique(self: Any, label: str, seconds: float) -> str:
         run(self.request.id, label, seconds)

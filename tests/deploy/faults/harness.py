@@ -11,6 +11,7 @@ of a concurrency group at any instant, holds and slots left behind, and the reco
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -203,14 +204,16 @@ class Deployment:
         return env
 
     def start_worker(self, pool: str = "prefork", concurrency: int = 2,
-                     wait: bool = True) -> Worker:
+                     wait: bool = True, broker: str | None = None) -> Worker:
+        """``broker``: another URL of the same store (e.g. past the deployment's proxy)."""
         log = self.folder / f"worker-{len(self.workers)}.log"
         cmd = [sys.executable, "-m", "celery_plus.cli", "-A", "tests.deploy.faults.app", "worker",
                f"--pool={pool}", f"--concurrency={concurrency}", "--loglevel=INFO",
                "--without-gossip", "--without-mingle", "--without-heartbeat",
                f"--hostname=f{len(self.workers)}-{self.prefix}@%h"]
+        env = self.env() if broker is None else {**self.env(), "PLUS_FAULT_BROKER": broker}
         with open(log, "wb") as out:
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env(), stdout=out,
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         worker = Worker(proc, log)
         self.workers.append(worker)
@@ -224,8 +227,48 @@ class Deployment:
         wait_until(lambda: " ready." in worker.log() or worker.proc.poll() is not None,
                    timeout=60, message="worker ready")
         assert worker.proc.poll() is None, worker.log()
-        # Every scenario runs on Celery's event loop (the transport is asynchronous).
-        assert "consuming on Celery's event loop" in worker.log(), worker.log()
+        # Every scenario runs on Celery's event loop (the transport is asynchronous), but on
+        # a green pool, whose consumer Celery runs without one.
+        if not any(f"--pool={green}" in worker.proc.args for green in ("gevent", "eventlet")):
+            assert "consuming on Celery's event loop" in worker.log(), worker.log()
+
+    @contextlib.contextmanager
+    def deaths_watched(self, every: float = 0.02) -> Iterator[None]:
+        """Note when each process running a job dies (a run its worker stopped by killing
+        it has no end in the ledger: its process's death is its end)."""
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.wait(every):
+                for run in self.runs():
+                    if run.ended is None and run.pid not in self.deaths \
+                            and not _alive(run.pid):
+                        self.deaths[run.pid] = time.time()
+
+        thread = threading.Thread(target=watch, name="deaths watched", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+    def overlapping_runs(self) -> list[str]:
+        """Runs of one job that went on at the same time (by the ledger; a run without an
+        end ended when its process died: :meth:`deaths_watched`)."""
+        by_job: dict[str, list[Run]] = defaultdict(list)
+        for run in self.runs():
+            by_job[run.label].append(run)
+        found = []
+        for label, runs in by_job.items():
+            runs.sort(key=lambda r: r.started)
+            for first, second in itertools.pairwise(runs):
+                end = self._end_of(first)
+                if end > second.started:
+                    found.append(f"{label}: pid {first.pid} until "
+                                 f"{end - first.started:+.2f} s, pid {second.pid} from "
+                                 f"{second.started - first.started:+.2f} s")
+        return found
 
     def note_in_flight(self, pids: set[int]) -> None:
         """The jobs these processes run are hit by the fault about to happen."""
@@ -551,3 +594,12 @@ def check(report: Report, *, recovery_within: float | None = None,
         assert report.recovery_s is not None, "work never went on after the fault"
         assert report.recovery_s <= recovery_within, (report.recovery_s, recovery_within,
                                                       report.notes)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"

@@ -7,11 +7,12 @@ at once would break the concurrency limit); anything late from A — an ack, a r
 result — is fenced by the lease token, so no slot or hold is left behind. Jobs A was
 running when it froze ran twice (the at-least-once case: a worker froze mid-job); no other.
 
-The threads variant cannot stop A's stale runs (tasks of in-process pools cannot be stopped
-from outside): they end on A right after B's runs of the same jobs started, and ask for a
-retry (a continuation published with the job's id). That late retry must not end B's live
-claim: if it does, the retry's run starts while B's still runs, and the concurrency group
-(limit 1) runs two jobs at once.
+The threads variant's stale runs cannot be stopped one by one (tasks of in-process pools):
+since issue #27 the worker exits as it thaws (its lease watch, code 75, or its guard process),
+its runs past their leases with it. Before, they ended on A right after B's runs of the same
+jobs started, and asked for a retry (a continuation published with the job's id), which had to
+be fenced (``tests/deploy/e2e/test_fences.py`` still proves that fence); either way B's live
+claims are never ended by A, and each group (limit 1) never runs two jobs at once.
 """
 
 from __future__ import annotations
@@ -43,8 +44,12 @@ STORES = ["redis", "postgres", "sqlite"]
 
 def run_frozen(deployment: Deployment, pool: str, limited: bool) -> None:
     """``limited``: with jobs of concurrency groups (prefork: A's stale runs are stopped).
-    Without (threads): A's stale runs go on, and its retries end right after B's runs of
-    the same jobs started, so they are published while B's claims are live."""
+    Without (threads): retrying jobs, whose stale runs A's exit ends."""
+    with deployment.deaths_watched():
+        _run_frozen(deployment, pool, limited)
+
+
+def _run_frozen(deployment: Deployment, pool: str, limited: bool) -> None:
     vt = deployment.vt
     a = deployment.start_worker(pool=pool, concurrency=2)
     # What A runs when it freezes: its first two claims (limited jobs, or retrying ones).

@@ -1,0 +1,126 @@
+"""A run never outlives its lease: the lease watch of a worker's main process.
+
+The store takes a claim back once its lease deadline passes: the lease keeper's last renewal
+the store applied, plus ``plus_visibility_timeout``. The worker counts each claim's lease from
+the moment it *sent* the renewal the store confirmed (``Holdings`` records the time before the
+call), so the store's deadline is never earlier than the worker's own reckoning. A claim is
+certainly ours for ``SURE_SHARE`` of the lease after that; past it, its run is stopped, before
+the store's deadline, whether the store said anything or not (a partition, a stalled link, a
+store refusing writes, a keeper starved):
+
+* a prefork pool process is killed (``worker_state.stop_overdue_runs``): its job goes back;
+* the solo, threads and green pools cannot stop one task: the worker exits (code 75, one
+  CRITICAL line; its supervisor restarts it), and its claims lapse and are recovered.
+
+The margin between the two — ``(1 - SURE_SHARE)`` of the lease, 6 s of the default 30 s — covers
+the stop itself and the clocks: the stop comes before the store's deadline as long as the
+worker's clock runs no more than 25% slower than the store's over a lease (docs/reliability.md).
+
+The watch is a helper thread ticking every ``TICK_S``, which does no store call of its own (a
+stalled link cannot hold it). A task holding the GIL starves it, as it starves the keeper: for
+the pools that run tasks in the worker's own process it also keeps the deadline of the runs
+going on in a :class:`~celery_plus.runtime.deadline_guard.GuardSlot`, which a separate guard
+process enforces (``runtime/deadline_guard.py``), and each task lowers it itself as it starts
+(:func:`run_starts`), before its code can hold the GIL.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from celery_plus.leases import holdings
+from celery_plus.leases.keeper import clock
+from celery_plus.runtime import deadline_guard
+from celery_plus.runtime.helper_threads import HelperThread, NativeEvent, native_lock
+from celery_plus.runtime.worker_state import running_tags, stop_overdue_runs
+
+logger = logging.getLogger("celery_plus.keeper")
+
+#: Longest wait between two looks at the deadlines.
+TICK_S = 0.1
+
+_slot: deadline_guard.GuardSlot | None = None
+#: Tags of tasks that announced their start (:func:`run_starts`), until their claims end:
+#: the watch counts them with Celery's running requests (a task may start between the two).
+_starting: set[str] = set()
+#: Orders a start's lowering of the guard's deadline with the watch's setting of it.
+_slot_lock = native_lock()
+
+
+class LeaseWatch(HelperThread):
+    """Stops the runs of this process whose leases are past sure (module docstring)."""
+
+    def __init__(self, slot: deadline_guard.GuardSlot | None) -> None:
+        super().__init__(name="celery-plus lease watch", daemon=True)
+        self.slot = slot
+        self._stopping = NativeEvent()
+        #: Tags whose runs were stopped (a killed pool process is reported lost later).
+        self._stopped: set[str] = set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def run(self) -> None:
+        while not self._stopping.wait(TICK_S):
+            try:
+                self.look()
+            except Exception:  # never let the watch die: log, look again next tick
+                logger.exception("celery-plus lease watch: look failed")
+
+    def look(self) -> None:
+        now = clock()
+        books = holdings.every()
+        for book in books:
+            overdue = book.overdue(now)
+            if overdue:
+                stop_overdue_runs(overdue, book.lease_s, self._stopped)
+        if self.slot is not None:
+            with _slot_lock:
+                running = set(running_tags()) | _starting
+                self.slot.set(min((b.sure_of_runs(running) for b in books),
+                                  default=float("inf")))
+                _starting.difference_update(
+                    [t for t in _starting if all(b.sure_of_runs([t]) == float("inf")
+                                                 for b in books)])
+
+
+_watch: LeaseWatch | None = None
+
+
+def start(in_process_pool: bool) -> LeaseWatch:
+    """Start the lease watch of this worker (once); ``in_process_pool``: its tasks run in
+    this process (solo, threads, green pools), so a guard process backs the watch."""
+    global _slot, _watch
+    if _watch is not None:
+        return _watch
+    if in_process_pool:
+        _slot = deadline_guard.GuardSlot()
+        deadline_guard.start(_slot)
+    _watch = LeaseWatch(_slot)
+    _watch.start()
+    return _watch
+
+
+def run_starts(tag: str) -> None:
+    """A task of delivery ``tag`` starts in this process: the guard's deadline covers it
+    before the task's code runs (nothing to do where no guard watches)."""
+    if _slot is None:
+        return
+    book = holdings.find(tag)
+    if book is not None:
+        with _slot_lock:
+            _starting.add(tag)
+            _slot.lower(book.sure_of_runs([tag]))
+
+
+def _after_fork_in_child() -> None:
+    global _slot, _watch, _slot_lock
+    _slot = _watch = None  # a pool process: its parent's watch and guard are not its own
+    _slot_lock = native_lock()
+    _starting.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+__all__ = ["TICK_S", "LeaseWatch", "run_starts", "start"]

@@ -1,0 +1,77 @@
+"""Issue #27: a task holding the GIL cannot keep a run past its lease. The guard process
+(``runtime/deadline_guard.py``) kills a worker whose deadline passed while its own threads
+are starved, and leaves alone one whose deadline keeps moving."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+#: A "worker": starts its guard, sets a deadline ``DEADLINE_S`` from now, then holds the GIL
+#: in one regular expression call far longer than that.
+WORKER = textwrap.dedent("""
+    import re, sys
+    from celery_plus.runtime import deadline_guard
+    slot = deadline_guard.GuardSlot()
+    deadline_guard.start(slot)
+    slot.set(deadline_guard.clock() + float(sys.argv[1]))
+    print("holding", flush=True)
+    re.match(r"(a+)+$", "a" * 40 + "b")  # catastrophic backtracking: minutes in C
+    print("never", flush=True)
+""")
+
+KEEPS_RENEWING = textwrap.dedent("""
+    import sys, time
+    from celery_plus.runtime import deadline_guard
+    slot = deadline_guard.GuardSlot()
+    deadline_guard.start(slot)
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        slot.set(deadline_guard.clock() + 0.3)   # the watch renews: always ahead
+        time.sleep(0.05)
+    slot.set(float("inf"))                       # no run going on
+    time.sleep(0.6)
+    print("alive", flush=True)
+""")
+
+
+def test_a_worker_holding_the_gil_past_its_deadline_is_killed_by_its_guard() -> None:
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", WORKER, "0.5"], capture_output=True,
+                          text=True, timeout=30)
+    took = time.monotonic() - started
+    assert proc.returncode == -9, (proc.returncode, proc.stderr)
+    assert "holding" in proc.stdout and "never" not in proc.stdout
+    assert "CRITICAL/LeaseGuard" in proc.stderr and "killing it (SIGKILL)" in proc.stderr
+    assert took < 10, took
+
+
+def test_a_worker_whose_deadline_moves_on_is_left_alone() -> None:
+    proc = subprocess.run([sys.executable, "-c", KEEPS_RENEWING], capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert "alive" in proc.stdout and "LeaseGuard" not in proc.stderr
+
+
+def test_the_guard_ends_with_its_worker() -> None:
+    script = textwrap.dedent("""
+        from celery_plus.runtime import deadline_guard
+        slot = deadline_guard.GuardSlot()
+        print(deadline_guard.start(slot).pid, flush=True)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=30)
+    guard_pid = int(proc.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{guard_pid}/status") as status:
+                if "State:\tZ" in status.read():
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"guard {guard_pid} outlived its worker")
