@@ -47,7 +47,7 @@ def test_an_operator_pauses_and_resumes_a_queue_a_worker_consumes(
     browser.screenshot("queue-paused.png")
 
     job_id = str(mark.delay(2).id)
-    time.sleep(1.5)  # the paused window itself: the idle worker takes nothing from the queue
+    time.sleep(1.0)  # the paused window itself: the idle worker takes nothing from the queue
     assert (inspector_for(site.backend).job(job_id) or {}).get("st") == "enqueued"
     assert not marked(prefix, 2)
     browser.open(site.operator_url + "/")

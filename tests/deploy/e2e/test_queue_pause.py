@@ -117,20 +117,12 @@ def drain_with_a_pause(prefix: str, view: Backend, start_worker: Callable[..., W
     return Drain(jobs, len(before), left, acknowledged, first_start, time.monotonic() - began)
 
 
+@pytest.mark.parametrize(("jobs", "seconds", "pause_after", "timeout"), [
+    pytest.param(300, 0.01, 60, 60, id="300"),
+    pytest.param(10_000, 0.0, 3000, 600, id="10000", marks=pytest.mark.long)])
 def test_a_paused_queue_hands_out_nothing_and_drains_after_the_resume(
-        broker_kind: str, prefix: str, view: Backend,
-        start_worker: Callable[..., Worker]) -> None:
-    got = drain_with_a_pause(prefix, view, start_worker, jobs=300, seconds=0.01,
-                             pause_after=60, timeout=60)
-    assert got.resume_to_first_start_s < 5, got
-    print(f"\n{broker_kind}: {got}")
-
-
-@pytest.mark.long
-def test_a_10000_job_drain_paused_and_resumed_loses_nothing_and_runs_nothing_twice(
-        broker_kind: str, prefix: str, view: Backend,
-        start_worker: Callable[..., Worker]) -> None:
-    got = drain_with_a_pause(prefix, view, start_worker, jobs=10_000, seconds=0.0,
-                             pause_after=3000, timeout=600)
+        broker_kind: str, prefix: str, view: Backend, start_worker: Callable[..., Worker],
+        jobs: int, seconds: float, pause_after: int, timeout: float) -> None:
+    got = drain_with_a_pause(prefix, view, start_worker, jobs, seconds, pause_after, timeout)
     assert got.resume_to_first_start_s < 5, got
     print(f"\n{broker_kind}: {got}")
