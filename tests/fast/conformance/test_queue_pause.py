@@ -14,6 +14,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
+
 from celery_plus.model.store import Backend, Settle
 
 from .support import Q, claim, ids, publish, record, wait_until
@@ -21,6 +23,7 @@ from .support import Q, claim, ids, publish, record, wait_until
 OTHER = "other"
 
 
+@pytest.mark.cluster_smoke
 def test_a_paused_queue_hands_out_nothing_until_it_is_resumed(
         make_backend: Callable[..., Backend]) -> None:
     operator, worker = make_backend(), make_backend()
