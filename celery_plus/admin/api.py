@@ -40,7 +40,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from celery_plus.admin.params import MAX_DURATION_S, check_page, check_text
 from celery_plus.admin.queue_pause import QueuePause, set_queue_paused
@@ -73,6 +73,7 @@ from celery_plus.model.store import Backend
 from celery_plus.stores.registry import admin_for, open_store, store_location
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 Moment = dt.datetime | dt.timedelta | float | int | None
 Age = dt.timedelta | float | int | None
@@ -503,19 +504,22 @@ def resume_schedule(app: Any, name: str) -> Schedule:
         return a.resume_schedule(name)
 
 
-def pause_queue(app: Any, queue: str) -> QueuePause:
+def _once(app: Any, operation: Callable[[Admin], T]) -> T:
+    """``operation`` on the app's admin, opened for it and closed afterwards."""
     with connect(app) as a:
-        return a.pause_queue(queue)
+        return operation(a)
+
+
+def pause_queue(app: Any, queue: str) -> QueuePause:
+    return _once(app, lambda a: a.pause_queue(queue))
 
 
 def resume_queue(app: Any, queue: str) -> QueuePause:
-    with connect(app) as a:
-        return a.resume_queue(queue)
+    return _once(app, lambda a: a.resume_queue(queue))
 
 
 def paused_queues(app: Any) -> dict[str, int]:
-    with connect(app) as a:
-        return a.paused_queues()
+    return _once(app, Admin.paused_queues)
 
 
 def throughput(app: Any, windows: Sequence[int] = WINDOWS) -> list[Throughput]:
