@@ -19,8 +19,11 @@ from celery_plus.admin.api import (
     counts,
     discard,
     jobs,
+    pause_queue,
     pause_schedule,
+    paused_queues,
     purge,
+    resume_queue,
     resume_schedule,
     retry,
     retry_many,
@@ -29,6 +32,7 @@ from celery_plus.admin.api import (
     status,
     throughput,
 )
+from celery_plus.admin.queue_pause import QueuePause
 from celery_plus.admin.schedules import Schedule, ScheduleNotFound
 from celery_plus.model.admin import (
     STATES,
@@ -52,9 +56,10 @@ from celery_plus.model.admin import (
 
 __all__ = [
     "STATES", "Admin", "AdminError", "AdminStore", "BulkResult", "Counts", "GroupStatus",
-    "JobDetail", "JobNotFound", "JobSummary", "OpResult", "Page", "QueueStatus",
+    "JobDetail", "JobNotFound", "JobSummary", "OpResult", "Page", "QueuePause", "QueueStatus",
     "RetryConflict", "Schedule", "ScheduleNotFound", "Status", "Throughput",
     "UnscopedOperation", "UnsupportedStore", "admin_for", "cancel", "connect", "counts",
-    "discard", "jobs", "pause_schedule", "purge", "resume_schedule", "retry",
+    "discard", "jobs", "pause_queue", "pause_schedule", "paused_queues", "purge",
+    "resume_queue", "resume_schedule", "retry",
     "retry_many", "schedules", "show", "status", "throughput",
 ]

@@ -18,6 +18,9 @@
     admin.schedules(app)                            # beat's entries: last / next tick, paused
     admin.pause_schedule(app, "nightly-report")     # its ticks pass without jobs
     admin.resume_schedule(app, "nightly-report")
+    admin.pause_queue(app, "mail")                  # workers claim none of its jobs
+    admin.resume_queue(app, "mail")                 # its jobs are claimable at once
+    admin.paused_queues(app)                        # {"mail": paused at (store ms)}
 
 Each function opens the app's store (its ``broker_url``, resolved by the transport's
 ``open_store`` with the app's ``plus_*`` settings), does one operation and closes it;
@@ -37,9 +40,11 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from celery_plus.admin.params import MAX_DURATION_S, check_page, check_text
+from celery_plus.admin.queue_pause import QueuePause, set_queue_paused
+from celery_plus.admin.queue_pause import paused_queues as _paused_queues
 from celery_plus.admin.schedules import Schedule, forget, list_schedules, set_paused
 from celery_plus.model.admin import (
     MAX_PER_PAGE,
@@ -68,6 +73,7 @@ from celery_plus.model.store import Backend
 from celery_plus.stores.registry import admin_for, open_store, store_location
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 Moment = dt.datetime | dt.timedelta | float | int | None
 Age = dt.timedelta | float | int | None
@@ -358,6 +364,19 @@ class Admin:
         """Resume entry ``name`` from its next tick. Raises ScheduleNotFound."""
         return set_paused(self._backend(), name, False)
 
+    def pause_queue(self, queue: str) -> QueuePause:
+        """Pause ``queue`` for every worker: once this returns, no claim takes its jobs
+        (running ones finish); publishes to it are kept and wait."""
+        return set_queue_paused(self._backend(), queue, True)
+
+    def resume_queue(self, queue: str) -> QueuePause:
+        """Resume ``queue``: its waiting jobs are claimable at once."""
+        return set_queue_paused(self._backend(), queue, False)
+
+    def paused_queues(self) -> dict[str, int]:
+        """Every paused queue and when it was paused (store ms), by name."""
+        return _paused_queues(self._backend())
+
     def forget_schedule(self, name: str) -> None:
         """Delete entry ``name`` from the store. Raises ScheduleNotFound."""
         forget(self._backend(), name)
@@ -365,7 +384,7 @@ class Admin:
     def _backend(self) -> Backend:
         backend = getattr(self.store, "backend", None)
         if backend is None:
-            raise UnsupportedStore("this admin store keeps no schedules")
+            raise UnsupportedStore("this admin store keeps no schedules or paused queues")
         return backend
 
     @property
@@ -485,11 +504,29 @@ def resume_schedule(app: Any, name: str) -> Schedule:
         return a.resume_schedule(name)
 
 
+def _once(app: Any, operation: Callable[[Admin], T]) -> T:
+    """``operation`` on the app's admin, opened for it and closed afterwards."""
+    with connect(app) as a:
+        return operation(a)
+
+
+def pause_queue(app: Any, queue: str) -> QueuePause:
+    return _once(app, lambda a: a.pause_queue(queue))
+
+
+def resume_queue(app: Any, queue: str) -> QueuePause:
+    return _once(app, lambda a: a.resume_queue(queue))
+
+
+def paused_queues(app: Any) -> dict[str, int]:
+    return _once(app, Admin.paused_queues)
+
+
 def throughput(app: Any, windows: Sequence[int] = WINDOWS) -> list[Throughput]:
     with connect(app) as a:
         return a.throughput(windows)
 
 
 __all__ = ["STATES", "Admin", "admin_for", "cancel", "connect", "counts", "discard",
-           "jobs", "purge", "retry", "retry_many", "show", "status",
-           "throughput"]
+           "jobs", "pause_queue", "paused_queues", "purge", "resume_queue", "retry",
+           "retry_many", "show", "status", "throughput"]

@@ -105,6 +105,9 @@ class Urls:
             return self("/schedules")
         return self(f"/schedules/{quote(name, safe='')}/{action}")
 
+    def queues(self, name: str, action: str) -> str:
+        return self(f"/queues/{quote(name, safe='')}/{action}")
+
     def workers(self, node: str = "", action: str = "") -> str:
         if not node:
             return self("/workers")

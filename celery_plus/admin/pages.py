@@ -27,7 +27,7 @@ from celery_plus.admin.markup import (
     token_field,
 )
 from celery_plus.admin.schedules import Schedule
-from celery_plus.admin.text import age, when
+from celery_plus.admin.text import age, visible, when
 from celery_plus.admin.workers import WorkerView
 from celery_plus.model.admin import (
     STATES,
@@ -128,8 +128,22 @@ def num(count: int) -> str:
 
 
 # -- overview ------------------------------------------------------------------------------
+def _pause_cell(urls: Urls, name: str, paused: Mapping[str, int], token: str | None) -> str:
+    """A queue's state (paused since when, or active) and its pause / resume button."""
+    state = (f'<span class="stale">paused</span> since {e(when(paused[name]))}'
+             if name in paused else "active")
+    if token is None:
+        return state
+    action = "resume" if name in paused else "pause"
+    return (f'{state} <form method="post" action="{attr(urls.queues(name, action))}">'
+            f'{token_field(token)}<button id="{action}-queue-{attr(visible(name))}">{e(action)}'
+            "</button></form>")
+
+
 def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Activity,
-             latency: Sequence[QueueLatency], range_key: str, refresh: int) -> str:
+             latency: Sequence[QueueLatency], range_key: str, refresh: int,
+             paused: Mapping[str, int] | None = None, token: str | None = None,
+             msg: str = "") -> str:
     ranges = " ".join(
         f"<b>{e(name)}</b>" if name == range_key else
         f'<a href="{attr(urls("/", range=name, refresh=refresh or None))}" '
@@ -147,7 +161,8 @@ def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Acti
         [[f'<a href="{attr(urls.jobs(s))}">{e(s)}</a>', num(st.counts[s])] for s in STATES])
     now = st.now_ms
     waits = {q.queue: q for q in latency}
-    names = sorted({q.queue for q in st.queues} | set(waits))
+    paused = paused or {}
+    names = sorted({q.queue for q in st.queues} | set(waits) | set(paused))
     by_name = {q.queue: q for q in st.queues}
     rows = []
     for name in names:
@@ -159,15 +174,17 @@ def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Acti
             e(age(None if q is None or q.oldest_waiting_ms is None
                   else (now - q.oldest_waiting_ms) / 1000)),
             e(_seconds(w.p50_s)) if w else "-", e(_seconds(w.p95_s)) if w else "-",
-            e(w.samples) if w else "0"])
+            e(w.samples) if w else "0", _pause_cell(urls, name, paused, token)])
     queues = table(["queue", "enqueued", "scheduled", "blocked", "running", "failed",
-                    "oldest waiting", "wait p50", "wait p95", "started (1 h)"], rows,
+                    "oldest waiting", "wait p50", "wait p95", "started (1 h)", "state"], rows,
                    ident="queues")
-    out = (f"<p>dead letters: <a href=\"{attr(urls.jobs('failed'))}\">{num(st.dead_letters)}"
-           f"</a>; oldest waiting job: {e(age(st.oldest_waiting_age_s))}</p>{chart}"
+    out = (f"{message(msg)}<p>dead letters: <a href=\"{attr(urls.jobs('failed'))}\">"
+           f"{num(st.dead_letters)}</a>; oldest waiting job: "
+           f"{e(age(st.oldest_waiting_age_s))}</p>{chart}"
            f"<h2>Throughput</h2>{throughput}<h2>Queues</h2>{queues}"
            "<p class=\"more\">wait: from enqueued (or due) to started, of the jobs started "
-           "in the last hour (the newest 5,000)</p>"
+           "in the last hour (the newest 5,000); a paused queue's jobs are claimed by no "
+           "worker until it is resumed (running ones finish, new ones wait)</p>"
            f"<h2>Jobs</h2>{counts}")
     if st.groups:
         out += "<h2>Concurrency groups</h2>" + table(

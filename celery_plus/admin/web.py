@@ -319,7 +319,8 @@ class Dashboard:
             raise ValueError(f"range: one of {', '.join(pages.RANGES)} (got {shown(key)})")
         span, buckets = pages.RANGES[key]
         body = pages.overview(r.urls, admin.status(), admin.throughput(),
-                              admin.activity(span, buckets), admin.latency(), key, refresh)
+                              admin.activity(span, buckets), admin.latency(), key, refresh,
+                              admin.paused_queues(), self._form_token(r), self._message(r))
         return self._html(r, "celery-plus", body, refresh,
                           lambda n: r.urls("/", range=None if key == pages.DEFAULT_RANGE
                                            else key, refresh=n or None))
@@ -472,6 +473,9 @@ class Dashboard:
         if path.startswith("/schedules/"):
             name, _, action = path[len("/schedules/"):].rpartition("/")
             return self._schedule_action(r, name, action)
+        if path.startswith("/queues/"):
+            name, _, action = path[len("/queues/"):].rpartition("/")
+            return self._queue_action(r, name, action)
         if path == "/job" or path.startswith("/job/"):
             if "id" in r.query:
                 job_id, action = r.query["id"], path[len("/job/"):]
@@ -532,6 +536,16 @@ class Dashboard:
             raise HttpError("404 Not Found", str(exc)) from None
         text = f"{'paused' if entry.paused else 'resumed'} {entry.name}"
         return self._done(lambda **q: r.urls("/schedules", **q), text)
+
+    def _queue_action(self, r: Request, name: str, action: str
+                      ) -> tuple[str, list[tuple[str, str]], str]:
+        if action not in ("pause", "resume") or not name:
+            raise HttpError("404 Not Found", "no such operation")
+        admin = self.admin()
+        done = admin.pause_queue(name) if action == "pause" else admin.resume_queue(name)
+        text = (f"paused queue {done.queue}: no worker claims its jobs (running ones finish)"
+                if done.paused else f"resumed queue {done.queue}")
+        return self._done(lambda **q: r.urls("/", **q), text)
 
     def _worker_action(self, r: Request, node: str, action: str, form: dict[str, list[str]]
                        ) -> tuple[str, list[tuple[str, str]], str]:

@@ -1,5 +1,6 @@
 """The admin on the command line: ``celery-plus dlq ...``, ``jobs``, ``cancel``, ``store-status``,
-``schedules`` (and ``admin``, the web dashboard of ``admin/web.py``; ``dashboard`` is its old name).
+``schedules``, ``queues`` (and ``admin``, the web dashboard of ``admin/web.py``; ``dashboard``
+is its old name).
 
 Registered on the ``plus`` group (``celery_plus/cli/__init__.py``), so they run as
 ``celery-plus dlq ls -A proj`` and ``celery -A proj plus dlq ls``. They use the Python API
@@ -631,5 +632,76 @@ def schedules_rm(ctx: click.Context, names: tuple[str, ...]) -> None:
         ctx.exit(1)
 
 
+def queue_rows(st: Status, paused: dict[str, int]) -> list[dict[str, Any]]:
+    """Each queue with jobs, or paused: its pause state and depth."""
+    by_name = {q.queue: q for q in st.queues}
+    rows = []
+    for name in sorted(set(by_name) | set(paused)):
+        q = by_name.get(name)
+        rows.append({"queue": name, "paused": name in paused, "paused_ms": paused.get(name),
+                     **{s: getattr(q, s) if q else 0
+                        for s in ("enqueued", "scheduled", "running")}})
+    return rows
+
+
+def queues_text(rows: Sequence[dict[str, Any]]) -> str:
+    if not rows:
+        return "no queues in the store"
+    return table(["QUEUE", "STATE", "PAUSED SINCE", "ENQUEUED", "SCHEDULED", "RUNNING"],
+                 [[visible(r["queue"]), "paused" if r["paused"] else "active",
+                   when(r["paused_ms"]), count_text(r["enqueued"]), count_text(r["scheduled"]),
+                   count_text(r["running"])] for r in rows])
+
+
+@click.group(name="queues")
+def queues() -> None:
+    """Queues in the store: list, pause, resume (docs/admin.md, "Pausing a queue")."""
+
+
+@queues.command(cls=CeleryCommand, name="ls")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def queues_ls(ctx: click.Context, as_json: bool) -> None:
+    """Every queue with jobs, or paused: its state and depth."""
+    with _admin(ctx) as admin:
+        rows = queue_rows(admin.status(), admin.paused_queues())
+    if as_json:
+        _emit_json(rows)
+    else:
+        _echo(queues_text(rows))
+
+
+def _pause(ctx: click.Context, names: Sequence[str], paused: bool, as_json: bool) -> None:
+    with _admin(ctx) as admin:
+        done = [admin.pause_queue(name) if paused else admin.resume_queue(name)
+                for name in names]
+    if as_json:
+        _emit_json([d.to_dict() for d in done])
+        return
+    for d in done:
+        _echo(f"{'paused' if paused else 'resumed'} {visible(d.queue)} "
+              f"(acknowledged {when(d.acknowledged_ms)} UTC, store clock)")
+
+
+@queues.command(cls=CeleryCommand, name="pause")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def queues_pause(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
+    """Pause queues for every worker: no job of theirs is claimed until resumed (running
+    jobs finish; new jobs are accepted and wait)."""
+    _pause(ctx, names, True, as_json)
+
+
+@queues.command(cls=CeleryCommand, name="resume")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def queues_resume(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
+    """Resume paused queues: their jobs are claimable at once."""
+    _pause(ctx, names, False, as_json)
+
+
 #: The commands the ``plus`` group registers.
-COMMANDS: tuple[click.Command, ...] = (dlq, jobs, cancel, status, schedules, admin, dashboard)
+COMMANDS: tuple[click.Command, ...] = (dlq, jobs, cancel, status, schedules, queues, admin,
+                                       dashboard)

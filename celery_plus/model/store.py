@@ -392,6 +392,22 @@ class AdminPrimitives(Store, Protocol):
         """Forget entry ``name`` (its ticks are fired again from scratch if it comes back)."""
         ...
 
+    def queue_pause(self, queue: str, paused: bool) -> int:
+        """Pause (``paused``) or resume ``queue`` for every worker, durably, in one atomic
+        step; the store's time of that step (ms): the pause's acknowledgement.
+
+        Once it returns, no ``claim`` hands out a job of a paused queue (a claim running at
+        the same time ends before the step, or sees the pause); publishes to it are stored
+        and wait; claims made before it run on. Resuming makes its waiting jobs claimable at
+        once and wakes idle consumers. Idempotent: pausing a paused queue keeps the time it
+        was first paused (:meth:`paused_queues`).
+        """
+        ...
+
+    def paused_queues(self) -> dict[str, int]:
+        """Every paused queue and the store's time (ms) it was paused."""
+        ...
+
 
 class Records(Store, Protocol):
     """Reads of one job and of the store's counters (the coordinator, the admin, followers

@@ -183,7 +183,7 @@ CHANGED_SINCE_LEGACY = {
     "p_mdl integer, p_backstop bigint, OUT o_holder text, OUT o_state text, "
     "OUT o_continued boolean)",
 }
-#: Functions added since the legacy layout (a fresh and an upgraded store have them alike).
+#: Definitions added since the legacy layout (a fresh and an upgraded store have them alike).
 ADDED_SINCE_LEGACY = {
     # release 5: model/rules.py's constants, rendered (functions/rules.sql) ...
     "function priority_factor()", "function history_max()", "function waiting_states()",
@@ -195,6 +195,12 @@ ADDED_SINCE_LEGACY = {
     # release 5: a heartbeat says what became of each claim it does not renew (ended by its
     # own run, or lost), in the same step; heartbeat() answers from it for earlier releases.
     "function heartbeat_verdicts(p_ids text[], p_tokens bigint[], p_lease_ms bigint)",
+    # release 6 (migration 0009): paused queues (admin pause / resume); claim() skips them.
+    "function queue_pause(p_queue text, p_paused boolean)",
+    "function pause_lock(p_queue text, p_exclusive boolean)",
+    "relation paused_queues", "relation paused_queues_pkey", "index paused_queues_pkey",
+    "column paused_queues.queue", "column paused_queues.paused_ms",
+    "constraint <schema>.paused_queues.paused_queues_pkey",
 }
 
 
@@ -232,7 +238,7 @@ def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
                              "1000, NULL, NULL, NULL, NULL) WHERE o_kind = 'c'").fetchone()
     assert token is not None
     applied = pg_migrations.migrate(conn, schema)
-    assert applied.migrations == []
+    assert [m.version for m in applied.migrations] == [9]
     assert [f.name for f in applied.functions] == [f.name for f in pg_migrations.function_files()]
     recorded = dict(conn.execute(f'SELECT name, sha256 FROM "{schema}".function_versions'))
     assert recorded == {f.name: f.sha256 for f in pg_migrations.function_files()}
@@ -301,7 +307,7 @@ def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
                      "'', 0, 0, 1000)")
         conn.execute("UPDATE jobs SET token = 77 WHERE id = 'old'")
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8]
+    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9]
     store = PostgresBackend(PG_URL, schema=schema)
     try:
         publish(store, "new")
@@ -432,7 +438,7 @@ def test_every_version_takes_the_same_migration_lock(
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
             migrator.join(60)
-    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8]
+    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9]
 
 
 # -- the rules, rendered -------------------------------------------------------------------------

@@ -136,7 +136,8 @@ class MemoryBackend(Messaging, OptionsView, Backend):
         with self.store.lock:
             while True:
                 now = self._now()
-                ready = sorted(j.queue for j in self.store.jobs.values() if j.queue in queues
+                live = [q for q in queues if q not in self.store.paused]
+                ready = sorted(j.queue for j in self.store.jobs.values() if j.queue in live
                                and (j.state == "enqueued" or (j.state == "scheduled"
                                                               and j.due_ms <= now)))
                 if ready:
@@ -149,7 +150,7 @@ class MemoryBackend(Messaging, OptionsView, Backend):
                 if remaining <= 0:
                     return None
                 due = [j.due_ms for j in self.store.jobs.values()
-                       if j.state == "scheduled" and j.queue in queues]
+                       if j.state == "scheduled" and j.queue in live]
                 pause = remaining if not due else min(remaining, (min(due) - now) / 1000)
                 self.store.changed.wait(max(pause, 0.001))
 

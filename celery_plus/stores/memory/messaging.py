@@ -151,3 +151,17 @@ class Messaging:
     def schedule_delete(self, name: str) -> bool:
         with self.store.lock:
             return self.store.schedules.pop(name, None) is not None
+
+    # -- paused queues ----------------------------------------------------------------------
+    def queue_pause(self, queue: str, paused: bool) -> int:
+        with self.store.lock:
+            now = self._now()
+            if paused:
+                self.store.paused.setdefault(queue, now)
+            elif self.store.paused.pop(queue, None) is not None:
+                self.store.changed.notify_all()
+            return now
+
+    def paused_queues(self) -> dict[str, int]:
+        with self.store.lock:
+            return dict(self.store.paused)

@@ -141,6 +141,8 @@ class MemoryState:
     marks: dict[str, int] = field(default_factory=dict)
     leases: dict[str, Hold] = field(default_factory=dict)
     schedules: dict[str, ScheduleRecord] = field(default_factory=dict)
+    #: Paused queues and when each was paused (ms): ``claim`` skips them.
+    paused: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         #: Notified after every change that may make work available (``wait``).

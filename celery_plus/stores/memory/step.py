@@ -257,6 +257,8 @@ class Step:
         rates.release(self, RATE_RELEASE_GROUPS)
         taken = scanned = 0
         for queue in queues:
+            if queue in self.state.paused:
+                continue
             while taken < max_jobs and scanned < scan_limit:
                 ready = sorted((j for j in self.state.jobs.values()
                                 if j.state == "enqueued" and j.queue == queue),

@@ -99,9 +99,11 @@ _CLAIM = ("SELECT * FROM claim(%s::text[], %s, %s::integer, %s::integer, %s::big
 _SETTLE = "SELECT * FROM settle(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint)"
 _READY = (
     "SELECT (SELECT j.queue FROM jobs j WHERE j.state = 'enqueued' "
-    "AND j.queue = ANY (%s::text[]) LIMIT 1), s.queue, s.due_ms - now_ms() "
+    "AND j.queue = ANY (%s::text[]) AND j.queue NOT IN (SELECT queue FROM paused_queues) "
+    "LIMIT 1), s.queue, s.due_ms - now_ms() "
     "FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT j.queue, j.due_ms FROM jobs j "
-    "WHERE j.state = 'scheduled' AND j.queue = ANY (%s::text[]) ORDER BY j.due_ms LIMIT 1) s "
+    "WHERE j.state = 'scheduled' AND j.queue = ANY (%s::text[]) "
+    "AND j.queue NOT IN (SELECT queue FROM paused_queues) ORDER BY j.due_ms LIMIT 1) s "
     "ON true")
 
 
@@ -599,6 +601,14 @@ class PostgresBackend(OptionsView, Backend):
 
     def schedule_delete(self, name: str) -> bool:
         return bool(self._rows("DELETE FROM schedules WHERE name = %s RETURNING name", [name]))
+
+    def queue_pause(self, queue: str, paused: bool) -> int:
+        """Pause or resume ``queue`` (``queue_pause()``); the database ms of the step."""
+        return int(self._value("SELECT queue_pause(%s, %s)", [queue, paused]))
+
+    def paused_queues(self) -> dict[str, int]:
+        return {str(q): int(ms) for q, ms in
+                self._rows("SELECT queue, paused_ms FROM paused_queues")}
 
     # -- idle wake-up -------------------------------------------------------------------
     def wait(

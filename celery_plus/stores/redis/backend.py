@@ -358,6 +358,13 @@ class RedisBackend(OptionsView, Backend):
         return bool(self._pause_script(keys=[self.key("beat", name)],
                                        args=["1" if paused else "0"]))
 
+    def queue_pause(self, queue: str, paused: bool) -> int:
+        """Pause or resume ``queue`` (``lua/pause.lua``); the server ms of the step."""
+        return int(self.scripts.run("pause", [self.prefix, queue, "1" if paused else "0"]))
+
+    def paused_queues(self) -> dict[str, int]:
+        return {_text(q): int(ms) for q, ms in self.client.hgetall(self.key("paused")).items()}
+
     def schedule_delete(self, name: str) -> bool:
         pipe = self.client.pipeline(transaction=True)
         pipe.delete(self.key("beat", name))

@@ -385,6 +385,15 @@ class RedisClusterBackend(OptionsView, Backend):
     def schedule_delete(self, name: str) -> bool:
         return self.store.schedule_delete(name)
 
+    def queue_pause(self, queue: str, paused: bool) -> int:
+        return self.queue(queue).queue_pause(queue, paused)
+
+    def paused_queues(self) -> dict[str, int]:
+        paused: dict[str, int] = {}
+        for name in self.queues():
+            paused.update(self.queue(name).paused_queues())
+        return paused
+
     # -- transient messages and bindings --------------------------------------------------
     def push_transient(self, queue: str, message: bytes | str) -> None:
         self.store.push_transient(queue, message)

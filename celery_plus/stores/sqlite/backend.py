@@ -714,7 +714,10 @@ class SQLiteBackend(OptionsView, Backend):
         tx.release_rate(RATE_RELEASE_GROUPS)
         scan_limit = max(self.scan_limit, 4 * max_jobs)
         taken = scanned = 0
+        paused = {row[0] for row in tx.all("SELECT queue FROM paused_queues")}
         for queue in queues:
+            if queue in paused:
+                continue
             while taken < max_jobs and scanned < scan_limit:
                 rows = tx.all(
                     "SELECT id, conc_group, conc_limit, unique_lock, unique_window, msg, "
@@ -1048,6 +1051,24 @@ class SQLiteBackend(OptionsView, Backend):
     def schedule_delete(self, name: str) -> bool:
         return bool(self._write(lambda tx: tx.run("DELETE FROM schedules WHERE name = ?", name)))
 
+    def queue_pause(self, queue: str, paused: bool) -> int:
+        """One BEGIN IMMEDIATE transaction, so no claim commits between its check and it."""
+
+        def body(tx: _Tx) -> int:
+            if paused:
+                tx.run("INSERT OR IGNORE INTO paused_queues (queue, paused_ms) VALUES (?, ?)",
+                       queue, tx.now)
+            elif tx.run("DELETE FROM paused_queues WHERE queue = ?", queue):
+                tx.woke = True
+            return int(tx.now)
+
+        return self._write(body)
+
+    def paused_queues(self) -> dict[str, int]:
+        rows = self._read(lambda conn: conn.execute(
+            "SELECT queue, paused_ms FROM paused_queues").fetchall())
+        return {str(queue): int(ms) for queue, ms in rows}
+
     def wait(
         self, queues: Sequence[str], transient: Sequence[str], timeout: float
     ) -> tuple[str, str, bytes | None] | None:
@@ -1083,12 +1104,14 @@ class SQLiteBackend(OptionsView, Backend):
         def look(conn: sqlite3.Connection) -> tuple[Any, Any]:
             ready = _first(
                 conn, f"SELECT queue FROM jobs WHERE state = 'enqueued' "
-                f"AND queue IN ({marks}) LIMIT 1", tuple(queues))
+                f"AND queue IN ({marks}) AND queue NOT IN (SELECT queue FROM paused_queues) "
+                "LIMIT 1", tuple(queues))
             if ready is not None:
                 return ready, None
             return None, _first(
                 conn, f"SELECT queue, due_ms FROM jobs WHERE state = 'scheduled' "
-                f"AND queue IN ({marks}) ORDER BY due_ms LIMIT 1", tuple(queues))
+                f"AND queue IN ({marks}) AND queue NOT IN (SELECT queue FROM paused_queues) "
+                "ORDER BY due_ms LIMIT 1", tuple(queues))
 
         ready, scheduled = self._read(look)
         if ready is not None:

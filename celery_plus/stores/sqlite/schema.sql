@@ -52,6 +52,7 @@
 -- leases      role leases (Redis P:lead:{role}): role, holder, expires_ms
 -- schedules   periodic schedule entries (Redis P:beat:{name}): name, last_due_ms, next_due_ms,
 --             paused, task, schedule, last_job, fired
+-- paused_queues  queues no claim takes jobs from (Redis P:paused): queue, paused_ms
 -- meta        counters and flags
 --   key, value      'seq' (FIFO tie-break), 'token' (store-wide lease token counter), 'stats:<name>' (deduplicated, recovered,
 --                   dead_lettered, blocked), 'maint' (ms until which maintenance is taken)
@@ -167,6 +168,11 @@ CREATE TABLE IF NOT EXISTS leases (
     role       TEXT PRIMARY KEY,
     holder     TEXT NOT NULL,
     expires_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS paused_queues (
+    queue       TEXT PRIMARY KEY,
+    paused_ms   INTEGER NOT NULL
 ) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS schedules (

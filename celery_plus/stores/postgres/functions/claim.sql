@@ -9,6 +9,8 @@
 -- its job left enqueued), so claimers never deadlock on groups. A job whose rate group's
 -- window is full is parked (rate_park) and counts nothing; a claim counts in its group's
 -- window; rate groups whose window has room get their parked jobs back first (release_rate).
+-- A paused queue (paused_queues, looked at under its shared pause lock: pause_lock()) is
+-- skipped: its jobs stay enqueued.
 CREATE OR REPLACE FUNCTION claim(p_queues text[], p_worker text, p_max integer,
                                  p_scan_limit integer, p_lease_ms bigint, p_backstop bigint,
                                  p_ids text[], p_tokens bigint[], p_actions text[],
@@ -45,6 +47,8 @@ BEGIN
     PERFORM promote_due(v_now, 100);
     PERFORM release_rate(v_now, 20);
     FOREACH v_queue IN ARRAY p_queues LOOP
+        PERFORM pause_lock(v_queue, false);
+        CONTINUE WHEN EXISTS (SELECT 1 FROM paused_queues pq WHERE pq.queue = v_queue);
         WHILE v_taken < p_max AND v_scanned < p_scan_limit LOOP
             v_got := 0;
             FOR r IN

@@ -7,7 +7,8 @@ blocked (rate_park) and counts nothing; a claim counts in its group's window. Du
 jobs are promoted and rate groups whose window has room get their parked jobs back first.
 Returns {{id, token, msg, deliveries, queue, ...}, {blocked id, ...}, ms until the next
 scheduled job is due (-1 if none)}. A waiting job whose message is missing (evicted) is
-dead-lettered with reason 'message missing' instead of claimed. ]]
+dead-lettered with reason 'message missing' instead of claimed. A queue in P:paused
+(pause.lua) is skipped: its jobs stay enqueued. ]]
 local worker, lease_ms = ARGV[2], tonumber(ARGV[3])
 local max_n, scan_limit, backstop = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 promote_due(100)
@@ -17,7 +18,8 @@ local n, scanned = 0, 0
 for qi = 7, #ARGV do
   local queue = ARGV[qi]
   local qk = P .. ':q:' .. queue
-  while n < max_n and scanned < scan_limit do
+  local paused = redis.call('HEXISTS', P .. ':paused', queue) == 1
+  while not paused and n < max_n and scanned < scan_limit do
     local popped = redis.call('ZPOPMIN', qk, max_n - n)
     if #popped == 0 then break end
     for i = 1, #popped, 2 do

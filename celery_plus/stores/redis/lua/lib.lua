@@ -41,6 +41,7 @@ called with KEYS[1] = ARGV[1] = P; keys are built here from P, so they share KEY
   P:canceled         ZSET    canceled job ids by cancel ms (admin cancel)
   P:discarded        ZSET    discarded dead letters by discard ms (admin discard)
   P:wake:{queue}     LIST    wake-up tokens for idle consumers
+  P:paused           HASH    paused queues: queue -> ms it was paused (claim.lua skips them)
   P:stats            HASH    cluster counters (deduplicated, recovered, dead_lettered, blocked)
   job fields of a cluster rate limit: rg (rate group), rl (starts allowed per window), rw
                      (window ms)
@@ -85,7 +86,9 @@ local function del_job(id)
   redis.call('DEL', jkey(id), mkey(id))
 end
 
+-- A paused queue wakes no one (pause.lua wakes it when it is resumed).
 local function wake(queue)
+  if redis.call('HEXISTS', P .. ':paused', queue) == 1 then return end
   local k = P .. ':wake:' .. queue
   if redis.call('RPUSH', k, '1') > WAKE_CAP + 1 then
     redis.call('LTRIM', k, 0, WAKE_CAP)
