@@ -90,14 +90,17 @@ def test_a_rabbitmq_queue_that_does_not_exist_is_named(invoke) -> None:
 def test_one_move_of_a_rabbitmq_queue_at_a_time(invoke, monkeypatch) -> None:
     """The store's lease of ``migrate-queue:NAME`` held by a live process elsewhere: refused,
     nothing taken from RabbitMQ."""
+    import importlib
+
     from kombu import Connection, Queue
 
     from celery_plus.stores.registry import open_store
-    from tests.deploy.e2e import rabbit_plus
+    from tests.deploy.e2e import rabbit_plain, rabbit_plus
 
-    name = f"mcli{uuid.uuid4().hex[:8]}"
-    monkeypatch.setenv("PLUS_TEST_PREFIX", name)  # the CLI's app: its store's prefix
-    app = rabbit_plus.make_app(name)
+    prefix = f"mcli{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("PLUS_TEST_PREFIX", prefix)
+    app = importlib.reload(rabbit_plus).app  # the CLI's -A app: this test's prefix
+    name = rabbit_plain.queue_name(prefix)
     backend = open_store(app.conf.broker_url.removeprefix("plus+"), app.plus_config())
     with Connection(AMQP_URL) as conn:
         queue = Queue(name, channel=conn.channel(), auto_delete=False)
@@ -114,5 +117,6 @@ def test_one_move_of_a_rabbitmq_queue_at_a_time(invoke, monkeypatch) -> None:
             assert queue.queue_declare(passive=True)[1] == 1
         finally:
             queue.delete()
+            backend.resign(f"migrate-queue:{name}", "elsewhere:1:x")
             backend.close()
             app.close()
