@@ -39,3 +39,13 @@ def test_the_flask_project_passes_its_own_tests_on_plain_celery() -> None:
     assert run.swapped == []
     assert ".> transport:   redis://" in run.worker_log, run.worker_log
     assert "celery-plus" not in run.worker_log, run.worker_log
+
+
+def test_the_flask_project_is_written_for_plain_celery() -> None:
+    """No file of the project names celery_plus: the swap is the only change."""
+    from compat_suite.flask_run import FLASK_PROJECT
+    from compat_suite.swap import celery_imports
+
+    sources = {p: p.read_text() for p in FLASK_PROJECT.rglob("*.py")}
+    assert not [p for p, text in sources.items() if "celery_plus" in text]
+    assert sum(bool(celery_imports(text)) for text in sources.values()) >= 4
