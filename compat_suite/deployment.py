@@ -87,6 +87,10 @@ class Process:
 class Deployment:
     """The project deployed per ``config``: started by :meth:`start`, removed by :meth:`close`."""
 
+    #: The project's source (copied and swapped for celery-plus) and its ``-A`` app module.
+    project: Path = PROJECT
+    app_module = "proj"
+
     def __init__(self, config: Config, servers: Servers) -> None:
         self.config = config
         self.servers = servers
@@ -97,9 +101,9 @@ class Deployment:
         self.swapped: list[Path] = []
         if config.plus:
             self.root = self.workdir / "project"
-            self.swapped = materialise(PROJECT, self.root)
+            self.swapped = materialise(self.project, self.root)
         else:
-            self.root = PROJECT
+            self.root = self.project
 
     @property
     def env(self) -> dict[str, str]:
@@ -125,8 +129,8 @@ class Deployment:
     def _app_command(self, *args: str) -> list[str]:
         # `celery -A proj worker` for plain Celery; `celery-plus worker -A proj` for plus.
         if self.config.plus:
-            return [*self.cli, args[0], "-A", "proj", *args[1:]]
-        return [*self.cli, "-A", "proj", *args]
+            return [*self.cli, args[0], "-A", self.app_module, *args[1:]]
+        return [*self.cli, "-A", self.app_module, *args]
 
     def start(self, beat: bool = True) -> None:
         """Start the worker (the configuration's pool, 2 processes or threads, every queue)

@@ -1,4 +1,5 @@
-"""``celery-plus migrate-queue NAME``: the CLI of ``migrate.py``.
+"""``celery-plus migrate-queue NAME``: the CLI of ``migrate.py`` (``amqp.py`` for a RabbitMQ
+source, ``back.py`` for ``--back``).
 
 The app (``-A proj``) gives the durable store (its ``plus+`` broker and ``plus_*``
 settings) and the legacy layout (``plus_legacy_url``, else the ``plus+redis://`` server;
@@ -20,6 +21,7 @@ import redis
 from celery.bin.base import CeleryCommand
 from kombu.utils.url import maybe_sanitize_url
 
+from celery_plus.queue_migration.amqp import AmqpSource, migrate_amqp
 from celery_plus.queue_migration.back import BackOptions, BackTally, move_back
 from celery_plus.queue_migration.layout import KombuLayout
 from celery_plus.queue_migration.migrate import (
@@ -64,13 +66,21 @@ def _app_setup(ctx: click.Context, queue: str, legacy_url: str | None,
             "messages are stored durably) before moving what is left in the legacy queue.")
     inner = broker.removeprefix("plus+")
     url = legacy_url or config.legacy_url or inner
-    if url.partition("://")[0] not in ("redis", "rediss"):
+    scheme = url.partition("://")[0]
+    if scheme in AMQP_SCHEMES and back:
+        raise click.UsageError("--back moves jobs onto plain Celery's Redis broker: pass "
+                               "--legacy-url redis://host:6379/0, not an amqp:// URL")
+    if scheme not in ("redis", "rediss", *AMQP_SCHEMES):
         raise click.UsageError(
-            f"the legacy queues are in Redis, and broker {maybe_sanitize_url(broker)} is not: "
-            "pass --legacy-url redis://host:6379/0 (or set plus_legacy_url)")
+            f"the legacy queues are in Redis or RabbitMQ, and broker "
+            f"{maybe_sanitize_url(broker)} is neither: pass --legacy-url redis://host:6379/0 "
+            "or amqp://user:password@host:5672/vhost (or set plus_legacy_url)")
     layout = KombuLayout.from_options(app.conf.broker_transport_options, global_keyprefix)
     return config, inner, url, layout
 
+
+#: --legacy-url schemes of a RabbitMQ source (``queue_migration/amqp.py``).
+AMQP_SCHEMES = ("amqp", "amqps", "pyamqp")
 
 T = TypeVar("T")
 
@@ -120,7 +130,8 @@ def _line(queue: str, tally: Tally) -> str:
               help="At most this many messages per second (default: no limit).")
 @click.option("--legacy-url", default=None,
               help="Redis URL of the legacy queues (default: plus_legacy_url, else the "
-                   "plus+redis:// server).")
+                   "plus+redis:// server), or the amqp:// URL of a RabbitMQ broker to "
+                   "move queue NAME from.")
 @click.option("--global-keyprefix", default=None,
               help="kombu's global_keyprefix (default: the one in broker_transport_options).")
 @click.pass_context
@@ -128,7 +139,8 @@ def migrate_queue(ctx: click.Context, name: str, back: bool, dry_run: bool,
                   include_unacked: bool, unacked_older_than: float | None, batch_size: int,
                   rate: float | None, legacy_url: str | None,
                   global_keyprefix: str | None) -> None:
-    """Move the pending messages of legacy kombu Redis queue NAME into the durable store.
+    """Move the pending messages of legacy kombu Redis queue NAME (or, with --legacy-url
+    amqp://…, RabbitMQ queue NAME) into the durable store.
 
     No loss, no duplicates (by task id); safe to interrupt and re-run. With --back, move
     the waiting jobs of durable queue NAME back to plain Celery's broker: no loss; a crash
@@ -145,6 +157,13 @@ def migrate_queue(ctx: click.Context, name: str, back: bool, dry_run: bool,
                              include_unacked=include_unacked,
                              unacked_older_than=unacked_older_than, rate=rate,
                              dry_run=dry_run)
+    if url.partition("://")[0] in AMQP_SCHEMES:
+        if include_unacked or unacked_older_than is not None:
+            raise click.UsageError("--include-unacked and --unacked-older-than read kombu's "
+                                   "Redis unacked hash; RabbitMQ gives back what a stopped "
+                                   "consumer held by itself (see docs/migration.md)")
+        _migrate_amqp(name, options, store_url, config, url)
+        return
     backend = open_store(store_url, config)
     client = redis.Redis.from_url(url)
     source = Source(client, layout, name, max_deliveries=config.max_deliveries)
@@ -165,6 +184,27 @@ def migrate_queue(ctx: click.Context, name: str, back: bool, dry_run: bool,
         click.echo(f"{name}: {tally.unacked_left} unacked entries of the queue stay in kombu's "
                    "unacked hash (held by legacy workers, or newer than "
                    "--unacked-older-than); see docs/migration.md")
+
+
+def _migrate_amqp(name: str, options: MigrateOptions, store_url: str, config: Any,
+                  url: str) -> None:
+    """``migrate-queue NAME --legacy-url amqp://…`` (``queue_migration/amqp.py``)."""
+    backend = open_store(store_url, config)
+    with contextlib.closing(backend), kombu.Connection(url) as connection:
+        source = AmqpSource(connection, name, max_deliveries=config.max_deliveries)
+        try:
+            tally = migrate_amqp(source, backend, options,
+                                 _progress(functools.partial(_line, name)))
+            consumers = source.counts()[1]
+        except MigrationError as exc:
+            raise click.ClickException(str(exc)) from exc
+    if options.dry_run:
+        click.echo(f"{name}: dry run, nothing changed. {tally.planned} messages ready in "
+                   "RabbitMQ (which of them the store has already is known only by moving)")
+    if consumers:
+        click.echo(f"{name}: {consumers} consumers still attached in RabbitMQ: the messages "
+                   "they hold unacked come back to the queue when they stop; run again then "
+                   "(see docs/migration.md)")
 
 
 def _back_line(queue: str, tally: BackTally) -> str:

@@ -104,14 +104,7 @@ class Source:
 
     def item(self, raw: bytes | str, tag: str = "") -> Item:
         """Describe a list entry (or an unacked entry's envelope) as a job of this queue."""
-        raw = raw if isinstance(raw, bytes) else raw.encode()
-        try:
-            message = parse_envelope(raw)
-        except ValueError:
-            return Item(raw, None, tag)
-        job = job_from_message(self.queue, message, self.max_deliveries)
-        return Item(raw, dataclasses.replace(
-            job, id=stable_id(message, raw), message=raw.decode()), tag)
+        return item_of(self.queue, raw, self.max_deliveries, tag)
 
     def bad_job(self, raw: bytes, job_id: str) -> NewJob:
         return NewJob(id=job_id, queue=self.side_queue, message=raw)  # type: ignore[arg-type]
@@ -166,6 +159,19 @@ class Source:
         if not isinstance(message, dict) or not isinstance(message.get("properties"), dict):
             return None, belongs
         return message, belongs
+
+
+def item_of(queue: str, raw: bytes | str, max_deliveries: int, tag: str = "") -> Item:
+    """Describe the envelope ``raw`` as a job of ``queue`` (``job`` None if it is none),
+    its id by :func:`stable_id`."""
+    raw = raw if isinstance(raw, bytes) else raw.encode()
+    try:
+        message = parse_envelope(raw)
+    except ValueError:
+        return Item(raw, None, tag)
+    job = job_from_message(queue, message, max_deliveries)
+    return Item(raw, dataclasses.replace(
+        job, id=stable_id(message, raw), message=raw.decode()), tag)
 
 
 def stable_id(message: dict[str, Any], raw: bytes) -> str:

@@ -31,8 +31,8 @@ class Checked:
         return Version(self.low) <= Version(version) < Version(self.high)
 
 
-CELERY = Checked("celery", "5.5", "5.8")
-BILLIARD = Checked("billiard", "4.2", "4.4")
+CELERY = Checked("celery", "5.7", "5.8")
+BILLIARD = Checked("billiard", "4.3.2", "4.4")
 
 #: Every patch of a private part of Celery or billiard: where it is, what it touches, and
 #: the versions it was checked against.

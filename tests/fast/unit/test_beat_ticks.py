@@ -108,7 +108,7 @@ def test_a_users_schedule_class_ticks_from_the_stored_last_tick(berlin: Celery) 
 
 class DailyAtWallClock(BaseSchedule):
     """A schedule that reads the wall clock of the last run it is given, as Celery's crontab
-    did before Celery 5.7 (which this project's ``celery>=5.5`` allows): Celery beat hands
+    did before Celery 5.7 (and a user's schedule class still may): Celery beat hands
     schedules their last run in the app's timezone, so must beat on the store."""
 
     def __init__(self, hour: int, minute: int, **kwargs: object) -> None:

@@ -70,3 +70,70 @@ def test_back_takes_a_queue_no_longer_durable(invoke) -> None:
 def test_back_says_the_queue_is_still_durable(invoke) -> None:
     result = invoke("migrate-queue", "durable", "--back")
     assert result.exit_code == 0 and "still stores 'durable' durably" in result.output
+
+
+AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
+
+
+def test_a_rabbitmq_source_refuses_back_and_the_unacked_options(invoke) -> None:
+    back = invoke("migrate-queue", "durable", "--back", "--legacy-url", AMQP_URL)
+    assert back.exit_code == 2 and "not an amqp:// URL" in back.output
+    unacked = invoke("migrate-queue", "durable", "--include-unacked", "--legacy-url", AMQP_URL)
+    assert unacked.exit_code == 2 and "RabbitMQ gives back" in unacked.output
+
+
+@pytest.fixture
+def rabbit(monkeypatch: pytest.MonkeyPatch):
+    """The CLI's ``-A tests.deploy.e2e.rabbit_plus`` app on a prefix of this test's (so a
+    RabbitMQ queue name of its own); its store keys deleted after."""
+    import importlib
+
+    from tests.deploy.e2e import rabbit_plus
+
+    prefix = f"mcli{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("PLUS_TEST_PREFIX", prefix)
+    app = importlib.reload(rabbit_plus).app
+
+    def run(*args: str):
+        return CliRunner().invoke(_celery_group(), ["-A", "tests.deploy.e2e.rabbit_plus",
+                                                    *args], catch_exceptions=False)
+
+    yield app, run
+    app.close()
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter(f"{prefix}:*"):
+        client.delete(key)
+    client.close()
+
+
+def test_a_rabbitmq_queue_that_does_not_exist_is_named(rabbit) -> None:
+    app, run = rabbit
+    name = app.conf.task_default_queue
+    result = run("migrate-queue", name, "--legacy-url", AMQP_URL)
+    assert result.exit_code == 1 and f"RabbitMQ has no queue {name!r}" in result.output
+
+
+def test_one_move_of_a_rabbitmq_queue_at_a_time(rabbit) -> None:
+    """The store's lease of ``migrate-queue:NAME`` held by a live process elsewhere: refused,
+    nothing taken from RabbitMQ."""
+    from kombu import Connection, Queue
+
+    from celery_plus.stores.registry import open_store
+
+    app, run = rabbit
+    name = app.conf.task_default_queue
+    backend = open_store(app.conf.broker_url.removeprefix("plus+"), app.plus_config())
+    with Connection(AMQP_URL) as conn:
+        queue = Queue(name, channel=conn.channel(), auto_delete=False)
+        queue.declare()
+        conn.Producer().publish({"n": 1}, routing_key=name)
+        try:
+            assert backend.lead(f"migrate-queue:{name}", "elsewhere:1:x", 60_000)
+            result = run("migrate-queue", name, "--legacy-url", AMQP_URL)
+            assert result.exit_code == 1, result.output
+            assert "another migrate-queue moves" in result.output
+            assert "elsewhere:1:x" in result.output
+            assert queue.queue_declare(passive=True)[1] == 1
+        finally:
+            queue.delete()
+            backend.close()
