@@ -1,0 +1,109 @@
+"""What a Celery user's observability stack sees on a plus store, with real workers:
+OpenTelemetry's Celery instrumentation (spans for publish and run, celery-plus's
+deduplication and lease as attributes), Sentry's Celery integration (a failing task reported
+once, not once per delivery) and Celery's task events, the feed of ``celery events`` and
+Flower. The worker's app is ``observe_proj.py``; this process never instruments Celery.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from typing import Any
+
+import redis
+
+from celery_plus.contrib import opentelemetry as plus_otel
+
+from .conftest import wait_until
+from .proj import REDIS_URL
+
+OBSERVED = "tests.deploy.e2e.observe_proj"
+
+
+def _reported(prefix: str, kind: str) -> list[dict[str, Any]]:
+    """What the worker's collector kept: ``spans`` or ``sentry`` (events)."""
+    client = redis.Redis.from_url(REDIS_URL)
+    raw = client.lrange(f"{prefix}:{kind}", 0, -1)
+    client.close()
+    return [json.loads(item) for item in raw]
+
+
+def _named(spans: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [span for span in spans if span["name"] == name]
+
+
+def test_opentelemetry_spans_show_deduplication_and_leases_and_sentry_reports_once(
+        client, start_worker, prefix, view, broker_kind):
+    start_worker(app=OBSERVED)
+
+    # Publish spans: the second publish of one unique job is tagged deduplicated, with the
+    # job that holds the key.
+    first, second, deduplicated = client.send_task(
+        "observe.publish_twice", ("k",)).get(timeout=20)
+    assert deduplicated is True and second == first
+    publishes = wait_until(
+        lambda: len(found := _named(_reported(prefix, "spans"), "apply_async/observe.unique"))
+        == 2 and found, message="two publish spans")
+    assert [(s["kind"], s["attributes"].get(plus_otel.DEDUPLICATED)) for s in publishes] == [
+        ("PRODUCER", False), ("PRODUCER", True)], publishes
+    assert publishes[1]["attributes"][plus_otel.HOLDER_ID] == first
+    runs = _named(_reported(prefix, "spans"), "run/observe.publish_twice")
+    assert len(runs) == 1 and runs[0]["kind"] == "CONSUMER", runs
+    assert runs[0]["attributes"][plus_otel.LEASE_TOKEN] >= 1
+    assert runs[0]["attributes"][plus_otel.REDELIVERED] is False
+    # The publishes made by the task belong to its run's trace.
+    assert {s["trace"] for s in publishes} == {runs[0]["trace"]}
+
+    # A task failing on each of its three deliveries (two retries): Sentry gets one report,
+    # of the final failure; each delivery's run span has a lease token of its own.
+    doomed = client.send_task("observe.doomed", ("d",))
+    wait_until(lambda: (r := view.record(doomed.id)) is not None and r.state == "failed",
+               message="the doomed job dead-lettered")
+    runs = wait_until(lambda: len(found := _named(_reported(prefix, "spans"),
+                                                   "run/observe.doomed")) == 3 and found,
+                      message="three run spans of the doomed job")
+    tokens = [span["attributes"][plus_otel.LEASE_TOKEN] for span in runs]
+    assert tokens == sorted(set(tokens)), tokens
+    reports = [event for event in _reported(prefix, "sentry")
+               if event.get("tags", {}).get("celery_task_id") == doomed.id]
+    assert len(reports) == 1, reports
+    [exception] = reports[0]["exception"]["values"]
+    assert exception["type"] == "ValueError" and exception["value"] == "doomed d", exception
+    assert exception["mechanism"]["type"] == "celery"
+
+
+def test_task_events_carry_celerys_fields_for_flower(client, start_worker, prefix):
+    worker_name = f"w0-{prefix}@{socket.gethostname()}"
+    start_worker("-E")
+    seen: list[dict[str, Any]] = []
+    with client.connection_for_read() as conn:
+        receiver = client.events.Receiver(conn, handlers={"*": seen.append})
+        thread = threading.Thread(target=receiver.capture,
+                                  kwargs={"limit": None, "timeout": 30, "wakeup": True},
+                                  daemon=True)
+        thread.start()
+        try:
+            # wakeup=True asks the workers for a heartbeat once the receiver's queue is bound.
+            wait_until(lambda: any(e["type"] == "worker-heartbeat" for e in seen),
+                       message="a worker heartbeat (the receiver is bound)")
+            result = client.tasks["proj.add"].delay(2, 3)
+            assert result.get(timeout=20) == 5
+            wanted = ("task-received", "task-started", "task-succeeded")
+            task_events = wait_until(
+                lambda: (found := {e["type"]: e for e in list(seen)
+                                   if e.get("uuid") == result.id})
+                and all(kind in found for kind in wanted) and found,
+                message="received, started and succeeded events")
+        finally:
+            receiver.should_stop = True
+            thread.join(timeout=10)
+    received, started, succeeded = (task_events[kind] for kind in wanted)
+    assert {e["hostname"] for e in (received, started, succeeded)} == {worker_name}
+    assert received["name"] == "proj.add" and received["args"] == "(2, 3)", received
+    assert received["kwargs"] == "{}" and received["retries"] == 0, received
+    assert received["root_id"] == result.id, received
+    assert isinstance(started["pid"], int), started
+    assert succeeded["result"] == "5" and succeeded["runtime"] >= 0, succeeded
+    assert received["timestamp"] <= started["timestamp"] <= succeeded["timestamp"]
