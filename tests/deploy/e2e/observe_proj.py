@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +28,15 @@ from celery_plus.contrib import opentelemetry as plus_otel
 from tests.deploy.e2e import proj
 
 PREFIX = os.environ.get("PLUS_TEST_PREFIX", "plus-e2e")
-_redis = redis.Redis.from_url(proj.REDIS_URL)
+_clients: dict[int, redis.Redis] = {}
+
+
+def _redis() -> redis.Redis:
+    """This process's client (a prefork pool process must not share its parent's socket)."""
+    pid = os.getpid()
+    if pid not in _clients:
+        _clients[pid] = redis.Redis.from_url(proj.REDIS_URL)
+    return _clients[pid]
 
 
 class RedisSpanExporter(SpanExporter):
@@ -36,7 +45,7 @@ class RedisSpanExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         for span in spans:
             context = span.get_span_context()
-            _redis.rpush(f"{PREFIX}:spans", json.dumps({
+            _redis().rpush(f"{PREFIX}:spans", json.dumps({
                 "name": span.name, "kind": span.kind.name,
                 "trace": f"{context.trace_id:032x}" if context else "",
                 "attributes": dict(span.attributes or {})}, default=str))
@@ -49,7 +58,7 @@ class RedisSentryTransport(Transport):
     def capture_envelope(self, envelope: Envelope) -> None:
         for item in envelope.items:
             if item.type == "event":
-                _redis.rpush(f"{PREFIX}:sentry", item.payload.get_bytes())
+                _redis().rpush(f"{PREFIX}:sentry", item.payload.get_bytes())
 
 
 sentry_sdk.init(dsn="http://public@127.0.0.1:9/1", transport=RedisSentryTransport,
@@ -80,4 +89,12 @@ def publish_twice(key: str) -> list[Any]:
 def doomed(key: str) -> None:
     """Fails on every delivery: two retries, then the final failure."""
     raise ValueError(f"doomed {key}")
+
+
+@app.task(name="observe.dies_then_fails")
+def dies_then_fails(key: str) -> None:
+    """Its first delivery's process dies (SIGKILL); the delivery after fails for good."""
+    if _redis().incr(f"{PREFIX}:dies:{key}") == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise ValueError(f"failed after a lost run {key}")
 

@@ -12,6 +12,7 @@ import socket
 import threading
 from typing import Any
 
+import pytest
 import redis
 
 from celery_plus.contrib import opentelemetry as plus_otel
@@ -107,3 +108,18 @@ def test_task_events_carry_celerys_fields_for_flower(client, start_worker, prefi
     assert isinstance(started["pid"], int), started
     assert succeeded["result"] == "5" and succeeded["runtime"] >= 0, succeeded
     assert received["timestamp"] <= started["timestamp"] <= succeeded["timestamp"]
+
+
+@pytest.mark.long
+def test_sentry_reports_a_job_whose_first_run_was_lost_once(client, start_worker, prefix, view,
+                                                            broker_kind):
+    """A prefork pool process dies under its job (SIGKILL); celery-plus delivers the job again
+    and that run fails for good: Sentry has one report of the job, the final failure."""
+    start_worker(app=OBSERVED, pool="prefork", concurrency=1)
+    job = client.send_task("observe.dies_then_fails", ("l",))
+    wait_until(lambda: (r := view.record(job.id)) is not None and r.state == "failed",
+               timeout=60, message="the job dead-lettered after its second run")
+    reports = [event for event in _reported(prefix, "sentry")
+               if job.id in json.dumps(event)]
+    assert [(e.get("exception") or {}).get("values", [{}])[0].get("type") for e in reports] \
+        == ["ValueError"], reports
