@@ -2,7 +2,9 @@
 store (``celery_plus.contrib.flower``), where Flower alone answers 404 for a ``plus+`` broker.
 
 ``celery-plus -A proj flower`` installs the store's broker by itself; plain ``celery -A proj
-flower`` does with the documented config file (``--conf``, the long run).
+flower`` does with the documented config file (``--conf``, the long run). Its workers and
+tasks pages (remote control, and the events of ``worker -E``) work as on any broker (the long
+run).
 """
 
 from __future__ import annotations
@@ -87,3 +89,32 @@ def test_flower_broker_page_and_queue_lengths_read_the_store(client, flower, bro
     row = page[page.index('<tr id="celery">'):]
     cells = [cell.split(">", 1)[1] for cell in row.split("</td>")[:4]]
     assert [cell.rsplit(">", 1)[-1] for cell in cells] == ["celery", "4", "0", "3"], row[:400]
+
+
+@pytest.mark.long
+def test_flower_lists_the_workers_and_the_tasks_they_ran(client, flower, start_worker, prefix,
+                                                         broker_kind):
+    """Flower's workers (remote control) and tasks (events, ``-E``) on a plus broker."""
+    start_worker("-E")
+    base = flower("celery-plus")
+
+    def seen_by_events() -> bool:  # a heartbeat reached Flower: its event consumer is bound
+        status, body = _get(f"{base}/workers?json=1")
+        return status == 200 and any(str(w.get("hostname", "")).startswith(f"w0-{prefix}@")
+                                     for w in json.loads(body)["data"])
+
+    wait_until(seen_by_events, message="Flower's event state knows the worker")
+    result = client.tasks["proj.add"].delay(20, 22)
+    assert result.get(timeout=20) == 42
+
+    def task_row() -> dict[str, object] | None:
+        status, body = _get(f"{base}/api/tasks")
+        row = json.loads(body).get(result.id) if status == 200 else None
+        return row if row and row.get("state") == "SUCCESS" else None
+
+    row = wait_until(task_row, message="the task in Flower's task list, succeeded")
+    assert row["name"] == "proj.add" and row["result"] == "42", row
+    assert str(row["worker"]).startswith(f"w0-{prefix}@"), row
+    status, body = _get(f"{base}/api/workers?refresh=1")
+    assert status == 200 and any(name.startswith(f"w0-{prefix}@")
+                                 for name in json.loads(body)), body

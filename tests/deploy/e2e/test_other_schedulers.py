@@ -1,10 +1,10 @@
 """Another ``beat_scheduler`` on a plus store (issue #30 point 2; docs/schedules.md, "Other
 schedulers"): two real ``celery-plus beat`` processes run a scheduler that is not
 celery-plus's and keeps its entries in a database (:mod:`tests.deploy.e2e.db_scheduler`, a
-small one of its own, django-celery-beat's ``DatabaseScheduler`` and, in the long run, RedBeat's
-``RedBeatScheduler``); each tick is still sent
-once, an entry added to the database while they run included, and each beat's log says which
-scheduler runs and that its ticks are fenced. Before the fence every tick ran twice.
+small one of its own, django-celery-beat's ``DatabaseScheduler`` and, in the long run,
+RedBeat's ``RedBeatScheduler``); each tick is still sent once, an entry added to the database
+while they run included, and each beat's log says which scheduler runs and that its ticks are
+fenced. Before the fence every tick ran twice.
 """
 
 from __future__ import annotations
