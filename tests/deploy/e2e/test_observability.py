@@ -7,9 +7,11 @@ Flower. The worker's app is ``observe_proj.py``; this process never instruments 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -35,12 +37,30 @@ def _named(spans: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [span for span in spans if span["name"] == name]
 
 
-def test_opentelemetry_spans_show_deduplication_and_leases_and_sentry_reports_once(
-        client, start_worker, prefix, view, broker_kind):
-    start_worker(app=OBSERVED)
+@contextlib.contextmanager
+def _receiving_events(client: Any) -> Iterator[list[dict[str, Any]]]:
+    """A ``celery events``-style receiver (``app.events.Receiver``) in a thread: the events
+    it got so far, once its queue is bound (``wakeup``: the workers answer with a heartbeat
+    as it starts consuming)."""
+    seen: list[dict[str, Any]] = []
+    with client.connection_for_read() as conn:
+        receiver = client.events.Receiver(conn, handlers={"*": seen.append})
+        thread = threading.Thread(target=receiver.capture,
+                                  kwargs={"limit": None, "timeout": 60, "wakeup": True},
+                                  daemon=True)
+        thread.start()
+        try:
+            wait_until(lambda: any(e["type"] == "worker-heartbeat" for e in seen),
+                       message="a worker heartbeat (the receiver is bound)")
+            yield seen
+        finally:
+            receiver.should_stop = True
+            thread.join(timeout=10)
 
-    # Publish spans: the second publish of one unique job is tagged deduplicated, with the
-    # job that holds the key.
+
+def _check_publish_and_run_spans(client: Any, prefix: str) -> None:
+    """The second publish of one unique job is tagged deduplicated, with the job holding the
+    key; the run span carries the delivery's lease token."""
     first, second, deduplicated = client.send_task(
         "observe.publish_twice", ("k",)).get(timeout=20)
     assert deduplicated is True and second == first
@@ -57,8 +77,10 @@ def test_opentelemetry_spans_show_deduplication_and_leases_and_sentry_reports_on
     # The publishes made by the task belong to its run's trace.
     assert {s["trace"] for s in publishes} == {runs[0]["trace"]}
 
-    # A task failing on each of its three deliveries (two retries): Sentry gets one report,
-    # of the final failure; each delivery's run span has a lease token of its own.
+
+def _check_one_sentry_report(client: Any, prefix: str, view: Any) -> None:
+    """A task failing on each of its three deliveries (two retries): Sentry gets one report,
+    of the final failure; each delivery's run span has a lease token of its own."""
     doomed = client.send_task("observe.doomed", ("d",))
     wait_until(lambda: (r := view.record(doomed.id)) is not None and r.state == "failed",
                message="the doomed job dead-lettered")
@@ -75,31 +97,15 @@ def test_opentelemetry_spans_show_deduplication_and_leases_and_sentry_reports_on
     assert exception["mechanism"]["type"] == "celery"
 
 
-def test_task_events_carry_celerys_fields_for_flower(client, start_worker, prefix):
-    worker_name = f"w0-{prefix}@{socket.gethostname()}"
-    start_worker("-E")
-    seen: list[dict[str, Any]] = []
-    with client.connection_for_read() as conn:
-        receiver = client.events.Receiver(conn, handlers={"*": seen.append})
-        thread = threading.Thread(target=receiver.capture,
-                                  kwargs={"limit": None, "timeout": 30, "wakeup": True},
-                                  daemon=True)
-        thread.start()
-        try:
-            # wakeup=True asks the workers for a heartbeat once the receiver's queue is bound.
-            wait_until(lambda: any(e["type"] == "worker-heartbeat" for e in seen),
-                       message="a worker heartbeat (the receiver is bound)")
-            result = client.tasks["proj.add"].delay(2, 3)
-            assert result.get(timeout=20) == 5
-            wanted = ("task-received", "task-started", "task-succeeded")
-            task_events = wait_until(
-                lambda: (found := {e["type"]: e for e in list(seen)
-                                   if e.get("uuid") == result.id})
-                and all(kind in found for kind in wanted) and found,
-                message="received, started and succeeded events")
-        finally:
-            receiver.should_stop = True
-            thread.join(timeout=10)
+def _check_task_events(client: Any, seen: list[dict[str, Any]], worker_name: str) -> None:
+    """task-received, -started and -succeeded carry Celery's fields (Flower reads them)."""
+    result = client.tasks["proj.add"].delay(2, 3)
+    assert result.get(timeout=20) == 5
+    wanted = ("task-received", "task-started", "task-succeeded")
+    task_events = wait_until(
+        lambda: (found := {e["type"]: e for e in list(seen) if e.get("uuid") == result.id})
+        and all(kind in found for kind in wanted) and found,
+        message="received, started and succeeded events")
     received, started, succeeded = (task_events[kind] for kind in wanted)
     assert {e["hostname"] for e in (received, started, succeeded)} == {worker_name}
     assert received["name"] == "proj.add" and received["args"] == "(2, 3)", received
@@ -108,6 +114,16 @@ def test_task_events_carry_celerys_fields_for_flower(client, start_worker, prefi
     assert isinstance(started["pid"], int), started
     assert succeeded["result"] == "5" and succeeded["runtime"] >= 0, succeeded
     assert received["timestamp"] <= started["timestamp"] <= succeeded["timestamp"]
+
+
+def test_opentelemetry_sentry_and_task_events_on_a_worker_of_a_plus_store(
+        client, start_worker, prefix, view, broker_kind):
+    """One worker (``-E``) for the three: a worker start is the cost of a deploy test."""
+    start_worker("-E", app=OBSERVED)
+    with _receiving_events(client) as seen:
+        _check_publish_and_run_spans(client, prefix)
+        _check_one_sentry_report(client, prefix, view)
+        _check_task_events(client, seen, f"w0-{prefix}@{socket.gethostname()}")
 
 
 @pytest.mark.long
