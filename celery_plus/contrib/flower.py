@@ -19,10 +19,15 @@ job of the queue: ready, running, waiting for its ETA or for a concurrency slot)
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable
 from typing import Any
 
 from celery_plus.admin import api
+from celery_plus.model.admin import UnsupportedStore
+from celery_plus.stores.registry import store_location
+
+logger = logging.getLogger(__name__)
 
 
 class PlusBroker:
@@ -51,17 +56,21 @@ class PlusBroker:
 
 def is_plus_app(app: Any) -> bool:
     """Whether ``app``'s broker is a celery-plus store (transport ``plus``)."""
-    conn = app.connection_for_read()
     try:
-        return bool(conn.transport_cls == "plus")
-    finally:
-        conn.release()
+        store_location(app)
+    except UnsupportedStore:
+        return False
+    return True
 
 
 def install() -> None:
     """Make Flower's broker views answer from the store on a celery-plus app (idempotent)."""
     from flower.views import BaseHandler
 
+    if not callable(getattr(BaseHandler, "get_broker", None)):
+        logger.warning("celery-plus: this Flower has no BaseHandler.get_broker (written for "
+                       "Flower 2.2): its Broker page and /api/queues/length stay Flower's own")
+        return
     flower_broker = getattr(BaseHandler.get_broker, "flower_get_broker", BaseHandler.get_broker)
 
     def get_broker(handler: Any) -> Any:
