@@ -24,6 +24,7 @@ import pytest
 from tests.deploy.faults.servers import free_port
 
 from .conftest import CELERY_PLUS, PLAIN_CELERY, ROOT, wait_until
+from .proj import events
 
 FLOWER_CONF = "from celery_plus.contrib.flower import install\ninstall()\n"
 
@@ -92,10 +93,11 @@ def test_flower_broker_page_and_queue_lengths_read_the_store(client, flower, bro
 
 
 @pytest.mark.long
-def test_flower_lists_the_workers_and_the_tasks_they_ran(client, flower, start_worker, prefix,
-                                                         broker_kind):
-    """Flower's workers (remote control) and tasks (events, ``-E``) on a plus broker."""
-    start_worker("-E")
+def test_flower_with_a_worker_lists_it_its_tasks_and_the_queue_lengths(
+        client, flower, start_worker, prefix, broker_kind):
+    """Flower's workers (remote control) and tasks (events, ``-E``) on a plus broker, and
+    the queue lengths while the worker runs a job."""
+    start_worker("-E", "--prefetch-multiplier=1")
     base = flower("celery-plus")
 
     def seen_by_events() -> bool:  # a heartbeat reached Flower: its event consumer is bound
@@ -118,3 +120,12 @@ def test_flower_lists_the_workers_and_the_tasks_they_ran(client, flower, start_w
     status, body = _get(f"{base}/api/workers?refresh=1")
     assert status == 200 and any(name.startswith(f"w0-{prefix}@")
                                  for name in json.loads(body)), body
+
+    # One job running (claimed, under its lease), three waiting behind it.
+    client.tasks["proj.sleep_mark"].delay(1, 6)
+    wait_until(lambda: events(prefix, "start"), message="the sleeper started")
+    for n in range(3):
+        client.tasks["proj.add"].delay(n, 1)
+    status, body = _get(f"{base}/api/queues/length")
+    assert status == 200 and json.loads(body) == {"active_queues": [
+        {"name": "celery", "messages": 4, "messages_ready": 3, "messages_unacknowledged": 1}]}, body
