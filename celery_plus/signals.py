@@ -5,6 +5,12 @@ New signals (all sent with ``sender`` = the task name when known, else ``None``)
 ``task_deduplicated(task_id, holder_id, unique_key)``
     A publish coalesced into the job holding ``unique_key``; ``task_id`` is the id the
     duplicate would have had. Sent by the publishing process.
+``task_published(task_id, deduplicated, holder_id)``
+    The store answered a publish on a ``plus+`` broker: ``deduplicated`` is True when nothing
+    new was stored (the publish coalesced into ``holder_id``, or was fenced). Sent by the
+    publishing process while the publish is under way (between Celery's ``before_task_publish``
+    and ``after_task_publish``: OpenTelemetry's publish span is still open); not sent for a
+    publish deferred to a transaction or a batch.
 ``task_concurrency_blocked(task_id)``
     A claim found the job's concurrency group full and parked it. Sent by the worker.
 ``task_dead_lettered(task_id, reason)``
@@ -27,6 +33,9 @@ from celery.utils.dispatch import Signal
 task_deduplicated = Signal(
     name="task_deduplicated", providing_args={"task_id", "holder_id", "unique_key"}
 )
+task_published = Signal(
+    name="task_published", providing_args={"task_id", "deduplicated", "holder_id"}
+)
 task_concurrency_blocked = Signal(name="task_concurrency_blocked", providing_args={"task_id"})
 task_dead_lettered = Signal(name="task_dead_lettered", providing_args={"task_id", "reason"})
 task_recovered = Signal(name="task_recovered", providing_args={"task_id", "outcome"})
@@ -38,5 +47,6 @@ __all__ = [
     "task_dead_lettered",
     "task_deduplicated",
     "task_lease_lost",
+    "task_published",
     "task_recovered",
 ]

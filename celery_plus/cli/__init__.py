@@ -113,11 +113,22 @@ def _celery_group() -> Any:
     return celery
 
 
+def _install_flower_broker() -> None:
+    """Flower's broker page and queue lengths on a plus store (contrib/flower.py)."""
+    try:
+        from celery_plus.contrib.flower import install
+    except ImportError:  # Flower is not installed: Celery's CLI says so itself
+        return
+    install()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``celery-plus`` console script."""
     import celery_plus  # noqa: F401  (registers the transport before any app loads)
 
     args = hoist_global_options(sys.argv[1:] if argv is None else argv)
+    if "flower" in args:
+        _install_flower_broker()
     group = _celery_group()
     group.main(args=args, prog_name="celery-plus", auto_envvar_prefix="CELERY")
 

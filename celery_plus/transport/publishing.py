@@ -15,6 +15,7 @@ from typing import Any
 
 from kombu.utils.json import dumps
 
+from celery_plus import signals
 from celery_plus.leases.tokens import continued_token
 from celery_plus.model.store import JobStore, NewJob, PublishOutcome
 
@@ -129,4 +130,7 @@ def write_job(backend: JobStore, job: NewJob) -> None:
         batch.add(backend, job)
         last_publish.set(PublishOutcome(True, job.id, state="batched"))
         return
-    last_publish.set(backend.publish(job))
+    outcome = backend.publish(job)
+    last_publish.set(outcome)
+    signals.task_published.send(sender=job.name or None, task_id=job.id,
+                                deduplicated=not outcome.accepted, holder_id=outcome.holder_id)

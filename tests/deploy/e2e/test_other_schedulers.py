@@ -1,9 +1,10 @@
 """Another ``beat_scheduler`` on a plus store (issue #30 point 2; docs/schedules.md, "Other
 schedulers"): two real ``celery-plus beat`` processes run a scheduler that is not
 celery-plus's and keeps its entries in a database (:mod:`tests.deploy.e2e.db_scheduler`, a
-small one of its own, and django-celery-beat's ``DatabaseScheduler``); each tick is still sent
-once, an entry added to the database while they run included, and each beat's log says which
-scheduler runs and that its ticks are fenced. Before the fence every tick ran twice.
+small one of its own, django-celery-beat's ``DatabaseScheduler`` and, in the long run,
+RedBeat's ``RedBeatScheduler``); each tick is still sent once, an entry added to the database
+while they run included, and each beat's log says which scheduler runs and that its ticks are
+fenced. Before the fence every tick ran twice.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ APP = "tests.deploy.e2e.periodic_proj"
 SCHEDULER = "tests.deploy.e2e.db_scheduler:DBScheduler"
 DCB_APP = "tests.deploy.e2e.dcb_proj"
 DCB_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+REDBEAT_APP = "tests.deploy.e2e.redbeat_proj"
+REDBEAT_SCHEDULER = "redbeat.RedBeatScheduler"
 EVERY_MS = 1000
 FENCED = "is not celery-plus's: its entries, last runs and timing are its own"
 
@@ -56,7 +59,8 @@ def beats_of(tmp_path: Path, prefix: str,
         beat.stop()
 
 
-@pytest.mark.parametrize("scheduler", ["db_scheduler", "django_celery_beat"])
+@pytest.mark.parametrize("scheduler", ["db_scheduler", "django_celery_beat",
+                                       pytest.param("redbeat", marks=pytest.mark.long)])
 def test_two_beats_of_a_database_scheduler_send_each_tick_once(
         scheduler: str, beats_of: Callable[[str, str, dict[str, str]], Beat],
         start_worker: Callable[..., Worker], prefix: str, tmp_path: Path) -> None:
@@ -68,6 +72,13 @@ def test_two_beats_of_a_database_scheduler_send_each_tick_once(
 
         def add() -> None:
             add_entry(path, "added", "periodic.tick", EVERY_MS / 1000)
+    elif scheduler == "redbeat":
+        env, app, cls = {}, REDBEAT_APP, REDBEAT_SCHEDULER
+
+        def add() -> None:
+            subprocess.run([sys.executable, "-m", REDBEAT_APP, "add", "added", "periodic.tick",
+                            str(EVERY_MS / 1000)], check=True, cwd=ROOT,
+                           env={**os.environ, "PLUS_TEST_PREFIX": prefix}, timeout=120)
     else:
         env = {"PLUS_TEST_DCB_DB": str(tmp_path / "django.db")}
         app, cls = DCB_APP, DCB_SCHEDULER
