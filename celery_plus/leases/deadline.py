@@ -30,7 +30,7 @@ import logging
 import os
 
 from celery_plus.leases import holdings
-from celery_plus.leases.keeper import clock
+from celery_plus.leases.keeper import STALL_S, clock
 from celery_plus.runtime import deadline_guard
 from celery_plus.runtime.helper_threads import HelperThread, NativeEvent, native_lock
 from celery_plus.runtime.worker_state import running_tags, stop_overdue_runs
@@ -39,6 +39,11 @@ logger = logging.getLogger("celery_plus.keeper")
 
 #: Longest wait between two looks at the deadlines.
 TICK_S = 0.1
+#: After this process was frozen (a look came ``STALL_S`` late), prefork runs are left for
+#: this long to the lease keeper's heartbeat, sent at once after a freeze: the pool
+#: processes renew their own leases while only the worker's process is stopped
+#: (``worker/thaw_guard.py``), and they stop themselves as they thaw if the lease was lost.
+THAW_GRACE_S = 2.0
 
 _slot: deadline_guard.GuardSlot | None = None
 #: Tags of tasks that announced their start (:func:`run_starts`), until their claims end:
@@ -57,6 +62,8 @@ class LeaseWatch(HelperThread):
         self._stopping = NativeEvent()
         #: Tags whose runs were stopped (a killed pool process is reported lost later).
         self._stopped: set[str] = set()
+        self._looked_at = clock()
+        self._thawed_at = float("-inf")
 
     def stop(self) -> None:
         self._stopping.set()
@@ -70,11 +77,15 @@ class LeaseWatch(HelperThread):
 
     def look(self) -> None:
         now = clock()
+        if now - self._looked_at > STALL_S:
+            self._thawed_at = now  # this process was frozen: its view of the leases is old
+        self._looked_at = now
         books = holdings.every()
         for book in books:
             overdue = book.overdue(now)
             if overdue:
-                stop_overdue_runs(overdue, book.lease_s, self._stopped)
+                stop_overdue_runs(overdue, book.lease_s, self._stopped,
+                                  pool_processes=now - self._thawed_at >= THAW_GRACE_S)
         if self.slot is not None:
             with _slot_lock:
                 running = set(running_tags()) | _starting

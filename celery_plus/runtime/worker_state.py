@@ -93,14 +93,15 @@ def running_tags() -> dict[str, Any]:
 
 
 def stop_overdue_runs(overdue: dict[str, float], lease_s: float,
-                      stopped: set[str]) -> None:
+                      stopped: set[str], pool_processes: bool = True) -> None:
     """Stop the runs of ``overdue`` deliveries (tag -> seconds since the store last confirmed
     their leases)
     before their leases lapse: a prefork pool process is killed (``SIGKILL``: a task in C
     code runs no signal handler; Celery reports the worker lost and the delivery goes back,
     a delivery counted); any other pool cannot stop one task, so this process exits
     (:data:`EX_LEASE_OVERRUN`; its supervisor restarts it). ``stopped``: tags already
-    stopped (each is killed once)."""
+    stopped (each is killed once); ``pool_processes``: False leaves prefork runs alone for
+    now (just after a freeze of this process, while the keeper asks the store)."""
     green = green_patched()
     for tag, request in running_tags().items():
         if tag not in overdue or tag in stopped:
@@ -108,6 +109,8 @@ def stop_overdue_runs(overdue: dict[str, float], lease_s: float,
         pid = request.worker_pid
         unconfirmed = overdue[tag]
         if pid and pid != os.getpid() and not green:
+            if not pool_processes:
+                continue
             stopped.add(tag)
             logger.warning("celery-plus: stopping task %s[%s] in pool process %s: its lease "
                            "could not be renewed for %.1f s of its %.0f s (the store is "

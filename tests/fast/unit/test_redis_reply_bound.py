@@ -9,18 +9,22 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
-from celery_plus.stores.redis.connect import RedisConnect
-from celery_plus.stores.redis.reply_bound import ReplyTimeout
+from celery_plus.stores.redis.reply_bound import ReplyTimeout, connection_bound
 
 
 @pytest.fixture
-def silent_server() -> Iterator[int]:
-    """A TCP server that accepts connections and never answers (a stalled link)."""
-    server = socket.create_server(("127.0.0.1", 0))
+def silent_server(tmp_path: Path) -> Iterator[str]:
+    """The path of a server that accepts connections and never answers (a stalled link): a
+    Unix socket, so the fast tier needs no network at all."""
+    path = str(tmp_path / "silent.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen()
     accepted: list[socket.socket] = []
     stop = threading.Event()
 
@@ -33,7 +37,7 @@ def silent_server() -> Iterator[int]:
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     try:
-        yield server.getsockname()[1]
+        yield path
     finally:
         stop.set()
         thread.join()
@@ -42,9 +46,16 @@ def silent_server() -> Iterator[int]:
         server.close()
 
 
-def test_a_silent_server_fails_a_call_after_the_reply_bound(silent_server: int) -> None:
-    client = RedisConnect(f"redis://127.0.0.1:{silent_server}/0",
-                          options={"socket_timeout": 0.3, "retry_on_timeout": False}).client()
+def client_of(path: str, seconds: float) -> redis.Redis:
+    """A client of the store's kind (its parser and bound: ``connection_bound``, as
+    ``RedisConnect.client`` makes them) on the Unix socket ``path``."""
+    pool = redis.ConnectionPool(connection_class=redis.UnixDomainSocketConnection, path=path,
+                                **connection_bound(seconds))
+    return redis.Redis(connection_pool=pool)
+
+
+def test_a_silent_server_fails_a_call_after_the_reply_bound(silent_server: str) -> None:
+    client = client_of(silent_server, 0.3)
     started = time.monotonic()
     with pytest.raises(redis.exceptions.TimeoutError) as caught:
         client.execute_command("PING")
@@ -59,9 +70,8 @@ def test_a_silent_server_fails_a_call_after_the_reply_bound(silent_server: int) 
 
 
 def test_the_connection_stays_a_blocking_socket_with_the_kernel_timeout(
-        silent_server: int) -> None:
-    client = RedisConnect(f"redis://127.0.0.1:{silent_server}/0",
-                          options={"socket_timeout": 1.25}).client()
+        silent_server: str) -> None:
+    client = client_of(silent_server, 1.25)
     connection = client.connection_pool.make_connection()
     # The socket and the parser's set-up only: the server never answers a handshake.
     sock = connection._sock = connection._connect()
@@ -77,6 +87,5 @@ def test_the_connection_stays_a_blocking_socket_with_the_kernel_timeout(
 
 def test_no_bound_given_as_none_leaves_calls_unbounded() -> None:
     from celery_plus.stores.redis.refusals import RefusingParser
-    from celery_plus.stores.redis.reply_bound import connection_bound
 
     assert connection_bound(None) == {"socket_timeout": None, "parser_class": RefusingParser}
