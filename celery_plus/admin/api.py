@@ -234,6 +234,12 @@ class Admin:
         return Page(items=items, total=total, page=page, per_page=per_page, state=state,
                     searched=searched)
 
+    def text_indexed(self, state: str, text: str) -> bool:
+        """Whether the store's index answers a ``text`` search of ``state`` (then searching
+        every job costs about a page; else each candidate is read: give ``text_limit``)."""
+        check_text("text", text)
+        return self.store.text_indexed(check_state(state), text)
+
     def show(self, task_id: str) -> JobDetail:
         """Everything about one job; raises :class:`JobNotFound`."""
         detail = self.store.show(check_id(task_id))

@@ -195,6 +195,13 @@ ADDED_SINCE_LEGACY = {
     # release 5: a heartbeat says what became of each claim it does not renew (ended by its
     # own run, or lost), in the same step; heartbeat() answers from it for earlier releases.
     "function heartbeat_verdicts(p_ids text[], p_tokens bigint[], p_lease_ms bigint)",
+    # migration 0009 and release 6: the text search's index (pg_trgm is available here).
+    "relation job_search", "column job_search.id", "column job_search.doc",
+    "constraint <schema>.job_search.job_search_pkey", "index job_search_pkey",
+    "relation job_search_pkey", "index job_search_trgm", "relation job_search_trgm",
+    "function search_doc(p_id text, p_name text, p_msg bytea, p_etype text, p_emsg text, "
+    "p_reason text, p_tb text)", "function job_search_row()",
+    "trigger jobs_search", "trigger jobs_search_update",
 }
 
 
@@ -221,7 +228,8 @@ def test_fresh_and_upgraded_schemas_equal_the_legacy_one(
 def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
         conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
     """The legacy 0001-0008 applied, a job published and claimed; then this version:
-    no migration to apply, every function file applied and recorded, the job settles."""
+    0009 (the search index) applied, every function file applied and recorded, the job
+    indexed for the admin's search, the job settles."""
     schema = new_schema("ul")
     build_legacy(conn, schema)
     with conn.transaction():
@@ -232,8 +240,10 @@ def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
                              "1000, NULL, NULL, NULL, NULL) WHERE o_kind = 'c'").fetchone()
     assert token is not None
     applied = pg_migrations.migrate(conn, schema)
-    assert applied.migrations == []
+    assert [m.version for m in applied.migrations] == [9]
     assert [f.name for f in applied.functions] == [f.name for f in pg_migrations.function_files()]
+    assert conn.execute(f'SELECT id, doc FROM "{schema}".job_search').fetchall() == [
+        ("old", "old\n")]
     recorded = dict(conn.execute(f'SELECT name, sha256 FROM "{schema}".function_versions'))
     assert recorded == {f.name: f.sha256 for f in pg_migrations.function_files()}
     store = PostgresBackend(PG_URL, schema=schema)
@@ -301,7 +311,7 @@ def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
                      "'', 0, 0, 1000)")
         conn.execute("UPDATE jobs SET token = 77 WHERE id = 'old'")
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8]
+    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9]
     store = PostgresBackend(PG_URL, schema=schema)
     try:
         publish(store, "new")
@@ -432,7 +442,7 @@ def test_every_version_takes_the_same_migration_lock(
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
             migrator.join(60)
-    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8]
+    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9]
 
 
 # -- the rules, rendered -------------------------------------------------------------------------

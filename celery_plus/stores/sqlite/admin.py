@@ -17,6 +17,7 @@ from typing import Any
 from celery_plus.model.admin import WAITING, Scope, time_field
 from celery_plus.stores.admin_base.orchestration import Outcome
 from celery_plus.stores.sql_admin import Listing, SqlAdmin, summary_columns
+from celery_plus.stores.sqlite import search
 from celery_plus.stores.sqlite.backend import PRIORITY_FACTOR, SQLiteBackend, _Tx
 
 #: A change to one job inside a transaction: (outcome, extra).
@@ -31,6 +32,7 @@ class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
     KEYSET = "(?, ?)"
     GREATEST = "MAX"
     SUMMARY = summary_columns("j.", "length(CAST({} AS BLOB))")
+    _search_index: bool | None = None
 
     def _all(self, sql: str, *params: Any) -> list[Any]:
         return self.backend._read(lambda conn: conn.execute(sql, params).fetchall())
@@ -50,6 +52,15 @@ class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
 
     def _among(self, ids: Sequence[str]) -> tuple[str, list[Any]]:
         return f"id IN ({', '.join('?' * len(ids))})", list(ids)
+
+    def _has_search_index(self) -> bool:
+        if self._search_index is None:
+            self._search_index = bool(self.backend._read(search.installed))
+        return self._search_index
+
+    def _matching(self, text: str) -> tuple[str, list[Any]]:
+        return ("id IN (SELECT r.id FROM job_search f JOIN search_rows r ON r.n = f.rowid "
+                "WHERE job_search MATCH ?)", [search.match(text)])
 
     def holder(self, lock: str) -> str | None:
         rows = self._all("SELECT holder FROM holds WHERE lock = ? AND expires_ms >= ?", lock,
