@@ -4,17 +4,25 @@ search cut short by ``text_limit`` still finds a job by its id."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from celery_plus.admin.api import Admin
 from celery_plus.model.admin import SEARCH_MIN
-from celery_plus.model.store import Backend
+from celery_plus.model.store import Backend, Settle
+from celery_plus.stores.registry import admin_for
 
 from .support import claim
-from .test_admin import admin, dead, job, listed  # noqa: F401  (the fixture)
+from .test_admin import dead, job, listed
 
 #: Stores whose index answers a search of every job (Redis reads a bounded window).
 INDEXED = {"memory": True, "sqlite": True, "postgres": True}
+
+
+@pytest.fixture
+def admin(backend: Backend) -> Iterator[Admin]:
+    yield Admin(admin_for(backend))
 
 
 def test_a_search_looks_in_the_id_the_task_name_the_arguments_and_the_error(
@@ -48,7 +56,6 @@ def test_the_index_follows_publishes_failures_retries_and_deletes(
     assert listed(admin, "enqueued", text="first-run") == ["j1"]
     assert listed(admin, "enqueued", text="gateway down") == []
     [got] = claim(backend).claims
-    from celery_plus.model.store import Settle
     backend.settle([Settle("j1", got.token, "fail", {"reason": "task failed",
                                                      "exc_type": "IOError",
                                                      "exc_message": "gateway down"})])
