@@ -197,15 +197,18 @@ class SqlAdmin(StoreAdmin[B]):
         assert query.text is not None
         if query.text_limit is not None or not self.text_indexed(state, query.text):
             return super().search(state, query, offset, limit)
-        listing = self._listing(state, query)
-        matching, values = self._matching(query.text)
-        narrowed = Listing(f"{listing.condition} AND {matching}", [*listing.params, *values],
-                           listing.at, listing.direction)
+        narrowed = self._narrowed(self._listing(state, query), query.text)
         total = int(self._all(f"SELECT {capped_count(narrowed.condition)}",
                               *narrowed.params)[0][0])
         names, _ = self.SUMMARY
         rows = self._all(self._page_sql(state, narrowed), *narrowed.params, limit, offset)
         return [summary_from_record(row_record(row[0], names, row[1:])) for row in rows], total
+
+    def _narrowed(self, listing: Listing, text: str) -> Listing:
+        """``listing`` kept to the jobs whose search document holds ``text``."""
+        matching, values = self._matching(text)
+        return Listing(f"{listing.condition} AND {matching}", [*listing.params, *values],
+                       listing.at, listing.direction)
 
     def candidates(self, state: str, query: Query) -> Iterator[Record]:
         """Whole records in the listing's order. Up to ``text_limit``: the ids first, in one

@@ -20,6 +20,8 @@ from celery_plus.stores.sql_admin import Listing, SqlAdmin, summary_columns
 from celery_plus.stores.sqlite import search
 from celery_plus.stores.sqlite.backend import PRIORITY_FACTOR, SQLiteBackend, _Tx
 
+#: Matches from which a search of a finished state is read in its index's order.
+COMMON = 2_000
 #: A change to one job inside a transaction: (outcome, extra).
 Change = Callable[[_Tx, str], tuple[str, str]]
 
@@ -61,6 +63,21 @@ class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
     def _matching(self, text: str) -> tuple[str, list[Any]]:
         return ("id IN (SELECT r.id FROM job_search f JOIN search_rows r ON r.n = f.rowid "
                 "WHERE job_search MATCH ?)", [search.match(text)])
+
+    def _narrowed(self, listing: Listing, text: str) -> Listing:
+        # A finished state read in its index's order stops at the page once the matches are
+        # common; otherwise the index's matches come first, the listing's condition checked
+        # on each (``+(...)`` keeps the planner from scanning the state and probing them).
+        matching, values = self._matching(text)
+        if listing.at == "finished_ms" and self._common(values[0]):
+            return super()._narrowed(listing, text)
+        return Listing(f"{matching} AND +({listing.condition})", [*values, *listing.params],
+                       listing.at, listing.direction)
+
+    def _common(self, match: str) -> bool:
+        """Whether the index matches COMMON documents or more."""
+        return int(self._all(f"SELECT count(*) FROM (SELECT 1 FROM job_search WHERE job_search "
+                             f"MATCH ? LIMIT {COMMON})", match)[0][0]) >= COMMON
 
     def holder(self, lock: str) -> str | None:
         rows = self._all("SELECT holder FROM holds WHERE lock = ? AND expires_ms >= ?", lock,

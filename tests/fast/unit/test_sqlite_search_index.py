@@ -12,6 +12,7 @@ import pytest
 from celery_plus.admin.api import Admin
 from celery_plus.model.options import StoreOptions
 from celery_plus.stores.registry import admin_for
+from celery_plus.stores.sqlite import admin as sqlite_admin
 from celery_plus.stores.sqlite import search
 from celery_plus.stores.sqlite.backend import SQLiteBackend
 from tests.fast.conformance.test_admin import dead, job
@@ -65,6 +66,26 @@ def test_without_the_trigram_tokenizer_the_store_opens_and_searches_by_reading(
         job(backend, "w1", args=["findme"])
         assert not admin.text_indexed("enqueued", "findme")
         assert [r.id for r in admin.jobs("enqueued", text="findme").items] == ["w1"]
+    finally:
+        admin.close()
+        backend.close()
+
+
+def test_a_common_text_of_a_finished_state_lists_the_same_jobs_read_in_index_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_admin, "COMMON", 3)
+    backend = _open(tmp_path / "common.db")
+    admin = Admin(admin_for(backend))
+    try:
+        for i in range(4):
+            dead(backend, f"d{i}", error=f"boom {i}")
+        assert sqlite_admin.SQLiteAdmin._common(admin.store, search.match("boom"))
+        assert not sqlite_admin.SQLiteAdmin._common(admin.store, search.match("boom 1"))
+        page = admin.jobs("failed", text="BOOM", per_page=3)
+        assert ([r.id for r in page.items], page.total) == (["d3", "d2", "d1"], 4)
+        assert [r.id for r in admin.jobs("failed", text="boom", order="oldest").items] == [
+            "d0", "d1", "d2", "d3"]
+        assert [r.id for r in admin.jobs("failed", text="boom 1").items] == ["d1"]
     finally:
         admin.close()
         backend.close()
