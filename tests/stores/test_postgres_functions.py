@@ -495,3 +495,31 @@ def test_the_13_argument_publish_is_fenced_like_the_others(
     conn.execute(f'SELECT * FROM "{schema}".settle(ARRAY[\'a\'], ARRAY[%s::bigint], '
                  "ARRAY['ack'], ARRAY[NULL::text], 1000)", [claimed[0][1]])
     assert conn.execute(old, ["a"]).fetchone() == (None, "enqueued", False)
+
+
+# -- the admin's search index (migration 0009, functions release 6) ---------------------------
+
+
+def test_without_the_trigram_index_the_admin_searches_by_reading_its_candidates(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
+    """A store whose database could not create pg_trgm has job_search and its triggers but no
+    GIN index: the admin says no index answers, and a search still finds the jobs."""
+    from celery_plus.admin.api import Admin
+    from celery_plus.stores.registry import admin_for
+    from tests.fast.conformance.test_admin import job
+
+    schema = new_schema("nt")
+    pg_migrations.migrate(conn, schema)
+    conn.execute(f'DROP INDEX "{schema}".job_search_trgm')
+    store = PostgresBackend(PG_URL, schema=schema)
+    admin = Admin(admin_for(store))
+    try:
+        job(store, "w1", task="proj.report", args=["no-index"])
+        assert not admin.text_indexed("enqueued", "no-index")
+        page = admin.jobs("enqueued", text="NO-INDEX", text_limit=1000)
+        assert [r.id for r in page.items] == ["w1"] and page.searched is None
+        assert conn.execute(f'SELECT doc FROM "{schema}".job_search').fetchall() == [
+            ("w1\nproj.report\n('no-index',)\n{}\n",)]
+    finally:
+        admin.close()
+        store.close()
