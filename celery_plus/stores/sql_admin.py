@@ -164,7 +164,13 @@ class SqlAdmin(StoreAdmin[B]):
     # -- listings -----------------------------------------------------------------------
     def page(self, state: str, query: Query, offset: int, limit: int
              ) -> tuple[list[Record], int]:
-        listing = self._listing(state, query)
+        return self._page_of(state, query, self._listing(state, query), offset, limit)
+
+    def _page_of(self, state: str, query: Query, listing: Listing, offset: int, limit: int
+                 ) -> tuple[list[Record], int]:
+        """A page of ``listing`` (the query's, or a search's narrowed one) and its capped
+        total: sorted by time, or in the claim index's order over the cap (enqueued jobs
+        filtered by no task nor time)."""
         total = int(self._all(f"SELECT {capped_count(listing.condition)}",
                               *listing.params)[0][0])
         in_queue_order = (is_capped(total) and state == "enqueued" and not query.task
@@ -192,17 +198,15 @@ class SqlAdmin(StoreAdmin[B]):
 
     def search(self, state: str, query: Query, offset: int, limit: int
                ) -> tuple[list[JobSummary], int]:
-        """With the index: a page of the listing narrowed to the jobs the index matches
-        (counted up to the cap, like any listing); without it, the candidates read."""
+        """With the index: a page of the listing narrowed to the jobs the index matches,
+        counted and ordered as any listing (over the cap, enqueued jobs in the claim index's
+        order); without it, the candidates read."""
         assert query.text is not None
         if query.text_limit is not None or not self.text_indexed(state, query.text):
             return super().search(state, query, offset, limit)
         narrowed = self._narrowed(self._listing(state, query), query.text)
-        total = int(self._all(f"SELECT {capped_count(narrowed.condition)}",
-                              *narrowed.params)[0][0])
-        names, _ = self.SUMMARY
-        rows = self._all(self._page_sql(state, narrowed), *narrowed.params, limit, offset)
-        return [summary_from_record(row_record(row[0], names, row[1:])) for row in rows], total
+        rows, total = self._page_of(state, query, narrowed, offset, limit)
+        return [summary_from_record(rec) for rec in rows], total
 
     def _narrowed(self, listing: Listing, text: str) -> Listing:
         """``listing`` kept to the jobs whose search document holds ``text``."""

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from celery_plus.model.admin import WAITING, Scope, time_field
+from celery_plus.model.capped import CAPPED
 from celery_plus.stores.admin_base.orchestration import Outcome
 from celery_plus.stores.sql_admin import Listing, SqlAdmin, summary_columns
 from celery_plus.stores.sqlite import search
@@ -65,19 +66,21 @@ class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
                 "WHERE job_search MATCH ?)", [search.match(text)])
 
     def _narrowed(self, listing: Listing, text: str) -> Listing:
-        # A finished state read in its index's order stops at the page once the matches are
-        # common; otherwise the index's matches come first, the listing's condition checked
-        # on each (``+(...)`` keeps the planner from scanning the state and probing them).
+        # Common matches are probed while the state is read in an index's order, stopping at
+        # the page: a finished state's (state, finished_ms, id) from COMMON matches, the claim
+        # index of enqueued jobs from CAPPED (then paged in its order). Otherwise the index's
+        # matches come first, the listing's condition checked on each (``+(...)`` keeps the
+        # planner from scanning the state and probing them).
         matching, values = self._matching(text)
-        if listing.at == "finished_ms" and self._common(values[0]):
+        if self._common(values[0], COMMON if listing.at == "finished_ms" else CAPPED):
             return super()._narrowed(listing, text)
         return Listing(f"{matching} AND +({listing.condition})", [*values, *listing.params],
                        listing.at, listing.direction)
 
-    def _common(self, match: str) -> bool:
-        """Whether the index matches COMMON documents or more."""
+    def _common(self, match: str, count: int) -> bool:
+        """Whether the index matches ``count`` documents or more."""
         return int(self._all(f"SELECT count(*) FROM (SELECT 1 FROM job_search WHERE job_search "
-                             f"MATCH ? LIMIT {COMMON})", match)[0][0]) >= COMMON
+                             f"MATCH ? LIMIT {count})", match)[0][0]) >= count
 
     def holder(self, lock: str) -> str | None:
         rows = self._all("SELECT holder FROM holds WHERE lock = ? AND expires_ms >= ?", lock,

@@ -79,8 +79,8 @@ def test_a_common_text_of_a_finished_state_lists_the_same_jobs_read_in_index_ord
     try:
         for i in range(4):
             dead(backend, f"d{i}", error=f"boom {i}")
-        assert sqlite_admin.SQLiteAdmin._common(admin.store, search.match("boom"))
-        assert not sqlite_admin.SQLiteAdmin._common(admin.store, search.match("boom 1"))
+        assert sqlite_admin.SQLiteAdmin._common(admin.store, search.match("boom"), 3)
+        assert not sqlite_admin.SQLiteAdmin._common(admin.store, search.match("boom 1"), 3)
         page = admin.jobs("failed", text="BOOM", per_page=3)
         assert ([r.id for r in page.items], page.total) == (["d3", "d2", "d1"], 4)
         assert [r.id for r in admin.jobs("failed", text="boom", order="oldest").items] == [
