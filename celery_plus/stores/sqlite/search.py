@@ -43,11 +43,11 @@ CREATE TABLE IF NOT EXISTS search_rows (n INTEGER PRIMARY KEY, id TEXT NOT NULL 
 CREATE VIRTUAL TABLE IF NOT EXISTS job_search USING fts5(doc, tokenize = 'trigram');
 """
 
+#: Run once, while ``meta`` has no ``search`` mark (every connection runs :func:`install`).
 _BACKFILL = f"""
-INSERT OR IGNORE INTO search_rows (id) SELECT id FROM jobs
-WHERE NOT EXISTS (SELECT 1 FROM meta WHERE key = 'search');
+INSERT OR IGNORE INTO search_rows (id) SELECT id FROM jobs;
 INSERT INTO job_search (rowid, doc) SELECT r.n, {document('j.')} FROM jobs j
-JOIN search_rows r ON r.id = j.id WHERE NOT EXISTS (SELECT 1 FROM meta WHERE key = 'search');
+JOIN search_rows r ON r.id = j.id;
 INSERT OR IGNORE INTO meta (key, value) VALUES ('search', 1);
 """
 
@@ -71,7 +71,8 @@ def install(conn: sqlite3.Connection) -> None:
     without FTS5's trigram tokenizer, nothing."""
     try:
         conn.execute("SAVEPOINT search_index")
-        for script in (_TABLES, _BACKFILL, _TRIGGERS):
+        indexed = conn.execute("SELECT 1 FROM meta WHERE key = 'search'").fetchone()
+        for script in (_TABLES, "" if indexed else _BACKFILL, _TRIGGERS):
             for statement in _statements(script):
                 conn.execute(statement)
         conn.execute("RELEASE search_index")
