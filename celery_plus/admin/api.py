@@ -204,10 +204,11 @@ class Admin:
              per_page: int = 50, order: str = "newest") -> Page:
         """One page of the jobs in ``state``, newest first (``order="oldest"``: oldest
         first), filtered by task name, queue, time of the state (``since``/``until``) and
-        ``text`` in the args or the error.
+        ``text`` in the task id, task name, arguments (argsrepr/kwargsrepr) or error.
 
-        A text search decodes every candidate's message; ``text_limit`` makes it search the
-        first that many candidates only (``Page.searched`` says when that cut it short)."""
+        Where no index answers (:meth:`text_indexed`) a text search reads every candidate;
+        ``text_limit`` makes it search the first that many candidates only (``Page.searched``
+        says when that cut it short; the job whose task id is the text is still found)."""
         check_state(state)
         check_page(page)
         if not 1 <= per_page <= MAX_PER_PAGE:

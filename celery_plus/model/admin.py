@@ -30,9 +30,11 @@ checks them on every backend):
   ``since_ms`` (the overview's throughput), counted from the finish times the records keep.
 * Listings are newest first: by finish time (completed, failed, canceled, discarded), start
   time (running) or enqueue time (enqueued, scheduled, blocked); ties by task id, descending.
-  ``Query.oldest_first`` turns the order around. A ``text`` search decodes each candidate's
-  message (:func:`text_page`): with ``Query.text_limit`` it looks at the first that many
-  candidates (in the listing's order) only.
+  ``Query.oldest_first`` turns the order around. A ``text`` search matches a substring of
+  each job's :func:`search_document` (id, task name, argsrepr, kwargsrepr, error fields):
+  answered by the store's index where ``text_indexed`` says so, else by reading the
+  candidates (:func:`text_page`); with ``Query.text_limit`` it looks at the first that many
+  candidates (in the listing's order) only, and still finds the job whose id is the text.
 * Listings are bounded: a row's error message, reason and arguments preview are cut to
   :data:`LIST_TEXT` characters, and a message larger than :data:`PREVIEW_BYTES` is not read
   for its preview (``show`` gives the whole job). Implementations cut them in the store's
@@ -142,7 +144,7 @@ class UnsupportedStore(AdminError, NotImplementedError):
 @dataclass(frozen=True)
 class Query:
     """Filters of a listing (all optional; ``text`` is a case-insensitive substring of the
-    decoded args/kwargs or of the error type, message and traceback)."""
+    job's :func:`search_document`: task id, task name, argsrepr/kwargsrepr, error fields)."""
 
     task: str | None = None
     queue: str | None = None

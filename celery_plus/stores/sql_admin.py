@@ -1,6 +1,8 @@
 """The admin on the SQL stores (SQLite, PostgreSQL): what their two admins share, once.
 
-:class:`SqlAdmin` lists jobs (a page by a deferred join, a text search by keyset paging),
+:class:`SqlAdmin` lists jobs (a page by a deferred join; a text search narrowed by the store's
+search index — ``sqlite/search.py``, PostgreSQL's ``job_search`` — or, without it, by reading
+the candidates),
 selects a bulk operation's candidates and runs the reads whose statements both dialects
 accept. Each store's admin (``sqlite/admin.py``, ``postgres/admin.py``) adds its dialect
 (parameter mark, id order, the keyset's parameters), the statements it tunes for its planner
