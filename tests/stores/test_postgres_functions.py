@@ -234,8 +234,8 @@ def test_fresh_and_upgraded_schemas_equal_the_legacy_one(
 def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
         conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
     """The legacy 0001-0008 applied, a job published and claimed; then this version:
-    0009 (paused queues) and 0010 (the search index) applied, every function file applied and recorded, the job
-    indexed for the admin's search, the job settles."""
+    0009 (paused queues) and 0010 (the search index) applied, every function file applied
+    and recorded, the job indexed for the admin's search, the job settles."""
     schema = new_schema("ul")
     build_legacy(conn, schema)
     with conn.transaction():
