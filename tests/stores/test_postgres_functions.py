@@ -246,7 +246,7 @@ def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
                              "1000, NULL, NULL, NULL, NULL) WHERE o_kind = 'c'").fetchone()
     assert token is not None
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [9]
+    assert [m.version for m in applied.migrations] == [9, 10]
     assert [f.name for f in applied.functions] == [f.name for f in pg_migrations.function_files()]
     assert conn.execute(f'SELECT id, doc FROM "{schema}".job_search').fetchall() == [
         ("old", "old\n")]
@@ -317,7 +317,7 @@ def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
                      "'', 0, 0, 1000)")
         conn.execute("UPDATE jobs SET token = 77 WHERE id = 'old'")
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9]
+    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9, 10]
     store = PostgresBackend(PG_URL, schema=schema)
     try:
         publish(store, "new")
@@ -448,7 +448,7 @@ def test_every_version_takes_the_same_migration_lock(
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
             migrator.join(60)
-    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9]
+    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9, 10]
 
 
 # -- the rules, rendered -------------------------------------------------------------------------
