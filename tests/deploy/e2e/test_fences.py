@@ -85,12 +85,16 @@ def test_a_late_retry_from_a_worker_whose_lease_was_recovered_changes_nothing(
         os.killpg(frozen.proc.pid, signal.SIGCONT)
     # The frozen execution wakes up and retries while the live claim still runs — unless
     # its worker stops it first: a prefork worker that learns a running task's lease is gone
-    # terminates that pool process (docs/reliability.md); solo and threads cannot.
+    # terminates that pool process (docs/reliability.md); a solo or threads worker, which
+    # cannot stop one task, exits (issue #27: its run went on past its lease), possibly
+    # after the stale execution's retry went out: whichever comes first, the fence holds.
     stopped = "stopping task proj.x_one_at_a_time"
-    wait_until(lambda: events(prefix, "retrying") or stopped in frozen.log(), timeout=30,
+    wait_until(lambda: events(prefix, "retrying") or stopped in frozen.log()
+               or frozen.proc.poll() is not None, timeout=30,
                message="the late retry, or the stale execution stopped")
     if pool != "prefork":
-        assert events(prefix, "retrying"), frozen.log()
+        assert events(prefix, "retrying") or frozen.proc.wait(timeout=10) in (
+            75, -signal.SIGKILL), frozen.log()
     assert (inspect.job(a.id) or {}).get("st") == "running", "the late retry ended the live claim"
     assert inspect.slot_holders("proj.x_one_at_a_time:") == {a.id}
     wait_until(lambda: (inspect.job(b.id) or {}).get("st") == "completed", timeout=60,
@@ -104,7 +108,8 @@ def test_a_late_retry_from_a_worker_whose_lease_was_recovered_changes_nothing(
     # concurrency=1: B started only once A's live execution had ended.
     assert b_runs[0][0] >= a_runs[0][1], (a_runs, b_runs)
     assert inspect.holds() == {} and inspect.slot_holders("proj.x_one_at_a_time:") == set()
-    assert frozen.proc.poll() is None, frozen.log()
+    if pool == "prefork":
+        assert frozen.proc.poll() is None, frozen.log()
 
 
 @pools("prefork", "solo", "threads")
