@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from compat_suite.configs import CONFIGS, REFERENCE, Servers
+from compat_suite.configs import CONFIGS, REFERENCE
 from compat_suite.django_run import DJANGO_PROJECT, run_django_project
 from compat_suite.swap import celery_imports
-from tests.fast.conformance.stores import PG_URL, REDIS_URL
 
-SERVERS = Servers(redis=REDIS_URL.rsplit("/", 1)[0], postgres=PG_URL)
+from .projects import SERVERS, assert_on_plain_celery, assert_on_plus, assert_passed
+
 #: The project's tests (tests/test_tasks.py, tests/test_worker.py).
 TESTS = 15
 
@@ -23,14 +23,10 @@ TESTS = 15
 @pytest.mark.parametrize("broker_kind", ["redis", "postgres"])
 def test_the_django_project_passes_its_own_tests_import_swapped(broker_kind: str) -> None:
     run = run_django_project(CONFIGS[f"plus-{broker_kind}"], SERVERS)
-    assert run.returncode == 0, f"{run.output}\n--- worker log ---\n{run.worker_log}"
-    assert f"{TESTS} passed" in run.output, run.output
-    assert set(run.swapped) >= {"django_celery_example/celery.py",
-                                "django_celery_example/settings.py", "polls/base_task.py",
-                                "polls/tasks.py", "polls/views.py"}, run.swapped
-    scheme = {"redis": "redis://", "postgres": "postgresql://"}[broker_kind]
-    assert f".> transport:   plus+{scheme}" in run.worker_log, run.worker_log
-    assert "celery-plus: visibility timeout" in run.worker_log, run.worker_log
+    assert_passed(run, TESTS)
+    assert_on_plus(run, broker_kind, {"django_celery_example/celery.py",
+                                      "django_celery_example/settings.py", "polls/base_task.py",
+                                      "polls/tasks.py", "polls/views.py"})
     # The worker logs deprecations (PYTHONWARNINGS=default): none, as on plain Celery.
     assert "DeprecationWarning" not in run.worker_log, run.worker_log
 
@@ -38,11 +34,8 @@ def test_the_django_project_passes_its_own_tests_import_swapped(broker_kind: str
 @pytest.mark.long
 def test_the_django_project_passes_its_own_tests_on_plain_celery() -> None:
     run = run_django_project(REFERENCE, SERVERS)
-    assert run.returncode == 0, f"{run.output}\n--- worker log ---\n{run.worker_log}"
-    assert f"{TESTS} passed" in run.output, run.output
-    assert run.swapped == []
-    assert ".> transport:   redis://" in run.worker_log, run.worker_log
-    assert "celery-plus" not in run.worker_log, run.worker_log
+    assert_passed(run, TESTS)
+    assert_on_plain_celery(run)
     assert "DeprecationWarning" not in run.worker_log, run.worker_log
 
 
