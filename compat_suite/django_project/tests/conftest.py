@@ -27,7 +27,7 @@ def eager(settings):
     celery_app.conf.task_eager_propagates = False
 
 
-def wait_for(predicate, timeout=30.0, interval=0.05):
+def wait_for(predicate, timeout=60.0, interval=0.05):
     """``predicate()``'s first truthy value, polled until ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -39,7 +39,7 @@ def wait_for(predicate, timeout=30.0, interval=0.05):
         time.sleep(interval)
 
 
-def wait_for_result(task_id, timeout=30.0):
+def wait_for_result(task_id, timeout=60.0):
     """django-celery-results' row of ``task_id`` once the task is done."""
     from django_celery_results.models import TaskResult
 
