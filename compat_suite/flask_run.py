@@ -14,20 +14,20 @@ the project's files stay as written.
 
 from __future__ import annotations
 
-import argparse
 import json
-import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-from .configs import CONFIGS, Config, Servers
-from .deployment import RESULT_DB, Deployment
+from .configs import Config, Servers
+from .deployment import RESULT_DB
+from .project_run import ProjectDeployment, ProjectRun, main, run_project
 
 FLASK_PROJECT = Path(__file__).resolve().parent / "flask_project"
+#: One run of the Flask project's tests (kept under its first name).
+FlaskRun = ProjectRun
 
 
-class FlaskDeployment(Deployment):
+class FlaskDeployment(ProjectDeployment):
     """The Flask project deployed per ``config``: one worker of ``make_celery``."""
 
     project = FLASK_PROJECT
@@ -52,62 +52,13 @@ class FlaskDeployment(Deployment):
     def start(self, beat: bool = False) -> None:
         """Start one worker (threads pool, 2 threads) on the project's queue; wait until
         ready."""
-        worker = self._start("worker", self._app_command(
-            "worker", "--pool=threads", "--concurrency=2", f"--queues={self.prefix}",
-            f"--hostname=worker-{self.prefix}@%h", "--without-gossip", "--without-mingle",
-            "--loglevel=INFO"))
-        worker.wait_for_log(" ready.", timeout=60)
-
-    def run_tests(self, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        """The project's own pytest run, in its directory, against the running worker (no
-        plugin of this repository's environment loaded: the project uses none)."""
-        return subprocess.run([sys.executable, "-m", "pytest", "-q"], cwd=self.root,
-                              env={**self.env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-                              capture_output=True, text=True, timeout=timeout)
-
-
-@dataclass
-class FlaskRun:
-    """One configuration's run of the project's tests."""
-
-    config: str
-    returncode: int
-    output: str
-    swapped: list[str]
-    worker_log: str
+        self.start_worker("threads", 2, [self.prefix])
 
 
 def run_flask_project(config: Config, servers: Servers) -> FlaskRun:
     """Deploy the Flask project per ``config``, run its tests, remove the deployment."""
-    deployment = FlaskDeployment(config, servers)
-    try:
-        deployment.start()
-        done = deployment.run_tests()
-        return FlaskRun(config.name, done.returncode, done.stdout + done.stderr,
-                        [str(p.relative_to(deployment.root)) for p in deployment.swapped],
-                        deployment.logs().get("worker", ""))
-    finally:
-        deployment.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", action="append", choices=sorted(CONFIGS),
-                        help="configurations to run (default: all)")
-    parser.add_argument("--redis", default=Servers.redis)
-    parser.add_argument("--postgres", default=Servers.postgres)
-    args = parser.parse_args(argv)
-    servers = Servers(redis=args.redis, postgres=args.postgres)
-    failed = 0
-    for name in args.config or list(CONFIGS):
-        run = run_flask_project(CONFIGS[name], servers)
-        last = run.output.strip().splitlines()[-1:] or ["(no output)"]
-        print(f"{name}: {'pass' if run.returncode == 0 else 'FAIL'} — {last[0]}")
-        if run.returncode:
-            failed += 1
-            print(run.output)
-    return 1 if failed else 0
+    return run_project(FlaskDeployment, config, servers)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(FlaskDeployment, __doc__.split("\n\n")[0]))

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from compat_suite.configs import CONFIGS, REFERENCE, Servers
+from compat_suite.configs import CONFIGS, REFERENCE
 from compat_suite.flask_run import run_flask_project
-from tests.fast.conformance.stores import PG_URL, REDIS_URL
 
-SERVERS = Servers(redis=REDIS_URL.rsplit("/", 1)[0], postgres=PG_URL)
+from .projects import SERVERS, assert_on_plain_celery, assert_on_plus, assert_passed
+
 #: The project's tests (tests/test_app.py).
 TESTS = 7
 
@@ -20,25 +20,17 @@ TESTS = 7
 @pytest.mark.parametrize("broker_kind", ["redis", "sqlite", "postgres"])
 def test_the_flask_project_passes_its_own_tests_import_swapped(broker_kind: str) -> None:
     run = run_flask_project(CONFIGS[f"plus-{broker_kind}"], SERVERS)
-    assert run.returncode == 0, f"{run.output}\n--- worker log ---\n{run.worker_log}"
-    assert f"{TESTS} passed" in run.output, run.output
+    assert_passed(run, TESTS)
     # The swap happened, and only the import lines changed (compat_suite/swap.py checks).
-    assert set(run.swapped) >= {"flask_app/__init__.py", "flask_app/tasks.py",
-                                "flask_app/views.py", "tests/test_app.py"}, run.swapped
-    # A celery-plus worker on the store (Celery's banner, then celery-plus's start-up line).
-    scheme = {"redis": "redis://", "sqlite": "sqlite:///", "postgres": "postgresql://"}
-    assert f".> transport:   plus+{scheme[broker_kind]}" in run.worker_log, run.worker_log
-    assert "celery-plus: visibility timeout" in run.worker_log, run.worker_log
+    assert_on_plus(run, broker_kind, {"flask_app/__init__.py", "flask_app/tasks.py",
+                                      "flask_app/views.py", "tests/test_app.py"})
 
 
 @pytest.mark.long
 def test_the_flask_project_passes_its_own_tests_on_plain_celery() -> None:
     run = run_flask_project(REFERENCE, SERVERS)
-    assert run.returncode == 0, f"{run.output}\n--- worker log ---\n{run.worker_log}"
-    assert f"{TESTS} passed" in run.output, run.output
-    assert run.swapped == []
-    assert ".> transport:   redis://" in run.worker_log, run.worker_log
-    assert "celery-plus" not in run.worker_log, run.worker_log
+    assert_passed(run, TESTS)
+    assert_on_plain_celery(run)
 
 
 def test_the_flask_project_is_written_for_plain_celery() -> None:
