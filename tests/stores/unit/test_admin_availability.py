@@ -1,0 +1,182 @@
+"""The dashboard keeps answering its operator under load (issue #28, availability).
+
+Three loopback addresses (127.0.0.1, .2, .3) hold 200 idle sockets and 200 sockets that send
+a header line every half second, reopening each one the server closes; a reader runs eight
+full-text searches over every dead letter at once, again and again. The operator arrives from
+127.0.0.1, the same address as a third of the flood (as through ``ssh -L``), and every one
+of its pages must answer within a second. Before the fix: 0 of 18 answered with 130-150 idle
+sockets on the operator's address, and ``/failed`` took 67.6 s behind eight searches.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.client
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from celery_plus import Celery
+from celery_plus.admin import connect
+from celery_plus.admin.server import create, stop
+from tests.fast.unit.test_admin_cli import Store
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+OPERATOR_TOKEN = "operator-token-0123456789abcdef"
+READER_TOKEN = "reader-token-0123456789abcdef"
+ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+#: Dead letters the readers search through (each search decodes every message).
+DEAD = 600
+
+
+def basic(token: str) -> str:
+    return "Basic " + base64.b64encode(f"x:{token}".encode()).decode()
+
+
+@pytest.fixture
+def served() -> Iterator[Any]:
+    prefix = f"a{uuid.uuid4().hex[:10]}"
+    app = Celery("avail", broker=f"plus+{REDIS_URL}", set_as_current=False)
+    app.conf.update(plus_key_prefix=prefix, plus_admin_token=OPERATOR_TOKEN,
+                    plus_admin_read_token=READER_TOKEN)
+    with connect(app) as admin:
+        store = Store(app, admin.store.backend)  # type: ignore[attr-defined]
+        for n in range(DEAD):
+            store.dead(f"d{n}", args=["x" * 200])
+    server = create(app, "127.0.0.1", 0, request_timeout=5)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        stop(server)
+        thread.join(10)
+        app.close()
+        client = redis.Redis.from_url(REDIS_URL)
+        keys = list(client.scan_iter(f"{prefix}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+        client.close()
+
+
+def get(port: int, source: str, path: str, token: str, timeout: float = 30
+        ) -> tuple[int, float]:
+    """(status, seconds) of one GET on a new connection from ``source``."""
+    started = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout,
+                                      source_address=(source, 0))
+    try:
+        conn.request("GET", path, headers={"Authorization": basic(token)})
+        response = conn.getresponse()
+        response.read()
+        return response.status, time.monotonic() - started
+    finally:
+        conn.close()
+
+
+class Flood:
+    """Idle and slow-header sockets from every address, reopened when the server closes
+    them, until :meth:`stop`."""
+
+    def __init__(self, port: int, idle: int, slow: int) -> None:
+        self.port = port
+        self.socks: list[tuple[str, bool, socket.socket | None]] = [
+            (ADDRESSES[i % 3], i < slow, None) for i in range(idle + slow)]
+        self.going = threading.Event()
+        self.going.set()
+        self.reopened = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _open(self, source: str, slow: bool) -> socket.socket | None:
+        try:
+            sock = socket.create_connection(("127.0.0.1", self.port), 5,
+                                            source_address=(source, 0))
+            if slow:
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            sock.setblocking(False)
+            return sock
+        except OSError:
+            return None
+
+    def _alive(self, sock: socket.socket) -> bool:
+        try:
+            return sock.recv(1) != b""
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+
+    def _run(self) -> None:
+        while self.going.is_set():
+            for i, (source, slow, sock) in enumerate(self.socks):
+                if not self.going.is_set():
+                    break
+                if sock is not None and self._alive(sock):
+                    if slow:
+                        with contextlib.suppress(OSError):
+                            sock.send(b"X-Slow: 1\r\n")
+                    continue
+                if sock is not None:
+                    sock.close()
+                    self.reopened += 1
+                self.socks[i] = (source, slow, self._open(source, slow))
+            self.going.wait(0.5)
+
+    def start(self) -> None:
+        for i, (source, slow, _) in enumerate(self.socks):
+            self.socks[i] = (source, slow, self._open(source, slow))
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.going.clear()
+        self.thread.join(30)
+        for _, _, sock in self.socks:
+            if sock is not None:
+                sock.close()
+
+
+def test_the_operator_is_answered_through_a_flood_and_eight_searches(served: Any) -> None:
+    port = int(served.effective_port)
+    flood = Flood(port, idle=200, slow=200)
+    searching = threading.Event()
+    searching.set()
+    searches: list[int] = []
+
+    def search() -> None:  # a reader's full search, over and over
+        while searching.is_set():
+            with contextlib.suppress(OSError):
+                status, _ = get(port, "127.0.0.2", "/jobs/failed?text=nowhere&search=all",
+                                READER_TOKEN)
+                searches.append(status)
+
+    readers = [threading.Thread(target=search, daemon=True) for _ in range(8)]
+    flood.start()
+    for reader in readers:
+        reader.start()
+    try:
+        time.sleep(1.0)  # (a load to be under, not a condition: the flood and searches run)
+        timings = []
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            for path in ("/failed", "/", "/metrics"):
+                status, took = get(port, "127.0.0.1", path, OPERATOR_TOKEN, timeout=10)
+                assert status == 200, path
+                timings.append(took)
+    finally:
+        searching.clear()
+        flood.stop()
+        for reader in readers:
+            reader.join(60)
+    print(f"operator: {len(timings)} pages, slowest {max(timings):.3f} s; "
+          f"reader searches answered: {len(searches)} ({searches.count(200)} x 200, "
+          f"{searches.count(503)} x 503); flood sockets reopened: {flood.reopened}")
+    assert max(timings) < 1.0, sorted(timings)[-5:]
+    assert flood.reopened > 0  # the flood was there, and evicted
+    assert searches  # the readers were answered too, when it was their turn
