@@ -59,10 +59,11 @@ from celery_plus.admin.security import (
     OPERATOR,
     Access,
     Identity,
-    new_session,
     session_header,
     session_of,
 )
+from celery_plus.admin.sessions import EXPIRED, NONE, VALID, Sessions
+from celery_plus.admin.throttle import Throttle
 from celery_plus.model.admin import (
     STATES,
     AdminError,
@@ -123,7 +124,10 @@ class Request:
     query: dict[str, str]
     urls: Urls
     who: Identity
+    #: The id of this browser's session, when its cookie is valid (:mod:`.sessions`).
     session: str | None
+    #: What its session cookie said (``valid``, ``none``, ``expired``, ``ended``).
+    session_state: str = NONE
     #: Set when this response starts a browser session (its ``Set-Cookie``).
     new_cookie: list[tuple[str, str]] = field(default_factory=list)
 
@@ -189,6 +193,9 @@ class Dashboard:
             else conf.admin_read_token,
             public_read=conf.admin_public_read if public_read is None else public_read,
             allowed_hosts=(*hosts, *extra_hosts))
+        token = self.access.admin_token
+        self.sessions = Sessions(token) if token is not None else None
+        self.throttle = Throttle()
         self._lock = threading.Lock()
         self._admin: api.Admin | None = None
         self._store_errors = unreachable_errors()
@@ -246,10 +253,29 @@ class Dashboard:
         if problem is not None:
             raise HttpError("400 Bad Request", problem)
         query = {k: v[-1] for k, v in _fields(str(environ.get("QUERY_STRING") or "")).items()}
-        return Request(environ=environ, method=str(environ.get("REQUEST_METHOD") or "GET"),
-                       path=_path_text(environ), query=query,
-                       urls=Urls(str(environ.get("SCRIPT_NAME") or "")),
-                       who=self.access.identify(environ), session=session_of(environ))
+        state, session = (self.sessions.open(session_of(environ)) if self.sessions is not None
+                          else (NONE, None))
+        path = _path_text(environ)
+        address = str(environ.get("REMOTE_ADDR") or "")
+        if environ.get("HTTP_AUTHORIZATION") and state != VALID:
+            wait = self.throttle.wait(address)
+            if wait > 0:
+                seconds = str(int(wait) + 1)
+                raise HttpError("429 Too Many Requests", f"too many failed logins from "
+                                f"{address}: try again in {seconds} s", [("Retry-After",
+                                                                          seconds)])
+        who = self.access.identify(environ)
+        if who.wrong:
+            self.throttle.failed(address, path)
+        r = Request(environ=environ, method=str(environ.get("REQUEST_METHOD") or "GET"),
+                    path=path, query=query, urls=Urls(str(environ.get("SCRIPT_NAME") or "")),
+                    who=who, session=session, session_state=state)
+        if state not in (VALID, NONE) and who.role == OPERATOR and not who.bearer and (
+                path != "/login"):
+            why = "has expired" if state == EXPIRED else "was logged out"
+            raise HttpError("401 Unauthorized", f"this browser's session {why}: log in again "
+                            f"at {r.urls('/login')}", [session_header("", environ)])
+        return r
 
     def _route(self, r: Request) -> tuple[str, list[tuple[str, str]], str]:
         if r.method == "POST":
@@ -308,8 +334,8 @@ class Dashboard:
               url_of: Callable[[int], str] | None = None) -> tuple[str, list[tuple[str, str]],
                                                                     str]:
         live = pages.live(url_of, refresh or 0) if url_of is not None else None
-        self._form_token(r)  # an operator's browser gets its session on any page
-        page = layout(r.urls, title, body, self.admin().counts(), live)
+        token = self._form_token(r)  # an operator's browser gets its session on any page
+        page = layout(r.urls, title, body, self.admin().counts(), live, token)
         return "200 OK", [("Content-Type", "text/html; charset=utf-8")], page
 
     def _overview(self, r: Request, refresh: int) -> tuple[str, list[tuple[str, str]], str]:
@@ -420,18 +446,31 @@ class Dashboard:
         if r.who.role != OPERATOR:
             raise HttpError("401 Unauthorized", "log in with plus_admin_token as the "
                             "password (any user name)", _CHALLENGE)
+        if not r.who.bearer:  # a new session, whatever the browser held
+            r.session = None
+            self._form_token(r)
         return _redirect(r.urls())
+
+    def _logout(self, r: Request) -> tuple[str, list[tuple[str, str]], str]:
+        """End this browser's session (a form of its own pages posted it)."""
+        assert self.sessions is not None
+        if r.session is not None:
+            self.sessions.end(r.session)
+        r.new_cookie.append(session_header("", r.environ))
+        return ("200 OK", [("Content-Type", "text/plain; charset=utf-8")],
+                f"logged out: log in again at {r.urls('/login')} (a browser may keep the "
+                "password it was given until it is closed)")
 
     # -- sessions and messages ----------------------------------------------------------
     def _form_token(self, r: Request) -> str | None:
         """The form token of this operator's browser (a new session if it has none); None
         for anyone else: no action forms for them."""
-        if self.access.read_only or r.who.role != OPERATOR:
+        if self.sessions is None or r.who.role != OPERATOR:
             return None
         if r.session is None:
-            r.session = new_session()
-            r.new_cookie.append(session_header(r.session, r.environ))
-        return self.access.form_token(r.session)
+            r.session, cookie = self.sessions.start()
+            r.new_cookie.append(session_header(cookie, r.environ))
+        return self.sessions.form_token(r.session)
 
     def _message(self, r: Request) -> str:
         msg = r.query.get("msg", "")
@@ -459,11 +498,14 @@ class Dashboard:
             raise HttpError("403 Forbidden", problem)
         form = self._form(r.environ)
         token = form.get("token", [""])[-1]
-        if not r.who.bearer and not self.access.form_token_ok(r.session, token):
-            raise HttpError("403 Forbidden", "missing or wrong form token: reload the page "
-                                             "and try again (a form is valid in the browser "
-                                             "that loaded it)")
+        assert self.sessions is not None  # (not read-only)
+        if not r.who.bearer and not self.sessions.form_token_ok(r.session, token):
+            raise HttpError("403 Forbidden", "missing, wrong or expired form token: reload "
+                                             "the page and try again (a form is good in the "
+                                             "browser that loaded it, for an hour)")
         path = r.path
+        if path == "/logout":
+            return self._logout(r)
         if path.startswith("/jobs/") and path.endswith("/bulk"):
             return self._bulk(r, path[len("/jobs/"):-len("/bulk")], form)
         if path.startswith("/workers/"):
