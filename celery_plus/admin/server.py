@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, cast
 
-from celery_plus.admin import admission
+from celery_plus.admin import admission, deadline
 from celery_plus.admin.admission import address_of
 from celery_plus.admin.dispatch import FIRST, SHARED, Classify, FairDispatcher
 from celery_plus.admin.security import LOOPBACK_HOSTS, OPERATOR, READER, Access
@@ -249,6 +249,7 @@ def _listeners(server: Any) -> list[Any]:
 
 def serve(target: Any, host: str = "127.0.0.1", port: int = 8055, **options: Any) -> None:
     """Serve until interrupted (Ctrl+C)."""
+    deadline.postgres_options()  # (this process serves the dashboard only)
     server = create(target, host, port, **options)
     dashboard = server.dashboard
     if dashboard.access.read_only:

@@ -42,7 +42,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from celery_plus import settings
-from celery_plus.admin import api, pages, workers
+from celery_plus.admin import api, deadline, pages, workers
 from celery_plus.admin.markup import Urls, layout
 from celery_plus.admin.metrics import metrics_text
 from celery_plus.admin.pages import Bulk, ListingView
@@ -196,6 +196,8 @@ class Dashboard:
         token = self.access.admin_token
         self.sessions = Sessions(token) if token is not None else None
         self.throttle = Throttle()
+        #: Seconds a request may run, its store queries included (:mod:`.deadline`).
+        self.request_deadline = deadline.REQUEST_DEADLINE
         self._lock = threading.Lock()
         self._admin: api.Admin | None = None
         self._store_errors = unreachable_errors()
@@ -209,6 +211,7 @@ class Dashboard:
         with self._lock:
             if self._admin is None:
                 self._admin = api.connect(self.target)
+                deadline.bind(self._admin.store)
             return self._admin
 
     def close(self) -> None:
@@ -218,28 +221,9 @@ class Dashboard:
                 self._admin = None
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        try:
-            request = self._request(environ)
-            status, headers, body = self._route(request)
-            headers = [*headers, *request.new_cookie]
-        except HttpError as exc:
-            status, headers, body = exc.status, [("Content-Type", "text/plain; "
-                                                  "charset=utf-8"), *exc.headers], exc.text
-        except JobNotFound as exc:
-            status, headers, body = "404 Not Found", _TEXT, str(exc)
-        except RetryConflict as exc:
-            status, headers, body = "409 Conflict", _TEXT, str(exc)
-        except (ValueError, AdminError) as exc:
-            status, headers, body = "400 Bad Request", _TEXT, str(exc)
-        except self._store_errors as exc:
-            logger.warning("celery-plus admin: the store cannot be reached: %r", exc)
-            status, headers, body = ("503 Service Unavailable", _TEXT,
-                                     f"the store cannot be reached: {type(exc).__name__}")
-        except Exception:
-            logger.exception("celery-plus admin: error answering %s %s",
-                             environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
-            status, headers, body = ("500 Internal Server Error", _TEXT,
-                                     "internal error (logged by the dashboard)")
+        with deadline.bounded(self.request_deadline,
+                              environ.get("waitress.client_disconnected")) as limit:
+            status, headers, body = self._answer(environ, limit)
         raw = body.encode("utf-8", "replace")
         start_response(status, [*headers, ("Content-Length", str(len(raw))),
                                  *SECURITY_HEADERS])
@@ -247,6 +231,39 @@ class Dashboard:
         # after a HEAD's headers would be read as the next response on a kept-alive
         # connection, e.g. a proxy's)
         return [b""] if environ.get("REQUEST_METHOD") == "HEAD" else [raw]
+
+    def _answer(self, environ: Environ, limit: deadline.Deadline
+                ) -> tuple[str, list[tuple[str, str]], str]:
+        """(status, headers, body) of a request; never raises."""
+        try:
+            request = self._request(environ)
+            status, headers, body = self._route(request)
+            return status, [*headers, *request.new_cookie], body
+        except HttpError as exc:
+            return exc.status, [("Content-Type", "text/plain; charset=utf-8"),
+                                *exc.headers], exc.text
+        except JobNotFound as exc:
+            return "404 Not Found", _TEXT, str(exc)
+        except RetryConflict as exc:
+            return "409 Conflict", _TEXT, str(exc)
+        except (ValueError, AdminError) as exc:
+            return "400 Bad Request", _TEXT, str(exc)
+        except Exception as exc:
+            if limit.over():  # (its query was interrupted: the error says no more)
+                logger.warning("celery-plus admin: %s %s stopped after %.0f s or its client "
+                               "left", environ.get("REQUEST_METHOD"),
+                               environ.get("PATH_INFO"), self.request_deadline)
+                return ("503 Service Unavailable", [*_TEXT, ("Retry-After", "30")],
+                        f"the request took longer than {self.request_deadline:.0f} s: "
+                        "narrow it (a filter, a time range) and try again")
+            if isinstance(exc, self._store_errors):
+                logger.warning("celery-plus admin: the store cannot be reached: %r", exc)
+                return ("503 Service Unavailable", _TEXT,
+                        f"the store cannot be reached: {type(exc).__name__}")
+            logger.exception("celery-plus admin: error answering %s %s",
+                             environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
+            return ("500 Internal Server Error", _TEXT,
+                    "internal error (logged by the dashboard)")
 
     def _request(self, environ: Environ) -> Request:
         problem = self.access.host_problem(environ)

@@ -180,3 +180,20 @@ def test_the_operator_is_answered_through_a_flood_and_eight_searches(served: Any
     assert max(timings) < 1.0, sorted(timings)[-5:]
     assert flood.reopened > 0  # the flood was there, and evicted
     assert searches  # the readers were answered too, when it was their turn
+
+
+def test_postgres_stops_a_statement_past_the_dashboard_s_deadline(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``celery-plus admin`` gives every PostgreSQL statement of its process the request
+    deadline as ``statement_timeout`` (``PGOPTIONS``, read by libpq)."""
+    import psycopg
+
+    from celery_plus.admin.deadline import postgres_options
+    from tests.fast.conformance.stores import PG_URL
+
+    monkeypatch.delenv("PGOPTIONS", raising=False)
+    postgres_options(0.2)
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("200ms",)
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            conn.execute("SELECT pg_sleep(5)")
