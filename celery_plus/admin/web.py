@@ -14,11 +14,13 @@ Pages (HTML from :mod:`.pages`; every value escaped, long values cut):
                             ``?raw=<field>``: one whole value as plain text
   ``/workers``              workers (store leases + remote control), stop / shut down
   ``/failed``               short for ``/jobs/failed``; ``/login``: ask for the operator's
-                            credentials (when reading is public)
+                            credentials and start a new browser session (:mod:`.sessions`)
 Every page takes ``?refresh=<seconds>`` (live: the page reloads itself, no script).
 JSON: ``/api/status``, ``/api/throughput``, ``/api/activity``, ``/api/latency``,
 ``/api/workers``, ``/api/jobs/<state>``, ``/api/job/<task id>``. ``/metrics``: Prometheus.
 
+Each request has a deadline, its store queries included (:mod:`.deadline`); failed logins
+are logged and throttled (:mod:`.throttle`). ``POST /logout`` ends the browser's session.
 Actions are POSTs answered with a redirect whose ``msg`` is signed (:mod:`.security`):
 ``/job/<id>/<retry|discard|cancel|terminate>``, ``/jobs/<state>/bulk``,
 ``/workers/<node>/<stop|shutdown>``. Destructive ones first answer a confirmation page whose
@@ -27,7 +29,8 @@ request passes (allowed hosts, credentials, cross-site posts): :mod:`.security`.
 
 Answers: 400 for a bad parameter (with what is wrong), 401 / 403 for access, 404 for an
 unknown job or page, 409 for a retry conflict, 413 for a body over :data:`MAX_FORM_BYTES`,
-503 when the store cannot be reached; never a traceback.
+429 after too many failed logins, 503 when the store cannot be reached or the request ran
+out of time; never a traceback.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import http.client
+import os
 import socket
 import threading
 import time
@@ -34,6 +35,10 @@ READER_TOKEN = "reader-token-0123456789abcdef"
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 #: Dead letters the readers search through (each search decodes every message).
 DEAD = 600
+#: Idle sockets, and as many slow ones (docs/admin.md measured more with this variable).
+FLOOD = int(os.environ.get("PLUS_ADMIN_FLOOD", "200"))
+#: Seconds the operator reads pages under the load.
+SECONDS = float(os.environ.get("PLUS_ADMIN_LOAD_SECONDS", "3"))
 
 
 def basic(token: str) -> str:
@@ -144,7 +149,7 @@ class Flood:
 
 def test_the_operator_is_answered_through_a_flood_and_eight_searches(served: Any) -> None:
     port = int(served.effective_port)
-    flood = Flood(port, idle=200, slow=200)
+    flood = Flood(port, idle=FLOOD, slow=FLOOD)
     searching = threading.Event()
     searching.set()
     searches: list[int] = []
@@ -163,7 +168,7 @@ def test_the_operator_is_answered_through_a_flood_and_eight_searches(served: Any
     try:
         time.sleep(1.0)  # (a load to be under, not a condition: the flood and searches run)
         timings = []
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + SECONDS
         while time.monotonic() < deadline:
             for path in ("/failed", "/", "/metrics"):
                 status, took = get(port, "127.0.0.1", path, OPERATOR_TOKEN, timeout=10)
@@ -174,10 +179,12 @@ def test_the_operator_is_answered_through_a_flood_and_eight_searches(served: Any
         flood.stop()
         for reader in readers:
             reader.join(60)
-    print(f"operator: {len(timings)} pages, slowest {max(timings):.3f} s; "
+    timings.sort()
+    print(f"operator: {len(timings)} pages, median {timings[len(timings) // 2]:.3f} s, "
+          f"slowest {timings[-1]:.3f} s; "
           f"reader searches answered: {len(searches)} ({searches.count(200)} x 200, "
           f"{searches.count(503)} x 503); flood sockets reopened: {flood.reopened}")
-    assert max(timings) < 1.0, sorted(timings)[-5:]
+    assert timings[-1] < 1.0, timings[-5:]
     assert flood.reopened > 0  # the flood was there, and evicted
     assert searches  # the readers were answered too, when it was their turn
 
