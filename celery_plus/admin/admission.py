@@ -45,26 +45,62 @@ class Connection(Protocol):
     def closing(self) -> bool:
         """It is to be closed (by the next turn of the server's loop)."""
 
+    def recheck(self) -> bool:
+        """Look again at what an :data:`UNPROVEN` connection has sent (its request may have
+        arrived since it was taken); whether its standing rose."""
 
-def make_room(connections: Iterable[Connection], newcomer: Connection, total: int,
-              per_address: int, exempt: str | None = None
-              ) -> tuple[bool, Connection | None]:
-    """Whether ``newcomer`` (among ``connections``) may stay, and the connection to close
-    for it (None: it fits as it is, or nothing may be closed and it may not stay)."""
-    open_now = [c for c in connections if c is not newcomer and not c.closing]
-    by_host = Counter(c.host for c in open_now)
-    if newcomer.host != exempt and by_host[newcomer.host] >= per_address:
-        pool = [c for c in open_now if c.host == newcomer.host]
-    elif len(open_now) >= total:
-        heaviest = max((h for h in by_host if h != exempt), key=by_host.__getitem__,
-                       default=None)
-        pool = [c for c in open_now if c.host == heaviest] or open_now
+
+class Ledger:
+    """How many connections each address holds, those being closed left out (kept as they
+    open and close, so that a newcomer that fits is let in without looking at the others)."""
+
+    def __init__(self) -> None:
+        self.by_host: Counter[str] = Counter()
+        self.total = 0
+        self._counted: set[int] = set()
+
+    def add(self, conn: Connection) -> None:
+        self._counted.add(id(conn))
+        self.by_host[conn.host] += 1
+        self.total += 1
+
+    def drop(self, conn: Connection) -> None:
+        """``conn`` is being closed (again: nothing)."""
+        if id(conn) in self._counted:
+            self._counted.discard(id(conn))
+            self.by_host[conn.host] -= 1
+            if not self.by_host[conn.host]:
+                del self.by_host[conn.host]
+            self.total -= 1
+
+
+def make_room(connections: Iterable[Connection], newcomer: Connection, ledger: Ledger,
+              total: int, per_address: int, exempt: str | None = None, slack: int = 0
+              ) -> tuple[bool, list[Connection]]:
+    """Whether ``newcomer`` (counted in ``ledger``) may stay, and the connections to close for
+    it: when its address or the server is over its bound, enough of the group over it to be
+    ``slack`` under it (so the next newcomers fit without a look at every connection). None
+    to close, and it may not stay, when no connection of that group may be closed."""
+    host = newcomer.host
+    group: str | None
+    if host != exempt and ledger.by_host[host] > per_address:
+        group, excess = host, ledger.by_host[host] - per_address
+    elif ledger.total > total:
+        group = max((h for h in ledger.by_host if h != exempt),
+                    key=ledger.by_host.__getitem__, default=None)
+        excess = ledger.total - total
     else:
-        return True, None
-    candidates = [c for c in pool if not c.busy]
+        return True, []
+    candidates = [c for c in connections if c is not newcomer and not c.closing
+                  and not c.busy and (group is None or c.host == group)]
     if not candidates:
-        return False, None
-    return True, min(candidates, key=lambda c: (c.standing, c.since))
+        return False, []
+    for _ in range(3):  # (a victim whose request arrived meanwhile is looked at again)
+        candidates.sort(key=lambda c: (c.standing, c.since))
+        victims = candidates[:excess + slack]
+        if not any([c.recheck() for c in victims if c.standing == UNPROVEN]):
+            break
+    return True, victims
 
 
 def standing_of(head: bytes, rank: Callable[[str | None], int]) -> int:

@@ -52,6 +52,8 @@ CONNECTION_LIMIT = 200
 BACKLOG = 256
 #: Connections taken from the listen backlog on one turn of the server's loop.
 ACCEPT_BATCH = 256
+#: Connections closed beyond the need at once when a bound is passed (fewer looks at all).
+EVICT_SLACK = 16
 #: Bytes of a new connection's waiting request read for its credentials.
 PEEK_BYTES = 8192
 #: Seconds a request (its headers and body) may take to arrive, from its first byte.
@@ -82,15 +84,32 @@ def _channel_class(request_timeout: float, per_client: int, exempt: str | None,
             self.standing = admission.standing_of(_waiting(sock), rank)
             self.since = time.monotonic()
             share = CONNECTION_LIMIT + 1 if exempt == "*" else per_client
-            admitted, victim = admission.make_room(list(server.active_channels.values()),
-                                                   self, CONNECTION_LIMIT, share, exempt)
-            # The victim is closed by the next turn of the loop, not now: closed now, its file
+            ledger = server.__dict__.setdefault("plus_ledger", admission.Ledger())
+            ledger.add(self)
+            admitted, victims = admission.make_room(
+                list(server.active_channels.values()), self, ledger, CONNECTION_LIMIT, share,
+                exempt, EVICT_SLACK)
+            # Victims are closed by the next turn of the loop, not now: closed now, a file
             # descriptor could be reused by the next connection accepted on this turn, which
             # would then get the events polled for the closed one.
-            if victim is not None:
-                cast(Any, victim).will_close = True
+            for victim in victims:
+                cast(Any, victim).close_soon()
             if not admitted:
-                self.will_close = True  # nothing may make room: the newcomer goes
+                self.close_soon()  # nothing may make room: the newcomer goes
+
+        def recheck(self) -> bool:
+            if self.request is not None or self.requests:
+                return False  # (reading has begun: it is waitress's now)
+            self.standing = admission.standing_of(_waiting(self.socket), rank)
+            return self.standing != admission.UNPROVEN
+
+        def close_soon(self) -> None:
+            self.will_close = True
+            self.server.plus_ledger.drop(self)
+
+        def del_channel(self, map: Any = None) -> None:
+            self.server.plus_ledger.drop(self)
+            super().del_channel(map)
 
         @property
         def busy(self) -> bool:

@@ -11,9 +11,10 @@ from celery_plus.admin.admission import (
     ANONYMOUS_RANK,
     OPERATOR_RANK,
     UNPROVEN,
-    make_room,
+    Ledger,
     standing_of,
 )
+from celery_plus.admin.admission import make_room as admit
 from celery_plus.admin.dispatch import FIRST, SHARED, FairDispatcher
 from tests.support import wait_until
 
@@ -25,6 +26,22 @@ class Conn:
     since: float = 0.0
     busy: bool = False
     closing: bool = False
+    #: The standing its request, arrived since it was taken, would give it.
+    arrived: int = UNPROVEN
+
+    def recheck(self) -> bool:
+        self.standing = max(self.standing, self.arrived)
+        return self.standing != UNPROVEN
+
+
+def make_room(conns: list[Conn], newcomer: Conn, total: int, per_address: int,
+              exempt: str | None = None, slack: int = 0) -> tuple[bool, list[Conn]]:
+    """:func:`make_room` with a ledger of ``conns`` (the closing ones left out)."""
+    ledger = Ledger()
+    for conn in conns:
+        if not conn.closing:
+            ledger.add(conn)
+    return admit(conns, newcomer, ledger, total, per_address, exempt, slack)  # type: ignore[arg-type, return-value]
 
 
 def test_a_newcomer_of_a_full_address_evicts_that_address_s_stalest_unproven() -> None:
@@ -32,25 +49,31 @@ def test_a_newcomer_of_a_full_address_evicts_that_address_s_stalest_unproven() -
     operator = Conn("127.0.0.1", OPERATOR_RANK, since=-5)  # the oldest, but proven
     other = Conn("127.0.0.2", since=-9)
     newcomer = Conn("127.0.0.1", since=10)
-    assert make_room([*flood, operator, other, newcomer], newcomer, 100, 4) == (True, flood[0])
+    assert make_room([*flood, operator, other, newcomer], newcomer, 100, 4) == (True, [flood[0]])
     # busy and closing connections are never chosen; the operator's goes last
     flood[0].busy, flood[1].closing, flood[2].standing = True, True, ANONYMOUS_RANK
-    assert make_room([*flood, operator, newcomer], newcomer, 100, 3) == (True, flood[2])
+    assert make_room([*flood, operator, newcomer], newcomer, 100, 3) == (True, [flood[2]])
     flood[2].busy = True
-    assert make_room([*flood, operator, newcomer], newcomer, 100, 2) == (True, operator)
+    assert make_room([*flood, operator, newcomer], newcomer, 100, 2) == (True, [operator])
     operator.busy = True
-    assert make_room([*flood, operator, newcomer], newcomer, 100, 2) == (False, None)
+    assert make_room([*flood, operator, newcomer], newcomer, 100, 2) == (False, [])
 
 
 def test_a_full_server_evicts_from_the_address_holding_the_most() -> None:
     heavy = [Conn("127.0.0.3", since=n) for n in range(3)]
     light = Conn("127.0.0.2", since=-1)
     newcomer = Conn("127.0.0.1", since=9)
-    assert make_room([light, *heavy, newcomer], newcomer, 4, 10) == (True, heavy[0])
-    assert make_room([light, *heavy[:2], newcomer], newcomer, 4, 10) == (True, None)
+    assert make_room([light, *heavy, newcomer], newcomer, 4, 10) == (True, [heavy[0]])
+    assert make_room([light, *heavy[:2], newcomer], newcomer, 4, 10) == (True, [])
     # the exempt address (a trusted proxy) is not the one made to give way
     assert make_room([light, *heavy, newcomer], newcomer, 4, 10, exempt="127.0.0.3") == (
-        True, light)
+        True, [light])
+    # with slack, enough go at once for the next newcomers to fit without a look
+    assert make_room([light, *heavy, newcomer], newcomer, 4, 10, slack=1) == (
+        True, heavy[:2])
+    # a victim whose request arrived since it was taken is looked at again, and spared
+    heavy[0].arrived = OPERATOR_RANK
+    assert make_room([light, *heavy, newcomer], newcomer, 4, 10) == (True, [heavy[1]])
 
 
 def test_a_waiting_request_head_gives_the_standing_of_its_credentials() -> None:

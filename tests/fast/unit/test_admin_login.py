@@ -5,8 +5,6 @@ application on the embedded store."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from celery.exceptions import ImproperlyConfigured
@@ -15,25 +13,15 @@ from freezegun import freeze_time
 from celery_plus import settings
 from celery_plus.admin.sessions import FORM_MAX_AGE, SESSION_MAX_AGE
 from celery_plus.admin.throttle import MAX_FAILURES
-from celery_plus.admin.web import Dashboard, make_app
+from celery_plus.admin.web import Dashboard
+from tests.fast.unit import test_admin_web_security as security
 from tests.fast.unit.test_admin_cli import Store
-from tests.fast.unit.test_admin_web_security import OPERATOR, security_store
 from tests.stores.unit.test_admin_web import basic, browser_post, browser_session, call
 
 GUESSER, OTHER = "127.0.0.9", "127.0.0.8"
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with security_store("sqlite", tmp_path) as made:
-        yield made
-
-
-@pytest.fixture
-def web(store: Store) -> Iterator[Dashboard]:
-    dashboard = make_app(store.app)
-    yield dashboard
-    dashboard.close()
+OPERATOR = security.OPERATOR
+#: The security tests' fixtures: an app with both secrets on SQLite, and its dashboard.
+store, web = security.store, security.web
 
 
 def test_failed_logins_are_logged_and_the_guessing_address_refused(

@@ -15,21 +15,22 @@ import contextlib
 import http.client
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
 
 import pytest
-import redis
 
 from celery_plus import Celery
 from celery_plus.admin import connect
-from celery_plus.admin.server import create, stop
-from tests.fast.unit.test_admin_cli import Store
+from tests.fast.unit.test_admin_cli import REDIS_URL, Store, drop_store
+from tests.stores.unit.test_admin_server import is_open
+from tests.support import wait_until
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
 OPERATOR_TOKEN = "operator-token-0123456789abcdef"
 READER_TOKEN = "reader-token-0123456789abcdef"
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
@@ -45,30 +46,51 @@ def basic(token: str) -> str:
     return "Basic " + base64.b64encode(f"x:{token}".encode()).decode()
 
 
+#: The dashboard as ``celery-plus admin`` serves it, in a process of its own (the load's
+#: clients in this one do not share its interpreter).
+SERVE = """
+import sys
+from celery_plus import Celery
+from celery_plus.admin.server import serve
+app = Celery("avail", broker=sys.argv[1], set_as_current=False)
+app.conf.update(plus_key_prefix=sys.argv[2], plus_admin_token=sys.argv[3],
+                plus_admin_read_token=sys.argv[4])
+serve(app, "127.0.0.1", int(sys.argv[5]))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 @pytest.fixture
-def served() -> Iterator[Any]:
+def served(tmp_path: Path) -> Iterator[int]:
+    """The port of a dashboard process over :data:`DEAD` dead letters."""
     prefix = f"a{uuid.uuid4().hex[:10]}"
     app = Celery("avail", broker=f"plus+{REDIS_URL}", set_as_current=False)
-    app.conf.update(plus_key_prefix=prefix, plus_admin_token=OPERATOR_TOKEN,
-                    plus_admin_read_token=READER_TOKEN)
+    app.conf.update(plus_key_prefix=prefix)
     with connect(app) as admin:
         store = Store(app, admin.store.backend)  # type: ignore[attr-defined]
         for n in range(DEAD):
             store.dead(f"d{n}", args=["x" * 200])
-    server = create(app, "127.0.0.1", 0, request_timeout=5)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
+    port = free_port()
+    log = tmp_path / "admin.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SERVE, f"plus+{REDIS_URL}", prefix, OPERATOR_TOKEN,
+             READER_TOKEN, str(port)], stdout=out, stderr=subprocess.STDOUT)
     try:
-        yield server
+        wait_until(lambda: "celery-plus admin on" in log.read_text() or
+                   proc.poll() is not None, timeout=60, message="the dashboard listens")
+        assert proc.poll() is None, log.read_text()
+        yield port
     finally:
-        stop(server)
-        thread.join(10)
+        proc.terminate()
+        proc.wait(timeout=20)
         app.close()
-        client = redis.Redis.from_url(REDIS_URL)
-        keys = list(client.scan_iter(f"{prefix}:*", count=1000))
-        if keys:
-            client.delete(*keys)
-        client.close()
+        drop_store("redis", prefix)
 
 
 def get(port: int, source: str, path: str, token: str, timeout: float = 30
@@ -105,25 +127,16 @@ class Flood:
                                             source_address=(source, 0))
             if slow:
                 sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-            sock.setblocking(False)
             return sock
         except OSError:
             return None
-
-    def _alive(self, sock: socket.socket) -> bool:
-        try:
-            return sock.recv(1) != b""
-        except BlockingIOError:
-            return True
-        except OSError:
-            return False
 
     def _run(self) -> None:
         while self.going.is_set():
             for i, (source, slow, sock) in enumerate(self.socks):
                 if not self.going.is_set():
                     break
-                if sock is not None and self._alive(sock):
+                if sock is not None and is_open(sock):
                     if slow:
                         with contextlib.suppress(OSError):
                             sock.send(b"X-Slow: 1\r\n")
@@ -147,8 +160,8 @@ class Flood:
                 sock.close()
 
 
-def test_the_operator_is_answered_through_a_flood_and_eight_searches(served: Any) -> None:
-    port = int(served.effective_port)
+def test_the_operator_is_answered_through_a_flood_and_eight_searches(served: int) -> None:
+    port = served
     flood = Flood(port, idle=FLOOD, slow=FLOOD)
     searching = threading.Event()
     searching.set()
