@@ -155,17 +155,23 @@ def _ranker(access: Access) -> Callable[[str | None], int]:
     return rank
 
 
-def _classifier(rank: Callable[[str | None], int]) -> Classify:
+def _classifier(rank: Callable[[str | None], int], proxy: str | None) -> Classify:
     """Files each request under its client (:mod:`.dispatch`): operators first; everyone
-    else by role and address. It also records the connection's standing (:mod:`.admission`)."""
+    else by role and address — behind the trusted ``proxy``, the address it forwards for
+    (``X-Forwarded-For``'s last entry, the one the proxy added). It also records the
+    connection's standing (:mod:`.admission`)."""
 
     def classify(channel: Any) -> tuple[int, Hashable]:
         request = channel.requests[0] if channel.requests else None
-        standing = rank(request.headers.get("AUTHORIZATION") if request is not None else None)
+        headers = request.headers if request is not None else {}
+        standing = rank(headers.get("AUTHORIZATION"))
         channel.standing = max(getattr(channel, "standing", 0), standing)
         channel.since = time.monotonic()
+        host = getattr(channel, "host", "")
+        if proxy is not None and proxy in (host, "*"):
+            host = headers.get("X_FORWARDED_FOR", host).rpartition(",")[2].strip()
         kind = FIRST if standing == admission.OPERATOR_RANK else SHARED
-        return kind, (standing, getattr(channel, "host", ""))
+        return kind, (standing, host)
 
     return classify
 
@@ -206,7 +212,7 @@ def create(target: Any, host: str, port: int, *, allowed_hosts: Sequence[str] = 
                                              "x-forwarded-proto", "x-forwarded-port"}}
     reserved = min(OPERATOR_THREADS, threads - 1) if not app.access.read_only else 0
     rank = _ranker(app.access)
-    dispatcher = FairDispatcher(_classifier(rank), shared=threads - reserved,
+    dispatcher = FairDispatcher(_classifier(rank, trusted_proxy), shared=threads - reserved,
                                 per_client=CLIENT_THREADS, deadline=QUEUE_DEADLINE)
     try:
         # poll, not select: select cannot watch a socket numbered 1024 or more.

@@ -141,3 +141,28 @@ def test_a_request_that_waited_past_the_deadline_is_answered_busy() -> None:
         holder.release.set()
         late.release.set()
         dispatcher.shutdown()
+
+
+def test_requests_are_filed_by_role_and_the_client_a_trusted_proxy_forwards_for() -> None:
+    from types import SimpleNamespace
+
+    from celery_plus.admin.server import _classifier
+
+    def rank(header: str | None) -> int:
+        return OPERATOR_RANK if header == "Bearer right" else ANONYMOUS_RANK
+
+    def channel(host: str, **headers: str) -> Any:
+        return SimpleNamespace(host=host, standing=UNPROVEN,
+                               requests=[SimpleNamespace(headers=headers)])
+
+    classify = _classifier(rank, "127.0.0.4")
+    operator = channel("127.0.0.1", AUTHORIZATION="Bearer right")
+    assert classify(operator) == (FIRST, (OPERATOR_RANK, "127.0.0.1"))
+    assert operator.standing == OPERATOR_RANK
+    assert classify(channel("127.0.0.1")) == (SHARED, (ANONYMOUS_RANK, "127.0.0.1"))
+    # behind the proxy, each client is its own (the entry the proxy added, the last)
+    assert classify(channel("127.0.0.4", X_FORWARDED_FOR="10.0.0.9, 203.0.113.7")) == (
+        SHARED, (ANONYMOUS_RANK, "203.0.113.7"))
+    # from elsewhere the header says nothing
+    assert classify(channel("127.0.0.5", X_FORWARDED_FOR="203.0.113.7")) == (
+        SHARED, (ANONYMOUS_RANK, "127.0.0.5"))
