@@ -49,7 +49,10 @@ def _non_empty_str(value: Any) -> bool:
 
 
 def _admin_token(value: Any) -> bool:
+    """None, or a secret of at least 16 printable characters, 8 of them different, no space
+    (``aaaaaaaaaaaaaaaa`` or ``abababababababab`` is no secret)."""
     return value is None or (isinstance(value, str) and len(value) >= 16
+                             and len(set(value)) >= 8
                              and value.isprintable() and not any(c.isspace() for c in value))
 
 
@@ -313,8 +316,8 @@ SETTINGS: tuple[Setting, ...] = (
         "plus_admin_token",
         None,
         _admin_token,
-        "None or a secret of at least 16 printable characters without spaces "
-        "(e.g. secrets.token_urlsafe(32))",
+        "None or a secret of at least 16 printable characters, 8 of them different, without "
+        "spaces (e.g. secrets.token_urlsafe(32))",
         "Secret of the web dashboard's operators (HTTP Basic auth password or "
         "'Authorization: Bearer <token>'): needed to read its pages and for retry, discard, "
         "cancel and worker control; without it the dashboard is read-only and open.",
@@ -324,8 +327,8 @@ SETTINGS: tuple[Setting, ...] = (
         "plus_admin_read_token",
         None,
         _admin_token,
-        "None or a secret of at least 16 printable characters without spaces, other than "
-        "plus_admin_token",
+        "None or a secret of at least 16 printable characters, 8 of them different, without "
+        "spaces, other than plus_admin_token",
         "Read-only secret of the web dashboard (pages, JSON, /metrics; no actions), e.g. for "
         "Prometheus or on-call viewers.",
         secret=True,

@@ -143,10 +143,11 @@ Live = tuple[int, str, Sequence[tuple[int, str]]]
 
 
 def layout(urls: Urls, title: str, body: str, counts: Counts | None = None,
-           live: Live | None = None) -> str:
+           live: Live | None = None, logout_token: str | None = None) -> str:
     """A whole page. ``counts`` label the navigation's states; ``live`` is (refresh seconds,
     the page's URL to reload, (seconds, URL) of each refresh choice): a ``<meta refresh>``
-    reloads the page (no script needed)."""
+    reloads the page (no script needed); ``logout_token``: an operator's page, with a log-out
+    button."""
     nav = " ".join(
         f'<a href="{attr(urls.jobs(s))}" id="nav-{s}">{e(s)}'
         + (f" ({counts[s]:,})" if counts is not None else "") + "</a>" for s in STATES)
@@ -162,6 +163,9 @@ def layout(urls: Urls, title: str, body: str, counts: Counts | None = None,
             f'<a href="{attr(url)}" id="live-{value}">{_live_label(value)}</a>'
             for value, url in choices)
         nav += f' <span class="live">live: {links}</span>'
+    if logout_token is not None:
+        nav += (f' <form method="post" action="{attr(urls("/logout"))}">'
+                f'{token_field(logout_token)}<button id="logout">log out</button></form>')
     # (a <title> holds text only: its hidden characters are spelled out, not boxed in markup)
     return (f"<!doctype html><html><head><meta charset='utf-8'>{head}"
             f"<title>{html.escape(visible(title))}</title>"

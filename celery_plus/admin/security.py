@@ -10,14 +10,16 @@
   (``plus_admin_allowed_hosts``; default: the loopback names), so a page whose DNS name is
   rebound to 127.0.0.1 cannot read it.
 * **Cross-site posts.** A browser sends cached Basic credentials with a form another site
-  makes it post, so a POST authenticated by Basic must also carry the form token: an HMAC of
-  the admin secret and this browser's session cookie (``SameSite=Strict``, ``HttpOnly``),
-  the same in every process of a multi-process server and across restarts, and unknown to
-  any other browser. Every POST is also refused when ``Sec-Fetch-Site`` says it comes from
-  another site or ``Origin`` names another host. A POST authenticated by a Bearer header
-  needs no form token (no browser adds that header by itself).
-* **Signed messages.** The banner after an action (``?msg=``) is shown only with the HMAC
-  the dashboard made for it, so a link cannot put words in the dashboard's mouth.
+  makes it post, so a POST authenticated by Basic must also carry the form token of this
+  browser's session (:mod:`.sessions`: signed with the admin secret, expiring; the session
+  cookie is ``SameSite=Strict``, ``HttpOnly``), good in every process of a multi-process
+  server and across restarts, and unknown to any other browser. Every POST is also refused
+  when ``Sec-Fetch-Site`` says it comes from another site or ``Origin`` names another
+  host. A POST authenticated by a Bearer header needs no form token (no browser adds that
+  header by itself).
+* **Signed messages.** The banner after an action (``?msg=``) is shown only with the
+  signature the dashboard made for it (itsdangerous), so a link cannot put words in the
+  dashboard's mouth.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ import binascii
 import hashlib
 import hmac
 import re
-import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import quote, urlsplit
+
+from itsdangerous import Signer
 
 Environ = dict[str, Any]
 
@@ -40,7 +43,7 @@ Environ = dict[str, Any]
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 #: The session cookie that binds the form token to one browser.
 SESSION_COOKIE = "plus_admin_session"
-_SESSION = re.compile(r"[A-Za-z0-9_-]{32,64}")
+_SESSION = re.compile(r"[A-Za-z0-9_.-]{32,200}")
 _HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::\d{1,5})?")
 
 #: Roles, from least to most.
@@ -189,32 +192,23 @@ class Access:
                     "the dashboard's own pages")
         return None
 
-    def form_token(self, session: str) -> str:
-        """The form token of a browser session (an HMAC of the admin secret)."""
-        assert self.admin_token is not None
-        digest = hmac.new(self.admin_token.encode(), b"celery-plus admin form\x00" +
-                          session.encode(), hashlib.sha256).digest()
-        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
-
-    def form_token_ok(self, session: str | None, token: str) -> bool:
-        if self.admin_token is None or session is None:
-            return False
-        return same_secret(token, self.form_token(session))
-
     # -- signed messages ----------------------------------------------------------------
-    def sign(self, message: str) -> str:
+    def _signer(self) -> Signer:
         assert self.admin_token is not None
-        return hmac.new(self.admin_token.encode(), b"celery-plus admin message\x00" +
-                        message.encode("utf-8", "replace"), hashlib.sha256).hexdigest()[:32]
+        return Signer(self.admin_token, salt="celery-plus admin message")
+
+    def sign(self, message: str) -> str:
+        return self._signer().get_signature(message).decode()
 
     def signed(self, message: str, signature: str) -> bool:
         if self.admin_token is None or not message:
             return False
-        return same_secret(signature, self.sign(message))
+        return self._signer().verify_signature(message, signature)
 
 
 def session_of(environ: Environ) -> str | None:
-    """This browser's session id from its cookie (None: none or malformed)."""
+    """This browser's session cookie (None: none or malformed; :mod:`.sessions` checks
+    its signature and age)."""
     raw = str(environ.get("HTTP_COOKIE") or "")
     if SESSION_COOKIE not in raw:
         return None
@@ -228,15 +222,13 @@ def session_of(environ: Environ) -> str | None:
     return morsel.value
 
 
-def new_session() -> str:
-    return secrets.token_urlsafe(32)
-
-
-def session_header(session: str, environ: Environ) -> tuple[str, str]:
-    """The ``Set-Cookie`` header of a new session, scoped to the dashboard's mount point."""
+def session_header(cookie: str, environ: Environ) -> tuple[str, str]:
+    """The ``Set-Cookie`` header of a session cookie, scoped to the dashboard's mount point
+    (an empty ``cookie``: the browser forgets its session)."""
     # Percent-encoded as the dashboard's links are (markup.Urls): a browser matches a cookie's
     # Path against the encoded URL, and a raw ';' or space would end the attribute.
     path = quote(str(environ.get("SCRIPT_NAME") or "").rstrip("/"), safe="/") or "/"
     secure = "; Secure" if environ.get("wsgi.url_scheme") == "https" else ""
-    return ("Set-Cookie", f"{SESSION_COOKIE}={session}; Path={path}; HttpOnly; "
-                          f"SameSite=Strict{secure}")
+    forget = "" if cookie else "; Max-Age=0"
+    return ("Set-Cookie", f"{SESSION_COOKIE}={cookie}; Path={path}; HttpOnly; "
+                          f"SameSite=Strict{secure}{forget}")

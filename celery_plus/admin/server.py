@@ -22,32 +22,53 @@ name.
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, cast
 
-from celery_plus.admin.security import LOOPBACK_HOSTS
+from celery_plus.admin import admission, deadline
+from celery_plus.admin.admission import address_of
+from celery_plus.admin.dispatch import FIRST, SHARED, Classify, FairDispatcher
+from celery_plus.admin.security import LOOPBACK_HOSTS, OPERATOR, READER, Access
 from celery_plus.admin.web import MAX_FORM_BYTES, make_app
 
 #: Worker threads answering requests.
 THREADS = 8
+#: Threads only operators' requests may use (readers and anonymous share the others).
+OPERATOR_THREADS = 3
+#: Threads one other client (role and address) may hold at once.
+CLIENT_THREADS = 2
+#: Seconds a request may wait for a thread before it is answered 503.
+QUEUE_DEADLINE = 10.0
+#: Sockets open at once, past which waitress stops accepting (admission keeps fewer).
+SOCKET_LIMIT = 1000
 #: Seconds an idle or silent connection is kept.
 CHANNEL_TIMEOUT = 30
-#: Connections open at once (more wait in the listen backlog).
+#: Connections open at once: a new one closes the one worth the least (:mod:`.admission`).
 CONNECTION_LIMIT = 200
 BACKLOG = 256
+#: Connections taken from the listen backlog on one turn of the server's loop.
+ACCEPT_BATCH = 256
+#: Connections closed beyond the need at once when a bound is passed (fewer looks at all).
+EVICT_SLACK = 16
+#: Bytes of a new connection's waiting request read for its credentials.
+PEEK_BYTES = 8192
 #: Seconds a request (its headers and body) may take to arrive, from its first byte.
 REQUEST_TIMEOUT = 20.0
-#: Connections one client address may hold at once (half the limit: others still get in).
+#: Connections one client address may hold at once (half the limit): past it, a new
+#: connection of that address closes that address's connection worth the least.
 PER_CLIENT_LIMIT = CONNECTION_LIMIT // 2
 _WILDCARD = ("0.0.0.0", "::", "")
 
 
-def _channel_class(request_timeout: float, per_client: int, exempt: str | None) -> type:
-    """waitress's connection class, with a deadline for each request to arrive and a cap on
-    the connections of one client address (``exempt``: the trusted proxy's; ``*``, which
+def _channel_class(request_timeout: float, per_client: int, exempt: str | None,
+                   rank: Callable[[str | None], int]) -> type:
+    """waitress's connection class, with a deadline for each request to arrive, and room
+    made for each new connection by closing the one worth the least (:mod:`.admission`;
+    ``exempt``: the trusted proxy's address, which has no per-address share; ``*``, which
     waitress takes for "any address may be the proxy", exempts every address)."""
     from waitress.channel import HTTPChannel
 
@@ -57,12 +78,46 @@ def _channel_class(request_timeout: float, per_client: int, exempt: str | None) 
         def __init__(self, server: Any, sock: Any, addr: Any, adj: Any,
                      map: Any = None) -> None:
             super().__init__(server, sock, addr, adj, map)
-            host = addr[0] if isinstance(addr, tuple) else addr
-            if exempt not in (host, "*") and sum(
-                    1 for c in list(server.active_channels.values())
-                    if (c.addr[0] if isinstance(c.addr, tuple) else c.addr) == host
-            ) > per_client:
-                self.will_close = True
+            self.host = address_of(addr)
+            # A client's request is usually waiting already when its connection is taken:
+            # its credentials give the connection its standing before any flood can evict it.
+            self.standing = admission.standing_of(_waiting(sock), rank)
+            self.since = time.monotonic()
+            share = CONNECTION_LIMIT + 1 if exempt == "*" else per_client
+            ledger = server.__dict__.setdefault("plus_ledger", admission.Ledger())
+            ledger.add(self)
+            admitted, victims = admission.make_room(
+                list(server.active_channels.values()), self, ledger, CONNECTION_LIMIT, share,
+                exempt, EVICT_SLACK)
+            # Victims are closed by the next turn of the loop, not now: closed now, a file
+            # descriptor could be reused by the next connection accepted on this turn, which
+            # would then get the events polled for the closed one.
+            for victim in victims:
+                cast(Any, victim).close_soon()
+            if not admitted:
+                self.close_soon()  # nothing may make room: the newcomer goes
+
+        def recheck(self) -> bool:
+            if self.request is not None or self.requests:
+                return False  # (reading has begun: it is waitress's now)
+            self.standing = admission.standing_of(_waiting(self.socket), rank)
+            return self.standing != admission.UNPROVEN
+
+        def close_soon(self) -> None:
+            self.will_close = True
+            self.server.plus_ledger.drop(self)
+
+        def del_channel(self, map: Any = None) -> None:
+            self.server.plus_ledger.drop(self)
+            super().del_channel(map)
+
+        @property
+        def busy(self) -> bool:
+            return bool(self.requests) or bool(self.total_outbufs_len)
+
+        @property
+        def closing(self) -> bool:
+            return bool(self.will_close or self.close_when_flushed)
 
         def received(self, data: bytes) -> bool:
             if self.request is None and data:
@@ -77,6 +132,48 @@ def _channel_class(request_timeout: float, per_client: int, exempt: str | None) 
             return bool(super().readable())
 
     return DashboardChannel
+
+
+def _waiting(sock: Any) -> bytes:
+    """What the client has sent already, left unread."""
+    try:
+        return bytes(sock.recv(PEEK_BYTES, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except OSError:
+        return b""
+
+
+_RANKS = {OPERATOR: admission.OPERATOR_RANK, READER: admission.READER_RANK}
+
+
+def _ranker(access: Access) -> Callable[[str | None], int]:
+    """The standing (:mod:`.admission`) an ``Authorization`` header gives."""
+
+    def rank(header: str | None) -> int:
+        who = access.identify({"HTTP_AUTHORIZATION": header} if header else {})
+        return _RANKS.get(who.role, admission.ANONYMOUS_RANK)
+
+    return rank
+
+
+def _classifier(rank: Callable[[str | None], int], proxy: str | None) -> Classify:
+    """Files each request under its client (:mod:`.dispatch`): operators first; everyone
+    else by role and address — behind the trusted ``proxy``, the address it forwards for
+    (``X-Forwarded-For``'s last entry, the one the proxy added). It also records the
+    connection's standing (:mod:`.admission`)."""
+
+    def classify(channel: Any) -> tuple[int, Hashable]:
+        request = channel.requests[0] if channel.requests else None
+        headers = request.headers if request is not None else {}
+        standing = rank(headers.get("AUTHORIZATION"))
+        channel.standing = max(getattr(channel, "standing", 0), standing)
+        channel.since = time.monotonic()
+        host = getattr(channel, "host", "")
+        if proxy is not None and proxy in (host, "*"):
+            host = headers.get("X_FORWARDED_FOR", host).rpartition(",")[2].strip()
+        kind = FIRST if standing == admission.OPERATOR_RANK else SHARED
+        return kind, (standing, host)
+
+    return classify
 
 
 class BadAddress(ValueError):
@@ -113,21 +210,57 @@ def create(target: Any, host: str, port: int, *, allowed_hosts: Sequence[str] = 
         options = {"trusted_proxy": trusted_proxy, "trusted_proxy_count": 1,
                    "trusted_proxy_headers": {"x-forwarded-for", "x-forwarded-host",
                                              "x-forwarded-proto", "x-forwarded-port"}}
+    reserved = min(OPERATOR_THREADS, threads - 1) if not app.access.read_only else 0
+    rank = _ranker(app.access)
+    dispatcher = FairDispatcher(_classifier(rank, trusted_proxy), shared=threads - reserved,
+                                per_client=CLIENT_THREADS, deadline=QUEUE_DEADLINE)
     try:
-        server = create_server(app, host=host, port=port, threads=threads,
-                               channel_timeout=CHANNEL_TIMEOUT,
-                               connection_limit=CONNECTION_LIMIT, backlog=BACKLOG,
+        # poll, not select: select cannot watch a socket numbered 1024 or more.
+        # channel_request_lookahead: a connection stays read while its request runs, so a
+        # client that leaves is seen (waitress.client_disconnected; a queued request of a
+        # client that left is dropped unrun).
+        server = create_server(app, _dispatcher=dispatcher, host=host, port=port,
+                               threads=threads, channel_timeout=CHANNEL_TIMEOUT,
+                               connection_limit=SOCKET_LIMIT, backlog=BACKLOG,
+                               asyncore_use_poll=True, channel_request_lookahead=1,
                                max_request_body_size=MAX_FORM_BYTES,
                                cleanup_interval=min(CHANNEL_TIMEOUT, 10), ident="celery-plus",
                                **options)
     except ValueError as exc:  # waitress: "Invalid host/port specified."
         app.close()
         raise BadAddress(str(exc)) from None
-    channel = _channel_class(request_timeout, per_client, trusted_proxy)
+    dispatcher.set_thread_count(threads)
+    channel = _channel_class(request_timeout, per_client, trusted_proxy, rank)
     for listener in _listeners(server):
         listener.channel_class = channel
+        listener.handle_accept = _accept_all(listener)
     server.dashboard = app
     return server
+
+
+def _accept_all(listener: Any) -> Any:
+    """waitress's ``handle_accept``, taking every waiting connection (up to
+    :data:`ACCEPT_BATCH`) instead of one per turn of its loop: behind a flood of reconnecting
+    sockets the operator's connection waited a turn for each one queued before it."""
+
+    def handle_accept() -> None:
+        for _ in range(ACCEPT_BATCH):
+            try:
+                pair = listener.accept()  # (None: none waiting)
+            except OSError:
+                return
+            if pair is None:
+                return
+            conn, addr = pair
+            try:
+                listener.set_socket_options(conn)
+            except OSError:  # (the client has gone already)
+                conn.close()
+                continue
+            listener.channel_class(listener, conn, listener.fix_addr(addr), listener.adj,
+                                   map=listener._map)
+
+    return handle_accept
 
 
 def _listeners(server: Any) -> list[Any]:
@@ -141,6 +274,7 @@ def _listeners(server: Any) -> list[Any]:
 
 def serve(target: Any, host: str = "127.0.0.1", port: int = 8055, **options: Any) -> None:
     """Serve until interrupted (Ctrl+C)."""
+    deadline.postgres_options()  # (this process serves the dashboard only)
     server = create(target, host, port, **options)
     dashboard = server.dashboard
     if dashboard.access.read_only:

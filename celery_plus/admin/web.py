@@ -14,11 +14,13 @@ Pages (HTML from :mod:`.pages`; every value escaped, long values cut):
                             ``?raw=<field>``: one whole value as plain text
   ``/workers``              workers (store leases + remote control), stop / shut down
   ``/failed``               short for ``/jobs/failed``; ``/login``: ask for the operator's
-                            credentials (when reading is public)
+                            credentials and start a new browser session (:mod:`.sessions`)
 Every page takes ``?refresh=<seconds>`` (live: the page reloads itself, no script).
 JSON: ``/api/status``, ``/api/throughput``, ``/api/activity``, ``/api/latency``,
 ``/api/workers``, ``/api/jobs/<state>``, ``/api/job/<task id>``. ``/metrics``: Prometheus.
 
+Each request has a deadline, its store queries included (:mod:`.deadline`); failed logins
+are logged and throttled (:mod:`.throttle`). ``POST /logout`` ends the browser's session.
 Actions are POSTs answered with a redirect whose ``msg`` is signed (:mod:`.security`):
 ``/job/<id>/<retry|discard|cancel|terminate>``, ``/jobs/<state>/bulk``,
 ``/workers/<node>/<stop|shutdown>``. Destructive ones first answer a confirmation page whose
@@ -27,7 +29,8 @@ request passes (allowed hosts, credentials, cross-site posts): :mod:`.security`.
 
 Answers: 400 for a bad parameter (with what is wrong), 401 / 403 for access, 404 for an
 unknown job or page, 409 for a retry conflict, 413 for a body over :data:`MAX_FORM_BYTES`,
-503 when the store cannot be reached; never a traceback.
+429 after too many failed logins, 503 when the store cannot be reached or the request ran
+out of time; never a traceback.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from celery_plus import settings
-from celery_plus.admin import api, pages, workers
+from celery_plus.admin import api, deadline, pages, workers
 from celery_plus.admin.markup import Urls, layout
 from celery_plus.admin.metrics import metrics_text
 from celery_plus.admin.pages import Bulk, ListingView
@@ -59,10 +62,11 @@ from celery_plus.admin.security import (
     OPERATOR,
     Access,
     Identity,
-    new_session,
     session_header,
     session_of,
 )
+from celery_plus.admin.sessions import EXPIRED, NONE, VALID, Sessions
+from celery_plus.admin.throttle import Throttle
 from celery_plus.model.admin import (
     STATES,
     AdminError,
@@ -123,7 +127,10 @@ class Request:
     query: dict[str, str]
     urls: Urls
     who: Identity
+    #: The id of this browser's session, when its cookie is valid (:mod:`.sessions`).
     session: str | None
+    #: What its session cookie said (``valid``, ``none``, ``expired``, ``ended``).
+    session_state: str = NONE
     #: Set when this response starts a browser session (its ``Set-Cookie``).
     new_cookie: list[tuple[str, str]] = field(default_factory=list)
 
@@ -189,6 +196,11 @@ class Dashboard:
             else conf.admin_read_token,
             public_read=conf.admin_public_read if public_read is None else public_read,
             allowed_hosts=(*hosts, *extra_hosts))
+        token = self.access.admin_token
+        self.sessions = Sessions(token) if token is not None else None
+        self.throttle = Throttle()
+        #: Seconds a request may run, its store queries included (:mod:`.deadline`).
+        self.request_deadline = deadline.REQUEST_DEADLINE
         self._lock = threading.Lock()
         self._admin: api.Admin | None = None
         self._store_errors = unreachable_errors()
@@ -202,6 +214,7 @@ class Dashboard:
         with self._lock:
             if self._admin is None:
                 self._admin = api.connect(self.target)
+                deadline.bind(self._admin.store)
             return self._admin
 
     def close(self) -> None:
@@ -211,28 +224,9 @@ class Dashboard:
                 self._admin = None
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        try:
-            request = self._request(environ)
-            status, headers, body = self._route(request)
-            headers = [*headers, *request.new_cookie]
-        except HttpError as exc:
-            status, headers, body = exc.status, [("Content-Type", "text/plain; "
-                                                  "charset=utf-8"), *exc.headers], exc.text
-        except JobNotFound as exc:
-            status, headers, body = "404 Not Found", _TEXT, str(exc)
-        except RetryConflict as exc:
-            status, headers, body = "409 Conflict", _TEXT, str(exc)
-        except (ValueError, AdminError) as exc:
-            status, headers, body = "400 Bad Request", _TEXT, str(exc)
-        except self._store_errors as exc:
-            logger.warning("celery-plus admin: the store cannot be reached: %r", exc)
-            status, headers, body = ("503 Service Unavailable", _TEXT,
-                                     f"the store cannot be reached: {type(exc).__name__}")
-        except Exception:
-            logger.exception("celery-plus admin: error answering %s %s",
-                             environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
-            status, headers, body = ("500 Internal Server Error", _TEXT,
-                                     "internal error (logged by the dashboard)")
+        with deadline.bounded(self.request_deadline,
+                              environ.get("waitress.client_disconnected")) as limit:
+            status, headers, body = self._answer(environ, limit)
         raw = body.encode("utf-8", "replace")
         start_response(status, [*headers, ("Content-Length", str(len(raw))),
                                  *SECURITY_HEADERS])
@@ -241,15 +235,67 @@ class Dashboard:
         # connection, e.g. a proxy's)
         return [b""] if environ.get("REQUEST_METHOD") == "HEAD" else [raw]
 
+    def _answer(self, environ: Environ, limit: deadline.Deadline
+                ) -> tuple[str, list[tuple[str, str]], str]:
+        """(status, headers, body) of a request; never raises."""
+        try:
+            request = self._request(environ)
+            status, headers, body = self._route(request)
+            return status, [*headers, *request.new_cookie], body
+        except HttpError as exc:
+            return exc.status, [("Content-Type", "text/plain; charset=utf-8"),
+                                *exc.headers], exc.text
+        except JobNotFound as exc:
+            return "404 Not Found", _TEXT, str(exc)
+        except RetryConflict as exc:
+            return "409 Conflict", _TEXT, str(exc)
+        except (ValueError, AdminError) as exc:
+            return "400 Bad Request", _TEXT, str(exc)
+        except Exception as exc:
+            if limit.over():  # (its query was interrupted: the error says no more)
+                logger.warning("celery-plus admin: %s %s stopped after %.0f s or its client "
+                               "left", environ.get("REQUEST_METHOD"),
+                               environ.get("PATH_INFO"), self.request_deadline)
+                return ("503 Service Unavailable", [*_TEXT, ("Retry-After", "30")],
+                        f"the request took longer than {self.request_deadline:.0f} s: "
+                        "narrow it (a filter, a time range) and try again")
+            if isinstance(exc, self._store_errors):
+                logger.warning("celery-plus admin: the store cannot be reached: %r", exc)
+                return ("503 Service Unavailable", _TEXT,
+                        f"the store cannot be reached: {type(exc).__name__}")
+            logger.exception("celery-plus admin: error answering %s %s",
+                             environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
+            return ("500 Internal Server Error", _TEXT,
+                    "internal error (logged by the dashboard)")
+
     def _request(self, environ: Environ) -> Request:
         problem = self.access.host_problem(environ)
         if problem is not None:
             raise HttpError("400 Bad Request", problem)
         query = {k: v[-1] for k, v in _fields(str(environ.get("QUERY_STRING") or "")).items()}
-        return Request(environ=environ, method=str(environ.get("REQUEST_METHOD") or "GET"),
-                       path=_path_text(environ), query=query,
-                       urls=Urls(str(environ.get("SCRIPT_NAME") or "")),
-                       who=self.access.identify(environ), session=session_of(environ))
+        state, session = (self.sessions.open(session_of(environ)) if self.sessions is not None
+                          else (NONE, None))
+        path = _path_text(environ)
+        address = str(environ.get("REMOTE_ADDR") or "")
+        if environ.get("HTTP_AUTHORIZATION") and state != VALID:
+            wait = self.throttle.wait(address)
+            if wait > 0:
+                seconds = str(int(wait) + 1)
+                raise HttpError("429 Too Many Requests", f"too many failed logins from "
+                                f"{address}: try again in {seconds} s", [("Retry-After",
+                                                                          seconds)])
+        who = self.access.identify(environ)
+        if who.wrong:
+            self.throttle.failed(address, path)
+        r = Request(environ=environ, method=str(environ.get("REQUEST_METHOD") or "GET"),
+                    path=path, query=query, urls=Urls(str(environ.get("SCRIPT_NAME") or "")),
+                    who=who, session=session, session_state=state)
+        if state not in (VALID, NONE) and who.role == OPERATOR and not who.bearer and (
+                path != "/login"):
+            why = "has expired" if state == EXPIRED else "was logged out"
+            raise HttpError("401 Unauthorized", f"this browser's session {why}: log in again "
+                            f"at {r.urls('/login')}", [session_header("", environ)])
+        return r
 
     def _route(self, r: Request) -> tuple[str, list[tuple[str, str]], str]:
         if r.method == "POST":
@@ -308,8 +354,8 @@ class Dashboard:
               url_of: Callable[[int], str] | None = None) -> tuple[str, list[tuple[str, str]],
                                                                     str]:
         live = pages.live(url_of, refresh or 0) if url_of is not None else None
-        self._form_token(r)  # an operator's browser gets its session on any page
-        page = layout(r.urls, title, body, self.admin().counts(), live)
+        token = self._form_token(r)  # an operator's browser gets its session on any page
+        page = layout(r.urls, title, body, self.admin().counts(), live, token)
         return "200 OK", [("Content-Type", "text/html; charset=utf-8")], page
 
     def _overview(self, r: Request, refresh: int) -> tuple[str, list[tuple[str, str]], str]:
@@ -424,18 +470,31 @@ class Dashboard:
         if r.who.role != OPERATOR:
             raise HttpError("401 Unauthorized", "log in with plus_admin_token as the "
                             "password (any user name)", _CHALLENGE)
+        if not r.who.bearer:  # a new session, whatever the browser held
+            r.session = None
+            self._form_token(r)
         return _redirect(r.urls())
+
+    def _logout(self, r: Request) -> tuple[str, list[tuple[str, str]], str]:
+        """End this browser's session (a form of its own pages posted it)."""
+        assert self.sessions is not None
+        if r.session is not None:
+            self.sessions.end(r.session)
+        r.new_cookie.append(session_header("", r.environ))
+        return ("200 OK", [("Content-Type", "text/plain; charset=utf-8")],
+                f"logged out: log in again at {r.urls('/login')} (a browser may keep the "
+                "password it was given until it is closed)")
 
     # -- sessions and messages ----------------------------------------------------------
     def _form_token(self, r: Request) -> str | None:
         """The form token of this operator's browser (a new session if it has none); None
         for anyone else: no action forms for them."""
-        if self.access.read_only or r.who.role != OPERATOR:
+        if self.sessions is None or r.who.role != OPERATOR:
             return None
         if r.session is None:
-            r.session = new_session()
-            r.new_cookie.append(session_header(r.session, r.environ))
-        return self.access.form_token(r.session)
+            r.session, cookie = self.sessions.start()
+            r.new_cookie.append(session_header(cookie, r.environ))
+        return self.sessions.form_token(r.session)
 
     def _message(self, r: Request) -> str:
         msg = r.query.get("msg", "")
@@ -463,11 +522,14 @@ class Dashboard:
             raise HttpError("403 Forbidden", problem)
         form = self._form(r.environ)
         token = form.get("token", [""])[-1]
-        if not r.who.bearer and not self.access.form_token_ok(r.session, token):
-            raise HttpError("403 Forbidden", "missing or wrong form token: reload the page "
-                                             "and try again (a form is valid in the browser "
-                                             "that loaded it)")
+        assert self.sessions is not None  # (not read-only)
+        if not r.who.bearer and not self.sessions.form_token_ok(r.session, token):
+            raise HttpError("403 Forbidden", "missing, wrong or expired form token: reload "
+                                             "the page and try again (a form is good in the "
+                                             "browser that loaded it, for an hour)")
         path = r.path
+        if path == "/logout":
+            return self._logout(r)
         if path.startswith("/jobs/") and path.endswith("/bulk"):
             return self._bulk(r, path[len("/jobs/"):-len("/bulk")], form)
         if path.startswith("/workers/"):

@@ -1,0 +1,156 @@
+"""The dashboard's request threads, shared fairly (waitress's task dispatcher, replaced).
+
+waitress hands whole requests to a fixed set of threads in arrival order, so a reader who
+sends eight slow searches at once held all eight threads and an operator's page waited
+behind them (67.6 s measured). Here each request is filed under its client — the role it
+presents, its credential and its address (:func:`.server`'s ``classify``) — and:
+
+* an operator's request is taken before any other;
+* the others may hold at most ``shared`` threads together (the rest are the operators'),
+  and one client at most ``per_client`` of them; clients with requests waiting take turns;
+* a request that waited ``deadline`` seconds for a thread is answered ``503`` with
+  ``Retry-After`` at once instead of being run late, and one whose client has gone is
+  dropped unrun (waitress's channel closes it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Hashable
+from typing import Any
+
+logger = logging.getLogger("celery_plus.admin.dispatch")
+
+#: The class of requests served first.
+FIRST, SHARED = 0, 1
+Classify = Callable[[Any], tuple[int, Hashable]]
+
+
+class Busy:
+    """The answer to a request that waited too long for a thread (a waitress request
+    ``error``: its error task sends :meth:`to_response`)."""
+
+    def __init__(self, body: str) -> None:
+        self.body = body
+
+    def to_response(self, ident: Any = None) -> tuple[str, list[tuple[str, str]], bytes]:
+        return ("503 Service Unavailable", [("Content-Type", "text/plain; charset=utf-8"),
+                                            ("Retry-After", "5")], self.body.encode())
+
+
+class FairDispatcher:
+    """A drop-in for waitress's ``ThreadedTaskDispatcher`` (see the module docstring).
+
+    ``classify(channel)`` says which class (:data:`FIRST` or :data:`SHARED`) and which
+    client a channel's next request belongs to."""
+
+    def __init__(self, classify: Classify, shared: int, per_client: int,
+                 deadline: float) -> None:
+        self.classify = classify
+        self.shared, self.per_client, self.deadline = shared, per_client, deadline
+        self.lock = threading.Condition()
+        #: Waiting channels by client, each with when it was filed; clients in turn order.
+        self.waiting: dict[Hashable, deque[tuple[Any, float]]] = {}
+        self.turns: tuple[deque[Hashable], deque[Hashable]] = (deque(), deque())
+        self.running: Counter[Hashable] = Counter()
+        self.shared_running = 0
+        self.threads: set[threading.Thread] = set()
+        self.wanted = 0
+
+    # -- waitress's interface -------------------------------------------------------------
+    def set_thread_count(self, count: int) -> None:
+        with self.lock:
+            self.wanted = count
+            while len(self.threads) < count:
+                thread = threading.Thread(target=self._work, daemon=True,
+                                          name=f"celery-plus-admin-{len(self.threads)}")
+                self.threads.add(thread)
+                thread.start()
+            self.lock.notify_all()
+
+    def add_task(self, channel: Any) -> None:
+        kind, client = self.classify(channel)
+        with self.lock:
+            queue = self.waiting.get(client)
+            if queue is None:
+                queue = self.waiting[client] = deque()
+                self.turns[kind].append(client)
+            queue.append((channel, time.monotonic()))
+            self.lock.notify()
+
+    def shutdown(self, cancel_pending: bool = True, timeout: float = 5) -> bool:
+        self.set_thread_count(0)
+        expiry = time.monotonic() + timeout
+        with self.lock:
+            while self.threads and time.monotonic() < expiry:
+                self.lock.wait(0.1)
+            if cancel_pending:
+                for queue in self.waiting.values():
+                    for channel, _ in queue:
+                        channel.cancel()
+                self.waiting.clear()
+                for turns in self.turns:
+                    turns.clear()
+        return True
+
+    # -- choosing -------------------------------------------------------------------------
+    def _next(self) -> tuple[Any, Hashable, bool] | None:
+        """The next (channel, client, counted) to serve, taken off its queue (lock held);
+        ``counted``: it takes one of the shared threads."""
+        now = time.monotonic()
+        for kind, turns in enumerate(self.turns):
+            for _ in range(len(turns)):
+                client = turns[0]
+                turns.rotate(-1)
+                queue = self.waiting[client]
+                expired = now - queue[0][1] > self.deadline
+                if kind == SHARED and not expired and (
+                        self.shared_running >= self.shared
+                        or self.running[client] >= self.per_client):
+                    continue
+                channel, _ = queue.popleft()
+                if not queue:
+                    del self.waiting[client]
+                    turns.remove(client)
+                if expired:
+                    self._refuse(channel)
+                return channel, client, kind == SHARED and not expired
+        return None
+
+    def _work(self) -> None:
+        me = threading.current_thread()
+        while True:
+            with self.lock:
+                picked = None
+                while len(self.threads) <= self.wanted and (picked := self._next()) is None:
+                    self.lock.wait(1.0)  # (a waiting request's deadline passes meanwhile)
+                if picked is None:
+                    self.threads.discard(me)
+                    self.lock.notify_all()
+                    return
+                channel, client, counted = picked
+                if counted:
+                    self.running[client] += 1
+                    self.shared_running += 1
+            try:
+                channel.service()
+            except BaseException:
+                logger.exception("celery-plus admin: serving %r failed", channel)
+            finally:
+                if counted:
+                    with self.lock:
+                        self.running[client] -= 1
+                        if not self.running[client]:
+                            del self.running[client]
+                        self.shared_running -= 1
+                        self.lock.notify_all()
+
+    @staticmethod
+    def _refuse(channel: Any) -> None:
+        """Make the channel's next answer a 503 (its request is not run)."""
+        requests = getattr(channel, "requests", None)
+        if requests:
+            requests[0].error = Busy("the dashboard is busy: try again in a few seconds")

@@ -1,0 +1,219 @@
+"""The dashboard keeps answering its operator under load (issue #28, availability).
+
+Three loopback addresses (127.0.0.1, .2, .3) hold 200 idle sockets and 200 sockets that send
+a header line every half second, reopening each one the server closes; a reader runs eight
+full-text searches over every dead letter at once, again and again. The operator arrives from
+127.0.0.1, the same address as a third of the flood (as through ``ssh -L``), and every one
+of its pages must answer within a second. Before the fix: 0 of 18 answered with 130-150 idle
+sockets on the operator's address, and ``/failed`` took 67.6 s behind eight searches.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.client
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from celery_plus import Celery
+from celery_plus.admin import connect
+from tests.fast.unit.test_admin_cli import REDIS_URL, Store, drop_store
+from tests.stores.unit.test_admin_server import is_open
+from tests.support import wait_until
+
+OPERATOR_TOKEN = "operator-token-0123456789abcdef"
+READER_TOKEN = "reader-token-0123456789abcdef"
+ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+#: Dead letters the readers search through (each search decodes every message).
+DEAD = 600
+#: Idle sockets, and as many slow ones (docs/admin.md measured more with this variable).
+FLOOD = int(os.environ.get("PLUS_ADMIN_FLOOD", "200"))
+#: Seconds the operator reads pages under the load.
+SECONDS = float(os.environ.get("PLUS_ADMIN_LOAD_SECONDS", "3"))
+
+
+def basic(token: str) -> str:
+    return "Basic " + base64.b64encode(f"x:{token}".encode()).decode()
+
+
+#: The dashboard as ``celery-plus admin`` serves it, in a process of its own (the load's
+#: clients in this one do not share its interpreter).
+SERVE = """
+import sys
+from celery_plus import Celery
+from celery_plus.admin.server import serve
+app = Celery("avail", broker=sys.argv[1], set_as_current=False)
+app.conf.update(plus_key_prefix=sys.argv[2], plus_admin_token=sys.argv[3],
+                plus_admin_read_token=sys.argv[4])
+serve(app, "127.0.0.1", int(sys.argv[5]))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[int]:
+    """The port of a dashboard process over :data:`DEAD` dead letters."""
+    prefix = f"a{uuid.uuid4().hex[:10]}"
+    app = Celery("avail", broker=f"plus+{REDIS_URL}", set_as_current=False)
+    app.conf.update(plus_key_prefix=prefix)
+    with connect(app) as admin:
+        store = Store(app, admin.store.backend)  # type: ignore[attr-defined]
+        for n in range(DEAD):
+            store.dead(f"d{n}", args=["x" * 200])
+    port = free_port()
+    log = tmp_path / "admin.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SERVE, f"plus+{REDIS_URL}", prefix, OPERATOR_TOKEN,
+             READER_TOKEN, str(port)], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: "celery-plus admin on" in log.read_text() or
+                   proc.poll() is not None, timeout=60, message="the dashboard listens")
+        assert proc.poll() is None, log.read_text()
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        app.close()
+        drop_store("redis", prefix)
+
+
+def get(port: int, source: str, path: str, token: str, timeout: float = 30
+        ) -> tuple[int, float]:
+    """(status, seconds) of one GET on a new connection from ``source``."""
+    started = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout,
+                                      source_address=(source, 0))
+    try:
+        conn.request("GET", path, headers={"Authorization": basic(token)})
+        response = conn.getresponse()
+        response.read()
+        return response.status, time.monotonic() - started
+    finally:
+        conn.close()
+
+
+class Flood:
+    """Idle and slow-header sockets from every address, reopened when the server closes
+    them, until :meth:`stop`."""
+
+    def __init__(self, port: int, idle: int, slow: int) -> None:
+        self.port = port
+        self.socks: list[tuple[str, bool, socket.socket | None]] = [
+            (ADDRESSES[i % 3], i < slow, None) for i in range(idle + slow)]
+        self.going = threading.Event()
+        self.going.set()
+        self.reopened = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _open(self, source: str, slow: bool) -> socket.socket | None:
+        try:
+            sock = socket.create_connection(("127.0.0.1", self.port), 5,
+                                            source_address=(source, 0))
+            if slow:
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            return sock
+        except OSError:
+            return None
+
+    def _run(self) -> None:
+        while self.going.is_set():
+            for i, (source, slow, sock) in enumerate(self.socks):
+                if not self.going.is_set():
+                    break
+                if sock is not None and is_open(sock):
+                    if slow:
+                        with contextlib.suppress(OSError):
+                            sock.send(b"X-Slow: 1\r\n")
+                    continue
+                if sock is not None:
+                    sock.close()
+                    self.reopened += 1
+                self.socks[i] = (source, slow, self._open(source, slow))
+            self.going.wait(0.5)
+
+    def start(self) -> None:
+        for i, (source, slow, _) in enumerate(self.socks):
+            self.socks[i] = (source, slow, self._open(source, slow))
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.going.clear()
+        self.thread.join(30)
+        for _, _, sock in self.socks:
+            if sock is not None:
+                sock.close()
+
+
+def test_the_operator_is_answered_through_a_flood_and_eight_searches(served: int) -> None:
+    port = served
+    flood = Flood(port, idle=FLOOD, slow=FLOOD)
+    searching = threading.Event()
+    searching.set()
+    searches: list[int] = []
+
+    def search() -> None:  # a reader's full search, over and over
+        while searching.is_set():
+            with contextlib.suppress(OSError):
+                status, _ = get(port, "127.0.0.2", "/jobs/failed?text=nowhere&search=all",
+                                READER_TOKEN)
+                searches.append(status)
+
+    readers = [threading.Thread(target=search, daemon=True) for _ in range(8)]
+    flood.start()
+    for reader in readers:
+        reader.start()
+    try:
+        time.sleep(1.0)  # (a load to be under, not a condition: the flood and searches run)
+        timings = []
+        deadline = time.monotonic() + SECONDS
+        while time.monotonic() < deadline:
+            for path in ("/failed", "/", "/metrics"):
+                status, took = get(port, "127.0.0.1", path, OPERATOR_TOKEN, timeout=10)
+                assert status == 200, path
+                timings.append(took)
+    finally:
+        searching.clear()
+        flood.stop()
+        for reader in readers:
+            reader.join(60)
+    timings.sort()
+    print(f"operator: {len(timings)} pages, median {timings[len(timings) // 2]:.3f} s, "
+          f"slowest {timings[-1]:.3f} s; "
+          f"reader searches answered: {len(searches)} ({searches.count(200)} x 200, "
+          f"{searches.count(503)} x 503); flood sockets reopened: {flood.reopened}")
+    assert timings[-1] < 1.0, timings[-5:]
+    assert flood.reopened > 0  # the flood was there, and evicted
+    assert searches  # the readers were answered too, when it was their turn
+
+
+def test_postgres_stops_a_statement_past_the_dashboard_s_deadline(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``celery-plus admin`` gives every PostgreSQL statement of its process the request
+    deadline as ``statement_timeout`` (``PGOPTIONS``, read by libpq)."""
+    import psycopg
+
+    from celery_plus.admin.deadline import postgres_options
+    from tests.fast.conformance.stores import PG_URL
+
+    monkeypatch.delenv("PGOPTIONS", raising=False)
+    postgres_options(0.2)
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("200ms",)
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            conn.execute("SELECT pg_sleep(5)")
