@@ -2,9 +2,9 @@
 namespace, autodiscovery, a router over three queues, retrying base and decorator-class tasks,
 ``task_postrun`` and ``after_setup_logger`` handlers, django-celery-beat, django-celery-results)
 passes its own pytest-django tests under ``-W error::DeprecationWarning`` against a real prefork
-worker, unchanged but for the import swap, on plus+redis and plus+postgresql. One store per run
-of the README's suite (``broker_kind``: tests/deploy/matrix.py); the plain Celery reference in
-the long run."""
+worker, unchanged but for the import swap, on plus+redis and plus+postgresql — both in the
+README's suite (the issue asks for both in CI: the parameter is ``project_store``, not a matrix
+parameter, so tests/deploy/matrix.py runs both); the plain Celery reference in the long run."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from .projects import SERVERS, assert_on_plain_celery, assert_on_plus, assert_pa
 TESTS = 15
 
 
-@pytest.mark.parametrize("broker_kind", ["redis", "postgres"])
-def test_the_django_project_passes_its_own_tests_import_swapped(broker_kind: str) -> None:
-    run = run_django_project(CONFIGS[f"plus-{broker_kind}"], SERVERS)
+@pytest.mark.parametrize("project_store", ["redis", "postgres"])
+def test_the_django_project_passes_its_own_tests_import_swapped(project_store: str) -> None:
+    run = run_django_project(CONFIGS[f"plus-{project_store}"], SERVERS)
     assert_passed(run, TESTS)
-    assert_on_plus(run, broker_kind, {"django_celery_example/celery.py",
+    assert_on_plus(run, project_store, {"django_celery_example/celery.py",
                                       "django_celery_example/settings.py", "polls/base_task.py",
                                       "polls/tasks.py", "polls/views.py"})
     # The worker logs deprecations (PYTHONWARNINGS=default): none, as on plain Celery.
