@@ -77,12 +77,15 @@ def test_a_frozen_worker_does_not_start_jobs_it_no_longer_holds(
         assert a.proc.poll() is None, a.log()
         assert "lease was lost" in a.log() or "lease of job" in a.log(), a.log()[-3000:]
     else:
-        # Issue #27: its run went on past its lease, which a task of this pool cannot be
-        # stopped one by one from: the worker exits (its lease watch, code 75, or its guard
-        # process, SIGKILL, whichever runs first after the thaw).
-        assert a.proc.wait(timeout=10) in (75, -signal.SIGKILL), a.log()[-3000:]
-        assert "this worker exits now (code 75)" in a.log() or "LeaseGuard" in a.log(), \
-            a.log()[-3000:]
+        # Issue #27: a run that went on past its lease (the job A ran as it froze, if it was
+        # still running), which a task of this pool cannot be stopped one by one from, ends
+        # the worker (its lease watch, code 75, or its guard process, SIGKILL, whichever runs
+        # first after the thaw); a worker whose run had ended goes on.
+        code = a.proc.poll()
+        assert code in (None, 75, -signal.SIGKILL), a.log()[-3000:]
+        if code is not None:
+            assert "this worker exits now (code 75)" in a.log() or "LeaseGuard" in a.log(), \
+                a.log()[-3000:]
     for job_id in ids:  # A's late acks were fenced: B's claims ended the jobs
         record = inspector_for(view).job(job_id) or {}
         assert record.get("wk") not in holder_a, record
