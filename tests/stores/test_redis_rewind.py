@@ -52,7 +52,7 @@ def rewind(server: RedisServer, dump: Path) -> None:
 
 
 def claims_after_grace(backend: RedisBackend, ids: set[str], timeout: float = 10) -> dict[str, int]:
-    """Claim until every job of ``ids`` is claimed: id -> token. Waits by the claims' own next due."""
+    """Claim until every job of ``ids`` is claimed: id -> token (waits by the claims' next due)."""
     got: dict[str, int] = {}
     deadline = time.monotonic() + timeout
     while set(got) != ids:
