@@ -19,6 +19,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -94,3 +95,41 @@ def test_a_redis_rewind_mid_run_repeats_no_token_and_overlaps_no_run(
 def test_a_redis_rewind_mid_run_long(deploy: Callable[..., Deployment]) -> None:
     rewind_mid_run(deploy("rewind-long", "redis-rdb", vt=6.0), workers=2, plain=12,
                    limited=6, seconds=2.0)
+
+
+@pytest.mark.long
+def test_a_holder_that_cannot_hear_the_restart_is_stopped_before_its_job_runs_again(
+        deploy: Callable[..., Deployment]) -> None:
+    """Worker A reaches Redis through a proxy that stalls just before the rewind, so no
+    heartbeat tells it its claims are lost: its runs go on until its lease watch stops them
+    (80% of a lease after its last renewal). Worker B reconnects at once and would claim
+    A's jobs again meanwhile; the grace of one lease keeps it from doing so."""
+    deployment = deploy("rewind, a stalled holder", "redis-rdb", vt=8.0, proxied=True,
+                        conf={"worker_prefetch_multiplier": 1})
+    server: RedisServer = deployment.server  # type: ignore[attr-defined]
+    proxy: Any = deployment.proxy  # type: ignore[attr-defined]
+    for n in range(2):
+        deployment.publish("fault.work", f"w{n}", 8.0)
+        deployment.publish_limited("a", f"l{n}", 8.0)
+    with contextlib.closing(server.client()) as client:
+        client.save()
+    older = deployment.folder / "older.rdb"
+    shutil.copy(server.folder / "dump.rdb", older)
+    a = deployment.start_worker(concurrency=2, wait=False)
+    b = deployment.start_worker(concurrency=2, wait=False, broker="plus+" + server.url)
+    for worker in (a, b):
+        deployment.wait_ready(worker)
+    with deployment.deaths_watched():
+        deployment.wait_running(3, timeout=60)
+        a_pids = {a.proc.pid, *a.children()}
+        proxy.stall()
+        crashed = time.time()
+        server.crash()
+        shutil.copy(older, server.folder / "dump.rdb")
+        server.start()
+        report = deployment.finish("rewind under a stalled holder, lease 8s", timeout=120)
+    runs = deployment.runs()
+    assert any(r.pid in a_pids and r.started < crashed for r in runs), "A held nothing"
+    assert deployment.overlapping_runs() == [], deployment.logs()
+    assert max(report.max_concurrent.values(), default=0) <= LIMIT, report.notes
+    assert not report.lost and not report.leaked_holds and not report.leaked_slots
