@@ -109,16 +109,17 @@ def test_a_holder_that_cannot_hear_the_restart_is_stopped_before_its_job_runs_ag
     server: RedisServer = deployment.server  # type: ignore[attr-defined]
     proxy: Any = deployment.proxy  # type: ignore[attr-defined]
     for n in range(2):
-        deployment.publish("fault.work", f"w{n}", 8.0)
-        deployment.publish_limited("a", f"l{n}", 8.0)
+        deployment.publish("fault.work", f"w{n}", 12.0)
+        deployment.publish_limited("a", f"l{n}", 12.0)
     with contextlib.closing(server.client()) as client:
         client.save()
     older = deployment.folder / "older.rdb"
     shutil.copy(server.folder / "dump.rdb", older)
-    a = deployment.start_worker(concurrency=2, wait=False)
-    b = deployment.start_worker(concurrency=2, wait=False, broker="plus+" + server.url)
-    for worker in (a, b):
-        deployment.wait_ready(worker)
+    # A first: it holds the jobs first in line (w0, l0), those B claims first after the
+    # restart; B holds w1 (l1 waits for the group).
+    a = deployment.start_worker(concurrency=2)
+    deployment.wait_running(2, timeout=60)
+    deployment.start_worker(concurrency=2, broker="plus+" + server.url)  # B, direct
     with deployment.deaths_watched():
         deployment.wait_running(3, timeout=60)
         a_pids = {a.proc.pid, *a.children()}
