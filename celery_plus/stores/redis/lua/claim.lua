@@ -8,9 +8,13 @@ jobs are promoted and rate groups whose window has room get their parked jobs ba
 Returns {{id, token, msg, deliveries, queue, ...}, {blocked id, ...}, ms until the next
 scheduled job is due (-1 if none)}. A waiting job whose message is missing (evicted) is
 dead-lettered with reason 'message missing' instead of claimed. A queue in P:paused
-(pause.lua) is skipped: its jobs stay enqueued. ]]
+(pause.lua) is skipped: its jobs stay enqueued. For one lease after a restart (check_boot in
+lib.lua) nothing is claimed: the reply is empty and its next due is the grace left. ]]
 local worker, lease_ms = ARGV[2], tonumber(ARGV[3])
 local max_n, scan_limit, backstop = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+-- After a restart (check_boot): no claim for one lease; the grace left is the next due.
+local grace = check_boot(lease_ms)
+if grace > 0 then return {{}, {}, grace} end
 promote_due(100)
 release_rate(20)
 local out, blocked = {}, {}

@@ -3,7 +3,7 @@ ARGV: 1 prefix, 2 id, 3 worker id, 4 lease ms, 5 hold backstop ms
 Touches P:job:{id}, P:q:{queue} / P:sched / P:blk:{group} (the job leaves its waiting index),
 P:slot:{group}, P:u:{lock}, P:lease, P:stats (blocked).
 An enqueued, scheduled (due or not: the other broker decides when) or blocked job is claimed
-as claim.lua claims it; a full group changes nothing. Running, finished and unknown jobs are
+as claim.lua claims it; a full group, or a restart's grace (check_boot), changes nothing. Running, finished and unknown jobs are
 reported as they are.
 Returns {outcome, state, token, deliveries, lease ms left}: outcome claimed | blocked | held |
 finished | missing. ]]
@@ -20,6 +20,7 @@ end
 if not WAITING[st] then
   return {'finished', st, 0, 0, 0}
 end
+if check_boot(lease_ms) > 0 then return {'blocked', st, 0, 0, 0} end
 local group = f[3] or ''
 if not take_slot(id, group, f[4]) then return {'blocked', st, 0, 0, 0} end
 redis.call('ZREM', P .. ':q:' .. (f[2] or ''), id)

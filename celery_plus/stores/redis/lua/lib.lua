@@ -35,7 +35,10 @@ called with KEYS[1] = ARGV[1] = P; keys are built here from P, so they share KEY
                              those whose job still waits or runs (renew_holds); a released hold
                              leaves it, a lapsed one when maintenance reaches its deadline
   P:tok              STRING  store-wide lease token counter (a pruned id published again never
-                             gets a token an old delivery could still carry)
+                             gets a token an old delivery could still carry); raised to the
+                             server's clock in microseconds when P:boot finds a restart
+  P:boot             HASH    run (the run_id of the server that last stored here), since (ms
+                             the claims' grace after a restart began): check_boot
   P:done             ZSET    completed job ids by finish ms
   P:dead             ZSET    failed (dead-lettered) job ids by finish ms
   P:canceled         ZSET    canceled job ids by cancel ms (admin cancel)
@@ -185,6 +188,50 @@ local function take_slot(id, group, limit, score)
   return true
 end
 
+-- == tokens across a rewind (a restart from an older RDB / AOF, a promoted lagging replica) ==
+-- The keyspace may have lost its last writes, P:tok and the job records with them: tokens
+-- already handed out would be issued again. The server's run_id (a new one per process) is
+-- kept in P:boot; a claim that finds another one raises P:tok to the clock in microseconds
+-- (above every token issued before, at under one token per microsecond) and claims nothing
+-- for one lease: a run whose claim was lost stops within 80% of a lease of its last renewal.
+
+-- This server process's run_id (in the function library: read once per load).
+local RUN_ID = nil
+local function run_id()
+  if not RUN_ID then
+    RUN_ID = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+  end
+  return RUN_ID
+end
+
+-- Record this server in P:boot unless it holds a server already (publish: a snapshot of a
+-- store with jobs always names the server that wrote it).
+local function mark_boot()
+  local bk = P .. ':boot'
+  if redis.call('HEXISTS', bk, 'run') == 0 then redis.call('HSET', bk, 'run', run_id()) end
+end
+
+-- Before a claim: a restart found (P:boot names another server) raises P:tok to the clock
+-- and starts the claims' grace; a store that never issued a token starts from 1. Returns the
+-- ms until claims may resume (0: now).
+local function check_boot(lease_ms)
+  local bk = P .. ':boot'
+  local f = redis.call('HMGET', bk, 'run', 'since')
+  local run = run_id()
+  if f[1] ~= run then
+    local tok = tonumber(redis.call('GET', P .. ':tok') or '0')
+    if f[1] or tok > 0 then
+      local t = redis.call('TIME')
+      local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      if floor > tok then redis.call('SET', P .. ':tok', floor) end
+    end
+    f[2] = f[1] and NOW or nil
+    redis.call('HSET', bk, 'run', run)
+    if f[2] then redis.call('HSET', bk, 'since', f[2]) end
+  end
+  return math.max(tonumber(f[2] or '0') + lease_ms - NOW, 0)
+end
+
 -- The next lease token of job key `jk`: from the store-wide counter, and above the job's
 -- last token (a record older than the counter).
 local function next_token(jk)
@@ -252,6 +299,17 @@ local function decode_detail(raw)
   return out
 end
 
+-- The history as JSON, its tokens exact: cjson writes 14 digits, so a token (16 after a
+-- restart) is written as text and unquoted.
+local function encode_history(hist)
+  for _, e in ipairs(hist) do
+    if type(e) == 'table' and type(e['token']) == 'number' then
+      e['token'] = string.format('%d', e['token'])
+    end
+  end
+  return (string.gsub(cjson.encode(hist), '"token":"(%d+)"', '"token":%1'))
+end
+
 local function push_history(jk, entry)
   local raw = redis.call('HGET', jk, 'hist')
   local hist = {}
@@ -261,7 +319,7 @@ local function push_history(jk, entry)
   end
   hist[#hist + 1] = entry
   while #hist > HISTORY_MAX do table.remove(hist, 1) end
-  redis.call('HSET', jk, 'hist', cjson.encode(hist))
+  redis.call('HSET', jk, 'hist', encode_history(hist))
 end
 
 local function attempt_entry(jk, outcome, detail)
@@ -374,7 +432,7 @@ end
 -- Count claim `tok` of `id` in `group`'s window, as not started yet.
 local function rate_take(group, id, tok, window, lease_ms)
   local pk = P .. ':ratep:' .. group
-  redis.call('ZADD', pk, NOW + lease_ms, id .. ':' .. tok)
+  redis.call('ZADD', pk, NOW + lease_ms, string.format('%s:%d', id, tok))
   redis.call('PEXPIRE', pk, lease_ms + 1000)
 end
 

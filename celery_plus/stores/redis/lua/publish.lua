@@ -21,6 +21,7 @@ local rate_limit, rate_window = n[8] or 0, n[9] or 0
 local compact = n[10] ~= 0
 local name, lock, window, group = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 local rate_group = ARGV[10] or ''
+mark_boot()
 local jk = jkey(id)
 local prev = redis.call('HMGET', jk, 'st', 'q', 'cg', 'tok', 'uk', 'uw', 'rg')
 local st, tok = prev[1], tonumber(prev[4] or '0')
