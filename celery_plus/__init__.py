@@ -109,6 +109,28 @@ _transport.register()
 _worker.install()
 _beat.install()
 
+
+def __getattr__(name: str) -> Any:
+    """Every other name of Celery's top level (``VERSION``, ``version_info``, and its
+    submodules: ``bootsteps``, ``platforms``, ``loaders``, …), so that the swap table's
+    ``from celery import …`` → ``from celery_plus import …`` holds for each; a submodule of
+    celery-plus's own of that name (``beat``, ``app``, ``utils``, …) is celery-plus's."""
+    import importlib
+    import importlib.util
+
+    import celery
+
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    if hasattr(celery, name):
+        return getattr(celery, name)
+    try:
+        return importlib.import_module(f"celery.{name}")
+    except ModuleNotFoundError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
 __all__ = [
     "Celery",
     "Signature",

@@ -59,7 +59,7 @@ def test_the_swap_tables_sed_rewrites_only_what_the_table_promises(tmp_path: Pat
     source.write_text("\n".join([*promised, "    from celery.result import AsyncResult",
                                  *kept]) + "\n")
     command = _sed().replace("sed -E -i", "sed -E")
-    script = re.search(r"'(s/.+/)'$", command)
+    script = re.search(r"'(.+)'$", command)
     assert script is not None
     out = subprocess.run(["sed", "-E", script[1], str(source)], capture_output=True,
                          text=True, check=True).stdout.splitlines()
@@ -68,3 +68,33 @@ def test_the_swap_tables_sed_rewrites_only_what_the_table_promises(tmp_path: Pat
     assert out[len(promised) + 1:] == kept
     for line in out[:len(promised)]:
         importlib.import_module(line.split()[1])
+
+
+def test_the_sed_keeps_every_other_top_level_celery_import_working(tmp_path: Path) -> None:
+    """``from celery import <submodule or version name>`` swapped is Celery's own object
+    under celery_plus; ``from celery import beat`` (celery_plus.beat is celery-plus's own
+    scheduler module) is left as it is."""
+    if shutil.which("sed") is None:
+        pytest.skip("no sed")
+    import celery
+
+    names = ["bootsteps", "platforms", "loaders", "events", "concurrency", "backends",
+             "local", "VERSION", "version_info"]
+    lines = [f"from celery import {name}" for name in names]
+    kept = ["from celery import beat", "from celery import Celery, beat"]
+    source = tmp_path / "proj.py"
+    source.write_text("\n".join([*lines, *kept]) + "\n")
+    script = re.search(r"'(.+)'$", _sed())
+    assert script is not None
+    out = subprocess.run(["sed", "-E", script[1], str(source)], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert out == [f"from celery_plus import {name}" for name in names] + kept
+    import celery_plus
+
+    for name in names:
+        ours = getattr(celery_plus, name)
+        theirs = getattr(celery, name, None) or importlib.import_module(f"celery.{name}")
+        assert ours is theirs, name
+    from celery_plus import beat as plus_beat
+
+    assert plus_beat.__name__ == "celery_plus.beat"  # its own module, hence kept
