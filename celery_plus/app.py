@@ -29,6 +29,7 @@ from kombu.utils.imports import symbol_by_name
 
 from celery_plus import settings, signals
 from celery_plus.exceptions import DuplicateTask
+from celery_plus.runtime.embedded_files import worker_file_elsewhere
 from celery_plus.send import follow
 from celery_plus.send.config_view import speed_up
 from celery_plus.send.options import (
@@ -90,13 +91,21 @@ def embedded_url(main: str | None, cwd: str | os.PathLike[str] | None = None) ->
 _embedded_warned = False
 
 
-def warn_embedded_default(path: Path) -> None:
+def warn_embedded_default(path: Path, app_name: str = "") -> None:
     """Log, once per process, that no broker is configured and jobs go to the embedded
-    SQLite file ``path`` (under this process's working directory)."""
+    SQLite file ``path`` (under this process's working directory); and, if a worker of the
+    same app on this host serves another file, that these jobs will never reach it."""
     global _embedded_warned
     if _embedded_warned:
         return
     _embedded_warned = True
+    elsewhere = worker_file_elsewhere(app_name, path)
+    if elsewhere is not None:
+        logger.warning(
+            "celery-plus: no broker configured, and a worker of app %r on this host serves "
+            "the embedded file %s while this process uses %s: jobs published here never reach "
+            "it. Start both from the same directory, or set broker_url (docs/embedded.md).",
+            app_name, elsewhere, path)
     logger.warning(
         "celery-plus: no broker configured: using the embedded default, the SQLite file %s "
         "(under this process's working directory; a process started elsewhere uses another "
@@ -257,7 +266,7 @@ class Celery(celery.Celery):
 
     def _connection(self, url: Any, **kwargs: Any) -> Any:
         if url == self.embedded_url:
-            warn_embedded_default(self.embedded_path)
+            warn_embedded_default(self.embedded_path, self.main or "")
             self.embedded_path.parent.mkdir(parents=True, exist_ok=True)
         if not self._plus_spelling_checked:
             self._check_setting_names()

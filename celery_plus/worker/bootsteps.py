@@ -16,6 +16,7 @@ from typing import Any
 from celery import bootsteps
 from celery.exceptions import ImproperlyConfigured
 
+from celery_plus.runtime import embedded_files
 from celery_plus.worker.versions import check_versions
 
 logger = logging.getLogger("celery_plus.worker")
@@ -37,19 +38,50 @@ class DurableSetup(bootsteps.StartStopStep):
 
             check_worker(app)  # a coordination URL on a plus+ broker, unenforced options
             check_in_process_store(app, worker)
+            uses_embedded = getattr(app, "uses_embedded_broker", None)
+            if uses_embedded is not None and uses_embedded():
+                label_embedded_banner(worker)
 
     def start(self, worker: Any) -> None:
         if self.config is not None:
             uses_embedded = getattr(worker.app, "uses_embedded_broker", None)
             if uses_embedded is not None and uses_embedded():
+                path = worker.app.embedded_path
                 logger.info("celery-plus: broker: embedded default (no broker configured): "
-                            "%s", worker.app.embedded_path)
+                            "%s", path)
+                name = worker.app.main or ""
+                elsewhere = embedded_files.worker_file_elsewhere(name, path)
+                if elsewhere is not None:
+                    logger.warning("celery-plus: another worker of app %r on this host serves "
+                                   "the embedded file %s, this one %s: they never share jobs "
+                                   "(start both from the same directory, or set "
+                                   "broker_url)", name, elsewhere, path)
+                embedded_files.record_worker(name, path)
             logger.info(
                 "celery-plus: visibility timeout %.1fs, heartbeat %.1fs, max deliveries %d",
                 self.config.visibility_timeout,
                 self.config.heartbeat_interval,
                 self.config.max_deliveries,
             )
+
+
+#: The banner line of Celery's worker that names the broker (``celery/apps/worker.py``).
+BANNER_TRANSPORT = ".> transport:   "
+
+
+def label_embedded_banner(worker: Any) -> None:
+    """Make the worker's banner say its broker is the embedded default (no broker was
+    configured), on the ``transport:`` line, before the file's URL."""
+    startup_info = getattr(worker, "startup_info", None)
+    if startup_info is None:
+        return
+
+    def labelled(*args: Any, **kwargs: Any) -> str:
+        text: str = startup_info(*args, **kwargs)
+        return text.replace(BANNER_TRANSPORT,
+                            BANNER_TRANSPORT + "embedded default (no broker configured): ", 1)
+
+    worker.startup_info = labelled
 
 
 def check_in_process_store(app: Any, worker: Any) -> None:

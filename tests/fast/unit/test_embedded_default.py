@@ -209,3 +209,54 @@ def test_the_worker_banner_says_embedded_default(caplog: pytest.LogCaptureFixtur
     banner = [r.getMessage() for r in caplog.records if r.name == "celery_plus.worker"]
     assert any("embedded default (no broker configured)" in line
                and str(app.embedded_path) in line for line in banner), banner
+
+
+def test_the_worker_banners_transport_line_says_embedded_default() -> None:
+    from types import SimpleNamespace
+
+    from celery.apps.worker import BANNER
+
+    from celery_plus.worker.bootsteps import DurableSetup
+
+    app = Celery("proj", set_as_current=False)
+    uri = app.connection_for_write().as_uri()
+
+    def startup_info(artlines: bool = True) -> str:  # Celery's banner, the fields that matter
+        return BANNER.format(app="proj", hostname="w", timestamp="now", version="5",
+                             conninfo=uri, results="disabled://", concurrency="1 (solo)",
+                             platform="linux", events="OFF", queues="celery")
+
+    worker = SimpleNamespace(app=app, pool_cls=None, startup_info=startup_info)
+    DurableSetup(worker)
+    [line] = [ln for ln in worker.startup_info().splitlines() if "transport:" in ln]
+    assert line.endswith(f"transport:   embedded default (no broker configured): {uri}"), line
+    configured = Celery("proj", broker="plus+memory://b", set_as_current=False)
+    plain = SimpleNamespace(app=configured, pool_cls=None, startup_info=startup_info)
+    DurableSetup(plain)
+    assert plain.startup_info is startup_info  # a configured broker: Celery's own banner
+
+
+def test_a_publisher_on_another_embedded_file_than_its_worker_is_told(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        tmp_path: Path) -> None:
+    """Issue #30, point 6: a worker recorded its embedded file for its app; a process of the
+    same app choosing the embedded default in another directory is told both files."""
+    from celery_plus import app as app_module
+    from celery_plus.runtime import embedded_files
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    worker_file = tmp_path / "worker" / ".celery-plus" / "shop.db"
+    embedded_files.record_worker("shop", worker_file)  # this process stands for the worker
+    assert embedded_files.worker_file_elsewhere("shop", worker_file) is None  # itself
+    monkeypatch.setattr(embedded_files, "_running", lambda pid: True)
+    monkeypatch.setattr(embedded_files.os, "getpid", lambda: 1)  # now: another process
+    web = tmp_path / "web"
+    web.mkdir()
+    monkeypatch.chdir(web)
+    monkeypatch.setattr(app_module, "_embedded_warned", False)
+    caplog.set_level(logging.WARNING, logger="celery_plus")
+    Celery("shop", set_as_current=False).connection_for_write()
+    [told] = [r.getMessage() for r in caplog.records if "never reach" in r.getMessage()]
+    assert str(worker_file.resolve()) in told and str(web / ".celery-plus" / "shop.db") in told
+    monkeypatch.setattr(embedded_files, "_running", lambda pid: False)  # its worker is gone
+    assert embedded_files.worker_file_elsewhere("shop", web / "x.db") is None
