@@ -236,3 +236,16 @@ def test_rpc_results_reach_the_caller_and_never_touch_the_tasks_job(
     assert set(inspect.ids_in_state("completed")) == {r.id for r in [*results, first, second]}
     for state in ("enqueued", "scheduled", "running", "failed"):
         assert inspect.ids_in_state(state) == [], f"stray {state} jobs"
+
+
+def test_celery_plus_status_lists_a_live_worker_and_exits_0(
+        start_worker: Callable[..., Worker], prefix: str) -> None:
+    """Issue #30, point 8, the other half: with a worker alive, ``celery-plus status`` is
+    Celery's: the node answers, exit 0 (none alive: 69, tests/deploy/processes/test_cli.py)."""
+    start_worker(pool="solo")
+    done = subprocess.run(
+        [sys.executable, "-m", "celery_plus.cli", "status", "-A", "tests.deploy.e2e.proj",
+         "--timeout", "5"], cwd=ROOT, env={**os.environ, "PLUS_TEST_PREFIX": prefix},
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert f"{node(prefix)}: OK" in done.stdout, done.stdout
