@@ -210,11 +210,10 @@ class Admin:
              per_page: int = 50, order: str = "newest") -> Page:
         """One page of the jobs in ``state``, newest first (``order="oldest"``: oldest
         first), filtered by task name, queue, time of the state (``since``/``until``) and
-        ``text`` in the task id, task name, arguments (argsrepr/kwargsrepr) or error.
+        ``text`` in the args or the error.
 
-        Where no index answers (:meth:`text_indexed`) a text search reads every candidate;
-        ``text_limit`` makes it search the first that many candidates only (``Page.searched``
-        says when that cut it short; the job whose task id is the text is still found)."""
+        A text search decodes every candidate's message; ``text_limit`` makes it search the
+        first that many candidates only (``Page.searched`` says when that cut it short)."""
         check_state(state)
         check_page(page)
         if not 1 <= per_page <= MAX_PER_PAGE:
@@ -240,12 +239,6 @@ class Admin:
             searched = query.text_limit if candidates > query.text_limit else None
         return Page(items=items, total=total, page=page, per_page=per_page, state=state,
                     searched=searched)
-
-    def text_indexed(self, state: str, text: str) -> bool:
-        """Whether the store's index answers a ``text`` search of ``state`` (then searching
-        every job costs about a page; else each candidate is read: give ``text_limit``)."""
-        check_text("text", text)
-        return self.store.text_indexed(check_state(state), text)
 
     def show(self, task_id: str) -> JobDetail:
         """Everything about one job; raises :class:`JobNotFound`."""

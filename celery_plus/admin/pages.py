@@ -223,8 +223,7 @@ def _pager(urls: Urls, page: Page, view: ListingView) -> str:
 
 def _filter_form(urls: Urls, view: ListingView) -> str:
     labels = {"older_than": "older than (15m, 2h)", "since": "since (2h or ISO time)",
-              "until": "until (15m or ISO time)",
-              "text": "search: task id, task name, args, error"}
+              "until": "until (15m or ISO time)"}
     inputs = "".join(
         f'<input name="{attr(n)}" placeholder="{attr(labels.get(n, n))}" '
         f'value="{attr(view.filters.get(n, ""))}"> ' for n in FILTER_FIELDS if n != "search")

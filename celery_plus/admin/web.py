@@ -390,12 +390,9 @@ class Dashboard:
         if older is not None:
             cutoff = dt.timedelta(seconds=older)
             until = cutoff if until is None else _earlier(self.admin(), until, cutoff)
-        # A text search no index answers reads each record it looks at: the first TEXT_LIMIT
-        # only, unless the operator asks for all (``search=all``; the page says which it did).
-        text = filters.get("text") or ""
-        limit = (None if filters.get("search") == "all"
-                 or (text and self.admin().text_indexed(view.state, text))
-                 else pages.TEXT_LIMIT)
+        # A text search decodes each record it looks at: the first TEXT_LIMIT only, unless
+        # the operator asks for all (``search=all``; the page says which it did).
+        limit = None if filters.get("search") == "all" else pages.TEXT_LIMIT
         return self.admin().jobs(view.state, task=filters.get("task") or None,
                                  queue=filters.get("queue") or None,
                                  text=filters.get("text") or None, text_limit=limit,

@@ -39,7 +39,6 @@ from celery_plus.admin.text import age, one_line, visible, when
 from celery_plus.model.admin import (
     BATCH,
     PURGEABLE,
-    SEARCH_WINDOW,
     STATES,
     AdminError,
     BulkResult,
@@ -133,9 +132,6 @@ def page_text(page: Page) -> str:
             row.append(item.reason or "-")
     footer = (f"page {page.page}/{max(page.pages, 1)}, {count_text(page.total)} {page.state} "
               f"job{'s' if page.total != 1 else ''}")
-    if page.searched is not None:
-        footer += (f" (text searched in the newest {page.searched:,} only: narrow it with "
-                   "--task, --queue or --since)")
     return table(headers, rows) + "\n" + footer
 
 
@@ -357,10 +353,6 @@ def _scope_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _list(ctx: click.Context, state: str, as_json: bool, **filters: Any) -> None:
     with _admin(ctx) as admin:
-        text = filters.get("text")
-        if text and not admin.text_indexed(state, text):
-            # No index answers it: the newest SEARCH_WINDOW candidates, and the footer says so.
-            filters["text_limit"] = SEARCH_WINDOW
         page = admin.jobs(state, **filters)
     if as_json:
         _emit_json(page.to_dict())

@@ -68,9 +68,6 @@ class CoordinatedAdminStore:
              ) -> tuple[list[JobSummary], int]:
         return self.store.jobs(state, query, offset, limit)
 
-    def text_indexed(self, state: str, text: str) -> bool:
-        return self.store.text_indexed(state, text)
-
     def show(self, job_id: str) -> JobDetail | None:
         return self.store.show(job_id)
 

@@ -30,11 +30,9 @@ checks them on every backend):
   ``since_ms`` (the overview's throughput), counted from the finish times the records keep.
 * Listings are newest first: by finish time (completed, failed, canceled, discarded), start
   time (running) or enqueue time (enqueued, scheduled, blocked); ties by task id, descending.
-  ``Query.oldest_first`` turns the order around. A ``text`` search matches a substring of
-  each job's :func:`search_document` (id, task name, argsrepr, kwargsrepr, error fields):
-  answered by the store's index where ``text_indexed`` says so, else by reading the
-  candidates (:func:`text_page`); with ``Query.text_limit`` it looks at the first that many
-  candidates (in the listing's order) only, and still finds the job whose id is the text.
+  ``Query.oldest_first`` turns the order around. A ``text`` search decodes each candidate's
+  message (:func:`text_page`): with ``Query.text_limit`` it looks at the first that many
+  candidates (in the listing's order) only.
 * Listings are bounded: a row's error message, reason and arguments preview are cut to
   :data:`LIST_TEXT` characters, and a message larger than :data:`PREVIEW_BYTES` is not read
   for its preview (``show`` gives the whole job). Implementations cut them in the store's
@@ -144,7 +142,7 @@ class UnsupportedStore(AdminError, NotImplementedError):
 @dataclass(frozen=True)
 class Query:
     """Filters of a listing (all optional; ``text`` is a case-insensitive substring of the
-    job's :func:`search_document`: task id, task name, argsrepr/kwargsrepr, error fields)."""
+    decoded args/kwargs or of the error type, message and traceback)."""
 
     task: str | None = None
     queue: str | None = None
@@ -506,11 +504,6 @@ class AdminStore(Protocol):
         ``offset``, total matching)."""
         ...
 
-    def text_indexed(self, state: str, text: str) -> bool:
-        """Whether an index answers a text search of ``text`` in ``state`` (then a search of
-        every job costs about what a page does; else each candidate is read)."""
-        ...
-
     def show(self, job_id: str) -> JobDetail | None: ...
 
     def retry(self, job_id: str) -> OpResult:
@@ -658,44 +651,17 @@ def args_repr(decoded: Decoded) -> str:
     return json.dumps([decoded.args, decoded.kwargs], default=str)
 
 
-#: Fields of a job a text search looks in, in the search document's order.
-SEARCH_FIELDS = ("id", "name", "argsrepr", "kwargsrepr", "exc_type", "exc_message", "reason",
-                 "traceback")
-#: Shortest text an index answers (trigrams); a shorter one is searched by a bounded scan.
-SEARCH_MIN = 3
-#: Candidates the CLI's search looks at where no index answers (Redis reads each record:
-#: about 0.3 ms apiece, benchmarks/admin_search.py); the dashboard's is the same.
-SEARCH_WINDOW = 1_000
-
-
-def envelope_reprs(message: str | bytes | None) -> tuple[str, str]:
-    """Celery's ``argsrepr`` and ``kwargsrepr`` headers of a stored kombu envelope ('' when
-    absent, not text, or the message is not a JSON envelope)."""
-    try:
-        envelope = json.loads(as_text(message))
-    except ValueError:
-        return "", ""
-    headers = envelope.get("headers") if isinstance(envelope, dict) else None
-    if not isinstance(headers, dict):
-        return "", ""
-    found = (headers.get("argsrepr"), headers.get("kwargsrepr"))
-    return tuple(v if isinstance(v, str) else "" for v in found)  # type: ignore[return-value]
-
-
-def search_document(record: JobRecord) -> str:
-    """What a text search looks in: each non-empty :data:`SEARCH_FIELDS` value followed by a
-    newline. The SQL stores index the same document, built by their triggers
-    (``stores/sqlite/schema.sql``, ``stores/postgres/functions/search_doc.sql``)."""
-    argsrepr, kwargsrepr = envelope_reprs(record.message)
-    values = (record.id, record.name, argsrepr, kwargsrepr, record.exc_type,
-              record.exc_message, record.reason, record.traceback)
-    return "".join(f"{v}\n" for v in values if v)
-
-
 def text_matches(needle: str, record: JobRecord) -> bool:
-    """``needle`` (case-insensitive) in the job's :func:`search_document`: its id, task name,
-    arguments as Celery shows them (``argsrepr``/``kwargsrepr``) or error fields."""
-    return needle.lower() in search_document(record).lower()
+    """``needle`` (case-insensitive) in the decoded args/kwargs or the error fields."""
+    low = needle.lower()
+    for text in (record.exc_type, record.exc_message, record.traceback, record.reason):
+        if low in text.lower():
+            return True
+    decoded = decode_message(record.message)
+    if decoded.error:
+        return low in record.message.lower()
+    haystack = json.dumps([decoded.args, decoded.kwargs], default=str, ensure_ascii=False)
+    return low in haystack.lower() or low in args_repr(decoded).lower()
 
 
 def text_page(candidates: Iterable[JobRecord], query: Query, offset: int,

@@ -1,8 +1,6 @@
 """The admin on the SQL stores (SQLite, PostgreSQL): what their two admins share, once.
 
-:class:`SqlAdmin` lists jobs (a page by a deferred join; a text search narrowed by the store's
-search index — ``sqlite/search.py``, PostgreSQL's ``job_search`` — or, without it, by reading
-the candidates),
+:class:`SqlAdmin` lists jobs (a page by a deferred join, a text search by keyset paging),
 selects a bulk operation's candidates and runs the reads whose statements both dialects
 accept. Each store's admin (``sqlite/admin.py``, ``postgres/admin.py``) adds its dialect
 (parameter mark, id order, the keyset's parameters), the statements it tunes for its planner
@@ -32,12 +30,9 @@ from celery_plus.model.admin import (
     PREVIEW_BYTES,
     PURGEABLE,
     SEARCH_CHUNK,
-    SEARCH_MIN,
     STATES,
-    JobSummary,
     Query,
     Scope,
-    summary_from_record,
     time_field,
 )
 from celery_plus.model.capped import CAPPED, is_capped
@@ -135,15 +130,6 @@ class SqlAdmin(StoreAdmin[B]):
     def _among(self, ids: Sequence[str]) -> tuple[str, list[Any]]:
         """A condition (and its parameters) keeping the rows of these ids."""
 
-    @abstractmethod
-    def _has_search_index(self) -> bool:
-        """Whether the store has its text-search index (read once)."""
-
-    @abstractmethod
-    def _matching(self, text: str) -> tuple[str, list[Any]]:
-        """A condition (and its parameters) keeping the jobs whose search document holds
-        ``text`` (any case), answered by the index."""
-
     def _listing(self, state: str, query: Query) -> Listing:
         """The rows of ``state`` in the query's task, queue and time filters."""
         # Finished records always have a finish time: the bare column lets the index on
@@ -166,13 +152,7 @@ class SqlAdmin(StoreAdmin[B]):
     # -- listings -----------------------------------------------------------------------
     def page(self, state: str, query: Query, offset: int, limit: int
              ) -> tuple[list[Record], int]:
-        return self._page_of(state, query, self._listing(state, query), offset, limit)
-
-    def _page_of(self, state: str, query: Query, listing: Listing, offset: int, limit: int
-                 ) -> tuple[list[Record], int]:
-        """A page of ``listing`` (the query's, or a search's narrowed one) and its capped
-        total: sorted by time, or in the claim index's order over the cap (enqueued jobs
-        filtered by no task nor time)."""
+        listing = self._listing(state, query)
         total = int(self._all(f"SELECT {capped_count(listing.condition)}",
                               *listing.params)[0][0])
         in_queue_order = (is_capped(total) and state == "enqueued" and not query.task
@@ -194,38 +174,12 @@ class SqlAdmin(StoreAdmin[B]):
                 f"{state_is('enqueued', 'j.')} AND j.queue = p.queue "
                 f"AND j.score = p.score ORDER BY p.{order.replace(', ', ', p.')}")
 
-    # -- text search ------------------------------------------------------------------
-    def text_indexed(self, state: str, text: str) -> bool:
-        return len(text) >= SEARCH_MIN and self._has_search_index()
-
-    def search(self, state: str, query: Query, offset: int, limit: int
-               ) -> tuple[list[JobSummary], int]:
-        """With the index: a page of the listing narrowed to the jobs the index matches,
-        counted and ordered as any listing (over the cap, enqueued jobs in the claim index's
-        order); without it, the candidates read."""
-        assert query.text is not None
-        if query.text_limit is not None or not self.text_indexed(state, query.text):
-            return super().search(state, query, offset, limit)
-        narrowed = self._narrowed(self._listing(state, query), query.text)
-        rows, total = self._page_of(state, query, narrowed, offset, limit)
-        return [summary_from_record(rec) for rec in rows], total
-
-    def _narrowed(self, listing: Listing, text: str) -> Listing:
-        """``listing`` kept to the jobs whose search document holds ``text``."""
-        matching, values = self._matching(text)
-        return Listing(f"{listing.condition} AND {matching}", [*listing.params, *values],
-                       listing.at, listing.direction)
-
     def candidates(self, state: str, query: Query) -> Iterator[Record]:
-        """Whole records in the listing's order. Up to ``text_limit``: the ids first, in one
-        statement (one sort), then their records SEARCH_CHUNK at a time. Without a limit:
-        SEARCH_CHUNK at a time, each chunk after the (time, id) of the previous one's last
-        row (keyset paging). The memory is one chunk, however large the records."""
+        """Whole records, SEARCH_CHUNK at a time, each chunk after the (time, id) of the
+        previous one's last row (keyset paging): the memory is one chunk, however large the
+        records; none read past the query's ``text_limit``."""
         listing = self._listing(state, query)
         at, ident, direction = listing.at, self.ID, listing.direction
-        if query.text_limit is not None:
-            yield from self._first_candidates(state, listing, query.text_limit)
-            return
         columns = ", ".join(["id", at, *SEARCH_COLUMNS])
         after = "<" if direction == "DESC" else ">"
         last: tuple[Any, Any] | None = None
@@ -241,24 +195,6 @@ class SqlAdmin(StoreAdmin[B]):
             if len(rows) < SEARCH_CHUNK:
                 return
             last = (rows[-1][1], rows[-1][0])
-
-    def _first_candidates(self, state: str, listing: Listing, count: int
-                          ) -> Iterator[Record]:
-        """The whole records of the first ``count`` rows of ``listing`` still in ``state``,
-        in the listing's order."""
-        order = f"{listing.at} {listing.direction}, {self.ID} {listing.direction}"
-        ids = [row[0] for row in self._all(
-            f"SELECT id FROM jobs WHERE {listing.condition} ORDER BY {order} LIMIT {int(count)}",
-            *listing.params)]
-        columns = ", ".join(["id", *SEARCH_COLUMNS])
-        for start in range(0, len(ids), SEARCH_CHUNK):
-            chunk = ids[start:start + SEARCH_CHUNK]
-            among, values = self._among(chunk)
-            found = {row[0]: row for row in self._all(
-                f"SELECT {columns} FROM jobs WHERE {state_is(state)} AND {among}", *values)}
-            for job_id in chunk:
-                if job_id in found:
-                    yield row_record(job_id, SEARCH_COLUMNS, found[job_id][1:])
 
     def select(self, state: str, scope: Scope) -> list[str]:
         mark = self.MARK

@@ -201,13 +201,6 @@ ADDED_SINCE_LEGACY = {
     "relation paused_queues", "relation paused_queues_pkey", "index paused_queues_pkey",
     "column paused_queues.queue", "column paused_queues.paused_ms",
     "constraint <schema>.paused_queues.paused_queues_pkey",
-    # migration 0010 and release 7: the text search's index (pg_trgm is available here).
-    "relation job_search", "column job_search.id", "column job_search.doc",
-    "constraint <schema>.job_search.job_search_pkey", "index job_search_pkey",
-    "relation job_search_pkey", "index job_search_trgm", "relation job_search_trgm",
-    "function search_doc(p_id text, p_name text, p_msg bytea, p_etype text, p_emsg text, "
-    "p_reason text, p_tb text)", "function job_search_row()",
-    "trigger jobs_search", "trigger jobs_search_update",
 }
 
 
@@ -234,8 +227,7 @@ def test_fresh_and_upgraded_schemas_equal_the_legacy_one(
 def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
         conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
     """The legacy 0001-0008 applied, a job published and claimed; then this version:
-    0009 (paused queues) and 0010 (the search index) applied, every function file applied
-    and recorded, the job indexed for the admin's search, the job settles."""
+    no migration to apply, every function file applied and recorded, the job settles."""
     schema = new_schema("ul")
     build_legacy(conn, schema)
     with conn.transaction():
@@ -246,10 +238,8 @@ def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
                              "1000, NULL, NULL, NULL, NULL) WHERE o_kind = 'c'").fetchone()
     assert token is not None
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [9, 10]
+    assert [m.version for m in applied.migrations] == [9]
     assert [f.name for f in applied.functions] == [f.name for f in pg_migrations.function_files()]
-    assert conn.execute(f'SELECT id, doc FROM "{schema}".job_search').fetchall() == [
-        ("old", "old\n")]
     recorded = dict(conn.execute(f'SELECT name, sha256 FROM "{schema}".function_versions'))
     assert recorded == {f.name: f.sha256 for f in pg_migrations.function_files()}
     store = PostgresBackend(PG_URL, schema=schema)
@@ -317,7 +307,7 @@ def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
                      "'', 0, 0, 1000)")
         conn.execute("UPDATE jobs SET token = 77 WHERE id = 'old'")
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9, 10]
+    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9]
     store = PostgresBackend(PG_URL, schema=schema)
     try:
         publish(store, "new")
@@ -448,7 +438,7 @@ def test_every_version_takes_the_same_migration_lock(
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
             migrator.join(60)
-    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9, 10]
+    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9]
 
 
 # -- the rules, rendered -------------------------------------------------------------------------
@@ -501,31 +491,3 @@ def test_the_13_argument_publish_is_fenced_like_the_others(
     conn.execute(f'SELECT * FROM "{schema}".settle(ARRAY[\'a\'], ARRAY[%s::bigint], '
                  "ARRAY['ack'], ARRAY[NULL::text], 1000)", [claimed[0][1]])
     assert conn.execute(old, ["a"]).fetchone() == (None, "enqueued", False)
-
-
-# -- the admin's search index (migration 0010, functions release 7) ---------------------------
-
-
-def test_without_the_trigram_index_the_admin_searches_by_reading_its_candidates(
-        conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
-    """A store whose database could not create pg_trgm has job_search and its triggers but no
-    GIN index: the admin says no index answers, and a search still finds the jobs."""
-    from celery_plus.admin.api import Admin
-    from celery_plus.stores.registry import admin_for
-    from tests.fast.conformance.test_admin import job
-
-    schema = new_schema("nt")
-    pg_migrations.migrate(conn, schema)
-    conn.execute(f'DROP INDEX "{schema}".job_search_trgm')
-    store = PostgresBackend(PG_URL, schema=schema)
-    admin = Admin(admin_for(store))
-    try:
-        job(store, "w1", task="proj.report", args=["no-index"])
-        assert not admin.text_indexed("enqueued", "no-index")
-        page = admin.jobs("enqueued", text="NO-INDEX", text_limit=1000)
-        assert [r.id for r in page.items] == ["w1"] and page.searched is None
-        assert conn.execute(f'SELECT doc FROM "{schema}".job_search').fetchall() == [
-            ("w1\nproj.report\n('no-index',)\n{}\n",)]
-    finally:
-        admin.close()
-        store.close()

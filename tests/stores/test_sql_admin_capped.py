@@ -95,17 +95,6 @@ def test_a_listing_over_the_cap_is_paged_in_claim_order(
     assert ids(only_b) == ["b2", "b1", "b0"] and only_b.total == 3 and not only_b.capped
 
 
-def test_a_search_over_the_cap_is_paged_in_claim_order_and_a_narrow_one_by_time(
-        crowded: tuple[Backend, Admin]) -> None:
-    _, admin = crowded
-    every = admin.jobs("enqueued", text="PROJ.MANY", per_page=5)  # the index: all match
-    assert every.total == CAPPED and every.searched is None
-    assert ids(every) == ["b2", "b1", "b0", f"a0-{MANY}", f"a0-{MANY - 1}"]
-    narrow = admin.jobs("enqueued", text="a0-1000", per_page=5)
-    expected = [f"a0-{n}" for n in range(MANY, 0, -1) if str(n).startswith("1000")]
-    assert narrow.total == len(expected) and ids(narrow) == expected[:5]
-
-
 def test_a_filtered_listing_over_the_cap_keeps_its_time_order(
         crowded: tuple[Backend, Admin]) -> None:
     _, admin = crowded

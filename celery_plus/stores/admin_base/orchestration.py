@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from itertools import chain
 from typing import Generic, TypeVar
 
 from celery_plus.model.admin import (
@@ -53,7 +52,7 @@ from celery_plus.stores.admin_base.aggregates import (
     newest_waits,
     status_from_rows,
 )
-from celery_plus.stores.admin_base.listing import Record, listed
+from celery_plus.stores.admin_base.listing import Record
 
 #: A change primitive's answer for one job: (job id, outcome, extra).
 Outcome = tuple[str, str, str]
@@ -176,25 +175,9 @@ class StoreAdmin(ABC, Generic[B]):
              ) -> tuple[list[JobSummary], int]:
         check_state(state)
         if query.text:
-            return self.search(state, query, offset, limit)
+            return text_page(self.candidates(state, query), query, offset, limit)
         rows, total = self.page(state, query, offset, limit)
         return [summary_from_record(rec) for rec in rows], total
-
-    def text_indexed(self, state: str, text: str) -> bool:
-        """No index here: a search reads each candidate (a store with one says so)."""
-        return False
-
-    def search(self, state: str, query: Query, offset: int, limit: int
-               ) -> tuple[list[JobSummary], int]:
-        """A page of a text search by reading the candidates (:func:`text_page`). A search
-        cut short by ``text_limit`` still finds the job whose task id is the text, listed
-        first, wherever it is in the listing."""
-        assert query.text is not None
-        candidates = self.candidates(state, query)
-        hit = self.backend.record(query.text) if query.text_limit is not None else None
-        if hit is not None and listed([hit], state, query):
-            candidates = chain([hit], (rec for rec in candidates if rec.id != hit.id))
-        return text_page(candidates, query, offset, limit)
 
     def show(self, job_id: str) -> JobDetail | None:
         rec = self.backend.record(job_id)

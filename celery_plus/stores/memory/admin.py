@@ -45,10 +45,6 @@ class MemoryAdmin(StoreAdmin[MemoryBackend]):
     def candidates(self, state: str, query: Query) -> Iterator[Record]:
         return iter(self._listed(state, query))
 
-    def text_indexed(self, state: str, text: str) -> bool:
-        """The records are this process's memory: reading them all is the index."""
-        return True
-
     def holder(self, lock: str) -> str | None:
         with self.backend.store.lock:
             hold = self.backend.store.live_hold(lock, self.now_ms())

@@ -37,7 +37,6 @@ class PostgresAdmin(SqlAdmin[PostgresBackend]):
     KEYSET = '(%s::bigint, %s COLLATE "C")'
     GREATEST = "greatest"
     SUMMARY = summary_columns("j.", "octet_length({})")
-    _search_index: bool | None = None
 
     def _all(self, sql: str, *params: Any) -> list[Any]:
         return self.backend._rows(sql, params)
@@ -54,16 +53,6 @@ class PostgresAdmin(SqlAdmin[PostgresBackend]):
 
     def _among(self, ids: Sequence[str]) -> tuple[str, list[Any]]:
         return "id = ANY (%s::text[])", [list(ids)]
-
-    def _has_search_index(self) -> bool:
-        if self._search_index is None:
-            self._search_index = bool(self._all(
-                "SELECT to_regclass('job_search_trgm') IS NOT NULL")[0][0])
-        return self._search_index
-
-    def _matching(self, text: str) -> tuple[str, list[Any]]:
-        escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        return "id IN (SELECT id FROM job_search WHERE doc ILIKE %s)", [f"%{escaped}%"]
 
     def holder(self, lock: str) -> str | None:
         holder = self._all("SELECT live_holder(store_key(%s), now_ms())", lock)[0][0]

@@ -15,14 +15,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from celery_plus.model.admin import WAITING, Scope, time_field
-from celery_plus.model.capped import CAPPED
 from celery_plus.stores.admin_base.orchestration import Outcome
 from celery_plus.stores.sql_admin import Listing, SqlAdmin, summary_columns
-from celery_plus.stores.sqlite import search
 from celery_plus.stores.sqlite.backend import PRIORITY_FACTOR, SQLiteBackend, _Tx
 
-#: Matches from which a search of a finished state is read in its index's order.
-COMMON = 2_000
 #: A change to one job inside a transaction: (outcome, extra).
 Change = Callable[[_Tx, str], tuple[str, str]]
 
@@ -35,7 +31,6 @@ class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
     KEYSET = "(?, ?)"
     GREATEST = "MAX"
     SUMMARY = summary_columns("j.", "length(CAST({} AS BLOB))")
-    _search_index: bool | None = None
 
     def _all(self, sql: str, *params: Any) -> list[Any]:
         return self.backend._read(lambda conn: conn.execute(sql, params).fetchall())
@@ -55,32 +50,6 @@ class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
 
     def _among(self, ids: Sequence[str]) -> tuple[str, list[Any]]:
         return f"id IN ({', '.join('?' * len(ids))})", list(ids)
-
-    def _has_search_index(self) -> bool:
-        if self._search_index is None:
-            self._search_index = bool(self.backend._read(search.installed))
-        return self._search_index
-
-    def _matching(self, text: str) -> tuple[str, list[Any]]:
-        return ("id IN (SELECT r.id FROM job_search f JOIN search_rows r ON r.n = f.rowid "
-                "WHERE job_search MATCH ?)", [search.match(text)])
-
-    def _narrowed(self, listing: Listing, text: str) -> Listing:
-        # Common matches are probed while the state is read in an index's order, stopping at
-        # the page: a finished state's (state, finished_ms, id) from COMMON matches, the claim
-        # index of enqueued jobs from CAPPED (then paged in its order). Otherwise the index's
-        # matches come first, the listing's condition checked on each (``+(...)`` keeps the
-        # planner from scanning the state and probing them).
-        matching, values = self._matching(text)
-        if self._common(values[0], COMMON if listing.at == "finished_ms" else CAPPED):
-            return super()._narrowed(listing, text)
-        return Listing(f"{matching} AND +({listing.condition})", [*values, *listing.params],
-                       listing.at, listing.direction)
-
-    def _common(self, match: str, count: int) -> bool:
-        """Whether the index matches ``count`` documents or more."""
-        return int(self._all(f"SELECT count(*) FROM (SELECT 1 FROM job_search WHERE job_search "
-                             f"MATCH ? LIMIT {count})", match)[0][0]) >= count
 
     def holder(self, lock: str) -> str | None:
         rows = self._all("SELECT holder FROM holds WHERE lock = ? AND expires_ms >= ?", lock,

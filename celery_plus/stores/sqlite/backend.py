@@ -59,7 +59,6 @@ from celery_plus.runtime.fork_guard import guard_across_fork
 from celery_plus.runtime.throttled import Throttled
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.sql_record import COLUMNS, row_record
-from celery_plus.stores.sqlite import search
 from celery_plus.stores.sqlite.locking import retry_while_locked
 from celery_plus.stores.sqlite.url import sqlite_path
 from celery_plus.stores.waiting import Due, wait_for_work
@@ -560,7 +559,6 @@ class SQLiteBackend(OptionsView, Backend):
         try:
             conn.executescript("BEGIN IMMEDIATE;\n" + _schema())
             _add_columns(conn)
-            search.install(conn)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

@@ -171,7 +171,8 @@ def test_a_listing_filters_by_task_queue_and_text(backend: Backend, admin: Admin
     assert listed(admin, "failed", text="smtp time") == ["b"]       # in the error message
     assert listed(admin, "failed", text="line 3") == ["d", "c", "b", "a"]  # traceback
     assert listed(admin, "failed", text="valueerror", queue=Q) == ["c", "a"]
-    assert listed(admin, "failed", text="MAIL") == ["b", "a"]          # part of the task name
+    page = admin.jobs("failed", text="proj", per_page=1)
+    assert page.total == 0  # the task name is a filter of its own, not text
     page = admin.jobs("failed", task="proj.mail", per_page=1, page=2)
     assert [r.id for r in page.items] == ["a"] and page.total == 2
 
@@ -324,9 +325,7 @@ def test_show_of_a_malformed_dead_letter_keeps_the_raw_message(
     assert detail.args is None and detail.kwargs is None
     assert "not a JSON kombu envelope" in detail.decode_error
     assert "not json" in detail.raw_message
-    # the error is searched; the raw bytes of a message that is not an envelope are not
-    assert listed(admin, "failed", text="not a kombu") == ["bad"]
-    assert listed(admin, "failed", text="not json") == []
+    assert listed(admin, "failed", text="not json") == ["bad"]
 
 
 def test_operations_on_a_missing_job_raise_not_found(admin: Admin) -> None:

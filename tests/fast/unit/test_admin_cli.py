@@ -292,27 +292,6 @@ def test_jobs_counts_states_and_lists_one(store: Store) -> None:
         "s1"]
 
 
-def test_jobs_text_searches_every_job_by_index_else_the_newest_and_says_so(
-        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("celery_plus.cli.admin.SEARCH_WINDOW", 2)
-    for n in range(3):
-        store.job(f"e{n}", task=f"proj.report_{n}", args=[n])
-    found = run(store, "jobs", "enqueued", "--text", "REPORT_")
-    assert found.exit_code == 0
-    if type(store.backend).__name__.startswith("Redis"):  # no index: the newest 2, said so
-        assert "2 enqueued jobs" in found.stdout, found.stdout
-        assert "(text searched in the newest 2 only" in found.stdout
-    else:  # the index: all of them
-        assert "3 enqueued jobs" in found.stdout, found.stdout
-        assert "searched in the newest" not in found.stdout
-    short = run(store, "jobs", "enqueued", "--text", "e0")  # too short for the index
-    assert short.exit_code == 0
-    assert [line.split()[0] for line in short.stdout.splitlines()[1:-1]] == ["e0"]  # by id
-    assert "(text searched in the newest 2 only" in short.stdout
-    page = as_json(run(store, "jobs", "enqueued", "--text", "e", "--json"))
-    assert ([i["id"] for i in page["items"]], page["searched"]) == (["e2", "e1"], 2)
-
-
 def test_status_shows_queues_groups_and_dead_letters(store: Store) -> None:
     store.dead("f1", queue="mail")
     store.job("run", concurrency_group="g", concurrency_limit=1)
