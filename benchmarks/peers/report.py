@@ -54,14 +54,15 @@ def print_report(rounds: list[Round], systems: list[System], jobs: int) -> None:
         cells = [_median(_rates(rounds, s.key, m)) for m in METRICS]
         print(f"| {s.label} | {' | '.join(cells)} | {s.guarantee} |")
     keys = {s.key for s in systems}
+    pairs = [*PAIRS, *((s.key, (f"base-{s.key}",)) for s in systems if s.kind.startswith("plus"))]
     print("\nratios celery-plus/peer within each round: median (each round)")
-    for ours, peers in PAIRS:
+    for ours, peers in pairs:
         for peer in (p for p in peers if {ours, p} <= keys):
             for metric in METRICS:
                 found = ratios(rounds, ours, peer, metric)
                 if found:
                     print(f"  {ours}/{peer} {metric}: {_ratio_text(found)}")
-    for s in (s for s in systems if s.key.startswith("plus")):
+    for s in (s for s in systems if s.kind.startswith("plus")):
         found = ratios(rounds, s.key, s.key, "prefork -c 2", "solo")
         if found:
             print(f"  {s.key} prefork -c 2 / own solo: {_ratio_text(found)}")

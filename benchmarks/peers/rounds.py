@@ -1,4 +1,5 @@
-"""One round: every system once, in the round's rotated order; each drain on a full queue."""
+"""One round: every system once per measure, in the round's rotated order; each drain starts on
+a full queue."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from benchmarks.pools import _stop
 from benchmarks.throughput import ROOT
 
 from .servers import Servers, clean, env, prepare
-from .systems import System
+from .systems import COLUMNS, System
 
 SCRIPT_COMMANDS = ("cmdstat_fcall", "cmdstat_fcall_ro", "cmdstat_evalsha", "cmdstat_eval")
 
@@ -47,8 +48,8 @@ class Round:
 def _fill(system: System, run: str, servers: Servers, jobs: int, mode: str) -> float:
     """Enqueue ``jobs`` with the system's single or batch call; the rate per second."""
     out = subprocess.run([sys.executable, "-m", "benchmarks.peers.send", system.app, mode,
-                          str(jobs)], env=env(system, run, servers), cwd=ROOT, check=True,
-                         capture_output=True, text=True)
+                          str(jobs)], env=env(system, run, servers), cwd=system.code or ROOT,
+                         check=True, capture_output=True, text=True)
     return (jobs - 1) / float(out.stdout.strip().splitlines()[-1])
 
 
@@ -73,7 +74,8 @@ def _drain(system: System, column: str, run: str, servers: Servers, jobs: int,
     store = redis.Redis.from_url(servers.store) if system.store == "redis" else None
     before = _commandstats(store) if store else {}
     proc = subprocess.Popen(system.drains[column](run), env=env(system, run, servers),
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            cwd=system.code or ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + timeout
         while marks.get(f"{run}:mark:last") is None:
@@ -93,41 +95,37 @@ def _drain(system: System, column: str, run: str, servers: Servers, jobs: int,
     return (jobs - 1) / (last - first), calls
 
 
-def measure(system: System, servers: Servers, jobs: int) -> Figures:
-    """Single enqueue, batch enqueue (where the system has one) and each drain column."""
-    figures = Figures()
-    for index, column in enumerate(system.drains):
-        run = f"peers-{system.key}-{uuid.uuid4().hex[:8]}"
-        prepare(system, run, servers)
-        try:
-            mode = "batch" if system.has_batch and index > 0 else "single"
-            rate = _fill(system, run, servers, jobs, mode)
-            if index < 2:
-                figures.rates.setdefault("enqueue" if mode == "single" else "batch", rate)
-            rate, calls = _drain(system, column, run, servers, jobs)
-            figures.rates[column] = rate
+def _run(system: System, servers: Servers, jobs: int, figures: Figures, mode: str,
+         column: str | None) -> None:
+    """One run: fill a queue (timed), then drain it with ``column``'s worker if one is given."""
+    run = f"peers-{system.key}-{uuid.uuid4().hex[:8]}"
+    prepare(system, run, servers)
+    try:
+        rate = _fill(system, run, servers, jobs, mode)
+        figures.rates.setdefault("enqueue" if mode == "single" else "batch", rate)
+        if column is not None:
+            figures.rates[column], calls = _drain(system, column, run, servers, jobs)
             if calls:
                 figures.calls[column] = calls
-        finally:
-            clean(system, run, servers)
-    if system.has_batch and "batch" not in figures.rates:
-        run = f"peers-{system.key}-{uuid.uuid4().hex[:8]}"
-        prepare(system, run, servers)
-        try:
-            figures.rates["batch"] = _fill(system, run, servers, jobs, "batch")
-        finally:
-            clean(system, run, servers)
-    return figures
+    finally:
+        clean(system, run, servers)
 
 
 def run_round(index: int, systems: list[System], servers: Servers, jobs: int) -> Round:
-    """Round ``index``: every system once, the order rotated by ``index``."""
+    """Round ``index``: column by column, every system that has it once, in an order rotated
+    by ``index``. A system's first queue is filled one call at a time, the next ones with its
+    batch enqueue where it has one (a system with one column gets a batch fill alone)."""
     shift = index % len(systems)
     order = systems[shift:] + systems[:shift]
     start = os.getloadavg()[0]
-    figures = {}
+    figures = {system.key: Figures() for system in order}
+    for column in COLUMNS:
+        for system in (s for s in order if column in s.drains):
+            mode = "batch" if system.has_batch and figures[system.key].rates else "single"
+            _run(system, servers, jobs, figures[system.key], mode, column)
+    for system in (s for s in order if s.has_batch and "batch" not in figures[s.key].rates):
+        _run(system, servers, jobs, figures[system.key], "batch", None)
     for system in order:
-        figures[system.key] = measure(system, servers, jobs)
         print(f"  round {index + 1}: {system.key} {format_rates(figures[system.key])}",
               file=sys.stderr, flush=True)
     return Round([s.key for s in order], (start, os.getloadavg()[0]), figures)

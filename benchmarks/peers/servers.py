@@ -4,6 +4,7 @@ PostgreSQL schema with the peer's tables, and the cleaning after a run."""
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -35,12 +36,11 @@ def private_servers(pg: str) -> Iterator[Servers]:
 
 def env(system: System, run: str, servers: Servers) -> dict[str, str]:
     """The environment of every process of a run."""
-    import os
-
+    path = os.pathsep.join(p for p in (system.code, str(ROOT)) if p)
     return {**os.environ, "BENCH_KIND": system.kind or system.key, "BENCH_RUN": run,
             "BENCH_REDIS": servers.store, "BENCH_MARKS": servers.marks, "BENCH_PG": servers.pg,
             "BENCH_PG_SCHEMA": pg_schema(run), "PGQUEUER_SCHEMA": pg_schema(run),
-            "PGDSN": servers.pg, "PYTHONPATH": str(ROOT)}
+            "PGDSN": servers.pg, "PYTHONPATH": path}
 
 
 def prepare(system: System, run: str, servers: Servers) -> None:

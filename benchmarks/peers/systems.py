@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 PY = sys.executable
 COLUMNS = ("solo", "prefork -c 2", "x8")
@@ -27,6 +27,9 @@ class System:
     drains: dict[str, Command]  # column -> the worker's command line for a run
     guarantee: str
     kind: str = ""  # BENCH_KIND for benchmarks.bench_app
+    #: a checkout whose celery_plus the run imports (``--base``): its processes start in it, as
+    #: ``python -m`` puts the working directory first on the path
+    code: str = ""
 
 
 def _celery(cli: str, pool: str) -> Command:
@@ -49,7 +52,8 @@ def _fixed(*cmd: str) -> Command:
     return lambda run: [PY, "-m", *cmd]
 
 
-PLUS_NOTE = "at least once; leases with fencing tokens, ack durable before the next claim"
+PLUS_NOTE = ("at least once (exactly once while nothing fails); leases with fencing tokens; a dead "
+             "worker's jobs run again after the lease (30 s)")
 SYSTEMS = (
     _plus("plus", "celery-plus plus+redis://", "redis", PLUS_NOTE),
     _plus("plus-pg", "celery-plus plus+postgresql://", "pg", PLUS_NOTE + "; commit per publish"),
@@ -84,3 +88,9 @@ SYSTEMS = (
            }, "a dead worker's jobs stay 'doing' until the user's stalled-job task retries them"),
 )
 BY_KEY = {system.key: system for system in SYSTEMS}
+
+
+def based(system: System, checkout: str) -> System:
+    """``system`` on the celery_plus of another checkout (``--base``), keyed ``base-KEY``."""
+    return replace(system, key=f"base-{system.key}", label=f"{system.label} at {checkout}",
+                   code=checkout)
