@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 
 import redis
 
+from benchmarks.marks import await_mark
 from benchmarks.pools import _stop
 from benchmarks.throughput import ROOT
 
@@ -77,13 +77,7 @@ def _drain(system: System, column: str, run: str, servers: Servers, jobs: int,
                             cwd=system.code or ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + timeout
-        while marks.get(f"{run}:mark:last") is None:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{system.key} {column}: worker exited {proc.returncode}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{system.key} {column}: not drained in {timeout} s")
-            time.sleep(0.02)
+        await_mark(marks, f"{run}:mark:last", proc, timeout, f"{system.key} {column}")
         calls = _calls(before, _commandstats(store), jobs) if store else None
         first = float(marks.get(f"{run}:mark:first") or 0)
         last = float(marks.get(f"{run}:mark:last") or 0)
