@@ -19,9 +19,14 @@ RUN = os.environ.get("BENCH_RUN", "bench")
 
 broker = RedisBroker(url=REDIS_URL, namespace=f"{RUN}-dramatiq")
 dramatiq.set_broker(broker)
-_marks = redis.Redis.from_url(REDIS_URL)
+_marks = redis.Redis.from_url(os.environ.get("BENCH_MARKS", REDIS_URL))
 
 
 @dramatiq.actor(queue_name=f"{RUN}-q", max_retries=0)
 def counted(i: int, n: int, sleep_s: float = 0.0) -> None:
     count_done(_marks, RUN, n, sleep_s)
+
+
+def send(i: int, n: int) -> None:
+    """Enqueue one job (Dramatiq has no batch enqueue)."""
+    counted.send(i, n)

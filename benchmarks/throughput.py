@@ -16,12 +16,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import redis
+
+from .marks import await_mark
 
 ROOT = Path(__file__).resolve().parents[1]
 REDIS_URL = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/0")
@@ -84,13 +85,8 @@ def _drain(kind: str, run: str, jobs: int, timeout: float = 600) -> float:
     proc = subprocess.Popen(cmd, env=_env(kind, run), cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + timeout
-        while client.get(f"{run}:mark:{jobs - 1}") is None:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{kind} worker exited with {proc.returncode}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{kind} worker did not drain {jobs} jobs in {timeout}s")
-            time.sleep(0.05)
+        await_mark(client, f"{run}:mark:{jobs - 1}", proc, timeout, f"{kind}, {jobs} jobs",
+                   poll_s=0.05)
         first = float(client.get(f"{run}:mark:0") or 0)
         last = float(client.get(f"{run}:mark:{jobs - 1}") or 0)
     finally:

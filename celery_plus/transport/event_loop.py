@@ -15,7 +15,11 @@ pollable:
   a drain found nothing more (a store whose wake-ups do not consume anything never spins);
 * a settle queued in any thread (a pool's result, a thread's ack) writes to the pipe too, so a
   freed prefetch slot is filled at once. The lease keeper stores the settles themselves
-  (``keeper.py``) and stays the owner of heartbeats and maintenance.
+  (``keeper.py``) and stays the owner of heartbeats and maintenance;
+* a settle queued while the prefetch window has no room to claim waits up to
+  :data:`SETTLE_RIDE_S` for the claim that the next freed slots bring, and rides on it (one
+  store call for both) instead of going alone (issue #29: a prefork worker sent most settles
+  alone).
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ if TYPE_CHECKING:
     from celery_plus.transport.host import Host
 
 logger = logging.getLogger("celery_plus.transport")
+
+#: How long a queued settle may wait for a claim to carry it while no channel can claim. Well
+#: inside the ack-to-durable target (10 ms at the median, docs/benchmarks.md).
+SETTLE_RIDE_S = 0.005
 
 
 class Pipe:
@@ -149,6 +157,8 @@ class LoopDriver:
         self._armed_busy = False
         #: With nothing to wait on in the store: when to look again (time.monotonic()).
         self._idle_until: float | None = None
+        #: When this loop first saw the queued settles it holds back (time.monotonic()).
+        self._settles_since: float | None = None
         self._stopped = False
 
     def start(self) -> None:
@@ -199,8 +209,15 @@ class LoopDriver:
         # A settle queued (a pool's result acked): store it now, with a claim if there is
         # room, whatever the wait in flight is waiting for (the lease keeper leaves it to us).
         settles = transport.holdings.has_settles()
-        if outcome is not None or self._more or idle_over or freed or settles:
+        due = outcome is not None or idle_over or freed
+        more = self._more
+        if settles and not due and self._settles_wait():
+            # They ride on the next claim, or go alone when the wait is over. A look again
+            # (``_more``) waits with them: with the window full it would store them alone.
+            settles = more = False
+        if due or more or settles:
             self._idle_until = None
+            self._settles_since = None
             delivered = transport._drain_ready()
             self._more = delivered > 0
             if freed and not delivered:
@@ -210,6 +227,23 @@ class LoopDriver:
                 return
         if not self.waiter.armed and self._idle_until is None and not worker_stopping():
             self._arm()
+
+    def _settles_wait(self) -> bool:
+        """Whether the queued settles wait for a claim rather than go alone now: while no
+        channel has room to claim, for at most :data:`SETTLE_RIDE_S` after this loop saw them
+        (a timer ends the wait then)."""
+        if self._has_capacity() or worker_stopping():
+            return False
+        if self._settles_since is None:
+            since = self._settles_since = time.monotonic()
+            self.hub.call_later(SETTLE_RIDE_S, self._settles_waited, since)
+        return time.monotonic() - self._settles_since < SETTLE_RIDE_S
+
+    def _settles_waited(self, since: float) -> None:
+        """The timer of :meth:`_settles_wait`: the settles seen at ``since`` go now."""
+        if self._settles_since == since:
+            self._settles_since = float("-inf")
+        self.pipe.wake()
 
     def _has_capacity(self) -> bool:
         return any(c.wants_jobs() for c in self.transport._live_channels())
