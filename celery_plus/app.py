@@ -102,9 +102,10 @@ def warn_embedded_default(path: Path, app_name: str = "") -> None:
     elsewhere = worker_file_elsewhere(app_name, path)
     if elsewhere is not None:
         logger.warning(
-            "celery-plus: no broker configured, and a worker of app %r on this host serves "
-            "the embedded file %s while this process uses %s: jobs published here never reach "
-            "it. Start both from the same directory, or set broker_url (docs/embedded.md).",
+            "celery-plus: a worker of app %r on this host serves the embedded file %s while "
+            "this process uses %s (neither has a broker configured): jobs published here never "
+            "reach it. Start both from the same directory, or set broker_url "
+            "(docs/embedded.md).",
             app_name, elsewhere, path)
     logger.warning(
         "celery-plus: no broker configured: using the embedded default, the SQLite file %s "

@@ -33,6 +33,14 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.fixture(autouse=True)
+def own_embedded_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The records of which embedded file each app's workers serve (``runtime/
+    embedded_files.py``) are this test's own: workers other tests run on the embedded
+    default, elsewhere, are not this test's."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+
+
 def test_no_broker_means_a_sqlite_file_under_the_working_directory(tmp_path: Path) -> None:
     app = Celery("proj", set_as_current=False)
     expected = tmp_path.absolute() / ".celery-plus" / "proj.db"
