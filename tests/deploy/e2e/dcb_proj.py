@@ -36,8 +36,11 @@ __all__ = ["app"]
 def add(name: str, task: str, seconds: float) -> None:
     from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-    every, _ = IntervalSchedule.objects.get_or_create(every=int(seconds),
-                                                      period=IntervalSchedule.SECONDS)
+    # Two beats starting at once may each have written the same interval (django-celery-beat
+    # syncs beat_schedule into its tables without a lock): any one of them will do.
+    same = {"every": int(seconds), "period": IntervalSchedule.SECONDS}
+    every = (IntervalSchedule.objects.filter(**same).first()
+             or IntervalSchedule.objects.create(**same))
     PeriodicTask.objects.create(name=name, task=task, interval=every)
 
 

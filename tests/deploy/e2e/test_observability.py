@@ -70,7 +70,10 @@ def _check_publish_and_run_spans(client: Any, prefix: str) -> None:
     assert [(s["kind"], s["attributes"].get(plus_otel.DEDUPLICATED)) for s in publishes] == [
         ("PRODUCER", False), ("PRODUCER", True)], publishes
     assert publishes[1]["attributes"][plus_otel.HOLDER_ID] == first
-    runs = _named(_reported(prefix, "spans"), "run/observe.publish_twice")
+    # The run span is exported as it ends, which may be just after the result is stored.
+    runs = wait_until(
+        lambda: _named(_reported(prefix, "spans"), "run/observe.publish_twice"),
+        message="the run span")
     assert len(runs) == 1 and runs[0]["kind"] == "CONSUMER", runs
     assert runs[0]["attributes"][plus_otel.LEASE_TOKEN] >= 1
     assert runs[0]["attributes"][plus_otel.REDELIVERED] is False
