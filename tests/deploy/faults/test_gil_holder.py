@@ -7,6 +7,9 @@ Before the guard process, another worker recovered the job once the lease lapsed
 beside the first (2 jobs completed twice, at once, for 18.7 to 22.6 s). Now the worker's guard
 process (``runtime/deadline_guard.py``), which the starved threads cannot hold up, kills the
 worker before the lease lapses; the healthy worker B recovers the job and runs it alone.
+
+Both variants are ``long`` (the README suite's time budget); the README suite keeps
+``tests/fast/unit/test_deadline_guard.py``: a real process holding the GIL, killed by its guard.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def gil_holder_beside_a_healthy_worker(deploy: Callable[..., Deployment], store:
     assert "CRITICAL/LeaseGuard" in a.log(), a.log()
 
 
+@pytest.mark.long
 @pools("threads")
 @pytest.mark.parametrize("store", ["redis", "postgres", "sqlite"])
 def test_a_threads_worker_holding_the_gil_is_stopped_before_its_lease_lapses(
