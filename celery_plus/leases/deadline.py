@@ -14,7 +14,8 @@ store refusing writes, a keeper starved):
 
 The margin between the two — ``(1 - SURE_SHARE)`` of the lease, 6 s of the default 30 s — covers
 the stop itself and the clocks: the stop comes before the store's deadline as long as the
-worker's clock runs no more than 25% slower than the store's over a lease (docs/reliability.md).
+worker's clock runs less than 25% slower than the store's over a lease, less the stop's own
+latency (20% is the bound docs/reliability.md states).
 
 The watch is a helper thread ticking every ``TICK_S``, which does no store call of its own (a
 stalled link cannot hold it). A task holding the GIL starves it, as it starves the keeper: for
@@ -81,15 +82,16 @@ class LeaseWatch(HelperThread):
             self._thawed_at = now  # this process was frozen: its view of the leases is old
         self._looked_at = now
         books = holdings.every()
+        running = running_tags()
         for book in books:
             overdue = book.overdue(now)
             if overdue:
-                stop_overdue_runs(overdue, book.lease_s, self._stopped,
+                stop_overdue_runs(overdue, running, book.lease_s, self._stopped,
                                   pool_processes=now - self._thawed_at >= THAW_GRACE_S)
         if self.slot is not None:
-            with _slot_lock:
-                running = set(running_tags()) | _starting
-                self.slot.set(min((b.sure_of_runs(running) for b in books),
+            with _slot_lock:  # a task started since the scan is in _starting (run_starts)
+                tags = set(running) | _starting
+                self.slot.set(min((b.sure_of_runs(tags) for b in books),
                                   default=float("inf")))
                 _starting.difference_update(
                     [t for t in _starting if all(b.sure_of_runs([t]) == float("inf")

@@ -59,13 +59,11 @@ def stop_stale_runs(tags: Collection[str]) -> None:
     """
     if not tags or not _in_worker:
         return
-    green = green_patched()
-    for request in _active_requests():
-        tag = getattr(getattr(request, "message", None), "delivery_tag", None)
-        if tag not in tags or request.acknowledged or not request.time_start:
+    for tag, request in running_tags().items():
+        if tag not in tags:
             continue
-        pid = request.worker_pid
-        if pid and pid != os.getpid() and not green:
+        pid = pool_process(request)
+        if pid is not None:
             logger.warning("celery-plus: stopping task %s[%s] in pool process %s: its lease "
                            "was lost (another worker runs the job now)",
                            request.name, request.id, pid)
@@ -92,23 +90,31 @@ def running_tags() -> dict[str, Any]:
     return running
 
 
-def stop_overdue_runs(overdue: dict[str, float], lease_s: float,
+def pool_process(request: Any) -> int | None:
+    """The pid of the prefork pool process running ``request`` (None: it runs in this
+    process — solo, threads — or in a greenlet, whose ``worker_pid`` is no process id)."""
+    pid = request.worker_pid
+    if pid and pid != os.getpid() and not green_patched():
+        return int(pid)
+    return None
+
+
+def stop_overdue_runs(overdue: dict[str, float], running: dict[str, Any], lease_s: float,
                       stopped: set[str], pool_processes: bool = True) -> None:
-    """Stop the runs of ``overdue`` deliveries (tag -> seconds since the store last confirmed
-    their leases)
-    before their leases lapse: a prefork pool process is killed (``SIGKILL``: a task in C
-    code runs no signal handler; Celery reports the worker lost and the delivery goes back,
-    a delivery counted); any other pool cannot stop one task, so this process exits
-    (:data:`EX_LEASE_OVERRUN`; its supervisor restarts it). ``stopped``: tags already
-    stopped (each is killed once); ``pool_processes``: False leaves prefork runs alone for
-    now (just after a freeze of this process, while the keeper asks the store)."""
-    green = green_patched()
-    for tag, request in running_tags().items():
+    """Stop the ``running`` runs (:func:`running_tags`) of ``overdue`` deliveries (tag ->
+    seconds since the store last confirmed their leases) before their leases lapse: a
+    prefork pool process is killed (``SIGKILL``: a task in C code runs no signal handler;
+    Celery reports the worker lost and the delivery goes back, a delivery counted); any other
+    pool cannot stop one task, so this process exits (:data:`EX_LEASE_OVERRUN`; its
+    supervisor restarts it). ``stopped``: tags already stopped (each is killed once);
+    ``pool_processes``: False leaves prefork runs alone for now (just after a freeze of this
+    process, while the keeper asks the store)."""
+    for tag, request in running.items():
         if tag not in overdue or tag in stopped:
             continue
-        pid = request.worker_pid
+        pid = pool_process(request)
         unconfirmed = overdue[tag]
-        if pid and pid != os.getpid() and not green:
+        if pid is not None:
             if not pool_processes:
                 continue
             stopped.add(tag)

@@ -46,17 +46,10 @@ def gil_holder_beside_a_healthy_worker(deploy: Callable[..., Deployment], store:
     assert "CRITICAL/LeaseGuard" in a.log(), a.log()
 
 
-@pytest.mark.long
-@pools("threads")
-@pytest.mark.parametrize("store", ["redis", "postgres", "sqlite"])
-def test_a_threads_worker_holding_the_gil_is_stopped_before_its_lease_lapses(
-        deploy: Callable[..., Deployment], store: str, pool: str) -> None:
-    gil_holder_beside_a_healthy_worker(deploy, store, pool)
-
 
 @pytest.mark.long
-@pools("gevent")
+@pools("threads", "gevent")
 @pytest.mark.parametrize("store", ["redis", "postgres", "sqlite"])
-def test_a_gevent_worker_holding_the_gil_is_stopped_before_its_lease_lapses(
+def test_a_worker_holding_the_gil_is_stopped_before_its_lease_lapses(
         deploy: Callable[..., Deployment], store: str, pool: str) -> None:
     gil_holder_beside_a_healthy_worker(deploy, store, pool)
