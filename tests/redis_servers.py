@@ -62,13 +62,16 @@ class RedisServer:
     """One ``redis-server`` (or ``--sentinel``) process of a test."""
 
     def __init__(self, directory: Path, *, tls: Certificates | None = None,
-                 sentinel_of: RedisServer | None = None, master_name: str = "mymaster") -> None:
+                 sentinel_of: RedisServer | None = None, master_name: str = "mymaster",
+                 unix_socket: bool = False) -> None:
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.tls = tls
         self.sentinel_of = sentinel_of
         self.master_name = master_name
+        #: The Unix socket the server listens on too, if asked for.
+        self.socket_path = directory / "redis.sock" if unix_socket else None
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -84,6 +87,8 @@ class RedisServer:
                       "tls-auth-clients no"]
         else:
             lines.append(f"port {self.port}")
+        if self.socket_path is not None:
+            lines += [f"unixsocket {self.socket_path}", "unixsocketperm 700"]
         if self.sentinel_of is not None:
             master = self.sentinel_of
             lines += [f"sentinel monitor {self.master_name} 127.0.0.1 {master.port} 1",

@@ -39,7 +39,7 @@ _KINDS: list[StoreKind] = [
     StoreKind(("redis+cluster", "rediss+cluster"),
               "celery_plus.stores.redis.cluster:RedisClusterBackend",
               "celery_plus.stores.redis.cluster_admin:RedisClusterAdmin"),
-    StoreKind(("redis", "rediss", "sentinel"),
+    StoreKind(("redis", "rediss", "sentinel", "redis+socket", "socket"),
               "celery_plus.stores.redis.backend:RedisBackend",
               "celery_plus.stores.redis.admin:RedisAdmin"),
     StoreKind(("sqlite",),

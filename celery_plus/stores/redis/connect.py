@@ -12,6 +12,8 @@ reads them, turned into redis-py clients.
   transport options; the master is looked up again on every new connection (failover).
 * ``plus+redis+cluster://h1:7000/0;redis+cluster://h2:7000`` (or ``rediss+cluster``): a Redis
   Cluster, every address a seed node (redis-py's ``RedisCluster``; db 0 only).
+* ``plus+redis+socket:///run/redis.sock?virtual_host=1`` (or ``plus+socket://``, kombu's forms): a
+  server's Unix socket; TCP keepalives do not apply there, every other bound does.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ CONNECTION_OPTIONS = ("socket_timeout", "socket_connect_timeout", "socket_keepal
 SSL_OPTIONS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
 #: URL schemes of a Redis Cluster store (``plus+redis+cluster://``).
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+#: URL schemes of a store reached through its Unix socket (kombu's names).
+SOCKET_SCHEMES = ("redis+socket", "socket")
+#: Options of a TCP link only: a Unix socket's connection takes none of them.
+TCP_ONLY_OPTIONS = ("socket_keepalive", "socket_keepalive_options")
 #: A connection idle this long is checked with PING before use (kombu's default too).
 DEFAULT_HEALTH_CHECK_S = 25
 #: Time bounds of every connection unless the transport options set them (redis-py before
@@ -73,6 +79,10 @@ class RedisConnect:
     def is_cluster(self) -> bool:
         return self.url.partition("://")[0] in CLUSTER_SCHEMES
 
+    @property
+    def is_unix_socket(self) -> bool:
+        return self.url.partition("://")[0] in SOCKET_SCHEMES
+
     def _connection_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"health_check_interval": DEFAULT_HEALTH_CHECK_S,
                                   **DEFAULT_BOUNDS}
@@ -107,6 +117,13 @@ class RedisConnect:
         if self.is_sentinel:
             return self._sentinel_client(kwargs, max_connections)
         url = self.url
+        if self.is_unix_socket:
+            if kwargs.get("ssl"):
+                raise ImproperlyConfigured(
+                    f"broker_use_ssl is set but broker_url 'plus+{maybe_sanitize_url(url)}' is a "
+                    "Unix socket, which has no TLS: drop broker_use_ssl or use plus+rediss://.")
+            url = unix_socket_url(url)
+            kwargs = {k: v for k, v in kwargs.items() if k not in TCP_ONLY_OPTIONS}
         if kwargs.pop("ssl", False) and url.startswith("redis://"):
             url = "rediss://" + url[len("redis://"):]
         if max_connections is not None:
@@ -179,6 +196,14 @@ class RedisConnect:
             username = unquote(parts.username) if parts.username else username
             password = unquote(parts.password) if parts.password else password
         return sentinels, db, username, password
+
+
+def unix_socket_url(url: str) -> str:
+    """redis-py's ``unix://`` form of kombu's ``redis+socket:///path?virtual_host=N``."""
+    parts = urlsplit(url)
+    query = "&".join(("db=" + pair.partition("=")[2]) if pair.startswith("virtual_host=") else pair
+                     for pair in parts.query.split("&") if pair)
+    return f"unix://{parts.path}" + (f"?{query}" if query else "")
 
 
 def from_kombu(url: str, connection: Any) -> RedisConnect:

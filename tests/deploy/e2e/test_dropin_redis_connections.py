@@ -53,6 +53,22 @@ def broker_url() -> str:
     return "chosen per test"  # no store parametrisation: each test runs its own server
 
 
+def test_a_store_reached_through_its_unix_socket(start_worker: Callable[..., Worker],
+                                                 prefix: str, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """kombu's ``redis+socket:///path?virtual_host=N`` form, with ``plus+`` in front: the jobs
+    go through the socket into database N (the TCP-only keepalive defaults left out)."""
+    server = RedisServer(tmp_path / "unix-redis", unix_socket=True).start()
+    try:
+        url = f"plus+redis+socket://{server.socket_path}?virtual_host=2"
+        assert _serve_one(start_worker, prefix, {"PLUS_TEST_BROKER": url}, monkeypatch) == 42
+        client = server.client()
+        assert client.execute_command("SELECT", 2) and client.dbsize() > 0
+        assert server.client().dbsize() == 0, "database 0 was written: virtual_host ignored"
+    finally:
+        server.stop()
+
+
 def test_tls_with_broker_use_ssl(start_worker: Callable[..., Worker], prefix: str,
                                  tls_server: RedisServer, certificates: Certificates,
                                  monkeypatch: pytest.MonkeyPatch) -> None:

@@ -62,6 +62,22 @@ def test_a_rediss_url_is_tls_too() -> None:
     assert issubclass(pool.connection_class, redis.SSLConnection)
 
 
+@pytest.mark.parametrize("url", ["plus+redis+socket:///run/r.sock?virtual_host=4",
+                                 "plus+socket:///run/r.sock?virtual_host=4"])
+def test_a_unix_socket_url_is_kombus_form_without_tcp_options(url: str) -> None:
+    pool = _pool(broker=url)
+    assert issubclass(pool.connection_class, redis.UnixDomainSocketConnection)
+    kwargs = pool.connection_kwargs
+    assert kwargs["path"] == "/run/r.sock" and kwargs["db"] == 4
+    assert "socket_keepalive" not in kwargs and "socket_keepalive_options" not in kwargs
+    assert reply_bound(kwargs) == 5.0 and kwargs["socket_connect_timeout"] == 5.0
+
+
+def test_tls_on_a_unix_socket_is_refused_naming_the_setting() -> None:
+    with pytest.raises(ImproperlyConfigured, match=r"broker_use_ssl .* Unix socket"):
+        _pool(broker="plus+redis+socket:///run/r.sock", broker_use_ssl={"ssl_ca_certs": "/c"})
+
+
 def test_an_unknown_ssl_option_fails_naming_the_valid_ones() -> None:
     with pytest.raises(ImproperlyConfigured, match="ssl_ca_certs"):
         RedisConnect("redis://127.0.0.1:6379/0", ssl={"ca_certs": "/x"}).client()
