@@ -4,6 +4,8 @@
   is refused with ``OOM``. Workers keep running (they used to exit with "Unrecoverable error:
   OutOfMemoryError"), a worker started meanwhile waits instead of dying, publishers get
   ``OperationalError``; once the filler is deleted the drain completes: 0 lost, 0 run twice.
+* Redis with ``min-replicas-to-write 1`` and no replica (a private server's ``CONFIG SET``):
+  every write is refused with ``NOREPLICAS``; the same run, lifted by setting it back to 0.
 * Redis under ``allkeys-lru``: a worker refuses to start, naming ``maxmemory-policy`` and the
   fix; with ``plus_redis_allow_eviction`` it starts.
 * PostgreSQL read-only (a database of the test's own, ``default_transaction_read_only``):
@@ -16,7 +18,9 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,19 +59,43 @@ def fill(deployment: Deployment) -> None:
     assert int(client.info("memory")["used_memory"]) > used + 2 * 1024 * 1024 - 64 * 1024
 
 
-def run_redis_full(deployment: Deployment, full_s: float, jobs: int) -> None:
+@dataclass(frozen=True)
+class Refusal:
+    """How a private Redis server is made to refuse writes, and lifted: ``code`` is the
+    reply's error code (every warning and publish error names it)."""
+
+    code: str
+    reply: str  # the start of the server's reply, as the warnings quote it
+    refuse: Callable[[Deployment], None]
+    lift: Callable[[Deployment], None]
+
+
+def _client(deployment: Deployment) -> Any:
+    return deployment.server.client()  # type: ignore[attr-defined]
+
+
+OOM = Refusal("OOM", "OOM command not allowed", fill,
+              lambda d: _client(d).delete(FILLER))
+#: ``min-replicas-to-write 1`` on a server with no replica: ``NOREPLICAS`` for every write.
+NOREPLICAS = Refusal("NOREPLICAS", "NOREPLICAS Not enough good replicas",
+                     lambda d: _client(d).config_set("min-replicas-to-write", 1),
+                     lambda d: _client(d).config_set("min-replicas-to-write", 0))
+
+
+def run_redis_full(deployment: Deployment, full_s: float, jobs: int,
+                   refusal: Refusal = OOM) -> None:
     workers = [deployment.start_worker(concurrency=2), deployment.start_worker(concurrency=2)]
     publish_mix(deployment, jobs, seconds=0.3)
     deployment.wait_running(2)
     publisher = Publisher(deployment, every=0.1)
     publisher.start()
-    fill(deployment)
-    wait_until(lambda: refused_in_a_log(workers, "refuses writes: OOM"), timeout=20,
-               message="a worker meeting the full store")
-    late = deployment.start_worker(concurrency=2, wait=False)  # started while full
+    refusal.refuse(deployment)
+    wait_until(lambda: refused_in_a_log(workers, f"refuses writes: {refusal.code}"),
+               timeout=20, message="a worker meeting the refusing store")
+    late = deployment.start_worker(concurrency=2, wait=False)  # started while refusing
     time.sleep(full_s)  # the fault's duration
     alive([*workers, late])
-    deployment.server.client().delete(FILLER)  # type: ignore[attr-defined]
+    refusal.lift(deployment)
     deployment.fault_ended = time.time()
     deployment.wait_ready(late)
     wait_until(lambda: sum(r.label.startswith("p") and r.ended is not None
@@ -75,14 +103,14 @@ def run_redis_full(deployment: Deployment, full_s: float, jobs: int) -> None:
                timeout=30, message="publishes after the fault ran")
     publisher.stop()
     alive([*workers, late])
-    report = deployment.finish(f"Redis full (OOM) for {full_s:.0f}s, lease "
+    report = deployment.finish(f"Redis {refusal.code} for {full_s:.0f}s, lease "
                                f"{deployment.vt:.0f}s")
-    assert report.publish_errors, "no publish ever met the full store"
+    assert report.publish_errors, "no publish ever met the refusing store"
     assert set(report.publish_errors) == {"OperationalError"}, publisher.tracebacks
-    assert all("OOM" in e for e in deployment.errors), deployment.errors[:3]
+    assert all(refusal.code in e for e in deployment.errors), deployment.errors[:3]
     warnings = [line for w in workers for line in w.log().splitlines()
                 if "WARNING" in line and "refuses writes" in line]
-    assert warnings and all("OOM command not allowed" in line for line in warnings), warnings
+    assert warnings and all(refusal.reply in line for line in warnings), warnings
     check(report, recovery_within=deployment.vt + 10)
 
 
@@ -94,6 +122,15 @@ def test_a_redis_store_out_of_memory_mid_drain(deploy: Callable[..., Deployment]
 def test_a_redis_store_out_of_memory_mid_drain_long(
         deploy: Callable[..., Deployment]) -> None:
     run_redis_full(deploy("redis full-long", "redis-rdb", vt=30.0), full_s=20.0, jobs=200)
+
+
+@pytest.mark.long
+def test_a_redis_store_short_of_replicas_mid_drain(deploy: Callable[..., Deployment]) -> None:
+    """The issue's figure: writes refused for 10 s (under a 15 s lease). Long only: the
+    README suite's OOM variant runs the same path (one parser classifies both replies), and
+    ``tests/stores/test_store_refusals.py`` checks ``NOREPLICAS`` at the store."""
+    run_redis_full(deploy("redis noreplicas-long", "redis-rdb", vt=15.0), full_s=10.0,
+                   jobs=80, refusal=NOREPLICAS)
 
 
 def test_a_worker_refuses_an_evicting_redis_store_unless_told(
