@@ -197,9 +197,9 @@ def run_pg_read_only(deployment: Deployment, database: str, read_only_s: float,
     alive([*workers, late])
     set_pg_read_only(database, False)
     deployment.fault_ended = time.time()
+    lasted = time.monotonic() - refused_at
     deployment.wait_ready(late)
-    report = deployment.finish(f"read-only for {time.monotonic() - refused_at:.0f}s, lease "
-                               f"{deployment.vt:.0f}s")
+    report = deployment.finish(f"read-only for {lasted:.1f}s, lease {deployment.vt:.0f}s")
     alive([*workers, late])
     warnings = [line for w in workers for line in w.log().splitlines()
                 if "WARNING" in line and "refuses writes" in line]
