@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from tests.deploy.matrix import pools
 from tests.support import set_pg_read_only, wait_until
 
 from .conftest import open_view
@@ -84,8 +85,9 @@ NOREPLICAS = Refusal("NOREPLICAS", "NOREPLICAS Not enough good replicas",
 
 
 def run_redis_full(deployment: Deployment, full_s: float, jobs: int,
-                   refusal: Refusal = OOM) -> None:
-    workers = [deployment.start_worker(concurrency=2), deployment.start_worker(concurrency=2)]
+                   refusal: Refusal = OOM, pool: str = "prefork") -> None:
+    workers = [deployment.start_worker(pool=pool, concurrency=2),
+               deployment.start_worker(pool=pool, concurrency=2)]
     publish_mix(deployment, jobs, seconds=0.3)
     deployment.wait_running(2)
     publisher = Publisher(deployment, every=0.1)
@@ -93,7 +95,7 @@ def run_redis_full(deployment: Deployment, full_s: float, jobs: int,
     refusal.refuse(deployment)
     wait_until(lambda: refused_in_a_log(workers, f"refuses writes: {refusal.code}"),
                timeout=20, message="a worker meeting the refusing store")
-    late = deployment.start_worker(concurrency=2, wait=False)  # started while refusing
+    late = deployment.start_worker(pool=pool, concurrency=2, wait=False)  # while refusing
     time.sleep(full_s)  # the fault's duration
     alive([*workers, late])
     refusal.lift(deployment)
@@ -126,12 +128,14 @@ def test_a_redis_store_out_of_memory_mid_drain_long(
 
 
 @pytest.mark.long
-def test_a_redis_store_short_of_replicas_mid_drain(deploy: Callable[..., Deployment]) -> None:
+@pools("prefork", "threads")
+def test_a_redis_store_short_of_replicas_mid_drain(deploy: Callable[..., Deployment],
+                                                   pool: str) -> None:
     """The issue's figure: writes refused for 10 s (under a 15 s lease). Long only: the
     README suite's OOM variant runs the same path (one parser classifies both replies), and
     ``tests/stores/test_store_refusals.py`` checks ``NOREPLICAS`` at the store."""
-    run_redis_full(deploy("redis noreplicas-long", "redis-rdb", vt=15.0), full_s=10.0,
-                   jobs=80, refusal=NOREPLICAS)
+    run_redis_full(deploy(f"redis noreplicas {pool}", "redis-rdb", vt=15.0), full_s=10.0,
+                   jobs=80, refusal=NOREPLICAS, pool=pool)
 
 
 def test_a_worker_refuses_an_evicting_redis_store_unless_told(
