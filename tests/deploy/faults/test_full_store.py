@@ -5,7 +5,9 @@
   OutOfMemoryError"), a worker started meanwhile waits instead of dying, publishers get
   ``OperationalError``; once the filler is deleted the drain completes: 0 lost, 0 run twice.
 * Redis with ``min-replicas-to-write 1`` and no replica (a private server's ``CONFIG SET``):
-  every write is refused with ``NOREPLICAS``; the same run, lifted by setting it back to 0.
+  every write is refused with ``NOREPLICAS``; the same run, lifted by setting it back to 0, on
+  prefork and threads (a threads worker was killed by its lease guard for tasks that had
+  ended while their acks waited).
 * Redis under ``allkeys-lru``: a worker refuses to start, naming ``maxmemory-policy`` and the
   fix; with ``plus_redis_allow_eviction`` it starts.
 * PostgreSQL read-only (a database of the test's own, ``default_transaction_read_only``):
