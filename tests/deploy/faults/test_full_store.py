@@ -188,15 +188,16 @@ def pg_read_only_deployment(own_pg_database: str, tmp_path: Path,
 
 
 def run_pg_read_only(deployment: Deployment, database: str, read_only_s: float,
-                     jobs: int) -> None:
-    workers = [deployment.start_worker(concurrency=2), deployment.start_worker(concurrency=2)]
+                     jobs: int, pool: str = "prefork") -> None:
+    workers = [deployment.start_worker(pool=pool, concurrency=2),
+               deployment.start_worker(pool=pool, concurrency=2)]
     publish_mix(deployment, jobs, seconds=0.3)
     deployment.wait_running(2)
     set_pg_read_only(database, True)
     refused_at = time.monotonic()
     wait_until(lambda: refused_in_a_log(workers, "read-only transaction"), timeout=20,
                message="a worker meeting the read-only database")
-    late = deployment.start_worker(concurrency=2, wait=False)  # started while read-only
+    late = deployment.start_worker(pool=pool, concurrency=2, wait=False)  # while read-only
     wait_until(lambda: "SQLSTATE 25006" in late.log(), timeout=30,
                message="the worker started meanwhile meeting the read-only database")
     time.sleep(max(0.0, read_only_s - (time.monotonic() - refused_at)))  # the fault's length
@@ -220,10 +221,12 @@ def test_a_read_only_postgresql_database_mid_drain(
 
 
 @pytest.mark.long
+@pools("prefork", "threads")
 def test_a_read_only_postgresql_database_mid_drain_long(
-        pg_read_only_deployment: Deployment, own_pg_database: str) -> None:
+        pg_read_only_deployment: Deployment, own_pg_database: str, pool: str) -> None:
     """The issue's figure: read-only for 10 s (under a 15 s lease)."""
-    run_pg_read_only(pg_read_only_deployment, own_pg_database, read_only_s=10.0, jobs=40)
+    run_pg_read_only(pg_read_only_deployment, own_pg_database, read_only_s=10.0, jobs=40,
+                     pool=pool)
 
 
 def test_jobs_whose_messages_were_evicted_are_dead_lettered_and_the_worker_goes_on(

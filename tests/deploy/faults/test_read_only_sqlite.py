@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.deploy.matrix import pools
 from tests.support import wait_until
 
 from .harness import Deployment, Worker, check
@@ -72,15 +73,15 @@ def new_workers_refused(workers: list[Worker]) -> bool:
 
 
 def run_read_only_file(deployment: Deployment, store: Path, read_only_s: float,
-                       jobs: int) -> None:
+                       jobs: int, pool: str = "prefork") -> None:
     deployment.wrap = without_root_permissions()
-    kept = deployment.start_worker(concurrency=2)
-    restarted = deployment.start_worker(concurrency=2)
+    kept = deployment.start_worker(pool=pool, concurrency=2)
+    restarted = deployment.start_worker(pool=pool, concurrency=2)
     publish_mix(deployment, jobs, seconds=0.3)
     deployment.wait_running(2)
     set_writable(store, False)
     restarted.stop()  # a deploy while the file is read-only: SIGTERM, warm shutdown
-    fresh = [deployment.start_worker(concurrency=2, wait=False) for _ in range(2)]
+    fresh = [deployment.start_worker(pool=pool, concurrency=2, wait=False) for _ in range(2)]
     wait_until(lambda: new_workers_refused(fresh), timeout=30,
                message="the workers started meanwhile meeting the read-only file")
     time.sleep(read_only_s)  # the fault's duration
@@ -102,8 +103,9 @@ def run_read_only_file(deployment: Deployment, store: Path, read_only_s: float,
 
 
 @pytest.mark.long
+@pools("prefork", "threads")
 def test_a_sqlite_store_file_read_only_mid_drain(deploy: Callable[..., Deployment],
-                                                 store_file: Path) -> None:
+                                                 store_file: Path, pool: str) -> None:
     """The issue's figure: writes refused for 10 s (under a 15 s lease)."""
-    deployment = deploy("sqlite read-only", "sqlite", vt=15.0, sqlite_path=store_file)
-    run_read_only_file(deployment, store_file, read_only_s=10.0, jobs=60)
+    deployment = deploy(f"sqlite read-only {pool}", "sqlite", vt=15.0, sqlite_path=store_file)
+    run_read_only_file(deployment, store_file, read_only_s=10.0, jobs=60, pool=pool)
