@@ -47,8 +47,9 @@ TICK_S = 0.1
 THAW_GRACE_S = 2.0
 
 _slot: deadline_guard.GuardSlot | None = None
-#: Tags of tasks that announced their start (:func:`run_starts`), until their claims end:
-#: the watch counts them with Celery's running requests (a task may start between the two).
+#: Tags of tasks that announced their start (:func:`run_starts`), until the watch's next scan
+#: of Celery's running requests (which shows them while they run) or their claims end: the
+#: watch counts them with the running requests (a task may start between the two).
 _starting: set[str] = set()
 #: Orders a start's lowering of the guard's deadline with the watch's setting of it.
 _slot_lock = native_lock()
@@ -82,6 +83,8 @@ class LeaseWatch(HelperThread):
             self._thawed_at = now  # this process was frozen: its view of the leases is old
         self._looked_at = now
         books = holdings.every()
+        with _slot_lock:
+            announced = set(_starting)  # before the scan: the scan shows them if still running
         running = running_tags()
         for book in books:
             overdue = book.overdue(now)
@@ -93,6 +96,11 @@ class LeaseWatch(HelperThread):
                 tags = set(running) | _starting
                 self.slot.set(min((b.sure_of_runs(tags) for b in books),
                                   default=float("inf")))
+                # A run announced before the scan is in ``running`` while it goes on; one
+                # that is not has ended, even if its ack could not be stored (its claim is
+                # still held): it needs no guard, and the guard must not kill the worker
+                # for it when the lease of that claim passes sure (a store refusing writes).
+                _starting.difference_update(announced)
                 _starting.difference_update(
                     [t for t in _starting if all(b.sure_of_runs([t]) == float("inf")
                                                  for b in books)])

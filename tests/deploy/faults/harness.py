@@ -192,6 +192,8 @@ class Deployment:
         self.faulted_jobs: dict[str, float] = {}
         self._lock = threading.Lock()
         self.notes: list[str] = []
+        #: A command the workers are started through (e.g. ``setpriv …``), if any.
+        self.wrap: list[str] = []
 
     # -- workers ------------------------------------------------------------------------
     def env(self) -> dict[str, str]:
@@ -207,8 +209,9 @@ class Deployment:
                      wait: bool = True, broker: str | None = None) -> Worker:
         """``broker``: another URL of the same store (e.g. past the deployment's proxy)."""
         log = self.folder / f"worker-{len(self.workers)}.log"
-        cmd = [sys.executable, "-m", "celery_plus.cli", "-A", "tests.deploy.faults.app", "worker",
-               f"--pool={pool}", f"--concurrency={concurrency}", "--loglevel=INFO",
+        cmd = [*self.wrap, sys.executable, "-m", "celery_plus.cli", "-A",
+               "tests.deploy.faults.app", "worker", f"--pool={pool}",
+               f"--concurrency={concurrency}", "--loglevel=INFO",
                "--without-gossip", "--without-mingle", "--without-heartbeat",
                f"--hostname=f{len(self.workers)}-{self.prefix}@%h"]
         env = self.env() if broker is None else {**self.env(), "PLUS_FAULT_BROKER": broker}

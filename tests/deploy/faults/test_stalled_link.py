@@ -96,8 +96,9 @@ def check_publish_through_a_stall(proxy: FaultProxy, schema: str, bound: float,
 
 def test_a_publish_through_a_stalled_link_raises_operational_error_in_bounded_time(
         pg_proxy: FaultProxy, schema: str) -> None:
-    """Reply 2 s, connect 1 s: the publish fails within ~10 s (kombu's 3 retries included)."""
-    check_publish_through_a_stall(pg_proxy, schema, bound=15.0, **FAST)
+    """Reply 2 s, connect 1 s: the publish fails within 20 s (kombu's 3 retries included;
+    measured 14.7 s, a sum of timeouts, so the bound leaves 5 s for a loaded machine)."""
+    check_publish_through_a_stall(pg_proxy, schema, bound=20.0, **FAST)
 
 
 @pytest.mark.long

@@ -3,9 +3,16 @@ keeps for the guard (``Holdings.sure_of_runs``): pure bookkeeping, times given."
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
+from celery_plus.leases import deadline
 from celery_plus.leases.holdings import SURE_SHARE, Holdings
+from celery_plus.leases.keeper import clock
 from celery_plus.leases.tokens import delivery_tag
 from celery_plus.model.store import Claim, Verdict
+from celery_plus.runtime.deadline_guard import GuardSlot
 
 LEASE = 10.0
 
@@ -47,3 +54,45 @@ def test_the_guards_deadline_is_the_earliest_sure_time_of_the_runs() -> None:
     book.settle("a", 1, "ack")
     assert book.sure_of_runs(["1:a"]) == float("inf")
     assert book.sure_of_runs([]) == float("inf")
+
+
+@pytest.fixture
+def slot() -> Iterator[GuardSlot]:
+    made = GuardSlot()  # a file in memory of its own: no guard process reads it
+    yield made
+    made.close()
+
+
+def test_the_guard_covers_a_run_until_it_ends_even_when_its_ack_cannot_be_stored(
+        monkeypatch: pytest.MonkeyPatch, slot: GuardSlot) -> None:
+    """A run announced by its task (``run_starts``) is covered by the guard's deadline until
+    the watch's next scan, then while Celery lists it as running; once it has ended it is
+    not, although its claim stays held (its ack waits for a store that refuses writes). A
+    threads worker used to be killed by its guard when that claim's lease passed sure."""
+    book = book_with(("a", 1, clock()))
+    monkeypatch.setattr(deadline, "_slot", slot)
+    monkeypatch.setattr(deadline, "_starting", set())
+    monkeypatch.setattr(deadline.holdings, "every", lambda: [book])
+    monkeypatch.setattr(deadline.holdings, "find", lambda tag: book)
+    running: dict[str, object] = {}
+
+    def scan() -> dict[str, object]:
+        if started_during_the_scan:
+            deadline.run_starts("1:a")  # the task starts between the scan and the slot
+        return dict(running)
+
+    monkeypatch.setattr(deadline, "running_tags", scan)
+    watch = deadline.LeaseWatch(slot)
+    sure = book.sure_of_runs(["1:a"])
+    started_during_the_scan = True
+    watch.look()
+    assert slot.get() == sure  # announced after the scan began: kept
+    started_during_the_scan = False
+    running["1:a"] = object()  # Celery lists it as running
+    watch.look()
+    watch.look()
+    assert slot.get() == sure
+    del running["1:a"]  # it ended; its ack is not stored (the claim stays held)
+    watch.look()
+    assert book.sure_of_runs(["1:a"]) == sure
+    assert slot.get() == float("inf")
