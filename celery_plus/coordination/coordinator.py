@@ -21,7 +21,7 @@ from celery.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
 
 from celery_plus import signals
-from celery_plus.leases.holdings import Holdings
+from celery_plus.leases.holdings import Holdings, holdings_for
 from celery_plus.leases.keeper import clock
 from celery_plus.leases.tokens import delivery_tag
 from celery_plus.model.store import Backend, JobClaim, NewJob, PublishOutcome, Settle
@@ -148,7 +148,10 @@ class Coordinator:
         #: The claims this process holds in the store, when each was last confirmed and
         #: whether the store said it is over; its settles are stored here at once
         #: (:meth:`settle`), never queued in it.
-        self.holdings = Holdings(self._lease_s)
+        #: Registered with the process's other holdings (``holdings_for``): the lease watch
+        #: (``leases/deadline.py``) stops a run of these claims past its deadline as it
+        #: stops one of the ``plus`` transport's, by the same rule.
+        self.holdings = holdings_for(("coordination", self.worker_id), self._lease_s)
         #: Settles a store error kept from landing, retried by the keeper until they do.
         self._unsettled: list[tuple[str, int, str, dict[str, Any] | None, str | None]] = []
         # A pool child forked while the keeper thread held the lock must not inherit it
@@ -205,6 +208,8 @@ class Coordinator:
         got = self.backend.claim_job(job_id, self.worker_id)
         if got.outcome == "claimed":
             self.holdings.hold(job_id, got.token, asked)
+            # Claimed for a delivery about to run: its run is under the lease watch.
+            self.holdings.delivered(delivery_tag(job_id, got.token))
         return got
 
     def settle(self, job_id: str, token: int, action: str,
