@@ -3,14 +3,14 @@
 The broker is RabbitMQ (``amqp://``, one queue per test) or a plain ``redis://`` one; the
 extensions' claims live in a coordination store (Redis or PostgreSQL). Worker A reaches that
 store through a :class:`~tests.deploy.faults.proxy.FaultProxy` (its broker link is direct);
-worker B and the publisher go direct. A runs jobs of ``concurrency=1`` groups and a unique
-job when its store link stalls — every byte stops, every socket stays open — for one lease.
-A cannot renew its claims; before the store's deadline its lease watch stops the runs
-(prefork: the pool process is killed; threads: the worker exits, code 75); B recovers the
-lapsed claims once their leases ran out and runs the jobs when the broker delivers them
-again. The oracle is the ledger the tasks write (start, end; a killed run ends when its
-process died): **no two runs of one job, or of one group, overlap; nothing is lost; every
-second run follows a stopped one.**
+worker B and the publisher go direct. A runs jobs of ``concurrency=1`` groups (a second job
+of each group waits for the slot) and a unique job when its store link stalls — every byte
+stops, every socket stays open — for one lease. A cannot renew its claims; before the
+store's deadline its lease watch stops the runs (prefork: the pool process is killed;
+threads: the worker exits, code 75); B recovers the lapsed claims once their leases ran out
+and runs the jobs when the broker delivers them again. The oracle is the ledger the tasks
+write (start, end; a killed run ends when its process died): **no two runs of one job, or of
+one group, overlap; nothing is lost; every second run follows a stopped one.**
 
 Before the change (the lease watch did not cover the coordination store's claims) A ran on
 through the stall while B took the slots over: see docs/coordination.md for the figures.
@@ -98,27 +98,38 @@ def partitioned(coordinated: Callable[..., tuple[Deployment, FaultProxy, dict[st
                 store: str, broker: str, pool: str, lease_s: float, run_s: float,
                 groups: int = 2, unique: bool = True) -> Deployment:
     """A (``pool``) runs ``groups`` jobs of ``concurrency=1`` groups (and a unique job) when
-    its link to the coordination store stalls for one lease; B, direct, is started first
-    and waits. Returns the deployment after the assertions."""
+    its link to the coordination store stalls for one lease; a second job of each group
+    waits for the slot; B goes direct. Returns the deployment after the assertions."""
     deployment, proxy, through_proxy = coordinated(store, broker, lease_s)
     with deployment.deaths_watched():
-        a = deployment.start_worker(pool=pool, concurrency=3, conf=through_proxy)
+        # Room for more runs than it has: a job it claims after a slot lapsed starts at once.
+        a = deployment.start_worker(pool=pool, concurrency=6, conf=through_proxy)
         tag = uuid.uuid4().hex[:4]
         for n in range(groups):
             deployment.publish_limited(f"g{n}-{tag}", f"g{n}-a", run_s)
         if unique:
             deployment.publish("fault.unique", "unique-a", run_s)
-        jobs = groups + int(unique)
-        deployment.wait_running(jobs, timeout=30)
+        deployment.wait_running(groups + int(unique), timeout=30)
+        # The next job of each group waits for A's slot (given back by whichever worker
+        # gets it, group full): once the slot lapses, B claims it.
+        for n in range(groups):
+            deployment.publish_limited(f"g{n}-{tag}", f"g{n}-b", 1.0)
         deployment.start_worker(pool="prefork", concurrency=3)
         proxy.stall()
         stalled = time.monotonic()
         time.sleep(lease_s)  # the fault itself: how long the link is silent
         proxy.resume()
         deployment.fault_ended = time.time()
-        report = deployment.finish(f"A ({pool}) stalled {time.monotonic() - stalled:.1f} s",
-                                   timeout=90)
+        try:
+            report = deployment.finish(f"A ({pool}) stalled "
+                                       f"{time.monotonic() - stalled:.1f} s", timeout=90)
+        except AssertionError as exc:  # say what ran at once too
+            raise AssertionError(f"overlapping runs {deployment.overlapping_runs()}, over "
+                                 f"the limit {deployment.report().over_limit_s}; "
+                                 f"{exc}") from None
     print(report.line(), report.run_twice, deployment.overlapping_runs())
+    print("\n".join(line for line in a.log().splitlines()
+                    if "could not be renewed" in line or "not started" in line))
     assert not deployment.overlapping_runs(), (deployment.overlapping_runs(),
                                                deployment.logs())
     check(report, allow_twice=(DIED,))
@@ -130,11 +141,13 @@ def partitioned(coordinated: Callable[..., tuple[Deployment, FaultProxy, dict[st
     return deployment
 
 
+@pytest.mark.long
 def test_a_coordinated_worker_cut_off_from_its_store_stops_before_its_successor_runs(
         coordinated: Callable[..., tuple[Deployment, FaultProxy, dict[str, Any]]]) -> None:
-    """The README suite's variant: RabbitMQ, a Redis coordination store, prefork, one group
-    job, a 2 s lease."""
-    partitioned(coordinated, "redis", "amqp", "prefork", lease_s=2.0, run_s=4.0, groups=1,
+    """The smallest variant: RabbitMQ, a Redis coordination store, prefork, one group, a 2 s
+    lease. About 17 s of two workers' start-up, the lease and the runs: over the README
+    suite's 5 s per new deploy test, so ``long`` like the others."""
+    partitioned(coordinated, "redis", "amqp", "prefork", lease_s=2.0, run_s=6.0, groups=1,
                 unique=False)
 
 
