@@ -47,7 +47,7 @@ def claim_lost(app: Any, job_id: str, token: int, sure_until: float) -> bool:
         return coordinator.backend.heartbeat(claims)
 
     return claim_lost_before_start(delivery_tag(job_id, token), (job_id, token), sure_until,
-                                   heartbeat)
+                                   heartbeat, coordinator.holdings)
 
 
 __all__ = ["COORDINATED_SURE_UNTIL", "claim_lost", "coordinated_claim"]

@@ -50,12 +50,15 @@ def lease_lost_before_start(app: Any, properties: dict[str, Any]) -> bool:
 
 
 def claim_lost_before_start(tag: str, claim: tuple[str, int], sure_until: float,
-                            heartbeat: Heartbeat) -> bool:
+                            heartbeat: Heartbeat,
+                            book: holdings.Holdings | None = None) -> bool:
     """The rule for one claim (the ``plus`` transport's, or the coordination store's):
     ``sure_until`` as the delivery was handed over, or later as this process's holdings
-    know it; past it the store is asked (``heartbeat`` of the one claim). True: lost; raises
-    :class:`LeaseUnknown` when the store does not answer."""
-    book = holdings.find(tag)
+    (``book``; by default those holding ``tag``) know it; past it the store is asked
+    (``heartbeat`` of the one claim). True: lost; raises :class:`LeaseUnknown` when the store
+    does not answer."""
+    if book is None:
+        book = holdings.find(tag)
     if book is not None:
         if book.is_lost(tag):
             return True
