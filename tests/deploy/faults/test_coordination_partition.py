@@ -19,6 +19,7 @@ through the stall while B took the slots over: see docs/coordination.md for the 
 from __future__ import annotations
 
 import contextlib
+import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -168,3 +169,32 @@ def test_on_a_plain_redis_broker_too(
         store: str) -> None:
     """A plain ``redis://`` broker (kombu's own layout, direct for both workers)."""
     partitioned(coordinated, store, "redis", "prefork", lease_s=6.0, run_s=16.0)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("pool", ["threads", "gevent"])
+def test_a_coordinated_task_holding_the_gil_is_stopped_before_its_claim_lapses(
+        coordinated: Callable[..., tuple[Deployment, FaultProxy, dict[str, Any]]],
+        pool: str) -> None:
+    """The guard process covers the coordination store's claims too: a task of a
+    ``concurrency=1`` group in one long C call (``sum(range(10**9))``, about 10 s) starves
+    the keeper and the watch of a threads or gevent worker; the guard kills the worker before
+    the 4 s lease lapses, and B runs the job alone (RabbitMQ, a Redis coordination store)."""
+    deployment, _, _ = coordinated("redis", "amqp", 4.0)
+    with deployment.deaths_watched():
+        a = deployment.start_worker(pool=pool, concurrency=2)
+        deployment.publish_limited(f"gil-{uuid.uuid4().hex[:4]}", "gil-1", 10**9,
+                                   task="fault.limited_hold_gil")
+        try:
+            deployment.wait_running(1, timeout=60)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {deployment.logs()}") from None
+        deployment.start_worker(pool="prefork", concurrency=1)
+        report = deployment.finish(f"A ({pool}) held the GIL", timeout=120)
+    print(report.line(), deployment.overlapping_runs())
+    assert not deployment.overlapping_runs(), (deployment.overlapping_runs(), a.log())
+    check(report, allow_twice=(DIED,))
+    first = min(deployment.runs(), key=lambda r: r.started)
+    assert first.pid == a.proc.pid and first.ended is None, (first, a.log())
+    assert a.proc.wait(timeout=10) == -signal.SIGKILL, a.log()
+    assert "CRITICAL/LeaseGuard" in a.log(), a.log()
