@@ -198,3 +198,23 @@ def test_a_coordinated_task_holding_the_gil_is_stopped_before_its_claim_lapses(
     assert first.pid == a.proc.pid and first.ended is None, (first, a.log())
     assert a.proc.wait(timeout=10) == -signal.SIGKILL, a.log()
     assert "CRITICAL/LeaseGuard" in a.log(), a.log()
+
+
+@pytest.mark.parametrize("store", ["redis", "postgres"])
+def test_a_delivery_that_waited_in_a_prefork_pool_asks_the_store_before_it_starts(
+        coordinated: Callable[..., tuple[Deployment, FaultProxy, dict[str, Any]]],
+        store: str) -> None:
+    """The start check in a pool process (no fault): a claimed delivery that waited behind
+    another in a one-process prefork pool past its claim's sure share asks the coordination
+    store from the pool process (a forked store client) and starts; each job runs once.
+    The README suite's variant of this module (one store; 5.0 to 5.6 s)."""
+    deployment, _, _ = coordinated(store, "amqp", 2.0)
+    a = deployment.start_worker(pool="prefork", concurrency=1)
+    tag = uuid.uuid4().hex[:4]
+    deployment.publish_limited(f"x-{tag}", "first", 3.0)
+    deployment.publish_limited(f"y-{tag}", "waited", 0.2)
+    report = deployment.finish("prefork waited in the pool", timeout=60)
+    check(report, allow_twice=())
+    runs = {r.label: r for r in deployment.runs()}
+    assert runs["waited"].started - runs["first"].started >= 2.0 * 0.8, runs
+    assert "not started" not in a.log(), a.log()
