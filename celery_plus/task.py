@@ -27,12 +27,14 @@ from celery.exceptions import (
 from celery.utils.functional import maybe_evaluate
 from celery.worker.request import Request as CeleryRequest
 
+from celery_plus.coordination.start_check import claim_lost, coordinated_claim
 from celery_plus.leases.deadline import run_starts
 from celery_plus.leases.start_check import (
     LeaseUnknown,
     lease_lost_before_start,
     note_rate_start,
 )
+from celery_plus.leases.tokens import delivery_tag
 from celery_plus.model.details import exception_text
 from celery_plus.send.options import (
     EXTENSION_OPTIONS,
@@ -203,6 +205,11 @@ class Task(celery.Task):
         the job runs on the worker that holds it now. A subclass overriding this handler
         calls ``super().before_start(...)`` to keep the check.
         """
+        coordinated = coordinated_claim(self.request)
+        if coordinated is not None:
+            self._check_coordinated_claim(task_id, *coordinated)
+            super().before_start(task_id, args, kwargs)
+            return
         properties = getattr(self.request, "properties", None)
         try:
             lost = isinstance(properties, dict) and lease_lost_before_start(self.app,
@@ -222,6 +229,24 @@ class Task(celery.Task):
         if isinstance(properties, dict) and ext is not None and ext.rate_limit is not None:
             note_rate_start(self.app, properties)
         super().before_start(task_id, args, kwargs)
+
+    def _check_coordinated_claim(self, task_id: str, job_id: str, token: int,
+                                 sure_until: float) -> None:
+        """The start check of a delivery claimed in the coordination store
+        (``coordination/start_check.py``): not certain and not confirmed → given back."""
+        try:
+            lost = claim_lost(self.app, job_id, token, sure_until)
+        except LeaseUnknown as exc:
+            logger.warning("celery-plus: task %s[%s] not started: %s; given back to the "
+                           "broker (it runs once the coordination store can say whose it "
+                           "is)", self.name, task_id, exc)
+            raise Reject(str(exc), requeue=True) from exc
+        if lost:
+            logger.warning("celery-plus: task %s[%s] not started: its claim in the "
+                           "coordination store was lost while it waited; given back to the "
+                           "broker", self.name, task_id)
+            raise Reject("claim lost before the start", requeue=True)
+        run_starts(delivery_tag(job_id, token))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -21,10 +21,11 @@ from celery.exceptions import ImproperlyConfigured
 from kombu.utils.url import maybe_sanitize_url
 
 from celery_plus import signals
-from celery_plus.leases.holdings import Holdings
+from celery_plus.leases.holdings import Holdings, holdings_for
 from celery_plus.leases.keeper import clock
 from celery_plus.leases.tokens import delivery_tag
 from celery_plus.model.store import Backend, JobClaim, NewJob, PublishOutcome, Settle
+from celery_plus.runtime.helper_threads import green_patched, native_ident, native_lock
 
 logger = logging.getLogger("celery_plus.coordination")
 
@@ -123,7 +124,7 @@ def coordinator_for(app: Any) -> Coordinator | None:
 def _reset_after_fork(ref: weakref.ref[Coordinator]) -> None:
     coordinator = ref()
     if coordinator is not None:
-        coordinator._lock = threading.Lock()
+        coordinator._lock = native_lock()
         coordinator.holdings = Holdings(coordinator._lease_s)
         coordinator._unsettled = []
 
@@ -143,12 +144,21 @@ class Coordinator:
         self.url: str = self.config.coordination_url or ""
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._backend: Backend | None = None
-        self._lock = threading.Lock()
+        #: Under gevent/eventlet, the OS thread whose backend is ``_backend``, and the
+        #: backends of the others (the keeper is a real OS thread: a green socket or lock
+        #: belongs to the thread whose hub made it, as for ``Transport.backend``).
+        self._owner_thread: int | None = None
+        self._thread_backends: dict[int, Backend] = {}
+        #: Shared by greenlets and the keeper's OS thread: held around plain data only.
+        self._lock = native_lock()
         self._lease_s = self.config.visibility_timeout
         #: The claims this process holds in the store, when each was last confirmed and
         #: whether the store said it is over; its settles are stored here at once
         #: (:meth:`settle`), never queued in it.
-        self.holdings = Holdings(self._lease_s)
+        #: Registered with the process's other holdings (``holdings_for``): the lease watch
+        #: (``leases/deadline.py``) stops a run of these claims past its deadline as it
+        #: stops one of the ``plus`` transport's, by the same rule.
+        self.holdings = holdings_for(("coordination", self.worker_id), self._lease_s)
         #: Settles a store error kept from landing, retried by the keeper until they do.
         self._unsettled: list[tuple[str, int, str, dict[str, Any] | None, str | None]] = []
         # A pool child forked while the keeper thread held the lock must not inherit it
@@ -158,18 +168,31 @@ class Coordinator:
 
     @property
     def backend(self) -> Backend:
+        """The store (opened on first use, not connected yet); under gevent/eventlet one
+        per OS thread."""
         backend = self._backend
         if backend is None:
             with self._lock:
                 if self._backend is None:
-                    from celery_plus.stores.registry import open_store
-
-                    backend = open_store(self.url, self.config)
-                    # Its waiting records wait for another broker's message, which may be
-                    # gone for good: their holds lapse at the backstop, not renewed forever.
-                    backend.renews_waiting_holds = False  # type: ignore[attr-defined]
-                    self._backend = backend
+                    self._backend = self._open()
+                    self._owner_thread = native_ident() if green_patched() else None
                 backend = self._backend
+        if self._owner_thread is None or native_ident() == self._owner_thread:
+            return backend
+        ident = native_ident()
+        with self._lock:
+            found = self._thread_backends.get(ident)
+            if found is None:
+                found = self._thread_backends[ident] = self._open()
+        return found
+
+    def _open(self) -> Backend:
+        from celery_plus.stores.registry import open_store
+
+        backend = open_store(self.url, self.config)
+        # Its waiting records wait for another broker's message, which may be gone for
+        # good: their holds lapse at the backstop, not renewed forever.
+        backend.renews_waiting_holds = False  # type: ignore[attr-defined]
         return backend
 
     def open_backend(self) -> Backend:
@@ -180,9 +203,11 @@ class Coordinator:
 
     def close(self) -> None:
         with self._lock:
-            backend, self._backend = self._backend, None
-        if backend is not None:
-            backend.close()
+            backends = [self._backend, *self._thread_backends.values()]
+            self._backend, self._thread_backends = None, {}
+        for backend in backends:
+            if backend is not None:
+                backend.close()
 
     # -- publishing --------------------------------------------------------------------
     def publish(self, job: NewJob) -> PublishOutcome:
@@ -205,6 +230,8 @@ class Coordinator:
         got = self.backend.claim_job(job_id, self.worker_id)
         if got.outcome == "claimed":
             self.holdings.hold(job_id, got.token, asked)
+            # Claimed for a delivery about to run: its run is under the lease watch.
+            self.holdings.delivered(delivery_tag(job_id, got.token))
         return got
 
     def settle(self, job_id: str, token: int, action: str,

@@ -37,7 +37,8 @@ from celery_plus import signals
 from celery_plus.coordination import envelope
 from celery_plus.coordination.coordinator import Coordinator, coordinator_for
 from celery_plus.coordination.keeper import CoordinationKeeper
-from celery_plus.leases.tokens import LEASE_HEADER
+from celery_plus.coordination.start_check import COORDINATED_SURE_UNTIL
+from celery_plus.leases.tokens import LEASE_HEADER, delivery_tag
 from celery_plus.model.store import JobClaim
 from celery_plus.send.options import message_extensions
 from celery_plus.transport.publishing import job_from_message
@@ -56,6 +57,9 @@ class Claimed:
         self.job_id = job_id
         self.token = token
         self.task_name = task_name
+        #: The claim's delivery tag in the leases' ledger (``coordinator.holdings``): the
+        #: lease watch finds the run's deadline by it (``runtime/worker_state.running_tags``).
+        self.tag = delivery_tag(job_id, token)
         #: Failure details noted by the request (exception type, message, traceback).
         self.failure: dict[str, Any] | None = None
         self._ended = False
@@ -105,6 +109,11 @@ class Admission:
             request.plus_claim = Claimed(self.coordinator, request.id, got.token, request.name)
             # The task's own process needs the token for a continuation (retry, replace).
             request._request_dict[LEASE_HEADER] = got.token
+            # ... and until when the claim is certainly its own: a task that starts later
+            # asks the store first, and does not start if it cannot (``start_check.py``).
+            sure_until = self.coordinator.holdings.sure_until(delivery_tag(request.id, got.token))
+            request._request_dict[COORDINATED_SURE_UNTIL] = (
+                float("-inf") if sure_until is None else sure_until)
             return True
         if got.outcome == "blocked":
             signals.task_concurrency_blocked.send(sender=request.name, task_id=request.id)

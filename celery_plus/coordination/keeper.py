@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from celery_plus.leases.keeper import LeaseKeeper, announce_lost
+from celery_plus.leases.keeper import LeaseKeeper
+from celery_plus.leases.process_keeper import report_lost
 
 if TYPE_CHECKING:
     from celery_plus.coordination.coordinator import Coordinator
@@ -42,10 +43,12 @@ class CoordinationKeeper(LeaseKeeper):
     def renewed(self, held: Sequence[tuple[str, int]], verdicts: Sequence[Verdict],
                 asked_at: float) -> None:
         """Renewed claims are confirmed; the others are over (never renewed again, their
-        settles suspect), and the lost ones announced (not those their own run ended: acked,
-        or continued)."""
+        settles suspect), and the lost ones announced and their runs still going on here
+        stopped, as the transport's keeper does (not those their own run ended: acked, or
+        continued). The lease watch stops a run before its lease can lapse; this covers a
+        worker that learns of the loss first (frozen, then thawed)."""
         ends = self.coordinator.holdings.confirmed(held, verdicts, asked_at)
-        announce_lost(job_id for job_id, _ in ends.lost)
+        report_lost(ends.lost)
 
     def heartbeat(self, backend: JobStore) -> None:
         super().heartbeat(backend)

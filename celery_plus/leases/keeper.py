@@ -174,7 +174,9 @@ class LeaseKeeper(HelperThread):
             step(*args)
         except Exception as exc:
             self._failed_at = time.monotonic()
-            logger.warning("%s: %s: %r", self.label, step.__name__.strip("_"), exc)
+            # The type and the text: some clients' reprs drop the store's reply.
+            logger.warning("%s: %s: %s: %s", self.label, step.__name__.strip("_"),
+                           type(exc).__name__, exc)
             return False
         return True
 

@@ -19,6 +19,7 @@ gevent pools):
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from celery_plus.leases import holdings
@@ -44,25 +45,54 @@ def lease_lost_before_start(app: Any, properties: dict[str, Any]) -> bool:
     parsed = parse_delivery_tag(tag)
     if parsed is None:
         return False
-    book = holdings.find(tag)
+    return claim_lost_before_start(tag, parsed, sure_until,
+                                   lambda claims: _broker_heartbeat(app, claims))
+
+
+def claim_lost_before_start(tag: str, claim: tuple[str, int], sure_until: float,
+                            heartbeat: Heartbeat,
+                            book: holdings.Holdings | None = None) -> bool:
+    """The rule for one claim (the ``plus`` transport's, or the coordination store's):
+    ``sure_until`` as the delivery was handed over, or later as this process's holdings
+    (``book``; by default those holding ``tag``) know it; past it the store is asked
+    (``heartbeat`` of the one claim). True: lost; raises :class:`LeaseUnknown` when the store
+    does not answer."""
+    if book is None:
+        book = holdings.find(tag)
     if book is not None:
         if book.is_lost(tag):
             return True
         sure_until = max(sure_until, book.sure_until(tag) or sure_until)
     if clock() < sure_until:
         return False
-    return lost_in_store(app, tag, parsed, book)
+    return asked_store(heartbeat, tag, claim, book)
+
+
+#: Renews the given claims in their store, one verdict each (``JobStore.heartbeat``).
+Heartbeat = Callable[[list[tuple[str, int]]], list[Verdict]]
+
+
+def _broker_heartbeat(app: Any, claims: list[tuple[str, int]]) -> list[Verdict]:
+    with app.pool.acquire(block=True) as connection:
+        verdicts: list[Verdict] = connection.default_channel.backend.heartbeat(claims)
+        return verdicts
 
 
 def lost_in_store(app: Any, tag: str, claim: tuple[str, int],
                   book: holdings.Holdings | None) -> bool:
+    """Whether the ``plus`` transport's store says the lease of ``claim`` is lost
+    (:func:`asked_store`)."""
+    return asked_store(lambda claims: _broker_heartbeat(app, claims), tag, claim, book)
+
+
+def asked_store(heartbeat: Heartbeat, tag: str, claim: tuple[str, int],
+                book: holdings.Holdings | None) -> bool:
     """Whether the store says the lease of ``claim`` is lost (asking renews it); a claim its
     own run ended (continued or acked) is not: the heartbeat's verdict says which. Raises
     :class:`LeaseUnknown` when the store does not answer."""
     asked_at = clock()
     try:
-        with app.pool.acquire(block=True) as connection:
-            [verdict] = connection.default_channel.backend.heartbeat([claim])
+        [verdict] = heartbeat([claim])
     except Exception as exc:
         raise LeaseUnknown(f"could not check the lease of job {claim[0]} before it starts "
                            f"({exc!r})") from exc

@@ -81,10 +81,15 @@ EX_LEASE_OVERRUN = 75
 
 
 def running_tags() -> dict[str, Any]:
-    """Delivery tag -> request of every task started here and not yet acknowledged."""
+    """Delivery tag -> request of every task started here and not yet acknowledged. A
+    delivery of another broker claimed in the coordination store goes by its claim's tag
+    (``"<token>:<job id>"``, the ``tag`` of the request's ``plus_claim``): the lease watch
+    finds its deadline under that tag, as for a delivery of the ``plus`` transport."""
     running: dict[str, Any] = {}
     for request in _active_requests():
-        tag = getattr(getattr(request, "message", None), "delivery_tag", None)
+        tag = getattr(getattr(request, "plus_claim", None), "tag", None)
+        if tag is None:
+            tag = getattr(getattr(request, "message", None), "delivery_tag", None)
         if isinstance(tag, str) and request.time_start and not request.acknowledged:
             running[tag] = request
     return running

@@ -1,6 +1,7 @@
 """Three guards on Celery's worker pools, for a worker consuming from the ``plus`` transport
 (and the start of its lease watch, ``leases/deadline.py``, which stops runs whose leases could
-not be renewed in time).
+not be renewed in time; a worker of another broker with a coordination store starts the watch
+too, for its claims there).
 
 On this transport a claim outlives its connection (``leases/holdings.py``): a delivery
 Celery still holds keeps its claim, renewed, until Celery settles it, and a delivery Celery
@@ -138,7 +139,12 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     consumer = sender
     transport = getattr(getattr(consumer, "connection", None), "transport", None)
     pool = getattr(consumer, "pool", None)
-    if not isinstance(transport, Transport) or pool is None:
+    if pool is None:
+        return
+    if not isinstance(transport, Transport):
+        # Another broker: the coordination store's claims are under the same lease watch.
+        if _coordinated(consumer):
+            deadline.start(in_process_pool=not isinstance(pool, Prefork))
         return
     if isinstance(pool, Prefork):
         keep_handed_jobs(pool)
@@ -146,6 +152,14 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     elif callable(getattr(pool, "on_apply", None)):
         report_base_exceptions(pool)
     deadline.start(in_process_pool=not isinstance(pool, Prefork))
+
+
+def _coordinated(consumer: Any) -> bool:
+    """Whether the consumer's app keeps its claims in a coordination store."""
+    from celery_plus.coordination import coordinator_for
+
+    app = getattr(consumer, "app", None)
+    return app is not None and coordinator_for(app) is not None
 
 
 def install() -> None:

@@ -324,9 +324,11 @@ def test_a_killed_worker_frees_its_slots_when_its_leases_expire(
 def test_a_worker_frozen_past_its_lease_leaves_no_ghost_record(
         app: Any, view: Backend, start: Callable[..., Worker], prefix: str) -> None:
     """Issue #11 defect 8: the broker delivered the job to a worker that then stalled past its
-    lease; another worker's maintenance recovered the record. When the stalled delivery ends
-    (and is acked on the broker) its record is finished, its key released: a new job of the
-    same key runs. Before, the record stayed ``enqueued`` holding the key for the backstop."""
+    lease; another worker's maintenance recovered the record. Its record ends finished, its
+    key released: a new job of the same key runs. Before, the record stayed ``enqueued``
+    holding the key for the backstop. Since issue #27 the stalled run does not go on past its
+    lease once the worker thaws: the worker (threads pool) exits (its lease watch, code 75, or
+    its guard process, SIGKILL), the broker delivers the job again and it runs once more."""
     unique = app.tasks["proj.unique_running"]
     frozen = start(concurrency=1)
     job = unique.delay("ghost", 4.0)
@@ -338,14 +340,15 @@ def test_a_worker_frozen_past_its_lease_leaves_no_ghost_record(
                    message="the frozen worker's lease recovered")
     finally:
         os.killpg(frozen.proc.pid, signal.SIGCONT)
+    assert frozen.proc.wait(timeout=30) in (75, -signal.SIGKILL), frozen.log()
     wait_until(lambda: _state(view, job.id) == "completed", timeout=30,
-               message="the record finished as its delivery ended")
+               message="the record finished")
     assert job.get(timeout=20) == "ghost"
     assert inspector_for(view).holds() == {} and inspector_for(view).ids_in_state("enqueued") == []
     again = unique.delay("ghost", 4.0)
     assert again.deduplicated is False and again.id != job.id
     assert again.get(timeout=40) == "ghost"
-    assert len(_starts(prefix, "ghost")) == 2
+    assert len(_starts(prefix, "ghost")) == 3  # the stopped run, its re-run, the new job
 
 
 def test_a_worker_without_a_coordination_store_refuses_unenforced_options(

@@ -108,6 +108,16 @@ def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
         ledger.end(run_id)
         return label
 
+    @app.task(name="fault.limited_hold_gil", bind=True, concurrency=LIMIT,
+              concurrency_key="key")
+    def limited_hold_gil(self: Any, key: str, label: str, count: int) -> str:
+        """``fault.hold_gil`` in a concurrency group (a task with extension options: claimed
+        in the coordination store on a broker that is not ``plus+``)."""
+        run_id = ledger.start(self.request.id, label, key)
+        sum(range(count))
+        ledger.end(run_id)
+        return label
+
     @app.task(name="fault.unique", bind=True, unique=True)
     def unique(self: Any, label: str, seconds: float) -> str:
         run(self.request.id, label, seconds)

@@ -206,8 +206,11 @@ class Deployment:
         return env
 
     def start_worker(self, pool: str = "prefork", concurrency: int = 2,
-                     wait: bool = True, broker: str | None = None) -> Worker:
-        """``broker``: another URL of the same store (e.g. past the deployment's proxy)."""
+                     wait: bool = True, broker: str | None = None,
+                     conf: dict[str, Any] | None = None) -> Worker:
+        """``broker``: another URL of the same store (e.g. past the deployment's proxy);
+        ``conf``: settings of this worker's own over the deployment's (e.g. a
+        ``plus_coordination_url`` past a proxy)."""
         log = self.folder / f"worker-{len(self.workers)}.log"
         cmd = [*self.wrap, sys.executable, "-m", "celery_plus.cli", "-A",
                "tests.deploy.faults.app", "worker", f"--pool={pool}",
@@ -215,24 +218,28 @@ class Deployment:
                "--without-gossip", "--without-mingle", "--without-heartbeat",
                f"--hostname=f{len(self.workers)}-{self.prefix}@%h"]
         env = self.env() if broker is None else {**self.env(), "PLUS_FAULT_BROKER": broker}
+        if conf:
+            env["PLUS_FAULT_CONF"] = json.dumps({**self.conf, **conf})
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         worker = Worker(proc, log)
         self.workers.append(worker)
         if wait:
-            self.wait_ready(worker)
+            self.wait_ready(worker, plus_broker=self.broker.startswith("plus+"))
         return worker
 
     @staticmethod
-    def wait_ready(worker: Worker) -> None:
+    def wait_ready(worker: Worker, plus_broker: bool = True) -> None:
         """Wait until the worker consumes (its signal handlers are installed by then)."""
         wait_until(lambda: " ready." in worker.log() or worker.proc.poll() is not None,
                    timeout=60, message="worker ready")
         assert worker.proc.poll() is None, worker.log()
         # Every scenario runs on Celery's event loop (the transport is asynchronous), but on
         # a green pool, whose consumer Celery runs without one.
-        if not any(f"--pool={green}" in worker.proc.args for green in ("gevent", "eventlet")):
+        # (Another broker with a coordination store: Celery's own consumer.)
+        if plus_broker and not any(f"--pool={green}" in worker.proc.args
+                                   for green in ("gevent", "eventlet")):
             assert "consuming on Celery's event loop" in worker.log(), worker.log()
 
     @contextlib.contextmanager
