@@ -204,16 +204,21 @@ class Deployment:
         return env
 
     def start_worker(self, pool: str = "prefork", concurrency: int = 2,
-                     wait: bool = True, broker: str | None = None) -> Worker:
-        """``broker``: another URL of the same store (e.g. past the deployment's proxy)."""
+                     wait: bool = True, broker: str | None = None,
+                     release: Path | None = None) -> Worker:
+        """``broker``: another URL of the same store (e.g. past the deployment's proxy);
+        ``release``: a folder of another release's source to run (``previous_release.py``)."""
         log = self.folder / f"worker-{len(self.workers)}.log"
-        cmd = [sys.executable, "-m", "celery_plus.cli", "-A", "tests.deploy.faults.app", "worker",
+        program = ([sys.executable, "-m", "celery_plus.cli"] if release is None else
+                   [sys.executable, str(Path(__file__).with_name("previous_release.py")),
+                    str(release)])
+        cmd = [*program, "-A", "tests.deploy.faults.app", "worker",
                f"--pool={pool}", f"--concurrency={concurrency}", "--loglevel=INFO",
                "--without-gossip", "--without-mingle", "--without-heartbeat",
                f"--hostname=f{len(self.workers)}-{self.prefix}@%h"]
         env = self.env() if broker is None else {**self.env(), "PLUS_FAULT_BROKER": broker}
         with open(log, "wb") as out:
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out,
+            proc = subprocess.Popen(cmd, cwd=release or ROOT, env=env, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         worker = Worker(proc, log)
         self.workers.append(worker)
@@ -349,6 +354,12 @@ class Deployment:
             if dead:
                 self.expected_dead.add(label)
         return str(result.id)
+
+    def note_published(self, label: str, job_id: str) -> None:
+        """A job another process published (acknowledged), to be run once."""
+        with self._lock:
+            self.jobs[label] = job_id
+            self.expected_runs[label] = 1
 
     def publish_limited(self, key: str, label: str, seconds: float, *args: Any,
                         task: str = "fault.limited", runs: int = 1) -> str:

@@ -1,0 +1,111 @@
+"""A rolling upgrade from the previous release, default settings, on every store.
+
+Workers of the previous release (``previous_release.py``: its own source, no second install)
+drain the queue while a publisher of that release keeps publishing; then this release's
+publisher publishes and its workers start beside them, and one old worker is stopped with
+``SIGTERM`` midway (a deploy), the other runs to the end. The jobs mix plain, ``concurrency=1``
+and unique tasks, from both releases, in the same groups. By the external ledger: no worker
+exits but the one stopped (cleanly), nothing is lost, no job runs twice and no group is ever
+over its limit.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from .harness import Deployment, Worker, check
+from .previous_release import IMPORTED, unpack
+from .test_worker_kills import publish_mix
+
+STORES = ["redis", "postgres", "sqlite"]
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="session")
+def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not (ROOT / ".git").exists():
+        pytest.skip(f"{ROOT} is not a git checkout: the previous release comes from its history")
+    return unpack(ROOT, tmp_path_factory.mktemp("previous-release"))
+
+
+class OldPublisher:
+    """A publisher process of the previous release (``previous_release.py publish``)."""
+
+    def __init__(self, deployment: Deployment, release: Path, every: float) -> None:
+        self.deployment = deployment
+        self.out = deployment.folder / "old-published.tsv"
+        self.stop_file = deployment.folder / "old-publisher.stop"
+        self.log_path = deployment.folder / "old-publisher.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("previous_release.py")),
+                 str(release), "publish", str(self.out), str(self.stop_file), str(every)],
+                cwd=release, env=deployment.env(), stdout=log, stderr=subprocess.STDOUT)
+
+    def published(self) -> int:
+        return len(self.out.read_text().splitlines()) if self.out.exists() else 0
+
+    def stop(self) -> None:
+        self.stop_file.touch()
+        code = self.proc.wait(timeout=60)
+        log = self.log_path.read_text(errors="replace")
+        assert code == 0, log[-3000:]
+        assert IMPORTED in log, log
+        for line in self.out.read_text().splitlines():
+            label, job_id = line.split("\t")
+            self.deployment.note_published(label, job_id)
+
+
+@pytest.fixture
+def old_publishers() -> Iterator[list[OldPublisher]]:
+    made: list[OldPublisher] = []
+    yield made
+    for publisher in made:
+        if publisher.proc.poll() is None:
+            publisher.proc.kill()
+            publisher.proc.wait(timeout=10)
+
+
+def run_rolling_upgrade(deployment: Deployment, release: Path,
+                        old_publishers: list[OldPublisher], jobs: int) -> None:
+    old = [deployment.start_worker(concurrency=2, release=release) for _ in range(2)]
+    for worker in old:
+        assert f"{IMPORTED}{release}" in worker.log(), worker.log()[:2000]
+    publisher = OldPublisher(deployment, release, every=0.05)
+    old_publishers.append(publisher)
+    deployment.wait_running(1, prefix="old-")
+    # This release: its publisher (the test process) and its workers, beside the old ones.
+    publish_mix(deployment, jobs, seconds=0.1)
+    new: list[Worker] = [deployment.start_worker(concurrency=2)]
+    publish_mix(deployment, jobs, seconds=0.1, first=jobs)
+    deployment.wait_running(1, prefix="l")
+    # A deploy: the first old worker gets SIGTERM midway; the other runs to the end.
+    old[0].signal(signal.SIGTERM, group=False)
+    assert old[0].proc.wait(timeout=60) == 0, old[0].log()[-3000:]
+    new.append(deployment.start_worker(concurrency=2))
+    publish_mix(deployment, jobs, seconds=0.1, first=2 * jobs)
+    time.sleep(0.5)
+    publisher.stop()
+    with deployment.deaths_watched():
+        report = deployment.finish(f"2 workers of {release.name} and 2 of this release, "
+                                   f"{publisher.published()} jobs of the old publisher")
+    for worker in (old[1], *new):
+        assert worker.proc.poll() is None, worker.log()[-3000:]
+        assert "Unrecoverable error" not in worker.log(), worker.log()[-3000:]
+    assert deployment.overlapping_runs() == []
+    check(report, allow_twice=())
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_rolling_upgrade_from_the_previous_release(
+        deploy: Callable[..., Deployment], previous_release: Path,
+        old_publishers: list[OldPublisher], store: str) -> None:
+    run_rolling_upgrade(deploy("rolling upgrade", store, vt=6.0), previous_release,
+                        old_publishers, jobs=15)
