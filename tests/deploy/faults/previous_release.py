@@ -52,7 +52,7 @@ def publish(out: Path, stop: Path, every: float) -> None:
             n += 1
             if n % 3 == 1:
                 label = f"old-l{n}"
-                result = app.send_task("fault.limited", ("a" if n % 2 else "b", label, 0.2))
+                result = app.send_task("fault.limited", ("a" if n % 2 else "b", label, 0.05))
             elif n % 3 == 2:
                 label = f"old-u{n}"
                 result = app.send_task("fault.unique", (label, 0.05))

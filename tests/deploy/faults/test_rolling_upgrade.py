@@ -14,14 +14,15 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support import wait_until
+
 from .harness import Deployment, Worker, check
-from .previous_release import IMPORTED, unpack
+from .previous_release import IMPORTED, PREVIOUS_RELEASE, unpack
 from .test_worker_kills import publish_mix
 
 STORES = ["redis", "postgres", "sqlite"]
@@ -74,38 +75,61 @@ def old_publishers() -> Iterator[list[OldPublisher]]:
 
 
 def run_rolling_upgrade(deployment: Deployment, release: Path,
-                        old_publishers: list[OldPublisher], jobs: int) -> None:
-    old = [deployment.start_worker(concurrency=2, release=release) for _ in range(2)]
-    for worker in old:
-        assert f"{IMPORTED}{release}" in worker.log(), worker.log()[:2000]
+                        old_publishers: list[OldPublisher], old_workers: int, jobs: int) -> None:
+    """``old_workers`` of the previous release (the first stopped midway), two of this one
+    (one with ``old_workers=1``); ``jobs``: each of this release's three batches. The
+    processes start side by side (a start is seconds; the README suite's variant is short)."""
+    old = [deployment.start_worker(concurrency=2, release=release, wait=False)
+           for _ in range(old_workers)]
     publisher = OldPublisher(deployment, release, every=0.05)
     old_publishers.append(publisher)
-    deployment.wait_running(1, prefix="old-")
     # This release: its publisher (the test process) and its workers, beside the old ones.
-    publish_mix(deployment, jobs, seconds=0.1)
-    new: list[Worker] = [deployment.start_worker(concurrency=2)]
-    publish_mix(deployment, jobs, seconds=0.1, first=jobs)
-    deployment.wait_running(1, prefix="l")
-    # A deploy: the first old worker gets SIGTERM midway; the other runs to the end.
+    new: list[Worker] = [deployment.start_worker(concurrency=2, wait=False)]
+    publish_mix(deployment, jobs, seconds=0.05)
+    for worker in (*old, *new):
+        deployment.wait_ready(worker)
+    for worker in old:
+        assert f"{IMPORTED}{release}" in worker.log(), worker.log()[:2000]
+    old_pids = {pid for worker in old for pid in worker.children()}
+    new_pids = {pid for worker in new for pid in worker.children()}
+    publish_mix(deployment, jobs, seconds=0.05, first=jobs)
+    wait_until(lambda: any(r.pid in old_pids for r in deployment.runs()
+                           if not r.label.startswith("old-")),
+               timeout=30, message="a worker of the previous release runs a new job")
+    # A deploy: the first old worker gets SIGTERM midway; any other runs to the end.
     old[0].signal(signal.SIGTERM, group=False)
-    assert old[0].proc.wait(timeout=60) == 0, old[0].log()[-3000:]
-    new.append(deployment.start_worker(concurrency=2))
-    publish_mix(deployment, jobs, seconds=0.1, first=2 * jobs)
-    time.sleep(0.5)
+    if old_workers > 1:
+        new.append(deployment.start_worker(concurrency=2))
+        new_pids |= set(new[-1].children())
+    publish_mix(deployment, jobs, seconds=0.05, first=2 * jobs)
+    wait_until(lambda: any(r.pid in new_pids for r in deployment.runs()
+                           if r.label.startswith("old-")),
+               timeout=30, message="a worker of this release runs an old publisher's job")
     publisher.stop()
     with deployment.deaths_watched():
-        report = deployment.finish(f"2 workers of {release.name} and 2 of this release, "
+        report = deployment.finish(f"{old_workers} worker(s) of {PREVIOUS_RELEASE[:7]} (one "
+                                   f"stopped midway) and {len(new)} of this release, "
                                    f"{publisher.published()} jobs of the old publisher")
-    for worker in (old[1], *new):
+    assert old[0].proc.wait(timeout=60) == 0, old[0].log()[-3000:]
+    for worker in (*old[1:], *new):
         assert worker.proc.poll() is None, worker.log()[-3000:]
         assert "Unrecoverable error" not in worker.log(), worker.log()[-3000:]
     assert deployment.overlapping_runs() == []
     check(report, allow_twice=())
 
 
-@pytest.mark.parametrize("store", STORES)
 def test_rolling_upgrade_from_the_previous_release(
         deploy: Callable[..., Deployment], previous_release: Path,
+        old_publishers: list[OldPublisher]) -> None:
+    """The README suite's variant: one old worker, one new, on Redis (default layout)."""
+    run_rolling_upgrade(deploy("rolling upgrade", "redis", vt=6.0), previous_release,
+                        old_publishers, old_workers=1, jobs=6)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("store", STORES)
+def test_rolling_upgrade_from_the_previous_release_long(
+        deploy: Callable[..., Deployment], previous_release: Path,
         old_publishers: list[OldPublisher], store: str) -> None:
-    run_rolling_upgrade(deploy("rolling upgrade", store, vt=6.0), previous_release,
-                        old_publishers, jobs=15)
+    run_rolling_upgrade(deploy("rolling upgrade-long", store, vt=6.0), previous_release,
+                        old_publishers, old_workers=2, jobs=30)
