@@ -50,17 +50,22 @@ def publish(out: Path, stop: Path, every: float) -> None:
     with open(out, "a") as written:
         while not stop.exists():
             n += 1
-            if n % 3 == 1:
-                label = f"old-l{n}"
-                result = app.send_task("fault.limited", ("a" if n % 2 else "b", label, 0.05))
-            elif n % 3 == 2:
-                label = f"old-u{n}"
-                result = app.send_task("fault.unique", (label, 0.05))
+            try:
+                if n % 3 == 1:
+                    label = f"old-l{n}"
+                    result = app.send_task("fault.limited",
+                                           ("a" if n % 2 else "b", label, 0.05))
+                elif n % 3 == 2:
+                    label = f"old-u{n}"
+                    result = app.send_task("fault.unique", (label, 0.05))
+                else:
+                    label = f"old-w{n}"
+                    result = app.send_task("fault.work", (label, 0.05))
+            except Exception as exc:  # a store outage: not acknowledged, not counted
+                print(f"publish {n} failed: {exc!r}", file=sys.stderr, flush=True)
             else:
-                label = f"old-w{n}"
-                result = app.send_task("fault.work", (label, 0.05))
-            written.write(f"{label}\t{result.id}\n")
-            written.flush()
+                written.write(f"{label}\t{result.id}\n")
+                written.flush()
             time.sleep(every)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -75,10 +76,13 @@ def old_publishers() -> Iterator[list[OldPublisher]]:
 
 
 def run_rolling_upgrade(deployment: Deployment, release: Path,
-                        old_publishers: list[OldPublisher], old_workers: int, jobs: int) -> None:
+                        old_publishers: list[OldPublisher], old_workers: int, jobs: int,
+                        restart_redis: bool = False) -> None:
     """``old_workers`` of the previous release (the first stopped midway), two of this one
     (one with ``old_workers=1``); ``jobs``: each of this release's three batches. The
-    processes start side by side (a start is seconds; the README suite's variant is short)."""
+    processes start side by side (a start is seconds; the README suite's variant is short).
+    ``restart_redis``: the Redis server is killed and restarted (AOF) while both releases
+    run, before the old worker is stopped."""
     old = [deployment.start_worker(concurrency=2, release=release, wait=False)
            for _ in range(old_workers)]
     publisher = OldPublisher(deployment, release, every=0.05)
@@ -96,6 +100,13 @@ def run_rolling_upgrade(deployment: Deployment, release: Path,
     wait_until(lambda: any(r.pid in old_pids for r in deployment.runs()
                            if not r.label.startswith("old-")),
                timeout=30, message="a worker of the previous release runs a new job")
+    if restart_redis:
+        deployment.server.break_for(2.0)  # type: ignore[attr-defined]
+        deployment.fault_ended = restarted = time.time()
+        wait_until(lambda: any(r.pid in old_pids and r.started > restarted
+                               for r in deployment.runs()),
+                   timeout=60, message="a worker of the previous release runs a job after "
+                                       "the restart")
     # A deploy: the first old worker gets SIGTERM midway; any other runs to the end.
     old[0].signal(signal.SIGTERM, group=False)
     if old_workers > 1:
@@ -116,6 +127,10 @@ def run_rolling_upgrade(deployment: Deployment, release: Path,
         assert "Unrecoverable error" not in worker.log(), worker.log()[-3000:]
     assert deployment.overlapping_runs() == []
     check(report, allow_twice=())
+    if restart_redis:  # the scenario happened: claims after the restart under 16-digit tokens
+        records = [deployment.inspect.job(i) or {} for i in deployment.jobs.values()]
+        tokens = [int(r.get("tok") or 0) for r in records]
+        assert max(tokens) > 10**15, tokens
 
 
 def test_rolling_upgrade_from_the_previous_release(
@@ -133,3 +148,13 @@ def test_rolling_upgrade_from_the_previous_release_long(
         old_publishers: list[OldPublisher], store: str) -> None:
     run_rolling_upgrade(deploy("rolling upgrade-long", store, vt=6.0), previous_release,
                         old_publishers, old_workers=2, jobs=30)
+
+
+@pytest.mark.long
+def test_rolling_upgrade_across_a_redis_restart(
+        deploy: Callable[..., Deployment], previous_release: Path,
+        old_publishers: list[OldPublisher]) -> None:
+    """Redis restarts (AOF) while both releases run: this release's claim raises the token
+    counter to the clock (``check_boot``), so the old workers' scripts meet 16-digit tokens."""
+    run_rolling_upgrade(deploy("rolling upgrade+restart", "redis", vt=6.0), previous_release,
+                        old_publishers, old_workers=2, jobs=20, restart_redis=True)
