@@ -15,7 +15,6 @@ consumer is delivered it or ``basic_get`` fetched it.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -37,7 +36,7 @@ from celery_plus.runtime.helper_threads import native_lock
 from celery_plus.runtime.worker_state import worker_running, worker_stopping
 from celery_plus.transport import transient
 from celery_plus.transport.bridge import LegacyBridge
-from celery_plus.transport.envelopes import Unreadable, read_envelope
+from celery_plus.transport.envelopes import Unreadable, read_envelope, read_transient
 from celery_plus.transport.failures import MALFORMED, failure_detail
 from celery_plus.transport.publishing import job_from_message, write_job
 from celery_plus.transport.rotation import rotate
@@ -505,8 +504,9 @@ class Channel(virtual.Channel):
             raw = self.backend.pop_transient(queue)
             if raw is None:
                 raw = self.bridge.pop_reply(queue)  # a plain Celery worker's reply
-            if raw is not None:
-                self.open_transport._deliver(json.loads(raw), queue)
+            message = None if raw is None else read_transient(raw, queue)
+            if message is not None:
+                self.open_transport._deliver(message, queue)
                 delivered += 1
         return delivered
 
@@ -609,9 +609,10 @@ class Channel(virtual.Channel):
     def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
         if self.is_transient(queue):
             raw = self.backend.pop_transient(queue)
-            if raw is None:
+            message = None if raw is None else read_transient(raw, queue)
+            if message is None:
                 raise Empty()
-            return json.loads(raw)
+            return message
         if self.bridge.is_legacy(queue):
             return self.bridge.get(queue)
         self.open_transport.start_keeper()  # the claim is renewed like a consumer's

@@ -15,14 +15,20 @@ again). Each case is a delivery: the claim counted it.
   job's own limit first: reason ``delivery limit``);
 * anything else that is no kombu envelope (not JSON, not an object, without ``properties``,
   nested past Python's recursion limit) → a dead letter, reason ``malformed message``.
+
+A transient message (remote control, replies, events: :func:`read_transient`) has no job to
+settle: one that cannot be read is dropped with a warning.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from celery_plus.transport.failures import MALFORMED, failure_detail
+
+logger = logging.getLogger("celery_plus.transport")
 
 #: The reason of a claimed job whose message the store does not have.
 MISSING = "message missing"
@@ -60,3 +66,15 @@ def read_envelope(message: str | bytes | None) -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise Unreadable(failure_detail(MALFORMED, exc)) from None
     return raw
+
+
+def read_transient(raw: str | bytes, queue: str) -> dict[str, Any] | None:
+    """The kombu envelope of a message popped from transient ``queue``; None (dropped, with
+    a warning) if it is none."""
+    try:
+        return read_envelope(raw)
+    except Unreadable as unreadable:
+        logger.warning("celery-plus: dropped a message of transient queue %s that is no "
+                       "kombu message (%s): %r", queue, unreadable, bytes(raw[:80])
+                       if isinstance(raw, bytes) else raw[:80])
+        return None

@@ -315,6 +315,27 @@ def test_a_transient_queue_keeps_its_messages_out_of_the_job_store(store: Store)
         message.ack()
 
 
+@pytest.mark.parametrize("garbage", [b"not json", b"[" * 100_000, b"\x00z9 later"],
+                         ids=["not-json", "nested-too-deep", "nul-led"])
+def test_a_transient_message_that_is_no_kombu_message_is_dropped_and_the_consumer_goes_on(
+        store: Store, garbage: bytes) -> None:
+    """A transient message has no job to dead-letter: one that cannot be read is dropped
+    (with a warning), never raised out of the transport; the next one is delivered."""
+    queue = f"{uuid.uuid4()}.reply.celery.pidbox"
+    with store.connection() as conn:
+        store.view.push_transient(queue, garbage)
+        Producer(conn.default_channel).publish({"ok": "pong"}, routing_key=queue)
+        [message], _ = consume(conn, Queue(queue, durable=False, auto_delete=True), 1)
+        assert message.payload == {"ok": "pong"}
+        assert store.view.transient_size(queue) == 0
+    with store.connection() as conn:  # basic_get too
+        store.view.push_transient(queue, garbage)
+        simple = conn.SimpleQueue(Queue(queue, durable=False, auto_delete=True))
+        with pytest.raises(simple.Empty):
+            simple.get(timeout=0.5)
+        simple.close()
+
+
 def test_a_remote_control_reply_queue_is_transient_by_its_name(store: Store) -> None:
     """Celery's pidbox reply queues (``*.pidbox``) are transient without a declaration."""
     queue = f"{uuid.uuid4()}.reply.celery.pidbox"
