@@ -355,11 +355,14 @@ class Deployment:
                 self.expected_dead.add(label)
         return str(result.id)
 
-    def note_published(self, label: str, job_id: str) -> None:
-        """A job another process published (acknowledged), to be run once."""
+    def note_published(self, label: str, job_id: str, dead: bool = False) -> None:
+        """A job another process published (acknowledged), to be run once (``dead``: to
+        end as a dead letter)."""
         with self._lock:
             self.jobs[label] = job_id
             self.expected_runs[label] = 1
+            if dead:
+                self.expected_dead.add(label)
 
     def publish_limited(self, key: str, label: str, seconds: float, *args: Any,
                         task: str = "fault.limited", runs: int = 1) -> str:

@@ -4,9 +4,10 @@ Workers of the previous release (``previous_release.py``: its own source, no sec
 drain the queue while a publisher of that release keeps publishing; then this release's
 publisher publishes and its workers start beside them, and one old worker is stopped with
 ``SIGTERM`` midway (a deploy), the other runs to the end. The jobs mix plain, ``concurrency=1``
-and unique tasks, from both releases, in the same groups. By the external ledger: no worker
-exits but the one stopped (cleanly), nothing is lost, no job runs twice and no group is ever
-over its limit.
+and unique tasks, from both releases, in the same groups, and two jobs no release can read (a
+later release's format, no message), which end as dead letters with their reason. By the
+external ledger: no worker exits but the one stopped (cleanly), nothing is lost, no job runs
+twice and no group is ever over its limit.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ from .previous_release import IMPORTED, PREVIOUS_RELEASE, unpack
 from .test_worker_kills import publish_mix
 
 STORES = ["redis", "postgres", "sqlite"]
+#: Jobs no release can run, stored as they are: a later release's format (NUL-led) and no
+#: message at all. Each ends as a dead letter with one of :data:`UNREADABLE_REASONS`.
+UNREADABLE = {"unreadable-later": b"\x00z9 a later release's layout", "unreadable-empty": b""}
+#: This release's reasons (``transport/envelopes.py``), the previous release's for both
+#: (``malformed message``), and the delivery limit's (a job given back each time).
+UNREADABLE_REASONS = {"unreadable by this release", "message missing", "malformed message",
+                      "delivery limit"}
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -97,6 +105,9 @@ def run_rolling_upgrade(deployment: Deployment, release: Path,
     old_pids = {pid for worker in old for pid in worker.children()}
     new_pids = {pid for worker in new for pid in worker.children()}
     publish_mix(deployment, jobs, seconds=0.05, first=jobs)
+    for label, message in UNREADABLE.items():  # a worker of either release may claim them
+        deployment.view.push_raw("faults", label, message)
+        deployment.note_published(label, label, dead=True)
     wait_until(lambda: any(r.pid in old_pids for r in deployment.runs()
                            if not r.label.startswith("old-")),
                timeout=30, message="a worker of the previous release runs a new job")
@@ -118,15 +129,20 @@ def run_rolling_upgrade(deployment: Deployment, release: Path,
                timeout=30, message="a worker of this release runs an old publisher's job")
     publisher.stop()
     with deployment.deaths_watched():
-        report = deployment.finish(f"{old_workers} worker(s) of {PREVIOUS_RELEASE[:7]} (one "
-                                   f"stopped midway) and {len(new)} of this release, "
-                                   f"{publisher.published()} jobs of the old publisher")
+        deployment.wait_all_finished(timeout=120)
+    reasons = {label: (deployment.inspect.job(label) or {}).get("reason") for label in UNREADABLE}
+    report = deployment.report()
+    report.notes.append(f"{old_workers} worker(s) of {PREVIOUS_RELEASE[:7]} (one stopped "
+                        f"midway) and {len(new)} of this release, {publisher.published()} "
+                        f"jobs of the old publisher; unreadable jobs' reasons {reasons}")
+    report.write()
     assert old[0].proc.wait(timeout=60) == 0, old[0].log()[-3000:]
     for worker in (*old[1:], *new):
         assert worker.proc.poll() is None, worker.log()[-3000:]
         assert "Unrecoverable error" not in worker.log(), worker.log()[-3000:]
     assert deployment.overlapping_runs() == []
     check(report, allow_twice=())
+    assert set(reasons.values()) <= UNREADABLE_REASONS, reasons
     if restart_redis:  # the scenario happened: claims after the restart under 16-digit tokens
         records = [deployment.inspect.job(i) or {} for i in deployment.jobs.values()]
         tokens = [int(r.get("tok") or 0) for r in records]
