@@ -9,9 +9,12 @@ into a folder. Run as a script, this file starts a process of that release::
 
 It puts FOLDER first on ``sys.path`` (before the editable install of this checkout, which
 comes later on the path whatever form it takes), says on stderr which ``celery_plus`` it
-imported, and runs ``celery-plus`` with the rest of the arguments, or publishes a mix of
-jobs through the release's own fault app (one every EVERY seconds until the file STOP
-exists), writing ``label<TAB>task id`` to OUT for each acknowledged publish.
+imported (and exits if it is not FOLDER's), and runs ``celery-plus`` with the rest of the
+arguments, or publishes a mix of jobs through the release's own fault app (one every EVERY
+seconds until the file STOP exists), writing ``label<TAB>task id`` to OUT for each
+acknowledged publish. Start it with FOLDER as its working directory too: Celery puts the
+working directory first on ``sys.path`` when it loads ``-A``, which would otherwise load this
+checkout's fault app.
 """
 
 from __future__ import annotations

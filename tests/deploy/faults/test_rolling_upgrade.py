@@ -1,14 +1,15 @@
 """A rolling upgrade from the previous release, default settings, on every store.
 
 Workers of the previous release (``previous_release.py``: its own source, no second install)
-drain the queue while a publisher of that release keeps publishing; then this release's
-publisher publishes and its workers start beside them, and one old worker is stopped with
-``SIGTERM`` midway (a deploy), the other runs to the end. The jobs mix plain, ``concurrency=1``
+and a publisher of it that keeps publishing share the store with this release's publisher and
+workers (all started side by side: a start costs seconds); one old worker is stopped with
+``SIGTERM`` midway (a deploy), any other runs to the end. The jobs mix plain, ``concurrency=1``
 and unique tasks, from both releases, in the same groups, and two jobs no release can read (a
-later release's format, no message), which end as dead letters with their reason. By the
-external ledger: no worker exits but the one stopped (cleanly), nothing is lost, no job runs
-twice and no group is ever over its limit.
-"""
+later release's format, no message), which end as dead letters with their reason. Checked:
+each release ran the other's jobs; no worker exits but the one stopped (with 0); by the
+external ledger nothing is lost, no job runs twice, no two runs overlap and no group is ever
+over its limit. The README suite runs one old and one new worker on Redis; the long run two of
+each on every store, and once across a Redis restart."""
 
 from __future__ import annotations
 
