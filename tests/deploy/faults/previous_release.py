@@ -7,8 +7,9 @@ into a folder. Run as a script, this file starts a process of that release::
     python previous_release.py FOLDER -A tests.deploy.faults.app worker ...
     python previous_release.py FOLDER publish OUT STOP EVERY
 
-It puts FOLDER first on ``sys.path`` (before the editable install of this checkout, which
-comes later on the path whatever form it takes), says on stderr which ``celery_plus`` it
+It puts FOLDER first on ``sys.path``, ahead of the editable install of this checkout (a
+site-packages path entry, or setuptools' finder, which it appends to ``sys.meta_path`` after
+the path's own), says on stderr which ``celery_plus`` it
 imported (and exits if it is not FOLDER's), and runs ``celery-plus`` with the rest of the
 arguments, or publishes a mix of jobs through the release's own fault app (one every EVERY
 seconds until the file STOP exists), writing ``label<TAB>task id`` to OUT for each
