@@ -86,15 +86,15 @@ def old_publishers() -> Iterator[list[OldPublisher]]:
 
 def run_rolling_upgrade(deployment: Deployment, release: Path,
                         old_publishers: list[OldPublisher], old_workers: int, jobs: int,
-                        restart_redis: bool = False) -> None:
+                        every: float = 0.05, restart_redis: bool = False) -> None:
     """``old_workers`` of the previous release (the first stopped midway), two of this one
     (one with ``old_workers=1``); ``jobs``: each of this release's three batches. The
     processes start side by side (a start is seconds; the README suite's variant is short).
-    ``restart_redis``: the Redis server is killed and restarted (AOF) while both releases
-    run, before the old worker is stopped."""
+    ``every``: the old publisher's pace. ``restart_redis``: the Redis server is killed and
+    restarted (AOF) while both releases run, before the old worker is stopped."""
     old = [deployment.start_worker(concurrency=2, release=release, wait=False)
            for _ in range(old_workers)]
-    publisher = OldPublisher(deployment, release, every=0.05)
+    publisher = OldPublisher(deployment, release, every=every)
     old_publishers.append(publisher)
     # This release: its publisher (the test process) and its workers, beside the old ones.
     new: list[Worker] = [deployment.start_worker(concurrency=2, wait=False)]
@@ -155,7 +155,7 @@ def test_rolling_upgrade_from_the_previous_release(
         old_publishers: list[OldPublisher]) -> None:
     """The README suite's variant: one old worker, one new, on Redis (default layout)."""
     run_rolling_upgrade(deploy("rolling upgrade", "redis", vt=6.0), previous_release,
-                        old_publishers, old_workers=1, jobs=6)
+                        old_publishers, old_workers=1, jobs=4, every=0.2)
 
 
 @pytest.mark.long
