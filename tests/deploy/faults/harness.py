@@ -343,11 +343,11 @@ class Deployment:
 
     # -- jobs ---------------------------------------------------------------------------
     def publish(self, task: str, label: str, *args: Any, runs: int = 1,
-                dead: bool = False) -> str:
+                dead: bool = False, countdown: float | None = None) -> str:
         """Publish ``task(label, *args)``; ``runs``: how many runs it needs; ``dead``: it
-        must end as a dead letter."""
+        must end as a dead letter; ``countdown``: Celery's."""
         result = self.app.send_task(task, (label, *args) if task != "fault.limited" else args,
-                                    ignore_result=self.results is None)
+                                    ignore_result=self.results is None, countdown=countdown)
         with self._lock:
             self.jobs[label] = result.id
             self.expected_runs[label] = runs
@@ -355,12 +355,13 @@ class Deployment:
                 self.expected_dead.add(label)
         return str(result.id)
 
-    def note_published(self, label: str, job_id: str, dead: bool = False) -> None:
-        """A job another process published (acknowledged), to be run once (``dead``: to
-        end as a dead letter)."""
+    def note_published(self, label: str, job_id: str, runs: int = 1,
+                       dead: bool = False) -> None:
+        """A job another process published (acknowledged), to be run ``runs`` times
+        (``dead``: to end as a dead letter)."""
         with self._lock:
             self.jobs[label] = job_id
-            self.expected_runs[label] = 1
+            self.expected_runs[label] = runs
             if dead:
                 self.expected_dead.add(label)
 

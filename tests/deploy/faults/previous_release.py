@@ -33,6 +33,8 @@ PREVIOUS_RELEASE = "d1f9986bc2fa1448cc9e957b741d4097f9b836a6"
 PATHS = ("celery_plus", "tests/__init__.py", "tests/deploy/__init__.py",
          "tests/deploy/faults/__init__.py", "tests/deploy/faults/app.py",
          "tests/deploy/faults/ledger.py")
+#: The labels of the old publisher's jobs that retry once (two runs each).
+RETRIED_PREFIX = "old-r"
 #: The line a process of the previous release writes first (followed by the module's file).
 IMPORTED = "previous release: celery_plus from "
 
@@ -47,7 +49,8 @@ def unpack(repo: Path, folder: Path, commit: str = PREVIOUS_RELEASE) -> Path:
 
 
 def publish(out: Path, stop: Path, every: float) -> None:
-    """Publish plain, ``concurrency=1`` and unique jobs until ``stop`` exists."""
+    """Publish plain, ``concurrency=1``, unique, retrying and scheduled jobs until ``stop``
+    exists."""
     from tests.deploy.faults.app import app  # the previous release's fault app
 
     n = 0
@@ -55,13 +58,19 @@ def publish(out: Path, stop: Path, every: float) -> None:
         while not stop.exists():
             n += 1
             try:
-                if n % 3 == 1:
+                if n % 5 == 1:
                     label = f"old-l{n}"
                     result = app.send_task("fault.limited",
                                            ("a" if n % 2 else "b", label, 0.05))
-                elif n % 3 == 2:
+                elif n % 5 == 2:
                     label = f"old-u{n}"
                     result = app.send_task("fault.unique", (label, 0.05))
+                elif n % 5 == 3:  # runs twice: a retry (a continuation of the same id)
+                    label = f"{RETRIED_PREFIX}{n}"
+                    result = app.send_task("fault.retry_once", (label, 0.05))
+                elif n % 5 == 4:  # scheduled, then due
+                    label = f"old-c{n}"
+                    result = app.send_task("fault.work", (label, 0.05), countdown=0.3)
                 else:
                     label = f"old-w{n}"
                     result = app.send_task("fault.work", (label, 0.05))
