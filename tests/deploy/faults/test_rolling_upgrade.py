@@ -160,7 +160,7 @@ def test_rolling_upgrade_from_the_previous_release(
         old_publishers: list[OldPublisher]) -> None:
     """The README suite's variant: one old worker, one new, on Redis (default layout)."""
     run_rolling_upgrade(deploy("rolling upgrade", "redis", vt=6.0), previous_release,
-                        old_publishers, old_workers=1, jobs=4, every=0.2)
+                        old_publishers, old_workers=1, jobs=4, every=0.1)
 
 
 @pytest.mark.long
