@@ -30,6 +30,7 @@ from celery_plus.runtime.worker_state import worker_stopping
 from celery_plus.stores.registry import open_store
 from celery_plus.transport.channel import Channel, is_transient
 from celery_plus.transport.channel import Channel as PlusChannel
+from celery_plus.transport.envelopes import read_transient
 from celery_plus.transport.event_loop import LoopDriver
 from celery_plus.transport.legacy import LegacyQueues
 from celery_plus.transport.transient import TransientQueues
@@ -198,10 +199,10 @@ class Transport(virtual.Transport):
                 continue
             hit = self.backend.wait(durable, transient, wait)
             if hit is not None and hit[0] == "transient" and hit[2] is not None:
-                import json
-
-                self._deliver(json.loads(hit[2]), hit[1])
-                return
+                message = read_transient(hit[2], hit[1])
+                if message is not None:
+                    self._deliver(message, hit[1])
+                    return
 
     def _wait_plan(self, wait: float) -> tuple[list[str], list[str], float, bool]:
         """What the next store wait watches, and for how long (at most ``wait``).

@@ -15,7 +15,6 @@ consumer is delivered it or ``basic_get`` fetched it.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from celery_plus.runtime.helper_threads import native_lock
 from celery_plus.runtime.worker_state import worker_running, worker_stopping
 from celery_plus.transport import transient
 from celery_plus.transport.bridge import LegacyBridge
+from celery_plus.transport.envelopes import Unreadable, read_envelope, read_transient
 from celery_plus.transport.failures import MALFORMED, failure_detail
 from celery_plus.transport.publishing import job_from_message, write_job
 from celery_plus.transport.rotation import rotate
@@ -442,6 +442,21 @@ class Channel(virtual.Channel):
         if parsed is not None:
             self.qos.holdings.settle(parsed[0], parsed[1], "ack")
 
+    def _settle_unreadable(self, tag: str, unreadable: Unreadable, deliveries: int) -> None:
+        """A claimed job this release cannot read: back to its queue (a delivery counted)
+        or a dead letter, with the reason (``envelopes.py``). Back at most until its
+        ``deliveries`` reach this worker's ``plus_max_deliveries``, whatever the job's own
+        limit (none, for a job stored by ``push_raw``): never a loop between workers that
+        cannot read it."""
+        if not unreadable.requeue \
+                or deliveries >= self.open_transport.config.max_deliveries:
+            self._dead_letter_now(tag, unreadable.detail)
+            return
+        parsed = parse_delivery_tag(tag)
+        if parsed is not None:
+            self.qos.holdings.settle(parsed[0], parsed[1], "requeue", unreadable.detail)
+            logger.warning("celery-plus: job %s given back: %s", parsed[0], unreadable)
+
     def _dead_letter_now(self, tag: Any, detail: dict[str, Any]) -> None:
         parsed = parse_delivery_tag(tag) if tag else None
         if parsed is not None:
@@ -489,8 +504,9 @@ class Channel(virtual.Channel):
             raw = self.backend.pop_transient(queue)
             if raw is None:
                 raw = self.bridge.pop_reply(queue)  # a plain Celery worker's reply
-            if raw is not None:
-                self.open_transport._deliver(json.loads(raw), queue)
+            message = None if raw is None else read_transient(raw, queue)
+            if message is not None:
+                self.open_transport._deliver(message, queue)
                 delivered += 1
         return delivered
 
@@ -557,7 +573,8 @@ class Channel(virtual.Channel):
         """The kombu message of a claim granted to a call made at ``asked_at`` (a consumer's
         delivery and ``basic_get`` alike): tagged with the claim, its lease's sure-until
         time and token, flagged redelivered after a first delivery. None for a claim lost
-        while it waited here (forgotten) or a job that is no kombu message (dead-lettered).
+        while it waited here (forgotten) or a message this release cannot read (settled
+        with its reason, never raised: ``envelopes.py``).
         """
         tag = delivery_tag(claim.job_id, claim.token)
         holdings = self.qos.holdings
@@ -568,11 +585,9 @@ class Channel(virtual.Channel):
                            "started (it runs elsewhere)", claim.job_id)
             return None
         try:
-            raw = json.loads(claim.message)
-            if not isinstance(raw, dict) or not isinstance(raw.get("properties"), dict):
-                raise ValueError("not a kombu message envelope")
-        except ValueError as exc:
-            self._dead_letter_now(tag, failure_detail(MALFORMED, exc))
+            raw = read_envelope(claim.message)
+        except Unreadable as unreadable:
+            self._settle_unreadable(tag, unreadable, claim.deliveries)
             return None
         props = raw["properties"]
         props["delivery_tag"] = tag
@@ -594,9 +609,10 @@ class Channel(virtual.Channel):
     def _get(self, queue: str, timeout: float | None = None) -> dict[str, Any]:
         if self.is_transient(queue):
             raw = self.backend.pop_transient(queue)
-            if raw is None:
+            message = None if raw is None else read_transient(raw, queue)
+            if message is None:
                 raise Empty()
-            return json.loads(raw)
+            return message
         if self.bridge.is_legacy(queue):
             return self.bridge.get(queue)
         self.open_transport.start_keeper()  # the claim is renewed like a consumer's

@@ -25,7 +25,6 @@ pollable:
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import time
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery_plus.runtime.helper_threads import HelperThread, NativeEvent, native_lock
 from celery_plus.runtime.worker_state import worker_stopping
+from celery_plus.transport.envelopes import read_transient
 
 if TYPE_CHECKING:
     from celery_plus.model.store import JobStore
@@ -194,8 +194,9 @@ class LoopDriver:
             if kind == "error":
                 self._more = True  # after a reconnect, look again at once
                 raise value
-            if value is not None and value[0] == "transient" and value[2] is not None:
-                transport._deliver(json.loads(value[2]), value[1])
+            if value is not None and value[0] == "transient" and value[2] is not None \
+                    and (message := read_transient(value[2], value[1])) is not None:
+                transport._deliver(message, value[1])
                 # Deliver nothing more this turn: what its handler scheduled with call_soon
                 # (add_consumer, cancel_consumer) runs first, at the start of the next turn,
                 # as on kombu's Redis transport (one message per poll event).

@@ -250,14 +250,12 @@ class RedisBackend(OptionsView, Backend):
         flat, blocked, next_due = claimed
         result.next_due = None if next_due < 0 else next_due / 1000.0
         for i in range(0, len(flat), 5):
-            if flat[i + 2] is None:  # claim.lua dead-letters these; a script of another release
-                logger.error("celery-plus: claimed job %s has no message in the Redis store "
-                             "(evicted?); not delivered, its lease will lapse",
-                             _text(flat[i]))
-                continue
+            # No message (claim.lua dead-letters these; a script of another release may not):
+            # an empty one, which the channel dead-letters as 'message missing'.
+            message = b"" if flat[i + 2] is None else envelope_bytes(flat[i + 2])
             result.claims.append(
-                Claim(_text(flat[i]), int(flat[i + 1]), envelope_bytes(flat[i + 2]),
-                      int(flat[i + 3]), _text(flat[i + 4]))
+                Claim(_text(flat[i]), int(flat[i + 1]), message, int(flat[i + 3]),
+                      _text(flat[i + 4]))
             )
         result.blocked = [_text(b) for b in blocked]
         return result

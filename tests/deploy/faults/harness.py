@@ -207,21 +207,25 @@ class Deployment:
 
     def start_worker(self, pool: str = "prefork", concurrency: int = 2,
                      wait: bool = True, broker: str | None = None,
-                     conf: dict[str, Any] | None = None) -> Worker:
+                     conf: dict[str, Any] | None = None,
+                     release: Path | None = None) -> Worker:
         """``broker``: another URL of the same store (e.g. past the deployment's proxy);
         ``conf``: settings of this worker's own over the deployment's (e.g. a
-        ``plus_coordination_url`` past a proxy)."""
+        ``plus_coordination_url`` past a proxy); ``release``: a folder of another release's
+        source to run (``previous_release.py``)."""
         log = self.folder / f"worker-{len(self.workers)}.log"
-        cmd = [*self.wrap, sys.executable, "-m", "celery_plus.cli", "-A",
-               "tests.deploy.faults.app", "worker", f"--pool={pool}",
-               f"--concurrency={concurrency}", "--loglevel=INFO",
+        program = ([sys.executable, "-m", "celery_plus.cli"] if release is None else
+                   [sys.executable, str(Path(__file__).with_name("previous_release.py")),
+                    str(release)])
+        cmd = [*self.wrap, *program, "-A", "tests.deploy.faults.app", "worker",
+               f"--pool={pool}", f"--concurrency={concurrency}", "--loglevel=INFO",
                "--without-gossip", "--without-mingle", "--without-heartbeat",
                f"--hostname=f{len(self.workers)}-{self.prefix}@%h"]
         env = self.env() if broker is None else {**self.env(), "PLUS_FAULT_BROKER": broker}
         if conf:
             env["PLUS_FAULT_CONF"] = json.dumps({**self.conf, **conf})
         with open(log, "wb") as out:
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out,
+            proc = subprocess.Popen(cmd, cwd=release or ROOT, env=env, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         worker = Worker(proc, log)
         self.workers.append(worker)
@@ -348,17 +352,27 @@ class Deployment:
 
     # -- jobs ---------------------------------------------------------------------------
     def publish(self, task: str, label: str, *args: Any, runs: int = 1,
-                dead: bool = False) -> str:
+                dead: bool = False, countdown: float | None = None) -> str:
         """Publish ``task(label, *args)``; ``runs``: how many runs it needs; ``dead``: it
-        must end as a dead letter."""
+        must end as a dead letter; ``countdown``: Celery's."""
         result = self.app.send_task(task, (label, *args) if task != "fault.limited" else args,
-                                    ignore_result=self.results is None)
+                                    ignore_result=self.results is None, countdown=countdown)
         with self._lock:
             self.jobs[label] = result.id
             self.expected_runs[label] = runs
             if dead:
                 self.expected_dead.add(label)
         return str(result.id)
+
+    def note_published(self, label: str, job_id: str, runs: int = 1,
+                       dead: bool = False) -> None:
+        """A job another process published (acknowledged), to be run ``runs`` times
+        (``dead``: to end as a dead letter)."""
+        with self._lock:
+            self.jobs[label] = job_id
+            self.expected_runs[label] = runs
+            if dead:
+                self.expected_dead.add(label)
 
     def publish_limited(self, key: str, label: str, seconds: float, *args: Any,
                         task: str = "fault.limited", runs: int = 1) -> str:

@@ -14,6 +14,7 @@ queue, and its ack dead-letters it
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import threading
 import time
@@ -314,6 +315,27 @@ def test_a_transient_queue_keeps_its_messages_out_of_the_job_store(store: Store)
         message.ack()
 
 
+@pytest.mark.parametrize("garbage", [b"not json", b"[" * 100_000, b"\x00z9 later"],
+                         ids=["not-json", "nested-too-deep", "nul-led"])
+def test_a_transient_message_that_is_no_kombu_message_is_dropped_and_the_consumer_goes_on(
+        store: Store, garbage: bytes) -> None:
+    """A transient message has no job to dead-letter: one that cannot be read is dropped
+    (with a warning), never raised out of the transport; the next one is delivered."""
+    queue = f"{uuid.uuid4()}.reply.celery.pidbox"
+    with store.connection() as conn:
+        store.view.push_transient(queue, garbage)
+        Producer(conn.default_channel).publish({"ok": "pong"}, routing_key=queue)
+        [message], _ = consume(conn, Queue(queue, durable=False, auto_delete=True), 1)
+        assert message.payload == {"ok": "pong"}
+        assert store.view.transient_size(queue) == 0
+    with store.connection() as conn:  # basic_get too
+        store.view.push_transient(queue, garbage)
+        simple = conn.SimpleQueue(Queue(queue, durable=False, auto_delete=True))
+        with pytest.raises(simple.Empty):
+            simple.get(timeout=0.5)
+        simple.close()
+
+
 def test_a_remote_control_reply_queue_is_transient_by_its_name(store: Store) -> None:
     """Celery's pidbox reply queues (``*.pidbox``) are transient without a declaration."""
     queue = f"{uuid.uuid4()}.reply.celery.pidbox"
@@ -390,6 +412,48 @@ def test_a_malformed_message_is_dead_lettered_and_the_consumer_goes_on(store: St
                    message="the malformed job dead-lettered")
     assert (store.inspect.job("garbage") or {})["reason"] == MALFORMED
     assert store.view.raw_message("garbage") == b"not a kombu message"
+
+
+@pytest.mark.parametrize("message, reason", [
+    (b"", "message missing"),
+    (b"\xff\xfe not UTF-8", MALFORMED),
+    (b"[" * 100_000, MALFORMED),  # past the recursion limit: RecursionError, not ValueError
+    (b'["a list"]', MALFORMED),
+    (b'{"properties": "not an object"}', MALFORMED),
+], ids=["empty", "not-utf8", "nested-too-deep", "not-an-object", "no-properties"])
+def test_an_unreadable_message_is_dead_lettered_with_its_reason_and_the_consumer_goes_on(
+        store: Store, message: bytes, reason: str) -> None:
+    store.view.push_raw("work", "unreadable", message)
+    with store.connection() as conn:
+        job_id = publish(conn.default_channel, "work")
+        [got], _ = consume(conn, "work", 1)
+        assert got.headers["id"] == job_id
+        got.ack()
+        wait_until(lambda: store.state("unreadable") == "failed", timeout=10,
+                   message="the unreadable job dead-lettered")
+    record = store.inspect.job("unreadable") or {}
+    assert record["reason"] == reason, record
+    assert int(record["dl"]) == 1, record  # its claim counted as a delivery
+
+
+def test_a_message_in_a_later_release_s_format_goes_back_counted_then_dead_letters(
+        store: Store) -> None:
+    """A stored format this release does not read (a NUL-led mark, as a later release's
+    layout would start) goes back with its reason for a worker that reads it, each time a
+    delivery; at the worker's ``plus_max_deliveries`` (3 here) it is a dead letter."""
+    store.view.push_raw("work", "later", b"\x00z9 a later release's layout")
+    with store.connection(plus_max_deliveries=3) as conn:
+        job_id = publish(conn.default_channel, "work")
+        [got], _ = consume(conn, "work", 1)
+        assert got.headers["id"] == job_id
+        got.ack()
+        drain(conn, lambda: store.state("later") == "failed")  # claims it again meanwhile
+        nothing_more(conn, 0.3)
+    record = store.inspect.job("later") or {}
+    assert record["reason"] == "unreadable by this release", record
+    assert int(record["dl"]) == 3, record
+    history = json.loads(record["hist"])
+    assert [e.get("outcome") for e in history][-3:] == ["unreadable by this release"] * 3, history
 
 
 def test_a_body_that_cannot_be_decoded_is_dead_lettered(store: Store) -> None:
