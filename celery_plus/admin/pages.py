@@ -236,6 +236,20 @@ def _filter_form(urls: Urls, view: ListingView) -> str:
             "<button>filter</button></form>")
 
 
+def _search_notes(urls: Urls, page: Page, view: ListingView) -> str:
+    """What a search found besides its rows: the job with that id, the task names with that
+    text (each a link to the listing of that task)."""
+    out = ""
+    if page.by_id:
+        out += '<p id="by-id">the job with this id</p>'
+    if page.task_names:
+        links = " ".join(
+            f'<a href="{attr(urls.jobs(view.state, task=name))}">{cell(name, 80)}</a>'
+            for name in page.task_names)
+        out += f'<p id="task-names">tasks whose name contains it: {links}</p>'
+    return out
+
+
 def listing(urls: Urls, page: Page, view: ListingView, msg: str, token: str | None,
             read_only: bool) -> str:
     state, filters = page.state, view.filters
@@ -245,6 +259,7 @@ def listing(urls: Urls, page: Page, view: ListingView, msg: str, token: str | No
         out += (f'<p class="warn" id="searched">text searched in the first {e(page.searched)} '
                 f"{e(state)} jobs of the other filters only: narrow it with task, queue or a "
                 f'time range, or <a href="{attr(everything)}">search them all</a> (slower)</p>')
+    out += _search_notes(urls, page, view)
     selectable = token is not None and bool(SELECTED_ACTIONS.get(state)) and bool(page.items)
     headers = ["task id", "task", "queue", "at (UTC)", "deliveries", "error / args"]
     rows = []

@@ -142,7 +142,7 @@ class UnsupportedStore(AdminError, NotImplementedError):
 @dataclass(frozen=True)
 class Query:
     """Filters of a listing (all optional; ``text`` is a case-insensitive substring of the
-    decoded args/kwargs or of the error type, message and traceback)."""
+    task name, the decoded args/kwargs or the error type, message and traceback)."""
 
     task: str | None = None
     queue: str | None = None
@@ -260,6 +260,10 @@ class Page:
     #: A text search limited by ``text_limit`` that stopped short: the number of records it
     #: searched (the newest of those the other filters keep); None: it searched them all.
     searched: int | None = None
+    #: The text was a job's id: ``items`` is that job (admin/search.py).
+    by_id: bool = False
+    #: Task names containing the text (admin/search.py), each a ``task`` filter to list.
+    task_names: tuple[str, ...] = ()
 
     @property
     def capped(self) -> bool:
@@ -278,7 +282,9 @@ class Page:
     def to_dict(self) -> dict[str, Any]:
         return {"state": self.state, "total": self.total, "capped": self.capped,
                 "page": self.page, "per_page": self.per_page, "pages": self.pages,
-                "searched": self.searched, "items": [item.to_dict() for item in self.items]}
+                "searched": self.searched, "by_id": self.by_id,
+                "task_names": list(self.task_names),
+                "items": [item.to_dict() for item in self.items]}
 
 
 @dataclass(frozen=True)
@@ -652,9 +658,11 @@ def args_repr(decoded: Decoded) -> str:
 
 
 def text_matches(needle: str, record: JobRecord) -> bool:
-    """``needle`` (case-insensitive) in the decoded args/kwargs or the error fields."""
+    """``needle`` (case-insensitive) in the task name, the decoded args/kwargs or the error
+    fields."""
     low = needle.lower()
-    for text in (record.exc_type, record.exc_message, record.traceback, record.reason):
+    for text in (record.name, record.exc_type, record.exc_message, record.traceback,
+                 record.reason):
         if low in text.lower():
             return True
     decoded = decode_message(record.message)
