@@ -241,8 +241,11 @@ class Admin:
             if hit is not None:
                 return Page(items=[hit] if page == 1 else [], total=1, page=page,
                             per_page=per_page, state=state, by_id=True)
-            names = tuple(search.task_names(self.store, self.app, state, query.text))
-        items, total = self.store.jobs(state, query, (page - 1) * per_page, per_page)
+            items, total, seen = self.store.search(state, query, (page - 1) * per_page,
+                                                   per_page)
+            names = tuple(search.task_names(self.app, seen, query.text))
+        else:
+            items, total = self.store.jobs(state, query, (page - 1) * per_page, per_page)
         searched = None
         if query.text_limit is not None:
             # Did the limit cut the search short? Count the candidates (a cheap count).

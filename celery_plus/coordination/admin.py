@@ -68,6 +68,10 @@ class CoordinatedAdminStore:
              ) -> tuple[list[JobSummary], int]:
         return self.store.jobs(state, query, offset, limit)
 
+    def search(self, state: str, query: Query, offset: int, limit: int
+               ) -> tuple[list[JobSummary], int, set[str]]:
+        return self.store.search(state, query, offset, limit)
+
     def show(self, job_id: str) -> JobDetail | None:
         return self.store.show(job_id)
 

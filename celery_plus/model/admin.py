@@ -510,6 +510,12 @@ class AdminStore(Protocol):
         ``offset``, total matching)."""
         ...
 
+    def search(self, state: str, query: Query, offset: int, limit: int
+               ) -> tuple[list[JobSummary], int, set[str]]:
+        """A ``query.text`` search's page (as :meth:`jobs`) and the task names of the
+        candidates it looked at."""
+        ...
+
     def show(self, job_id: str) -> JobDetail | None: ...
 
     def retry(self, job_id: str) -> OpResult:

@@ -19,7 +19,7 @@ state (``extra`` the previous one), ``noop`` / ``skipped`` (``extra`` the curren
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Generic, TypeVar
 
 from celery_plus.model.admin import (
@@ -178,6 +178,20 @@ class StoreAdmin(ABC, Generic[B]):
             return text_page(self.candidates(state, query), query, offset, limit)
         rows, total = self.page(state, query, offset, limit)
         return [summary_from_record(rec) for rec in rows], total
+
+    def search(self, state: str, query: Query, offset: int, limit: int
+               ) -> tuple[list[JobSummary], int, set[str]]:
+        """A text search's page (as :meth:`jobs`) and the task names of the candidates it
+        looked at (admin/search.py matches them against the text)."""
+        names: set[str] = set()
+
+        def noted(records: Iterable[Record]) -> Iterator[Record]:
+            for rec in records:
+                names.add(rec.name)
+                yield rec
+
+        items, total = text_page(noted(self.candidates(state, query)), query, offset, limit)
+        return items, total, names
 
     def show(self, job_id: str) -> JobDetail | None:
         rec = self.backend.record(job_id)
