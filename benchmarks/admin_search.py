@@ -38,6 +38,7 @@ from celery_plus.admin.search import TEXT_WINDOW
 from celery_plus.model.store import Backend, NewJob
 
 from . import dashboard_pages as filled
+from .memory import private_redis
 
 TARGET_MS = 1000.0
 WAITING_TASK = "billing.send_invoice"
@@ -107,8 +108,12 @@ FILLS: dict[str, Callable[[Celery, int], str]] = {
 
 @contextlib.contextmanager
 def store(kind: str, waiting: int, dead: int) -> Iterator[tuple[Celery, str, str]]:
-    """(app, the id of a waiting job in the middle, the id of a dead letter) of a filled store."""
-    with filled.STORES[kind](dead) as app:
+    """(app, the id of a waiting job in the middle, the id of a dead letter) of a filled store
+    (Redis: a redis-server of the run's own, so a million jobs do not weigh on a shared one)."""
+    with contextlib.ExitStack() as stack:
+        if kind == "redis":
+            filled.REDIS_URL = stack.enter_context(private_redis())
+        app = stack.enter_context(filled.STORES[kind](dead))
         middle = FILLS[kind](app, waiting)
         yield app, middle, f"bench-{dead // 2:07d}"
 
