@@ -39,7 +39,7 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from celery_plus.admin import search
@@ -235,25 +235,17 @@ class Admin:
                       until_ms=_moment_ms(until, now), text=text or None,
                       text_limit=text_limit if text else None,
                       oldest_first=order == "oldest")
-        names: tuple[str, ...] = ()
-        if query.text:
-            hit = search.by_id(self.store, state, query)
-            if hit is not None:
-                return Page(items=[hit] if page == 1 else [], total=1, page=page,
-                            per_page=per_page, state=state, by_id=True)
-            items, total, seen = self.store.search(state, query, (page - 1) * per_page,
-                                                   per_page)
-            names = tuple(search.task_names(self.app, seen, query.text))
-        else:
+        if not query.text:
             items, total = self.store.jobs(state, query, (page - 1) * per_page, per_page)
-        searched = None
-        if query.text_limit is not None:
-            # Did the limit cut the search short? Count the candidates (a cheap count).
-            candidates = self.store.jobs(state, replace(query, text=None, text_limit=None),
-                                         0, 1)[1]
-            searched = query.text_limit if candidates > query.text_limit else None
-        return Page(items=items, total=total, page=page, per_page=per_page, state=state,
-                    searched=searched, task_names=names)
+            return Page(items=items, total=total, page=page, per_page=per_page, state=state)
+        hit = search.by_id(self.store, state, query)
+        if hit is not None:
+            return Page(items=[hit] if page == 1 else [], total=1, page=page,
+                        per_page=per_page, state=state, by_id=True)
+        found = self.store.search(state, query, (page - 1) * per_page, per_page)
+        return Page(items=found.items, total=found.total, page=page, per_page=per_page,
+                    state=state, searched=query.text_limit if found.cut else None,
+                    task_names=tuple(search.task_names(self.app, found.names, query.text)))
 
     def show(self, task_id: str) -> JobDetail:
         """Everything about one job; raises :class:`JobNotFound`."""

@@ -288,6 +288,17 @@ class Page:
 
 
 @dataclass(frozen=True)
+class Found:
+    """What a text search found: a page of rows, how many match, the task names of the
+    candidates it looked at, and whether ``Query.text_limit`` cut it short."""
+
+    items: list[JobSummary]
+    total: int
+    names: frozenset[str]
+    cut: bool
+
+
+@dataclass(frozen=True)
 class Counts:
     """Number of jobs per state."""
 
@@ -510,10 +521,9 @@ class AdminStore(Protocol):
         ``offset``, total matching)."""
         ...
 
-    def search(self, state: str, query: Query, offset: int, limit: int
-               ) -> tuple[list[JobSummary], int, set[str]]:
-        """A ``query.text`` search's page (as :meth:`jobs`) and the task names of the
-        candidates it looked at."""
+    def search(self, state: str, query: Query, offset: int, limit: int) -> Found:
+        """A ``query.text`` search: its page (as :meth:`jobs`), the task names of the
+        candidates it looked at, whether ``query.text_limit`` cut it short."""
         ...
 
     def show(self, job_id: str) -> JobDetail | None: ...
@@ -680,21 +690,28 @@ def text_matches(needle: str, record: JobRecord) -> bool:
 
 def text_page(candidates: Iterable[JobRecord], query: Query, offset: int,
               limit: int) -> tuple[list[JobSummary], int]:
-    """A page of a text search over ``candidates``, in the listing's order:
-    each record is decoded once and dropped; only the page's rows become summaries (so the
-    memory is a chunk of records and a page, however many match). Stops after
-    ``query.text_limit`` candidates (the store passes them in the listing's order)."""
+    """A page of a text search over ``candidates`` and how many match (:func:`text_search`)."""
+    page, matched, _ = text_search(candidates, query, offset, limit)
+    return page, matched
+
+
+def text_search(candidates: Iterable[JobRecord], query: Query, offset: int,
+                limit: int) -> tuple[list[JobSummary], int, bool]:
+    """A page of a text search over ``candidates``, in the listing's order, how many match,
+    and whether ``query.text_limit`` cut it short (there was a candidate past it): each record
+    is decoded once and dropped; only the page's rows become summaries (so the memory is a
+    chunk of records and a page, however many match)."""
     assert query.text is not None
     page: list[JobSummary] = []
     matched = 0
     for n, rec in enumerate(candidates):
         if query.text_limit is not None and n >= query.text_limit:
-            break
+            return page, matched, True
         if text_matches(query.text, rec):
             if offset <= matched < offset + limit:
                 page.append(summary_from_record(rec))
             matched += 1
-    return page, matched
+    return page, matched, False
 
 
 def _bounded(value: Any, limit: int = LIST_TEXT) -> str:

@@ -176,7 +176,8 @@ class SqlAdmin(StoreAdmin[B]):
     def candidates(self, state: str, query: Query) -> Iterator[Record]:
         """Whole records, SEARCH_CHUNK at a time, each chunk after the (time, id) of the
         previous one's last row (keyset paging): the memory is one chunk, however large the
-        records; none read past the query's ``text_limit``.
+        records; none read past the query's ``text_limit`` and one more (which tells whether
+        the limit cut the search short).
 
         A search with a ``text_limit`` (a scan window) reads the window's ids once, as the
         listing's page of that size (the same order and indexes, the claim index's order for
@@ -184,7 +185,7 @@ class SqlAdmin(StoreAdmin[B]):
         of one per chunk (each a full scan and sort where no index orders the state: 154 s
         at 100,000 waiting jobs on PostgreSQL, issue #28)."""
         if query.text_limit is not None:
-            yield from self._window(state, query, query.text_limit)
+            yield from self._window(state, query, query.text_limit + 1)
             return
         listing = self._listing(state, query)
         at, ident, direction = listing.at, self.ID, listing.direction

@@ -72,7 +72,7 @@ def test_a_text_search_of_a_large_listing_reads_its_limit_in_index_order(
     _, admin, reads = large
     found = admin.jobs("enqueued", text="\"a", text_limit=6, order="oldest")
     assert ids(found) == ["a0", "a1", "a2", "a3", "a4"] and found.searched == 6
-    assert sum(reads) <= 6
+    assert sum(reads) <= 7  # the limit, and one more: did the limit cut the search short?
 
 
 def test_small_and_filtered_listings_keep_their_order_by_time(

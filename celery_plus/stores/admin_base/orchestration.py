@@ -26,6 +26,7 @@ from celery_plus.model.admin import (
     PURGEABLE,
     BulkResult,
     Counts,
+    Found,
     JobDetail,
     JobNotFound,
     JobSummary,
@@ -42,6 +43,7 @@ from celery_plus.model.admin import (
     detail_from_record,
     summary_from_record,
     text_page,
+    text_search,
 )
 from celery_plus.model.store import Backend
 from celery_plus.stores.admin_base.aggregates import (
@@ -114,7 +116,8 @@ class StoreAdmin(ABC, Generic[B]):
     @abstractmethod
     def candidates(self, state: str, query: Query) -> Iterable[Record]:
         """Whole records of ``state`` in the query's task, queue and time filters, in the
-        listing's order, read a chunk at a time (none past ``query.text_limit``)."""
+        listing's order, read a chunk at a time (none past ``query.text_limit`` and one more,
+        which tells the search whether the limit cut it short)."""
 
     # -- the store's primitives: reads ---------------------------------------------------
     @abstractmethod
@@ -179,10 +182,10 @@ class StoreAdmin(ABC, Generic[B]):
         rows, total = self.page(state, query, offset, limit)
         return [summary_from_record(rec) for rec in rows], total
 
-    def search(self, state: str, query: Query, offset: int, limit: int
-               ) -> tuple[list[JobSummary], int, set[str]]:
-        """A text search's page (as :meth:`jobs`) and the task names of the candidates it
-        looked at (admin/search.py matches them against the text)."""
+    def search(self, state: str, query: Query, offset: int, limit: int) -> Found:
+        """A text search's page (as :meth:`jobs`), the task names of the candidates it looked
+        at (admin/search.py matches them against the text) and whether its limit cut it
+        short."""
         names: set[str] = set()
 
         def noted(records: Iterable[Record]) -> Iterator[Record]:
@@ -190,8 +193,9 @@ class StoreAdmin(ABC, Generic[B]):
                 names.add(rec.name)
                 yield rec
 
-        items, total = text_page(noted(self.candidates(state, query)), query, offset, limit)
-        return items, total, names
+        items, total, cut = text_search(noted(self.candidates(state, query)), query, offset,
+                                        limit)
+        return Found(items, total, frozenset(names), cut)
 
     def show(self, job_id: str) -> JobDetail | None:
         rec = self.backend.record(job_id)

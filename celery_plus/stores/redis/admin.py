@@ -171,7 +171,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         large = self._large_waiting(state, query)
         if large is not None:
             keys, sizes = large
-            count = sum(sizes) if query.text_limit is None else query.text_limit
+            count = sum(sizes) if query.text_limit is None else query.text_limit + 1
             return self._whole_records(
                 list(self._in_index_order(keys, sizes, query.oldest_first, 0, count)), state)
         return self._whole_records(self._ordered(state, query), state)
@@ -252,7 +252,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         ``text_limit``)."""
         low = "-inf" if query.since_ms is None else query.since_ms
         high = "+inf" if query.until_ms is None else query.until_ms
-        count = -1 if query.text_limit is None else query.text_limit
+        count = -1 if query.text_limit is None else query.text_limit + 1
         order = "asc" if query.oldest_first else "desc"
         if query.task or query.queue:
             self._sync_index(state)
