@@ -7,7 +7,7 @@ Redis; ``postgres``: a fresh schema of the test database), filled fast:
    copied in bulk (``benchmarks/dashboard_pages.py``'s fills);
 2. ``--waiting`` enqueued jobs: one real ``send_task`` message of ``billing.send_invoice``
    copied with ids and scores of their own (SQLite, PostgreSQL: one ``INSERT ... SELECT``;
-   Redis: ``publish_many`` in batches of 1,000, as ``benchmarks/backlog.py`` fills it);
+   Redis: a Lua script copying the record server-side, 10,000 per call);
 3. then, through the Python API (the CLI and the dashboard call the same), each search is
    timed once right after the fill (*first*: cold caches) and ``--rounds`` times more
    (*steady*: the median): an id (a job in the middle of the backlog), a part of a task
@@ -35,7 +35,7 @@ from typing import Any
 from celery_plus import Celery
 from celery_plus.admin import Admin, connect
 from celery_plus.admin.search import TEXT_WINDOW
-from celery_plus.model.store import Backend, NewJob
+from celery_plus.model.capped import count_text
 
 from . import dashboard_pages as filled
 from .memory import private_redis
@@ -87,18 +87,43 @@ def _fill_postgres(app: Celery, count: int) -> str:
     return f"wait-{count // 2:07d}"
 
 
+#: Copies the waiting template ARGV[2] (its hash fields and its stored envelope) into jobs
+#: wait-<ARGV[3]> .. wait-<ARGV[4]> of queue "celery", each scored (and enqueued) one later
+#: than the one before, as publish.lua would have stored them (stores/redis/lua/lib.lua's
+#: layout: P:job:{id}, P:m:{id}, P:q:{queue}).
+_REDIS_COPY = """
+local P, template = ARGV[1], ARGV[2]
+local job = P .. ':job:' .. template
+local fields = redis.call('HGETALL', job)
+local msg = redis.call('GET', P .. ':m:' .. template)
+local score = tonumber(redis.call('ZSCORE', P .. ':q:celery', template))
+local enq = tonumber(redis.call('HGET', job, 'enq'))
+local has_score = redis.call('HEXISTS', job, 'score') == 1
+for n = tonumber(ARGV[3]), tonumber(ARGV[4]) do
+  local id = string.format('wait-%07d', n)
+  local key = P .. ':job:' .. id
+  redis.call('HSET', key, unpack(fields))
+  redis.call('HSET', key, 'enq', enq + n)
+  if has_score then redis.call('HSET', key, 'score', score + n) end
+  if msg then redis.call('SET', P .. ':m:' .. id, msg) end
+  redis.call('ZADD', P .. ':q:celery', score + n, id)
+end
+return 1
+"""
+
+
 def _fill_redis(app: Celery, count: int) -> str:
+    import redis
+
     template = _waiting_template(app)
-    with connect(app) as admin:
-        backend: Backend = admin.store.backend  # type: ignore[attr-defined]
-        raw = backend.raw_message(template)
-        assert raw is not None
-        text = raw.decode()
-        for start in range(1, count, 1000):
-            backend.publish_many([
-                NewJob(id=f"wait-{n:07d}", queue="celery", name=WAITING_TASK,
-                       message=text.replace(template, f"wait-{n:07d}"))
-                for n in range(start, min(start + 1000, count))])
+    client = redis.Redis.from_url(filled.REDIS_URL)
+    try:
+        copy = client.register_script(_REDIS_COPY)
+        prefix = str(app.conf.plus_key_prefix)
+        for start in range(1, count, 10_000):
+            copy(args=[prefix, template, start, min(start + 9_999, count - 1)])
+    finally:
+        client.close()
     return f"wait-{count // 2:07d}"
 
 
@@ -145,8 +170,9 @@ def measure(kind: str, waiting: int, dead: int, rounds: int
     with store(kind, waiting, dead) as (app, middle, dead_id), connect(app) as admin:
         counts = admin.counts()
         print(f"{kind}: {waiting:,} waiting and {dead:,} dead letters stored in "
-              f"{time.perf_counter() - started:.1f} s (counts: {counts.enqueued:,}+ / "
-              f"{counts.failed:,}+); search, first ms, steady median ms, rows", flush=True)
+              f"{time.perf_counter() - started:.1f} s (counts: {count_text(counts.enqueued)} / "
+              f"{count_text(counts.failed)}); search, first ms, steady median ms, rows",
+              flush=True)
         out = []
         for label, state, kwargs in searches(middle, dead_id):
             first, rows = timed(admin, state, kwargs)

@@ -27,6 +27,7 @@ from celery_plus.admin.markup import (
     token_field,
 )
 from celery_plus.admin.schedules import Schedule
+from celery_plus.admin.search import TEXT_WINDOW
 from celery_plus.admin.text import age, visible, when
 from celery_plus.admin.workers import WorkerView
 from celery_plus.model.admin import (
@@ -46,8 +47,9 @@ SCOPE_FIELDS = ("task", "queue", "older_than")
 DEFAULT_PER_PAGE = 50
 #: Filters a listing takes from its query string (``search=all``: no TEXT_LIMIT).
 FILTER_FIELDS = ("task", "queue", "text", "older_than", "since", "until", "search")
-#: Records a text search of the dashboard looks at, first in the listing's order.
-TEXT_LIMIT = 1000
+#: Records a text search of the dashboard looks at, first in the listing's order (the CLI's
+#: default window too).
+TEXT_LIMIT = TEXT_WINDOW
 #: The overview chart's time ranges: name -> (seconds, buckets).
 RANGES = {"1h": (3600, 60), "6h": (21600, 72), "24h": (86400, 96), "7d": (604800, 84)}
 DEFAULT_RANGE = "1h"

@@ -53,5 +53,7 @@ def test_the_dashboard_search_box_finds_ids_and_task_names(store: Store) -> None
         path, _, query = name_link.partition("?")
         listing = call(web, path, query=query)[2]
         assert "inv-1" in listing and "rep-1" not in listing
+        status, _, page = call(web, "/jobs/enqueued", query="text=a%00b")
+        assert status.startswith("400") and "text" in page
     finally:
         web.close()
