@@ -13,9 +13,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
-from celery_plus.model.admin import AdminStore, JobSummary, Query
+from celery_plus.model.admin import LIST_TEXT, AdminStore, JobSummary, Query
 
 #: Candidates a text search looks at unless told otherwise (the dashboard's and the CLI's
 #: scan window: the first this many of the listing, newest first).
@@ -35,12 +36,25 @@ def by_id(store: AdminStore, state: str, query: Query) -> JobSummary | None:
     row = detail.summary
     if query.task not in (None, row.name) or query.queue not in (None, row.queue):
         return None
-    return row if query.matches_time(row.at_ms) else None
+    return listing_row(row) if query.matches_time(row.at_ms) else None
+
+
+def listing_row(row: JobSummary) -> JobSummary:
+    """``row`` (a job's whole summary) with its texts cut as a listing's are (LIST_TEXT)."""
+
+    def cut(text: str) -> str:
+        return text if len(text) <= LIST_TEXT else text[:LIST_TEXT] + "..."
+
+    return replace(row, name=cut(row.name), queue=cut(row.queue), reason=cut(row.reason),
+                   exc_type=cut(row.exc_type), exc_message=cut(row.exc_message))
 
 
 def registered_names(app: Any) -> set[str]:
     """The task names ``app`` registers (Celery's own ``celery.*`` left out)."""
-    tasks = getattr(app, "tasks", None) if app is not None else None
+    try:
+        tasks = getattr(app, "tasks", None) if app is not None else None
+    except RuntimeError:  # an app that may not finalize itself (autofinalize=False)
+        return set()
     if tasks is None:
         return set()
     return {str(name) for name in list(tasks.keys()) if not str(name).startswith("celery.")}

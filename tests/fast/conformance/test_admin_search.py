@@ -33,6 +33,7 @@ def found(admin: Admin, state: str, text: str, **filters: Any) -> list[str]:
 
 def test_a_job_id_finds_that_job_alone_in_its_state(backend: Backend, admin: Admin) -> None:
     dead(backend, "id-3")
+    dead(backend, "id-4", error="x" * 5000)
     job(backend, "id-1", args=["id-2"])
     job(backend, "id-2")
     page = admin.jobs("enqueued", text="id-2")
@@ -45,6 +46,9 @@ def test_a_job_id_finds_that_job_alone_in_its_state(backend: Backend, admin: Adm
     assert admin.jobs("failed", text="id-3").by_id
     # Page 2 of a one-job answer is empty, and says the same.
     assert admin.jobs("enqueued", text="id-2", page=2).items == []
+    # The row is cut as a listing's rows are.
+    [row] = admin.jobs("failed", text="id-4").items
+    assert row.exc_message == "x" * 1000 + "..."
 
 
 def test_part_of_a_task_name_lists_the_names_and_matches_their_jobs(
