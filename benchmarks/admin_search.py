@@ -13,7 +13,8 @@ Redis; ``postgres``: a fresh schema of the test database), filled fast:
    (*steady*: the median): an id (a job in the middle of the backlog), a part of a task
    name, and a text search in the dashboard's and the CLI's scan window (the newest 1,000
    candidates; one text matching every candidate, one matching none), in ``enqueued`` and
-   ``failed``.
+   ``failed``; then the listing a matched task name links to (``task=``), and a text search
+   in it.
 
 Every figure is printed in ms, with whether it is under ``TARGET_MS``. Each store is removed
 afterwards.
@@ -155,6 +156,10 @@ def searches(middle: str, dead_id: str) -> list[tuple[str, str, dict[str, Any]]]
         ("text, none match (waiting)", "enqueued", {"text": "no-such-text", **window}),
         ("text, all match (dead)", "failed", {"text": "SMTP", **window}),
         ("text, none match (dead)", "failed", {"text": "no-such-text", **window}),
+        ("listing of a matched task (waiting)", "enqueued", {"task": WAITING_TASK}),
+        ("listing of a matched task (dead)", "failed", {"task": filled.TASK}),
+        ("text in a task's listing (waiting)", "enqueued",
+         {"task": WAITING_TASK, "text": "no-such-text", **window}),
     ]
 
 
@@ -178,7 +183,7 @@ def measure(kind: str, waiting: int, dead: int, rounds: int
             first, rows = timed(admin, state, kwargs)
             steady = statistics.median(timed(admin, state, kwargs)[0] for _ in range(rounds))
             out.append((label, first, steady, rows))
-            print(f"  {label:28} {first:9.1f} {steady:9.1f} {rows:6}", flush=True)
+            print(f"  {label:36} {first:9.1f} {steady:9.1f} {rows:6}", flush=True)
     return out
 
 
