@@ -4,8 +4,9 @@ A search text that is a job's id finds that job by one record read; a part of a 
 lists the matching task names (each a ``task`` filter) and matches the jobs of those tasks in
 the scan window; argument and error text is matched in the window at read time, so a job
 published after an earlier search, or a dead letter retried since, is found where it is now.
-Odd text (``%``, ``_``, NUL inside arguments, lone surrogates) is matched literally or refused
-with a clear error. The server stores run this module too (``tests/stores/conformance``).
+Odd text (``%``, ``_``, NUL inside arguments, emoji) is matched literally; a search text with a
+NUL or a lone surrogate is refused with a clear error. The server stores run this module too
+(``tests/stores/conformance``).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def test_odd_text_is_matched_literally(backend: Backend, admin: Admin) -> None:
     assert found(admin, "enqueued", "%") == ["p"]
     assert found(admin, "enqueued", "_") == ["u"]
     assert found(admin, "enqueued", "0% s") == ["p"]
-    assert found(admin, "enqueued", "nul\u0000".rstrip("\x00")) == ["n"]
+    assert found(admin, "enqueued", "nul") == ["n"]  # the argument with a NUL inside
     assert found(admin, "enqueued", "\U0001f600") == ["s"]
     for bad in ("a\x00b", "\udcff"):
         with pytest.raises(ValueError, match="text"):
