@@ -240,14 +240,16 @@ def _filter_form(urls: Urls, view: ListingView) -> str:
 
 def _search_notes(urls: Urls, page: Page, view: ListingView) -> str:
     """What a search found besides its rows: the job with that id, the task names with that
-    text (each a link to the listing of that task)."""
+    text, each a link to the same search in that task's jobs (the task's newest jobs, read
+    from an index: its whole listing sorts every job of the task by time, seconds at a
+    million)."""
     out = ""
     if page.by_id:
         out += '<p id="by-id">the job with this id</p>'
     if page.task_names:
         links = " ".join(
-            f'<a href="{attr(urls.jobs(view.state, task=name))}">{cell(name, 80)}</a>'
-            for name in page.task_names)
+            f'<a href="{attr(urls.jobs(view.state, **{**view.query(page=1), "task": name}))}">'
+            f"{cell(name, 80)}</a>" for name in page.task_names)
         out += f'<p id="task-names">tasks whose name contains it: {links}</p>'
     return out
 

@@ -3,8 +3,8 @@
 
 The operator types a job's id into the listing's text box: the page shows that job alone and
 says it is the job with this id. Then part of a task name, any case: the page lists the
-matching task names (of the jobs it looked at and of the app's tasks), each a link to that
-task's listing, and the jobs of that task; the link opens the listing of that task only. No
+matching task names (of the jobs it looked at and of the app's tasks), each a link to the same
+search within that task, and the jobs of that task; the link opens that task's jobs only. No
 worker runs: the jobs stay enqueued.
 """
 

@@ -51,8 +51,10 @@ def test_the_dashboard_search_box_finds_ids_and_task_names(store: Store) -> None
         assert 'id="task-names"' in page and "inv-1" in page and "rep-1" not in page
         [name_link] = [link for link in links(page) if "task=billing.send_invoice" in link]
         path, _, query = name_link.partition("?")
+        assert "text=send_" in query  # the same search, in that task's jobs
         listing = call(web, path, query=query)[2]
         assert "inv-1" in listing and "rep-1" not in listing
+        assert 'id="task-names"' in listing  # (the note again, its links still one task each)
         status, _, page = call(web, "/jobs/enqueued", query="text=a%00b")
         assert status.startswith("400") and "text" in page
     finally:
