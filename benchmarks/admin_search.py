@@ -182,7 +182,7 @@ def measure(kind: str, waiting: int, dead: int, rounds: int
         for label, state, kwargs in searches(middle, dead_id):
             if kind == "redis" and label == "listing of a matched task (waiting)":
                 # Redis has no index by task: the listing reads every waiting record to order
-                # it by time (docs/admin.md, Cost), a minute and more at a million.
+                # it by time (docs/admin.md, Cost: no answer within a minute at a million).
                 print(f"  {label:36} not timed on Redis (reads every record)", flush=True)
                 continue
             first, rows = timed(admin, state, kwargs)
