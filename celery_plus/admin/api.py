@@ -39,9 +39,10 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
+from celery_plus.admin import search
 from celery_plus.admin.params import MAX_DURATION_S, check_page, check_text
 from celery_plus.admin.queue_pause import QueuePause, set_queue_paused
 from celery_plus.admin.queue_pause import paused_queues as _paused_queues
@@ -212,8 +213,12 @@ class Admin:
         first), filtered by task name, queue, time of the state (``since``/``until``) and
         ``text`` in the args or the error.
 
-        A text search decodes every candidate's message; ``text_limit`` makes it search the
-        first that many candidates only (``Page.searched`` says when that cut it short)."""
+        A ``text`` that is a job's id (in this state and the other filters) gives that job
+        alone (``Page.by_id``; one record read). Otherwise the text is searched in the task
+        name, the arguments and the error of each candidate, whose message it decodes;
+        ``text_limit`` makes it search the first that many candidates only (``Page.searched``
+        says when that cut it short), and ``Page.task_names`` lists the task names containing
+        it (admin/search.py)."""
         check_state(state)
         check_page(page)
         if not 1 <= per_page <= MAX_PER_PAGE:
@@ -230,15 +235,17 @@ class Admin:
                       until_ms=_moment_ms(until, now), text=text or None,
                       text_limit=text_limit if text else None,
                       oldest_first=order == "oldest")
-        items, total = self.store.jobs(state, query, (page - 1) * per_page, per_page)
-        searched = None
-        if query.text_limit is not None:
-            # Did the limit cut the search short? Count the candidates (a cheap count).
-            candidates = self.store.jobs(state, replace(query, text=None, text_limit=None),
-                                         0, 1)[1]
-            searched = query.text_limit if candidates > query.text_limit else None
-        return Page(items=items, total=total, page=page, per_page=per_page, state=state,
-                    searched=searched)
+        if not query.text:
+            items, total = self.store.jobs(state, query, (page - 1) * per_page, per_page)
+            return Page(items=items, total=total, page=page, per_page=per_page, state=state)
+        hit = search.by_id(self.store, state, query)
+        if hit is not None:
+            return Page(items=[hit] if page == 1 else [], total=1, page=page,
+                        per_page=per_page, state=state, by_id=True)
+        found = self.store.search(state, query, (page - 1) * per_page, per_page)
+        return Page(items=found.items, total=found.total, page=page, per_page=per_page,
+                    state=state, searched=query.text_limit if found.cut else None,
+                    task_names=tuple(search.task_names(self.app, found.names, query.text)))
 
     def show(self, task_id: str) -> JobDetail:
         """Everything about one job; raises :class:`JobNotFound`."""

@@ -27,6 +27,7 @@ from celery_plus.admin.markup import (
     token_field,
 )
 from celery_plus.admin.schedules import Schedule
+from celery_plus.admin.search import TEXT_WINDOW
 from celery_plus.admin.text import age, visible, when
 from celery_plus.admin.workers import WorkerView
 from celery_plus.model.admin import (
@@ -46,8 +47,9 @@ SCOPE_FIELDS = ("task", "queue", "older_than")
 DEFAULT_PER_PAGE = 50
 #: Filters a listing takes from its query string (``search=all``: no TEXT_LIMIT).
 FILTER_FIELDS = ("task", "queue", "text", "older_than", "since", "until", "search")
-#: Records a text search of the dashboard looks at, first in the listing's order.
-TEXT_LIMIT = 1000
+#: Records a text search of the dashboard looks at, first in the listing's order (the CLI's
+#: default window too).
+TEXT_LIMIT = TEXT_WINDOW
 #: The overview chart's time ranges: name -> (seconds, buckets).
 RANGES = {"1h": (3600, 60), "6h": (21600, 72), "24h": (86400, 96), "7d": (604800, 84)}
 DEFAULT_RANGE = "1h"
@@ -236,6 +238,22 @@ def _filter_form(urls: Urls, view: ListingView) -> str:
             "<button>filter</button></form>")
 
 
+def _search_notes(urls: Urls, page: Page, view: ListingView) -> str:
+    """What a search found besides its rows: the job with that id, the task names with that
+    text, each a link to the same search in that task's jobs (the task's newest jobs, read
+    from an index: its whole listing sorts every job of the task by time, seconds at a
+    million)."""
+    out = ""
+    if page.by_id:
+        out += '<p id="by-id">the job with this id</p>'
+    if page.task_names:
+        links = " ".join(
+            f'<a href="{attr(urls.jobs(view.state, **{**view.query(page=1), "task": name}))}">'
+            f"{cell(name, 80)}</a>" for name in page.task_names)
+        out += f'<p id="task-names">tasks whose name contains it: {links}</p>'
+    return out
+
+
 def listing(urls: Urls, page: Page, view: ListingView, msg: str, token: str | None,
             read_only: bool) -> str:
     state, filters = page.state, view.filters
@@ -245,6 +263,7 @@ def listing(urls: Urls, page: Page, view: ListingView, msg: str, token: str | No
         out += (f'<p class="warn" id="searched">text searched in the first {e(page.searched)} '
                 f"{e(state)} jobs of the other filters only: narrow it with task, queue or a "
                 f'time range, or <a href="{attr(everything)}">search them all</a> (slower)</p>')
+    out += _search_notes(urls, page, view)
     selectable = token is not None and bool(SELECTED_ACTIONS.get(state)) and bool(page.items)
     headers = ["task id", "task", "queue", "at (UTC)", "deliveries", "error / args"]
     rows = []

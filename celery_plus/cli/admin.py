@@ -35,6 +35,7 @@ from celery.exceptions import ImproperlyConfigured
 from celery_plus.admin import api
 from celery_plus.admin.params import MAX_PAGE, parse_duration, parse_moment
 from celery_plus.admin.schedules import Schedule, ScheduleNotFound
+from celery_plus.admin.search import TEXT_WINDOW
 from celery_plus.admin.text import age, one_line, visible, when
 from celery_plus.model.admin import (
     BATCH,
@@ -119,7 +120,8 @@ def _error(row: JobSummary) -> str:
 
 def page_text(page: Page) -> str:
     if not page.items:
-        return f"no {page.state} jobs" + (f" on page {page.page}" if page.total else "")
+        return (f"no {page.state} jobs" + (f" on page {page.page}" if page.total else "")
+                + search_notes(page))
     finished = page.state in ("completed", "failed", "canceled", "discarded")
     headers = ["TASK ID", "TASK", "QUEUE", _TIME_LABEL.get(page.state, "ENQUEUED"), "DL",
                "ERROR" if page.state == "failed" else "ARGS"]
@@ -132,7 +134,21 @@ def page_text(page: Page) -> str:
             row.append(item.reason or "-")
     footer = (f"page {page.page}/{max(page.pages, 1)}, {count_text(page.total)} {page.state} "
               f"job{'s' if page.total != 1 else ''}")
-    return table(headers, rows) + "\n" + footer
+    return table(headers, rows) + "\n" + footer + search_notes(page)
+
+
+def search_notes(page: Page) -> str:
+    """Lines saying what a search did besides its rows (admin/search.py)."""
+    notes = []
+    if page.by_id:
+        notes.append("the job with this id")
+    if page.searched is not None:
+        notes.append(f"text searched in the first {page.searched:,} {page.state} jobs of the "
+                     "other filters only (--text-limit 0: all of them)")
+    if page.task_names:
+        notes.append("tasks whose name contains it (--task NAME to list one): "
+                     + ", ".join(page.task_names))
+    return "".join("\n" + note for note in notes)
 
 
 def detail_text(d: JobDetail) -> str:
@@ -325,7 +341,12 @@ def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--since", type=Moment(),
                       help="Only jobs at or after this time (ISO 8601, UTC) or age (15m, 2h)."),
         click.option("--until", type=Moment(), help="Only jobs at or before this time or age."),
-        click.option("--text", help="Text in the arguments or the error (any case)."),
+        click.option("--text", help="A job id, or text in the task name, the arguments or "
+                     "the error (any case)."),
+        click.option("--text-limit", type=click.IntRange(0), default=TEXT_WINDOW,
+                     show_default=True,
+                     help="Search --text in this many jobs of the other filters (the newest "
+                          "first); 0: in all of them (slow on a large store)."),
         click.option("--page", type=click.IntRange(1, MAX_PAGE), default=1,
                      show_default=True),
         click.option("--sort", "order", type=click.Choice(api.ORDERS), default="newest",
@@ -352,6 +373,7 @@ def _scope_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _list(ctx: click.Context, state: str, as_json: bool, **filters: Any) -> None:
+    filters["text_limit"] = filters.get("text_limit") or None
     with _admin(ctx) as admin:
         page = admin.jobs(state, **filters)
     if as_json:

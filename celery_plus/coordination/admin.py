@@ -21,6 +21,7 @@ from celery_plus.model.admin import (
     AdminStore,
     BulkResult,
     Counts,
+    Found,
     JobDetail,
     JobSummary,
     OpResult,
@@ -67,6 +68,9 @@ class CoordinatedAdminStore:
     def jobs(self, state: str, query: Query, offset: int, limit: int
              ) -> tuple[list[JobSummary], int]:
         return self.store.jobs(state, query, offset, limit)
+
+    def search(self, state: str, query: Query, offset: int, limit: int) -> Found:
+        return self.store.search(state, query, offset, limit)
 
     def show(self, job_id: str) -> JobDetail | None:
         return self.store.show(job_id)

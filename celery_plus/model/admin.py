@@ -142,7 +142,7 @@ class UnsupportedStore(AdminError, NotImplementedError):
 @dataclass(frozen=True)
 class Query:
     """Filters of a listing (all optional; ``text`` is a case-insensitive substring of the
-    decoded args/kwargs or of the error type, message and traceback)."""
+    task name, the decoded args/kwargs or the error type, message and traceback)."""
 
     task: str | None = None
     queue: str | None = None
@@ -260,6 +260,10 @@ class Page:
     #: A text search limited by ``text_limit`` that stopped short: the number of records it
     #: searched (the newest of those the other filters keep); None: it searched them all.
     searched: int | None = None
+    #: The text was a job's id: ``items`` is that job (admin/search.py).
+    by_id: bool = False
+    #: Task names containing the text (admin/search.py), each a ``task`` filter to list.
+    task_names: tuple[str, ...] = ()
 
     @property
     def capped(self) -> bool:
@@ -278,7 +282,20 @@ class Page:
     def to_dict(self) -> dict[str, Any]:
         return {"state": self.state, "total": self.total, "capped": self.capped,
                 "page": self.page, "per_page": self.per_page, "pages": self.pages,
-                "searched": self.searched, "items": [item.to_dict() for item in self.items]}
+                "searched": self.searched, "by_id": self.by_id,
+                "task_names": list(self.task_names),
+                "items": [item.to_dict() for item in self.items]}
+
+
+@dataclass(frozen=True)
+class Found:
+    """What a text search found: a page of rows, how many match, the task names of the
+    candidates it looked at, and whether ``Query.text_limit`` cut it short."""
+
+    items: list[JobSummary]
+    total: int
+    names: frozenset[str]
+    cut: bool
 
 
 @dataclass(frozen=True)
@@ -504,6 +521,11 @@ class AdminStore(Protocol):
         ``offset``, total matching)."""
         ...
 
+    def search(self, state: str, query: Query, offset: int, limit: int) -> Found:
+        """A ``query.text`` search: its page (as :meth:`jobs`), the task names of the
+        candidates it looked at, whether ``query.text_limit`` cut it short."""
+        ...
+
     def show(self, job_id: str) -> JobDetail | None: ...
 
     def retry(self, job_id: str) -> OpResult:
@@ -652,9 +674,11 @@ def args_repr(decoded: Decoded) -> str:
 
 
 def text_matches(needle: str, record: JobRecord) -> bool:
-    """``needle`` (case-insensitive) in the decoded args/kwargs or the error fields."""
+    """``needle`` (case-insensitive) in the task name, the decoded args/kwargs or the error
+    fields."""
     low = needle.lower()
-    for text in (record.exc_type, record.exc_message, record.traceback, record.reason):
+    for text in (record.name, record.exc_type, record.exc_message, record.traceback,
+                 record.reason):
         if low in text.lower():
             return True
     decoded = decode_message(record.message)
@@ -666,21 +690,28 @@ def text_matches(needle: str, record: JobRecord) -> bool:
 
 def text_page(candidates: Iterable[JobRecord], query: Query, offset: int,
               limit: int) -> tuple[list[JobSummary], int]:
-    """A page of a text search over ``candidates``, in the listing's order:
-    each record is decoded once and dropped; only the page's rows become summaries (so the
-    memory is a chunk of records and a page, however many match). Stops after
-    ``query.text_limit`` candidates (the store passes them in the listing's order)."""
+    """A page of a text search over ``candidates`` and how many match (:func:`text_search`)."""
+    page, matched, _ = text_search(candidates, query, offset, limit)
+    return page, matched
+
+
+def text_search(candidates: Iterable[JobRecord], query: Query, offset: int,
+                limit: int) -> tuple[list[JobSummary], int, bool]:
+    """A page of a text search over ``candidates``, in the listing's order, how many match,
+    and whether ``query.text_limit`` cut it short (there was a candidate past it): each record
+    is decoded once and dropped; only the page's rows become summaries (so the memory is a
+    chunk of records and a page, however many match)."""
     assert query.text is not None
     page: list[JobSummary] = []
     matched = 0
     for n, rec in enumerate(candidates):
         if query.text_limit is not None and n >= query.text_limit:
-            break
+            return page, matched, True
         if text_matches(query.text, rec):
             if offset <= matched < offset + limit:
                 page.append(summary_from_record(rec))
             matched += 1
-    return page, matched
+    return page, matched, False
 
 
 def _bounded(value: Any, limit: int = LIST_TEXT) -> str:

@@ -70,9 +70,9 @@ def test_a_large_waiting_listing_is_paged_in_index_order_reading_only_the_page(
 def test_a_text_search_of_a_large_listing_reads_its_limit_in_index_order(
         large: tuple[RedisBackend, Admin, list[int]]) -> None:
     _, admin, reads = large
-    found = admin.jobs("enqueued", text="a", text_limit=6, order="oldest")
+    found = admin.jobs("enqueued", text="\"a", text_limit=6, order="oldest")
     assert ids(found) == ["a0", "a1", "a2", "a3", "a4"] and found.searched == 6
-    assert sum(reads) <= 6
+    assert sum(reads) <= 7  # the limit, and one more: did the limit cut the search short?
 
 
 def test_small_and_filtered_listings_keep_their_order_by_time(
@@ -81,3 +81,19 @@ def test_small_and_filtered_listings_keep_their_order_by_time(
     assert ids(admin.jobs("scheduled")) == ["s2", "s1", "s0"]  # 3: ordered by enqueue time
     by_task = admin.jobs("enqueued", task=TASK, per_page=100)
     assert ids(by_task)[0] == "b3" and by_task.total == 9 and sum(reads) >= 9
+
+
+def test_a_text_search_of_one_task_walks_the_indexes_to_its_window(
+        large: tuple[RedisBackend, Admin, list[int]]) -> None:
+    """A task filter has no index on Redis: a text search in one task's large listing walks the
+    queue indexes (as the listing pages them) keeping that task's jobs and stops at its window,
+    instead of reading every record of the state to order it by time first (issue #28)."""
+    backend, admin, reads = large
+    for n in range(2):
+        assert publish(backend, f"o{n}", envelope(f"o{n}", "proj.other", [f"o{n}"]),
+                       queue="b", name="proj.other").accepted
+    found = admin.jobs("enqueued", task=TASK, text='"', text_limit=3)
+    assert ids(found) == ["b3", "b2", "b1"] and found.searched == 3
+    assert reads == [11]  # one walk of the 11 enqueued jobs' records, no read to sort them
+    other = admin.jobs("enqueued", task="proj.other", text="o", text_limit=3)
+    assert ids(other) == ["o1", "o0"] and other.searched is None

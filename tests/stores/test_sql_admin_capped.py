@@ -133,3 +133,14 @@ def test_the_dashboard_shows_a_capped_count_as_more_than_the_cap(tmp_path: Path)
     assert f"<td>{COUNT_CAP}+</td>" in overview
     assert f"{COUNT_CAP}+ jobs, page 1 of 201+" in listing
     assert f'celery_plus_jobs{{state="enqueued"}} {CAPPED}' in metrics.splitlines()
+
+
+def test_a_text_search_of_a_task_over_the_cap_reads_its_window_in_claim_order(
+        crowded: tuple[Backend, Admin]) -> None:
+    """The listing of a task over the cap keeps its time order (above); a text search in it
+    reads its window from the claim index instead of sorting every match (issue #28): newest
+    first, queue by queue."""
+    _, admin = crowded
+    page = admin.jobs("enqueued", task=TASK, text="MANY", text_limit=4, per_page=10)
+    # Queue b first, then queue a from its tail (in time order: four copies of a0).
+    assert ids(page) == ["b2", "b1", "b0", f"a0-{MANY}"] and page.searched == 4

@@ -19,13 +19,14 @@ state (``extra`` the previous one), ``noop`` / ``skipped`` (``extra`` the curren
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Generic, TypeVar
 
 from celery_plus.model.admin import (
     PURGEABLE,
     BulkResult,
     Counts,
+    Found,
     JobDetail,
     JobNotFound,
     JobSummary,
@@ -42,6 +43,7 @@ from celery_plus.model.admin import (
     detail_from_record,
     summary_from_record,
     text_page,
+    text_search,
 )
 from celery_plus.model.store import Backend
 from celery_plus.stores.admin_base.aggregates import (
@@ -114,7 +116,8 @@ class StoreAdmin(ABC, Generic[B]):
     @abstractmethod
     def candidates(self, state: str, query: Query) -> Iterable[Record]:
         """Whole records of ``state`` in the query's task, queue and time filters, in the
-        listing's order, read a chunk at a time (none past ``query.text_limit``)."""
+        listing's order, read a chunk at a time (none past ``query.text_limit`` and one more,
+        which tells the search whether the limit cut it short)."""
 
     # -- the store's primitives: reads ---------------------------------------------------
     @abstractmethod
@@ -178,6 +181,21 @@ class StoreAdmin(ABC, Generic[B]):
             return text_page(self.candidates(state, query), query, offset, limit)
         rows, total = self.page(state, query, offset, limit)
         return [summary_from_record(rec) for rec in rows], total
+
+    def search(self, state: str, query: Query, offset: int, limit: int) -> Found:
+        """A text search's page (as :meth:`jobs`), the task names of the candidates it looked
+        at (admin/search.py matches them against the text) and whether its limit cut it
+        short."""
+        names: set[str] = set()
+
+        def noted(records: Iterable[Record]) -> Iterator[Record]:
+            for rec in records:
+                names.add(rec.name)
+                yield rec
+
+        items, total, cut = text_search(noted(self.candidates(state, query)), query, offset,
+                                        limit)
+        return Found(items, total, frozenset(names), cut)
 
     def show(self, job_id: str) -> JobDetail | None:
         rec = self.backend.record(job_id)

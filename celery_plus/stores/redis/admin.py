@@ -21,7 +21,9 @@ The orchestration (checks, batches, results, summaries) is
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from celery_plus.model import rules
@@ -168,13 +170,38 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
     def candidates(self, state: str, query: Query) -> Iterator[Record]:
         if state in FINISHED_INDEX:
             return self._finished_records(state, query)
+        if query.task and query.text_limit is not None:
+            # A search window of one task: walk the indexes (as a large listing pages them)
+            # keeping the task's jobs, and stop at the window, instead of reading every
+            # record of the state to order it by time (issue #28).
+            large = self._large_waiting(state, replace(query, task=None))
+            if large is not None:
+                return self._task_window(state, query, *large)
         large = self._large_waiting(state, query)
         if large is not None:
             keys, sizes = large
-            count = sum(sizes) if query.text_limit is None else query.text_limit
+            count = sum(sizes) if query.text_limit is None else query.text_limit + 1
             return self._whole_records(
                 list(self._in_index_order(keys, sizes, query.oldest_first, 0, count)), state)
         return self._whole_records(self._ordered(state, query), state)
+
+    def _task_window(self, state: str, query: Query, keys: list[str], sizes: list[int]
+                     ) -> Iterator[Record]:
+        """Whole records of ``query.task``'s jobs in the indexes' order, up to the query's
+        ``text_limit`` and one more."""
+        assert query.text_limit is not None
+        wanted = query.text_limit + 1
+        ids = self._in_index_order(keys, sizes, query.oldest_first, 0, sum(sizes))
+        while wanted > 0:
+            chunk = list(itertools.islice(ids, SEARCH_CHUNK * 4))
+            if not chunk:
+                return
+            for rec in self._whole_records(chunk, state):
+                if rec.name == query.task:
+                    yield rec
+                    wanted -= 1
+                    if wanted == 0:
+                        return
 
     def _large_waiting(self, state: str, query: Query
                        ) -> tuple[list[str], list[int]] | None:
@@ -252,7 +279,7 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         ``text_limit``)."""
         low = "-inf" if query.since_ms is None else query.since_ms
         high = "+inf" if query.until_ms is None else query.until_ms
-        count = -1 if query.text_limit is None else query.text_limit
+        count = -1 if query.text_limit is None else query.text_limit + 1
         order = "asc" if query.oldest_first else "desc"
         if query.task or query.queue:
             self._sync_index(state)

@@ -64,7 +64,7 @@ class RedisClusterAdmin(StoreAdmin[RedisClusterBackend]):
     def candidates(self, state: str, query: Query) -> Iterable[Record]:
         rows = self._merged((a.candidates(state, query) for a in self._admins_for(query.queue)),
                             state, query)
-        return rows if query.text_limit is None else itertools.islice(rows, query.text_limit)
+        return rows if query.text_limit is None else itertools.islice(rows, query.text_limit + 1)
 
     def holder(self, lock: str) -> str | None:
         return next((h for a in self._admins_for(None) if (h := a.holder(lock)) is not None),

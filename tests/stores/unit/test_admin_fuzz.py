@@ -257,7 +257,8 @@ COMMANDS = [["dlq", "ls"], ["jobs"], ["jobs", "failed"], ["dlq", "show"], ["dlq"
 OPTION_COMMANDS = {
     "--page": ["dlq", "ls"], "--per-page": ["dlq", "ls"], "--since": ["dlq", "ls"],
     "--until": ["dlq", "ls"], "--task": ["dlq", "ls"], "--queue": ["dlq", "ls"],
-    "--text": ["dlq", "ls"], "--sort": ["dlq", "ls"], "--older-than": ["dlq", "purge"],
+    "--text": ["dlq", "ls"], "--text-limit": ["dlq", "ls"], "--sort": ["dlq", "ls"],
+    "--older-than": ["dlq", "purge"],
     "--state": ["dlq", "purge"], "--host": ["admin"], "--port": ["admin"],
     "--allowed-host": ["admin"], "--trusted-proxy": ["admin"]}
 OPTIONS = list(OPTION_COMMANDS)
