@@ -330,6 +330,10 @@ class Dashboard:
             return self._listing(r, parts[1], refresh)
         if parts == ["workers"]:
             return self._workers(r, refresh)
+        if parts[0] == "errors":
+            from celery_plus.admin import ops_web  # (it imports this module)
+
+            return ops_web.get(self, r, parts, refresh)
         if parts == ["schedules"]:
             admin = self.admin()
             body = pages.schedules_page(r.urls, admin.schedules(), self._message(r),
@@ -529,6 +533,10 @@ class Dashboard:
             return self._logout(r)
         if path.startswith("/jobs/") and path.endswith("/bulk"):
             return self._bulk(r, path[len("/jobs/"):-len("/bulk")], form)
+        if path.startswith("/errors/"):
+            from celery_plus.admin import ops_web  # (it imports this module)
+
+            return ops_web.post(self, r, path[len("/errors/"):], form)
         if path.startswith("/workers/"):
             node, _, action = path[len("/workers/"):].rpartition("/")
             return self._worker_action(r, node, action, form)

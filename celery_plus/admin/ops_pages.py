@@ -1,0 +1,109 @@
+"""The dashboard's operator pages: dead letters grouped by error (``/errors``), one group's dead
+letters (``/errors/jobs``) and their confirmations; built from ``markup.py``'s blocks, with the
+same rules as ``pages.py`` (every value escaped; action forms only with the operator's token).
+"""
+
+from __future__ import annotations
+
+from celery_plus.admin.markup import (
+    Urls,
+    attr,
+    cell,
+    e,
+    hidden_fields,
+    message,
+    table,
+    token_field,
+)
+from celery_plus.admin.text import when
+from celery_plus.model.admin import Page
+from celery_plus.model.capped import count_text
+from celery_plus.model.error_groups import MESSAGE_CHARS, ErrorGroup, ErrorGroups
+
+#: Verbs of a group action.
+GROUP_VERBS = {"retry": "Retry", "discard": "Discard"}
+
+
+def group_url(urls: Urls, exc_type: str, message_text: str, **query: object) -> str:
+    # An empty message is sent as a key of its own (Urls drops empty values).
+    return urls("/errors/jobs", type=exc_type, message=message_text,
+                empty="1" if not message_text else None, **query)
+
+
+def _group_forms(urls: Urls, g_type: str, g_message: str, count: str, token: str,
+                 ident: str) -> str:
+    fields = token_field(token) + hidden_fields({"type": g_type, "message": g_message})
+    if not g_message:
+        fields += hidden_fields({"empty": "1"})
+    return "".join(
+        f'<form method="post" action="{attr(urls(f"/errors/{action}"))}">{fields}'
+        f'<button id="{attr(f"group-{action}-{ident}")}">{e(action)} all {e(count)}</button>'
+        "</form> " for action in GROUP_VERBS)
+
+
+def errors_page(urls: Urls, found: ErrorGroups, msg: str, token: str | None) -> str:
+    """Every group: how many dead letters, the newest and oldest, a link to them, and (for
+    the operator) retry all / discard all."""
+    out = message(msg)
+    if not found.groups:
+        return out + "<p id=\"no-groups\">no dead letters</p>"
+    rows = []
+    for n, g in enumerate(found.groups, 1):
+        link = f'<a href="{attr(group_url(urls, g.exc_type, g.message))}" id="group-{n}">'
+        cells = [e(f"{g.count:,}"), link + (cell(g.exc_type, 80) or "(no type)") + "</a>",
+                 cell(g.message, MESSAGE_CHARS) or "(no message)", e(when(g.newest_ms)),
+                 e(when(g.oldest_ms))]
+        if token is not None:
+            cells.append(_group_forms(urls, g.exc_type, g.message, f"{g.count:,}", token,
+                                      str(n)))
+        rows.append(cells)
+    headers = ["dead letters", "exception type", "message (first line)", "newest (UTC)",
+               "oldest (UTC)"] + (["act on the group"] if token is not None else [])
+    more = (f"<p>the {len(found.groups)} largest of {found.total:,} groups</p>"
+            if len(found.groups) < found.total else "")
+    return (out + "<p>Dead letters grouped by exception type and the first line of the "
+            f"message (its first {MESSAGE_CHARS} characters).</p>"
+            + table(headers, rows, ident="groups") + more)
+
+
+def group_jobs_page(urls: Urls, g_type: str, g_message: str, page: Page, msg: str,
+                    token: str | None) -> str:
+    out = message(msg) + (f"<p>exception type <b>{cell(g_type, 200)}</b>, message "
+                          f"<b>{cell(g_message, MESSAGE_CHARS)}</b>: "
+                          f"<span id=\"group-total\">{e(count_text(page.total))}</span> "
+                          "dead letters</p>")
+    if token is not None and page.total:
+        out += '<div class="bulk">' + _group_forms(urls, g_type, g_message,
+                                                   count_text(page.total), token, "this") + \
+            "</div>"
+    rows = [[f'<a href="{attr(urls.job(r.id))}">{cell(r.id, 80)}</a>', cell(r.name, 80),
+             cell(r.queue, 60), e(when(r.at_ms)), e(r.deliveries),
+             cell(f"{r.exc_type}: {r.exc_message}")] for r in page.items]
+    out += table(["task id", "task", "queue", "failed (UTC)", "deliveries", "error"], rows,
+                 ident="jobs")
+    links = []
+    for number, label in ((page.page - 1, "newer"), (page.page + 1, "older")):
+        if 1 <= number <= page.pages:
+            href = group_url(urls, g_type, g_message, page=number)
+            links.append(f'<a href="{attr(href)}" id="page-{label}">{e(label)}</a>')
+    return out + f'<p class="pages">page {e(page.page)} of {e(max(page.pages, 1))} ' \
+                 f'{" ".join(links)}</p>'
+
+
+def confirm_group(urls: Urls, action: str, g_type: str, g_message: str, count: int,
+                  token: str) -> str:
+    fields = token_field(token) + hidden_fields(
+        {"type": g_type, "message": g_message, "confirm": "1"})
+    if not g_message:
+        fields += hidden_fields({"empty": "1"})
+    return (f'<p class="warn" id="question">{e(GROUP_VERBS[action])} all '
+            f"{e(count_text(count))} dead letters of {cell(g_type, 200)}: "
+            f"{cell(g_message, MESSAGE_CHARS)}?</p><p>Oldest first, in batches of 500; dead "
+            "letters of this group that die after you confirm are left for next time.</p>"
+            f'<form method="post" action="{attr(urls(f"/errors/{action}"))}">{fields}'
+            f'<button id="confirm">{e(action)}</button></form> '
+            f'<a href="{attr(group_url(urls, g_type, g_message))}" id="back">no, go back</a>')
+
+
+def group_label(g: ErrorGroup) -> str:
+    return f"{g.exc_type}: {g.message}"

@@ -1,0 +1,110 @@
+"""The operator's bulk commands of the admin CLI: dead letters grouped by error and what acts
+on a whole group (``dlq groups``, ``dlq retry-group``, ``dlq discard-group``).
+
+Registered beside ``cli/admin.py``'s commands (the ``dlq`` group is that module's); they use the
+Python API only (``admin/grouped_errors.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from celery.bin.base import CeleryCommand
+
+from celery_plus.admin.text import visible, when
+from celery_plus.cli.admin import (
+    _admin,
+    _bulk_text,
+    _echo,
+    _emit_json,
+    _interruptible,
+    clip,
+    dlq,
+    table,
+)
+from celery_plus.model.admin import BulkResult
+from celery_plus.model.error_groups import MAX_GROUPS, ErrorGroups
+
+
+def groups_text(found: ErrorGroups) -> str:
+    if not found.groups:
+        return "no dead letters"
+    rows = [(g.count, visible(clip(g.exc_type, 40)), visible(clip(g.message, 80)),
+             when(g.newest_ms), when(g.oldest_ms)) for g in found.groups]
+    text = table(["DEAD", "TYPE", "MESSAGE", "NEWEST", "OLDEST"], rows)
+    shown = len(found.groups)
+    more = f" (the {shown} largest shown)" if shown < found.total else ""
+    return f"{text}\n{found.total} group{'s' * (found.total != 1)}{more}"
+
+
+@dlq.command(cls=CeleryCommand, name="groups")
+@click.option("--limit", type=click.IntRange(1, MAX_GROUPS), default=100, show_default=True,
+              help="Show at most this many groups, the largest first.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def dlq_groups(ctx: click.Context, limit: int, as_json: bool) -> None:
+    """Dead letters grouped by exception type and message (its first line, 200 characters):
+    how many, the newest and the oldest."""
+    with _admin(ctx) as admin:
+        found = admin.error_groups(limit)
+    if as_json:
+        _emit_json(found.to_dict())
+    else:
+        _echo(groups_text(found))
+
+
+def _group_action(ctx: click.Context, action: str, exc_type: str, message: str, yes: bool,
+                  as_json: bool) -> None:
+    with _admin(ctx) as admin:
+        if not yes:
+            click.confirm(f"{action.capitalize()} every dead letter of "
+                          f"{visible(exc_type)}: {visible(message)}?", abort=True, err=True)
+        result = BulkResult(action)
+        with _interruptible(ctx, result, "dead letters", as_json):
+            run: Any = admin.retry_group if action == "retry" else admin.discard_group
+            run(exc_type, message, result=result)
+    if as_json:
+        _emit_json(result.to_dict())
+    else:
+        _echo(_bulk_text(result, "dead letters"))
+    if result.conflicts:
+        ctx.exit(1)
+
+
+_GROUP_OPTIONS = (
+    click.option("--type", "exc_type", required=True,
+                 help="The group's exception type, as `dlq groups` shows it."),
+    click.option("--message", required=True,
+                 help="The group's message, as `dlq groups` shows it ('' for none)."),
+    click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation."),
+    click.option("--json", "as_json", is_flag=True, help="Print JSON."),
+)
+
+
+def _group_options(func: Any) -> Any:
+    for option in reversed(_GROUP_OPTIONS):
+        func = option(func)
+    return func
+
+
+@dlq.command(cls=CeleryCommand, name="retry-group")
+@_group_options
+@click.pass_context
+def dlq_retry_group(ctx: click.Context, exc_type: str, message: str, yes: bool,
+                    as_json: bool) -> None:
+    """Retry every dead letter of one error group (oldest first, in batches)."""
+    _group_action(ctx, "retry", exc_type, message, yes, as_json)
+
+
+@dlq.command(cls=CeleryCommand, name="discard-group")
+@_group_options
+@click.pass_context
+def dlq_discard_group(ctx: click.Context, exc_type: str, message: str, yes: bool,
+                      as_json: bool) -> None:
+    """Discard every dead letter of one error group (oldest first, in batches)."""
+    _group_action(ctx, "discard", exc_type, message, yes, as_json)
+
+
+#: Top-level commands of this module (the ``dlq`` ones are added to cli/admin.py's group).
+COMMANDS: tuple[click.Command, ...] = ()
