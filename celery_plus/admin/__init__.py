@@ -33,6 +33,7 @@ from celery_plus.admin.api import (
     schedules,
     show,
     status,
+    task_breakdown,
     throughput,
 )
 from celery_plus.admin.queue_pause import QueuePause
@@ -65,5 +66,5 @@ __all__ = [
     "discard", "discard_group", "error_groups", "jobs", "pause_queue", "pause_schedule",
     "paused_queues", "purge",
     "resume_queue", "resume_schedule", "retry", "retry_group",
-    "retry_many", "schedules", "show", "status", "throughput",
+    "retry_many", "schedules", "show", "status", "task_breakdown", "throughput",
 ]

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
-from celery_plus.admin import grouped_errors
+from celery_plus.admin import grouped_errors, task_stats
 from celery_plus.admin.params import MAX_DURATION_S, check_page, check_text
 from celery_plus.admin.queue_pause import QueuePause, set_queue_paused
 from celery_plus.admin.queue_pause import paused_queues as _paused_queues
@@ -428,6 +428,12 @@ class Admin:
         self.app.control.revoke(task_id, terminate=True, signal=signal)
         return OpResult(task_id, "terminate", True, "running", "running")
 
+    def task_breakdown(self, window_s: int = 3600,
+                       sample: int = task_stats.SAMPLE) -> task_stats.TaskBreakdown:
+        """Per task name: waiting, running, succeeded, failed, dead, failure rate and runtime
+        p50 / p95 over the last ``window_s`` seconds (bounded samples: admin/task_stats.py)."""
+        return task_stats.breakdown(self, window_s, sample)
+
     # -- errors grouped by type and message (admin/grouped_errors.py) -----------------------
     def error_groups(self, limit: int = 100) -> ErrorGroups:
         """The dead letters grouped by exception type and message, the largest first."""
@@ -556,6 +562,10 @@ def discard_group(app: Any, exc_type: str, message: str) -> BulkResult:
     return _once(app, lambda a: a.discard_group(exc_type, message))
 
 
+def task_breakdown(app: Any, window_s: int = 3600) -> task_stats.TaskBreakdown:
+    return _once(app, lambda a: a.task_breakdown(window_s))
+
+
 def throughput(app: Any, windows: Sequence[int] = WINDOWS) -> list[Throughput]:
     with connect(app) as a:
         return a.throughput(windows)
@@ -564,4 +574,4 @@ def throughput(app: Any, windows: Sequence[int] = WINDOWS) -> list[Throughput]:
 __all__ = ["STATES", "Admin", "admin_for", "cancel", "connect", "counts", "discard",
            "discard_group", "error_groups", "jobs", "pause_queue", "paused_queues", "purge",
            "resume_queue", "retry", "retry_group", "retry_many", "show", "status",
-           "throughput"]
+           "task_breakdown", "throughput"]

@@ -1,6 +1,7 @@
-"""The dashboard's operator pages: dead letters grouped by error (``/errors``), one group's dead
-letters (``/errors/jobs``) and their confirmations; built from ``markup.py``'s blocks, with the
-same rules as ``pages.py`` (every value escaped; action forms only with the operator's token).
+"""The dashboard's operator pages: dead letters grouped by error (``/errors``), one group's
+dead letters (``/errors/jobs``) and their confirmations, the per-task breakdown (``/tasks``);
+built from ``markup.py``'s blocks, with the same rules as ``pages.py`` (every value escaped;
+action forms only with the operator's token).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from celery_plus.admin.markup import (
     table,
     token_field,
 )
+from celery_plus.admin.task_stats import WINDOWS, TaskBreakdown
 from celery_plus.admin.text import when
 from celery_plus.model.admin import Page
 from celery_plus.model.capped import count_text
@@ -107,3 +109,34 @@ def confirm_group(urls: Urls, action: str, g_type: str, g_message: str, count: i
 
 def group_label(g: ErrorGroup) -> str:
     return f"{g.exc_type}: {g.message}"
+
+
+def _ms(value: int | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value} ms" if value < 1000 else f"{value / 1000:.2f} s"
+
+
+def tasks_page(urls: Urls, found: TaskBreakdown, window: str) -> str:
+    """The per-task breakdown with its window choices and what was sampled."""
+    choices = " ".join(f"<b>{e(name)}</b>" if name == window else
+                       f'<a href="{attr(urls("/tasks", window=name))}" id="window-{e(name)}">'
+                       f"{e(name)}</a>" for name in WINDOWS)
+    rows = []
+    for t in found.tasks:
+        rate = "-" if t.failure_rate is None else f"{t.failure_rate:.1%}"
+        rows.append([f'<a href="{attr(urls.jobs("failed", task=t.name))}">{cell(t.name, 120)}'
+                     "</a>", e(f"{t.waiting:,}"), e(f"{t.running:,}"), e(f"{t.succeeded:,}"),
+                     e(f"{t.failed:,}"), e(count_text(t.dead)), e(rate), e(_ms(t.p50_ms)),
+                     e(_ms(t.p95_ms))])
+    note = (f"<p>Succeeded, failed, failure rate and runtimes (start to finish): jobs that "
+            f"finished in the last {e(window)}, the newest {found.sample:,} of each; waiting "
+            f"and running: the newest {found.sample:,} jobs of each state; dead: dead letters "
+            "now, whenever they died.</p>")
+    if found.sampled:
+        note += (f'<p class="warn" id="sampled">more jobs than read in: '
+                 f"{e(', '.join(found.sampled))} (figures of the newest {found.sample:,} "
+                 "only)</p>")
+    return (f"<p>window: {choices}</p>{note}" + table(
+        ["task", "waiting", "running", "succeeded", "failed", "dead", "failure rate",
+         "p50 runtime", "p95 runtime"], rows, ident="tasks"))

@@ -1,17 +1,18 @@
 """The dashboard's operator routes (``web.py`` hands them over): ``GET /errors``,
-``GET /errors/jobs?type=&message=``, ``POST /errors/retry`` and ``/errors/discard`` (a
-confirmation page with the count first, then the action with ``confirm=1``). Access, the form
-token and the origin checks are ``web.py``'s, done before these run.
-
-(``web.py`` imports this module when a request asks for one of these routes.)
+``GET /errors/jobs?type=&message=``, ``GET /tasks?window=1h`` (and ``/api/tasks``),
+``POST /errors/retry`` and ``/errors/discard`` (a confirmation page with the count first, then
+the action with ``confirm=1``). Access, the form token and the origin checks are ``web.py``'s,
+done before these run (``web.py`` imports this module when a request asks for one of these).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from celery_plus.admin import ops_pages
 from celery_plus.admin.params import parse_int, shown
+from celery_plus.admin.task_stats import WINDOWS
 from celery_plus.admin.web import HttpError
 from celery_plus.model.admin import MAX_PER_PAGE
 
@@ -47,6 +48,15 @@ def get(dash: Any, r: Any, parts: list[str], refresh: int) -> Answer:
         return dash._html(r, f"errors: {exc_type}", body, refresh,
                           lambda n: ops_pages.group_url(r.urls, exc_type, msg,
                                                         refresh=n or None))
+    if parts == ["tasks"]:
+        window = r.query.get("window") or "1h"
+        if window not in WINDOWS:
+            raise ValueError(f"window: one of {', '.join(WINDOWS)} (got {shown(window)})")
+        found = admin.task_breakdown(WINDOWS[window])
+        if r.path.startswith("/api/"):
+            return "200 OK", [("Content-Type", "application/json")], json.dumps(found.to_dict())
+        return dash._html(r, "tasks", ops_pages.tasks_page(r.urls, found, window), refresh,
+                          lambda n: r.urls("/tasks", window=window, refresh=n or None))
     raise HttpError("404 Not Found", "no such page")
 
 

@@ -330,7 +330,7 @@ class Dashboard:
             return self._listing(r, parts[1], refresh)
         if parts == ["workers"]:
             return self._workers(r, refresh)
-        if parts[0] == "errors":
+        if parts[0] == "errors" or parts == ["tasks"]:
             from celery_plus.admin import ops_web  # (it imports this module)
 
             return ops_web.get(self, r, parts, refresh)
@@ -452,6 +452,10 @@ class Dashboard:
             data = [v.to_dict() for v in workers.workers(admin)]
         elif parts == ["schedules"]:
             data = [s.to_dict() for s in admin.schedules()]
+        elif parts == ["tasks"]:
+            from celery_plus.admin import ops_web  # (it imports this module)
+
+            return ops_web.get(self, r, parts, 0)
         elif len(parts) == 2 and parts[0] == "jobs":
             data = self._page(self._listing_view(r, parts[1])).to_dict()
         elif parts[:1] == ["job"] and (len(parts) >= 2 or "id" in r.query):

@@ -1,5 +1,6 @@
 """The operator's bulk commands of the admin CLI: dead letters grouped by error and what acts
-on a whole group (``dlq groups``, ``dlq retry-group``, ``dlq discard-group``).
+on a whole group (``dlq groups``, ``dlq retry-group``, ``dlq discard-group``), and the
+per-task breakdown (``tasks``).
 
 Registered beside ``cli/admin.py``'s commands (the ``dlq`` group is that module's); they use the
 Python API only (``admin/grouped_errors.py``).
@@ -12,6 +13,7 @@ from typing import Any
 import click
 from celery.bin.base import CeleryCommand
 
+from celery_plus.admin.task_stats import WINDOWS, TaskBreakdown
 from celery_plus.admin.text import visible, when
 from celery_plus.cli.admin import (
     _admin,
@@ -24,6 +26,7 @@ from celery_plus.cli.admin import (
     table,
 )
 from celery_plus.model.admin import BulkResult
+from celery_plus.model.capped import count_text
 from celery_plus.model.error_groups import MAX_GROUPS, ErrorGroups
 
 
@@ -106,5 +109,41 @@ def dlq_discard_group(ctx: click.Context, exc_type: str, message: str, yes: bool
     _group_action(ctx, "discard", exc_type, message, yes, as_json)
 
 
+def _ms(value: int | None) -> str:
+    return "-" if value is None else f"{value / 1000:.3f}s"
+
+
+def tasks_text(found: TaskBreakdown, window: str) -> str:
+    if not found.tasks:
+        return f"no jobs waiting, running or finished in the last {window}"
+    rows = [(visible(clip(t.name, 60)), t.waiting, t.running, t.succeeded, t.failed,
+             count_text(t.dead), "-" if t.failure_rate is None else f"{t.failure_rate:.1%}",
+             _ms(t.p50_ms), _ms(t.p95_ms)) for t in found.tasks]
+    text = table(["TASK", "WAITING", "RUNNING", "SUCCEEDED", "FAILED", "DEAD", "FAIL RATE",
+                  "P50", "P95"], rows)
+    text += (f"\nsucceeded, failed, rates and runtimes: finished in the last {window} (the "
+             f"newest {found.sample} of each); waiting, running: the newest {found.sample} "
+             "of each state; dead: dead letters now")
+    if found.sampled:
+        text += f"\nsampled (more jobs than read): {', '.join(found.sampled)}"
+    return text
+
+
+@click.command(cls=CeleryCommand, name="tasks")
+@click.option("--window", type=click.Choice(list(WINDOWS)), default="1h", show_default=True,
+              help="The recent window of the finished jobs' figures.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def tasks(ctx: click.Context, window: str, as_json: bool) -> None:
+    """Per task name: jobs waiting, running, succeeded, failed, dead; the failure rate and
+    the runtime's p50 / p95 over a recent window (from bounded samples)."""
+    with _admin(ctx) as admin:
+        found = admin.task_breakdown(WINDOWS[window])
+    if as_json:
+        _emit_json(found.to_dict())
+    else:
+        _echo(tasks_text(found, window))
+
+
 #: Top-level commands of this module (the ``dlq`` ones are added to cli/admin.py's group).
-COMMANDS: tuple[click.Command, ...] = ()
+COMMANDS: tuple[click.Command, ...] = (tasks,)
