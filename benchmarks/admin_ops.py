@@ -84,7 +84,7 @@ def measure(kind: str, jobs: int, rounds: int) -> list[tuple[str, float, float]]
         print(f"{kind}: {jobs} dead letters stored in {time.perf_counter() - started:.1f} s "
               "(page, median ms, worst ms)", flush=True)
         with connect(app) as admin:
-            assert admin.counts().failed == jobs
+            assert admin.counts().failed in (jobs, 10_001)  # (SQL counts are capped)
         web = make_app(app)
         server = make_server("127.0.0.1", 0, web, handler_class=base._Quiet)
         thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
-from celery_plus.admin import grouped_errors, task_stats
+from celery_plus.admin import filter_actions, grouped_errors, task_stats
 from celery_plus.admin.params import MAX_DURATION_S, check_page, check_text
 from celery_plus.admin.queue_pause import QueuePause, set_queue_paused
 from celery_plus.admin.queue_pause import paused_queues as _paused_queues
@@ -433,6 +433,23 @@ class Admin:
         """Per task name: waiting, running, succeeded, failed, dead, failure rate and runtime
         p50 / p95 over the last ``window_s`` seconds (bounded samples: admin/task_stats.py)."""
         return task_stats.breakdown(self, window_s, sample)
+
+    def act_on_filter(self, action: str, state: str, *, task: str | None = None,
+                      queue: str | None = None, since: Moment = None, until: Moment = None,
+                      text: str | None = None, result: BulkResult | None = None
+                      ) -> BulkResult:
+        """Retry / discard / cancel / purge every job of ``state`` that matches a listing's
+        filters, in bounded batches (admin/filter_actions.py)."""
+        return filter_actions.act_on_filter(self, action, state, task=task, queue=queue,
+                                            since=since, until=until, text=text,
+                                            result=result)
+
+    def count_matching(self, state: str, *, task: str | None = None,
+                       queue: str | None = None, since: Moment = None, until: Moment = None,
+                       text: str | None = None) -> int:
+        """How many jobs of ``state`` a listing's filters match now."""
+        return filter_actions.count_matching(self, state, task=task, queue=queue, since=since,
+                                             until=until, text=text)
 
     # -- errors grouped by type and message (admin/grouped_errors.py) -----------------------
     def error_groups(self, limit: int = 100) -> ErrorGroups:

@@ -1,6 +1,7 @@
 """The operator's bulk commands of the admin CLI: dead letters grouped by error and what acts
 on a whole group (``dlq groups``, ``dlq retry-group``, ``dlq discard-group``), and the
-per-task breakdown (``tasks``).
+per-task breakdown (``tasks``), and an action on every job a listing's filters match
+(``bulk``).
 
 Registered beside ``cli/admin.py``'s commands (the ``dlq`` group is that module's); they use the
 Python API only (``admin/grouped_errors.py``).
@@ -13,9 +14,11 @@ from typing import Any
 import click
 from celery.bin.base import CeleryCommand
 
+from celery_plus.admin.filter_actions import ACTION_STATES
 from celery_plus.admin.task_stats import WINDOWS, TaskBreakdown
 from celery_plus.admin.text import visible, when
 from celery_plus.cli.admin import (
+    Moment,
     _admin,
     _bulk_text,
     _echo,
@@ -145,5 +148,43 @@ def tasks(ctx: click.Context, window: str, as_json: bool) -> None:
         _echo(tasks_text(found, window))
 
 
+@click.command(cls=CeleryCommand, name="bulk")
+@click.argument("action", type=click.Choice(list(ACTION_STATES)))
+@click.argument("state", type=click.Choice(sorted({s for v in ACTION_STATES.values()
+                                                    for s in v})))
+@click.option("--task", help="Only jobs of this task name.")
+@click.option("--queue", help="Only jobs of this queue.")
+@click.option("--since", type=Moment(),
+              help="Only jobs at or after this time (ISO 8601, UTC) or age (15m, 2h).")
+@click.option("--until", type=Moment(), help="Only jobs at or before this time or age.")
+@click.option("--text", help="Text in the arguments or the error (any case).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def bulk(ctx: click.Context, action: str, state: str, task: str | None, queue: str | None,
+         since: Any, until: Any, text: str | None, yes: bool, as_json: bool) -> None:
+    """Retry, discard, cancel or purge EVERY job of STATE that matches the filters (those of
+    `jobs STATE`), in batches of 500: asks first, showing how many match."""
+    if state not in ACTION_STATES[action]:
+        raise click.UsageError(f"{action} takes {', '.join(ACTION_STATES[action])} jobs, "
+                               f"not {state}")
+    filters = {"task": task, "queue": queue, "since": since, "until": until, "text": text}
+    with _admin(ctx) as admin:
+        if not yes:
+            matched = admin.count_matching(state, **filters)
+            words = ", ".join(f"{k} {visible(str(v))}" for k, v in filters.items() if v)
+            click.confirm(f"{action.capitalize()} {count_text(matched)} {state} jobs "
+                          f"({words or 'no filter: every one'})?", abort=True, err=True)
+        result = BulkResult(action)
+        with _interruptible(ctx, result, f"{state} jobs", as_json):
+            admin.act_on_filter(action, state, **filters, result=result)
+    if as_json:
+        _emit_json(result.to_dict())
+    else:
+        _echo(_bulk_text(result, f"matching {state} jobs"))
+    if result.conflicts:
+        ctx.exit(1)
+
+
 #: Top-level commands of this module (the ``dlq`` ones are added to cli/admin.py's group).
-COMMANDS: tuple[click.Command, ...] = (tasks,)
+COMMANDS: tuple[click.Command, ...] = (tasks, bulk)
