@@ -52,17 +52,21 @@ def errors_page(urls: Urls, found: ErrorGroups, msg: str, token: str | None) -> 
     rows = []
     for n, g in enumerate(found.groups, 1):
         link = f'<a href="{attr(group_url(urls, g.exc_type, g.message))}" id="group-{n}">'
-        cells = [e(f"{g.count:,}"), link + (cell(g.exc_type, 80) or "(no type)") + "</a>",
+        cells = [e(count_text(g.count)), link + (cell(g.exc_type, 80) or "(no type)") + "</a>",
                  cell(g.message, MESSAGE_CHARS) or "(no message)", e(when(g.newest_ms)),
                  e(when(g.oldest_ms))]
         if token is not None:
-            cells.append(_group_forms(urls, g.exc_type, g.message, f"{g.count:,}", token,
-                                      str(n)))
+            cells.append(_group_forms(urls, g.exc_type, g.message, count_text(g.count),
+                                      token, str(n)))
         rows.append(cells)
     headers = ["dead letters", "exception type", "message (first line)", "newest (UTC)",
                "oldest (UTC)"] + (["act on the group"] if token is not None else [])
     more = (f"<p>the {len(found.groups)} largest of {found.total:,} groups</p>"
             if len(found.groups) < found.total else "")
+    if found.sampled:
+        more += (f'<p class="warn" id="sampled">groups found among the newest '
+                 f"{found.sampled - 1:,} dead letters (an older group with none of them is "
+                 "not listed); counts over 10,000 are shown 10000+</p>")
     return (out + "<p>Dead letters grouped by exception type and the first line of the "
             f"message (its first {MESSAGE_CHARS} characters).</p>"
             + table(headers, rows, ident="groups") + more)

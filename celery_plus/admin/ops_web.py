@@ -18,7 +18,7 @@ from celery_plus.model.admin import MAX_PER_PAGE
 
 Answer = tuple[str, list[tuple[str, str]], str]
 #: Groups the errors page shows.
-GROUPS_SHOWN = 200
+GROUPS_SHOWN = 100
 
 
 def _group_key(values: dict[str, str]) -> tuple[str, str]:

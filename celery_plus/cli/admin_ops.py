@@ -36,11 +36,14 @@ from celery_plus.model.error_groups import MAX_GROUPS, ErrorGroups
 def groups_text(found: ErrorGroups) -> str:
     if not found.groups:
         return "no dead letters"
-    rows = [(g.count, visible(clip(g.exc_type, 40)), visible(clip(g.message, 80)),
+    rows = [(count_text(g.count), visible(clip(g.exc_type, 40)), visible(clip(g.message, 80)),
              when(g.newest_ms), when(g.oldest_ms)) for g in found.groups]
     text = table(["DEAD", "TYPE", "MESSAGE", "NEWEST", "OLDEST"], rows)
     shown = len(found.groups)
     more = f" (the {shown} largest shown)" if shown < found.total else ""
+    if found.sampled:
+        more += (f"; found among the newest {found.sampled - 1} dead letters, counts over "
+                 "10000 shown 10000+")
     return f"{text}\n{found.total} group{'s' * (found.total != 1)}{more}"
 
 

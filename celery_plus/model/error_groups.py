@@ -55,9 +55,13 @@ class ErrorGroups:
 
     groups: list[ErrorGroup]
     total: int
+    #: The groups were found among this many newest dead letters (None: among all); each
+    #: one's count is then capped as every SQL count (model/capped.py).
+    sampled: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"total": self.total, "groups": [g.to_dict() for g in self.groups]}
+        return {"total": self.total, "sampled": self.sampled,
+                "groups": [g.to_dict() for g in self.groups]}
 
 
 def ordered(groups: list[ErrorGroup], limit: int) -> ErrorGroups:
