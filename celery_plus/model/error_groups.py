@@ -1,7 +1,8 @@
 """Dead letters grouped by error: the group key, its normalization and the values returned.
 
-A dead letter's group is its exception type and its *normalized* message: the message's
-first line (up to the first ``\\n``), then its first :data:`MESSAGE_CHARS` characters. Every
+A dead letter's group is its exception type (its first :data:`MESSAGE_CHARS` characters) and
+its *normalized* message: the message's first line (up to the first ``\\n``), then its first
+:data:`MESSAGE_CHARS` characters. Every
 store computes the same key (SQL ``substr``/``instr`` on SQLite, ``split_part``/``left`` on
 PostgreSQL, ``lua/admin/error_groups_sync.lua`` on Redis, :func:`normalize` here), so a group
 listed by one call is found again by the next.
@@ -22,6 +23,11 @@ MAX_GROUPS = 1000
 def normalize(message: str | None) -> str:
     """The group's message of a dead letter whose error message is ``message``."""
     return (message or "").split("\n", 1)[0][:MESSAGE_CHARS]
+
+
+def group_type(exc_type: str | None) -> str:
+    """The group's exception type (cut like the message: a type name is short anyway)."""
+    return (exc_type or "")[:MESSAGE_CHARS]
 
 
 def group_id(exc_type: str, message: str) -> str:

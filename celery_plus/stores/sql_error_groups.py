@@ -17,8 +17,6 @@ from typing import Any, ClassVar
 from celery_plus.model.capped import CAPPED
 from celery_plus.model.error_groups import ErrorGroup, ErrorGroups, ordered
 
-#: The group's exception type as every statement (and the index) spells it.
-EXC_TYPE = "COALESCE(exc_type, '')"
 #: No finish time is later (a bigint).
 MAX_MS = 2**62
 
@@ -27,7 +25,8 @@ class SqlErrorGroups:
     """``error_groups`` / ``error_group_ids`` for an SQL store's admin (a mixin of
     :class:`~celery_plus.stores.sql_admin.SqlAdmin`)."""
 
-    #: The dialect's normalized message expression (as the index spells it).
+    #: The dialect's group type and normalized message expressions (as the index spells them).
+    GROUP_TYPE: ClassVar[str]
     GROUP_MESSAGE: ClassVar[str]
     MARK: ClassVar[str]
     ID: ClassVar[str]
@@ -39,7 +38,7 @@ class SqlErrorGroups:
         # The groups of the newest CAPPED dead letters (read through jobs_by_finish_id): with
         # fewer dead letters than that, the whole answer in one statement.
         rows = self._all(
-            f"SELECT t, m, count(*), min(f), max(f) FROM (SELECT {EXC_TYPE} AS t, "
+            f"SELECT t, m, count(*), min(f), max(f) FROM (SELECT {self.GROUP_TYPE} AS t, "
             f"{self.GROUP_MESSAGE} AS m, finished_ms AS f FROM jobs WHERE state = 'failed' "
             f"ORDER BY finished_ms DESC LIMIT {CAPPED}) AS newest GROUP BY t, m")
         found = [ErrorGroup(str(t), str(m), int(n), int(lo or 0), int(hi or 0))
@@ -60,7 +59,7 @@ class SqlErrorGroups:
 
     def _group_where(self) -> str:
         """The rows of one group (parameters: its type and message)."""
-        return (f"state = 'failed' AND {EXC_TYPE} = {self.MARK} AND "
+        return (f"state = 'failed' AND {self.GROUP_TYPE} = {self.MARK} AND "
                 f"{self.GROUP_MESSAGE} = {self.MARK}")
 
     def error_group_ids(self, exc_type: str, message: str, offset: int, limit: int,

@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from celery_plus.model.admin import Query
-from celery_plus.model.error_groups import ErrorGroup, ErrorGroups, normalize, ordered
+from celery_plus.model.error_groups import (
+    ErrorGroup,
+    ErrorGroups,
+    group_type,
+    normalize,
+    ordered,
+)
 from celery_plus.stores.admin_base.listing import Record
 
 
@@ -25,7 +31,7 @@ class RecordErrorGroups:
     def error_groups(self, limit: int) -> ErrorGroups:
         found: dict[tuple[str, str], list[int]] = {}
         for rec in self.candidates("failed", Query()):
-            key = (rec.exc_type or "", normalize(rec.exc_message))
+            key = (group_type(rec.exc_type), normalize(rec.exc_message))
             at = rec.finished_ms or 0
             row = found.setdefault(key, [0, at, at])
             row[0] += 1
@@ -38,5 +44,5 @@ class RecordErrorGroups:
                         ) -> tuple[list[str], int]:
         query = Query(oldest_first=oldest_first, until_ms=until_ms)
         ids = [rec.id for rec in self.candidates("failed", query)
-               if (rec.exc_type or "") == exc_type and normalize(rec.exc_message) == message]
+               if group_type(rec.exc_type) == exc_type and normalize(rec.exc_message) == message]
         return ids[offset:offset + limit], len(ids)

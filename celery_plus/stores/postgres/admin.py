@@ -39,6 +39,7 @@ class PostgresAdmin(SqlErrorGroups, SqlAdmin[PostgresBackend]):
     GREATEST = "greatest"
     SUMMARY = summary_columns("j.", "octet_length({})")
     # (migration 0010's jobs_error_groups spells it the same)
+    GROUP_TYPE = "left(COALESCE(exc_type, ''), 200)"
     GROUP_MESSAGE = "left(split_part(COALESCE(exc_message, ''), E'\\n', 1), 200)"
 
     def _all(self, sql: str, *params: Any) -> list[Any]:

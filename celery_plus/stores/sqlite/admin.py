@@ -33,6 +33,7 @@ class SQLiteAdmin(SqlErrorGroups, SqlAdmin[SQLiteBackend]):
     GREATEST = "MAX"
     SUMMARY = summary_columns("j.", "length(CAST({} AS BLOB))")
     # (schema.sql's jobs_error_groups spells it the same)
+    GROUP_TYPE = "substr(COALESCE(exc_type, ''), 1, 200)"
     GROUP_MESSAGE = ("substr(substr(COALESCE(exc_message, ''), 1, "
                      "instr(COALESCE(exc_message, '') || char(10), char(10)) - 1), 1, 200)")
 

@@ -179,3 +179,14 @@ def test_sql_stores_find_groups_among_the_newest_then_count_each_capped(
         assert found.sampled == 4 and found.total == 1
         [group] = found.groups
         assert (group.exc_type, group.count) == ("ConnectionError", 4)  # capped: "more"
+
+
+def test_a_huge_exception_type_still_dead_letters_and_groups_cut(store: Store) -> None:
+    """The index keeps 200 characters of the type and of the first line (PostgreSQL refuses a
+    btree entry over ~2.7 kB: a task raising a class with a huge name must still dead-letter)."""
+    dead(store, "huge", "E" * 5000, "x" * 5000)
+    assert store.state("huge") == "failed"
+    with connect(store.app) as admin:
+        [group] = admin.error_groups().groups
+        assert (group.exc_type, group.message, group.count) == ("E" * 200, "x" * 200, 1)
+        assert [r.id for r in admin.error_group_jobs("E" * 200, "x" * 200).items] == ["huge"]

@@ -5,10 +5,10 @@ ARGV: 1 prefix, 2 lowest score to read (inclusive, or '-inf'), 3 members of that
 Returns {members read, highest score read ('' if none), members read at that score}. ]]
 local CHARS = 200
 
--- The group's message: the first line of `s`, its first CHARS UTF-8 characters (a character
--- is at most 4 bytes: no more than that is looked at).
-local function group_message(s)
-  s = string.match(string.sub(s, 1, CHARS * 4), '^[^\n]*')
+-- The first CHARS UTF-8 characters of `s` (a character is at most 4 bytes: no more than that
+-- is looked at).
+local function clip(s)
+  s = string.sub(s, 1, CHARS * 4)
   local count = 0
   for i = 1, #s do
     local b = string.byte(s, i)
@@ -20,13 +20,18 @@ local function group_message(s)
   return s
 end
 
+-- The group's message: the first line of `s`, clipped.
+local function group_message(s)
+  return clip(string.match(string.sub(s, 1, CHARS * 4), '^[^\n]*'))
+end
+
 local rows = redis.call('ZRANGEBYSCORE', P .. ':dead', ARGV[2], '+inf', 'WITHSCORES', 'LIMIT',
                         ARGV[3], ARGV[4])
 local high, at_high = nil, 0
 for i = 1, #rows, 2 do
   local id, score = rows[i], rows[i + 1]
   local f = redis.call('HMGET', jkey(id), 'etype', 'emsg')
-  local etype, msg = f[1] or '', group_message(f[2] or '')
+  local etype, msg = clip(f[1] or ''), group_message(f[2] or '')
   local gid = redis.sha1hex(etype .. '\n' .. msg)
   local was = redis.call('HGET', GX .. ':gof', id)
   if was and was ~= gid then redis.call('ZREM', GX .. ':g:' .. was, id) end
