@@ -440,16 +440,22 @@ class Admin:
                       ) -> BulkResult:
         """Retry / discard / cancel / purge every job of ``state`` that matches a listing's
         filters, in bounded batches (admin/filter_actions.py)."""
+        since_ms, until_ms = self._range(since, until)
         return filter_actions.act_on_filter(self, action, state, task=task, queue=queue,
-                                            since=since, until=until, text=text,
+                                            since_ms=since_ms, until_ms=until_ms, text=text,
                                             result=result)
 
     def count_matching(self, state: str, *, task: str | None = None,
                        queue: str | None = None, since: Moment = None, until: Moment = None,
                        text: str | None = None) -> int:
         """How many jobs of ``state`` a listing's filters match now."""
-        return filter_actions.count_matching(self, state, task=task, queue=queue, since=since,
-                                             until=until, text=text)
+        since_ms, until_ms = self._range(since, until)
+        return filter_actions.count_matching(self, state, task=task, queue=queue,
+                                             since_ms=since_ms, until_ms=until_ms, text=text)
+
+    def _range(self, since: Moment, until: Moment) -> tuple[int | None, int | None]:
+        now = self.store.now_ms()
+        return _moment_ms(since, now), _moment_ms(until, now)
 
     # -- errors grouped by type and message (admin/grouped_errors.py) -----------------------
     def error_groups(self, limit: int = 100) -> ErrorGroups:

@@ -13,15 +13,11 @@ filled in step by step (an interrupted action says what it did).
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 from celery_plus.admin.params import check_text
 from celery_plus.model.admin import BATCH, PURGEABLE, WAITING, BulkResult, Query, check_state
-
-if TYPE_CHECKING:
-    from celery_plus.admin.api import Admin, Moment
 
 #: The states each action takes.
 ACTION_STATES: dict[str, tuple[str, ...]] = {
@@ -29,41 +25,38 @@ ACTION_STATES: dict[str, tuple[str, ...]] = {
     "purge": tuple(PURGEABLE)}
 
 
-def _filter_query(admin: Admin, task: str | None, queue: str | None, since: Moment,
-                  until: Moment, text: str | None) -> Query:
-    from celery_plus.admin.api import _moment_ms
-
+def _filter_query(admin: Any, task: str | None, queue: str | None, since_ms: int | None,
+                  until_ms: int | None, text: str | None) -> Query:
     for name, value in (("task", task), ("queue", queue), ("text", text)):
         check_text(name, value)
     now = admin.store.now_ms()
-    since_ms = _moment_ms(since, now)
-    until_ms = _moment_ms(until, now)
     until_ms = now if until_ms is None else min(until_ms, now)
     return Query(task=task or None, queue=queue or None, since_ms=since_ms, until_ms=until_ms,
                  text=text or None, oldest_first=True)
 
 
-def count_matching(admin: Admin, state: str, *, task: str | None = None,
-                   queue: str | None = None, since: Moment = None, until: Moment = None,
-                   text: str | None = None) -> int:
+def count_matching(admin: Any, state: str, *, task: str | None = None,
+                   queue: str | None = None, since_ms: int | None = None,
+                   until_ms: int | None = None, text: str | None = None) -> int:
     """How many jobs of ``state`` the filters match now (what a confirmation shows; on the
     SQL stores more than 10,000 is 10,001, as every count)."""
     check_state(state)
-    query = _filter_query(admin, task, queue, since, until, text)
+    query = _filter_query(admin, task, queue, since_ms, until_ms, text)
     return int(admin.store.jobs(state, query, 0, 1)[1])
 
 
-def act_on_filter(admin: Admin, action: str, state: str, *, task: str | None = None,
-                  queue: str | None = None, since: Moment = None, until: Moment = None,
-                  text: str | None = None, result: BulkResult | None = None,
-                  batch: int = BATCH) -> BulkResult:
-    """``action`` on every job of ``state`` the filters match (see the module docstring)."""
+def act_on_filter(admin: Any, action: str, state: str, *, task: str | None = None,
+                  queue: str | None = None, since_ms: int | None = None,
+                  until_ms: int | None = None, text: str | None = None,
+                  result: BulkResult | None = None, batch: int = BATCH) -> BulkResult:
+    """``action`` on every job of ``state`` the filters match (see the module docstring);
+    ``admin`` is an :class:`~celery_plus.admin.api.Admin` (times: ms since the epoch)."""
     if action not in ACTION_STATES:
         raise ValueError(f"action: one of {', '.join(ACTION_STATES)} (got {action!r})")
     check_state(state, ACTION_STATES[action])
     if not 1 <= batch <= 1000:
         raise ValueError(f"batch: 1 to 1000 jobs (got {batch})")
-    query = _filter_query(admin, task, queue, since, until, text)
+    query = _filter_query(admin, task, queue, since_ms, until_ms, text)
     operation: Callable[[Sequence[str]], BulkResult] = {
         "retry": lambda ids: admin.retry_many(ids=ids),
         "discard": admin.discard_many, "cancel": admin.cancel_many,
@@ -82,7 +75,3 @@ def act_on_filter(admin: Admin, action: str, state: str, *, task: str | None = N
         result.conflicts += done.conflicts
         skip += len(ids) - len(done.changed)
 
-
-def older_than_cutoff(seconds: float | None) -> dt.timedelta | None:
-    """An ``older_than`` filter as the ``until`` it means."""
-    return None if seconds is None else dt.timedelta(seconds=seconds)

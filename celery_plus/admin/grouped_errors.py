@@ -10,7 +10,7 @@ fills in a :class:`BulkResult` batch by batch (an interrupted action says what i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from celery_plus.admin.params import check_page, check_text
 from celery_plus.model.admin import (
@@ -22,14 +22,11 @@ from celery_plus.model.admin import (
 )
 from celery_plus.model.error_groups import MAX_GROUPS, MESSAGE_CHARS, ErrorGroups
 
-if TYPE_CHECKING:
-    from celery_plus.admin.api import Admin
-
 #: Dead letters acted on per step of a group action.
 BATCH = 500
 
 
-def _store(admin: Admin) -> Any:
+def _store(admin: Any) -> Any:
     store = admin.store
     if not hasattr(store, "error_groups"):
         raise UnsupportedStore("this store's admin does not group dead letters by error")
@@ -42,7 +39,7 @@ def _key(exc_type: str, message: str) -> tuple[str, str]:
     return exc_type, message
 
 
-def groups(admin: Admin, limit: int = 100) -> ErrorGroups:
+def groups(admin: Any, limit: int = 100) -> ErrorGroups:
     """The dead letters' groups, the largest first (at most ``limit``)."""
     if not 1 <= limit <= MAX_GROUPS:
         raise ValueError(f"limit must be between 1 and {MAX_GROUPS} (got {limit})")
@@ -50,7 +47,7 @@ def groups(admin: Admin, limit: int = 100) -> ErrorGroups:
     return result
 
 
-def group_jobs(admin: Admin, exc_type: str, message: str, page: int = 1, per_page: int = 50,
+def group_jobs(admin: Any, exc_type: str, message: str, page: int = 1, per_page: int = 50,
                order: str = "newest") -> Page:
     """One page of the group's dead letters, newest first (``order="oldest"``: oldest)."""
     exc_type, message = _key(exc_type, message)
@@ -68,7 +65,7 @@ def group_jobs(admin: Admin, exc_type: str, message: str, page: int = 1, per_pag
     return Page(items=items, total=int(total), page=page, per_page=per_page, state="failed")
 
 
-def act_on_group(admin: Admin, action: str, exc_type: str, message: str,
+def act_on_group(admin: Any, action: str, exc_type: str, message: str,
                  result: BulkResult | None = None) -> BulkResult:
     """Retry (``action="retry"``) or discard (``"discard"``) every dead letter of the group
     that died before this call, oldest first, :data:`BATCH` at a time."""

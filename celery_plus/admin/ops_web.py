@@ -2,7 +2,7 @@
 ``GET /errors/jobs?type=&message=``, ``GET /tasks?window=1h`` (and ``/api/tasks``),
 ``POST /errors/retry`` and ``/errors/discard`` (a confirmation page with the count first, then
 the action with ``confirm=1``). Access, the form token and the origin checks are ``web.py``'s,
-done before these run (``web.py`` imports this module when a request asks for one of these).
+done before these run; ``dash`` is the :class:`~celery_plus.admin.web.Dashboard`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from typing import Any
 from celery_plus.admin import ops_pages
 from celery_plus.admin.params import parse_int, shown
 from celery_plus.admin.task_stats import WINDOWS
-from celery_plus.admin.web import HttpError
 from celery_plus.model.admin import MAX_PER_PAGE
 
 Answer = tuple[str, list[tuple[str, str]], str]
+#: What a handler returns: an answer, or None for a path it does not serve (web.py: 404).
+Handled = Answer | None
 #: Groups the errors page shows.
 GROUPS_SHOWN = 100
 
@@ -29,7 +30,7 @@ def _group_key(values: dict[str, str]) -> tuple[str, str]:
     return exc_type, msg or ""
 
 
-def get(dash: Any, r: Any, parts: list[str], refresh: int) -> Answer:
+def get(dash: Any, r: Any, parts: list[str], refresh: int) -> Handled:
     admin = dash.admin()
     if parts == ["errors"]:
         body = ops_pages.errors_page(r.urls, admin.error_groups(GROUPS_SHOWN),
@@ -57,12 +58,12 @@ def get(dash: Any, r: Any, parts: list[str], refresh: int) -> Answer:
             return "200 OK", [("Content-Type", "application/json")], json.dumps(found.to_dict())
         return dash._html(r, "tasks", ops_pages.tasks_page(r.urls, found, window), refresh,
                           lambda n: r.urls("/tasks", window=window, refresh=n or None))
-    raise HttpError("404 Not Found", "no such page")
+    return None
 
 
-def post(dash: Any, r: Any, action: str, form: dict[str, list[str]]) -> Answer:
+def post(dash: Any, r: Any, action: str, form: dict[str, list[str]]) -> Handled:
     if action not in ops_pages.GROUP_VERBS:
-        raise HttpError("404 Not Found", "no such operation")
+        return None
     exc_type, msg = _group_key({k: v[-1] for k, v in form.items() if v})
     admin = dash.admin()
     if form.get("confirm", [""])[-1] != "1":

@@ -13,12 +13,9 @@ reported as sampled (:attr:`TaskBreakdown.sampled`), so a page never claims more
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from celery_plus.model.admin import WAITING, Query, UnsupportedStore, percentile
-
-if TYPE_CHECKING:
-    from celery_plus.admin.api import Admin
 
 #: Jobs read per state (the newest).
 SAMPLE = 2000
@@ -67,7 +64,7 @@ class TaskBreakdown:
                 "sampled": list(self.sampled), "tasks": [t.to_dict() for t in self.tasks]}
 
 
-def breakdown(admin: Admin, window_s: int = 3600, sample: int = SAMPLE) -> TaskBreakdown:
+def breakdown(admin: Any, window_s: int = 3600, sample: int = SAMPLE) -> TaskBreakdown:
     """The per-task breakdown (see the module docstring)."""
     if not 1 <= window_s <= 7 * 86400:
         raise ValueError(f"window: 1 s to 7 days (got {window_s} s)")

@@ -45,7 +45,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from celery_plus import settings
-from celery_plus.admin import api, deadline, pages, workers
+from celery_plus.admin import api, deadline, ops_web, pages, workers
 from celery_plus.admin.markup import Urls, layout
 from celery_plus.admin.metrics import metrics_text
 from celery_plus.admin.pages import Bulk, ListingView
@@ -331,9 +331,10 @@ class Dashboard:
         if parts == ["workers"]:
             return self._workers(r, refresh)
         if parts[0] == "errors" or parts == ["tasks"]:
-            from celery_plus.admin import ops_web  # (it imports this module)
-
-            return ops_web.get(self, r, parts, refresh)
+            answer = ops_web.get(self, r, parts, refresh)
+            if answer is None:
+                raise HttpError("404 Not Found", "no such page")
+            return answer
         if parts == ["schedules"]:
             admin = self.admin()
             body = pages.schedules_page(r.urls, admin.schedules(), self._message(r),
@@ -453,9 +454,7 @@ class Dashboard:
         elif parts == ["schedules"]:
             data = [s.to_dict() for s in admin.schedules()]
         elif parts == ["tasks"]:
-            from celery_plus.admin import ops_web  # (it imports this module)
-
-            return ops_web.get(self, r, parts, 0)
+            return ops_web.get(self, r, parts, 0) or ("404 Not Found", _TEXT, "no such page")
         elif len(parts) == 2 and parts[0] == "jobs":
             data = self._page(self._listing_view(r, parts[1])).to_dict()
         elif parts[:1] == ["job"] and (len(parts) >= 2 or "id" in r.query):
@@ -538,9 +537,10 @@ class Dashboard:
         if path.startswith("/jobs/") and path.endswith("/bulk"):
             return self._bulk(r, path[len("/jobs/"):-len("/bulk")], form)
         if path.startswith("/errors/"):
-            from celery_plus.admin import ops_web  # (it imports this module)
-
-            return ops_web.post(self, r, path[len("/errors/"):], form)
+            answer = ops_web.post(self, r, path[len("/errors/"):], form)
+            if answer is None:
+                raise HttpError("404 Not Found", "no such operation")
+            return answer
         if path.startswith("/workers/"):
             node, _, action = path[len("/workers/"):].rpartition("/")
             return self._worker_action(r, node, action, form)
