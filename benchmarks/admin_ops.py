@@ -10,6 +10,7 @@ one group's page of dead letters, and ``/tasks`` (the per-task breakdown); each 
 ``--rounds`` times over HTTP: median and worst milliseconds.
 
     python -m benchmarks.admin_ops [--stores sqlite,redis,postgres] [--jobs 100000] [--rounds 7]
+    python -m benchmarks.admin_ops --actions --jobs 20000   # a group action, a text-filter one
 """
 
 from __future__ import annotations
@@ -111,12 +112,37 @@ def measure(kind: str, jobs: int, rounds: int) -> list[tuple[str, float, float]]
     return out
 
 
+def measure_actions(kind: str, jobs: int) -> list[tuple[str, int, float]]:
+    """(action, jobs changed, seconds) of a group action and a text-filter action."""
+    out = []
+    with base.STORES[kind](jobs) as app:
+        vary(kind, app, jobs)
+        with connect(app) as admin:
+            started = time.perf_counter()
+            done = admin.discard_group("ConnectionError", "SMTP server unreachable: mx3")
+            out.append(("discard_group (ConnectionError, mx3)", len(done.changed),
+                        time.perf_counter() - started))
+            started = time.perf_counter()
+            done = admin.act_on_filter("retry", "failed", text="unreachable: mx5\n")
+            out.append(("act_on_filter retry, text 'unreachable: mx5\\n'", len(done.changed),
+                        time.perf_counter() - started))
+    for action, changed, seconds in out:
+        print(f"{kind:9} {action:50} {changed:6} jobs {seconds:8.2f} s", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stores", default="sqlite,redis,postgres")
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--actions", action="store_true",
+                        help="time a group action and a text-filter action instead")
     args = parser.parse_args()
+    if args.actions:
+        for kind in (k.strip() for k in args.stores.split(",") if k.strip()):
+            measure_actions(kind, args.jobs)
+        return
     results: dict[str, Any] = {}
     for kind in (k.strip() for k in args.stores.split(",") if k.strip()):
         results[kind] = measure(kind, args.jobs, args.rounds)

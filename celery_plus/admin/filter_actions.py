@@ -7,8 +7,10 @@ is the store's own per-job atomic operation on those ids (``retry_many(ids=…)`
 ``discard_many``, ``cancel_many``, ``purge(ids=…)``), which re-checks each job's state, so a
 job that changed meanwhile is left alone. Only jobs already there when the action started are
 taken: the time filter's upper end is the store's clock at the start (a retried dead letter
-that dies again, or a job published meanwhile, is not acted on twice or unasked). The result is
-filled in step by step (an interrupted action says what it did).
+that dies again, or a job published meanwhile, is not acted on twice or unasked). With a text
+filter, the matches are found in one pass over the candidates first (their ids, up to
+:data:`COLLECT` a pass), then acted on a batch at a time. The result is filled in step by step
+(an interrupted action says what it did).
 """
 
 from __future__ import annotations
@@ -17,8 +19,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from celery_plus.admin.params import check_text
-from celery_plus.model.admin import BATCH, PURGEABLE, WAITING, BulkResult, Query, check_state
+from celery_plus.model.admin import (
+    BATCH,
+    PURGEABLE,
+    WAITING,
+    BulkResult,
+    Query,
+    batches,
+    check_state,
+    text_matches,
+)
 
+#: Text matches collected per pass over the candidates (their ids only).
+COLLECT = 100_000
 #: The states each action takes.
 ACTION_STATES: dict[str, tuple[str, ...]] = {
     "retry": ("failed",), "discard": ("failed",), "cancel": tuple(WAITING),
@@ -63,6 +76,8 @@ def act_on_filter(admin: Any, action: str, state: str, *, task: str | None = Non
         "purge": lambda ids: admin.purge(state, ids=ids)}[action]
     result = result if result is not None else BulkResult(action)
     result.action = action
+    if query.text is not None and hasattr(admin.store, "candidates"):
+        return _act_on_text_matches(admin, state, query, operation, result, batch)
     skip = 0  # matches left in place (a retry conflict, a job that moved on): not asked again
     while True:
         items, _ = admin.store.jobs(state, query, skip, batch)
@@ -74,4 +89,28 @@ def act_on_filter(admin: Any, action: str, state: str, *, task: str | None = Non
         result.changed += done.changed
         result.conflicts += done.conflicts
         skip += len(ids) - len(done.changed)
+
+
+def _act_on_text_matches(admin: Any, state: str, query: Query,
+                         operation: Callable[[Sequence[str]], BulkResult], result: BulkResult,
+                         batch: int) -> BulkResult:
+    """A text filter: the matches' ids collected in ONE pass over the candidates (a text
+    search decodes each record it reads: searching again per batch would read them all once
+    per batch), at most :data:`COLLECT` at a time, then acted on ``batch`` at a time."""
+    assert query.text is not None
+    while True:
+        ids: list[str] = []
+        for rec in admin.store.candidates(state, query):
+            if text_matches(query.text, rec):
+                ids.append(rec.id)
+                if len(ids) >= COLLECT:
+                    break
+        before = len(result.changed)
+        for chunk in batches(ids, batch):
+            done = operation(chunk)
+            result.matched += len(chunk)
+            result.changed += done.changed
+            result.conflicts += done.conflicts
+        if len(ids) < COLLECT or len(result.changed) == before:
+            return result
 

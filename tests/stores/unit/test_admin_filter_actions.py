@@ -40,15 +40,17 @@ def seed_dead(store: Store) -> None:
     store.dead("other-0", task="proj.bill", error="SMTP down")
 
 
-def test_every_match_of_a_text_filter_in_small_batches(store: Store) -> None:
+def test_every_match_of_a_text_filter_in_small_batches(store: Store,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from celery_plus.admin import filter_actions
+
+    monkeypatch.setattr(filter_actions, "COLLECT", 4)  # two passes over the candidates
     seed_dead(store)
     with connect(store.app) as admin:
         assert admin.count_matching("failed", text="smtp", task="proj.mail") == 7
         result = BulkResult("retry")
-        from celery_plus.admin.filter_actions import act_on_filter
-
-        act_on_filter(admin, "retry", "failed", text="smtp", task="proj.mail", batch=3,
-                      result=result)
+        filter_actions.act_on_filter(admin, "retry", "failed", text="smtp", task="proj.mail",
+                                     batch=3, result=result)
         assert sorted(result.changed) == [f"smtp-{n}" for n in range(7)]
         assert result.matched == 7 and not result.conflicts
         assert store.state("card-0") == store.state("other-0") == "failed"
