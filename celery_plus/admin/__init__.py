@@ -18,6 +18,8 @@ from celery_plus.admin.api import (
     connect,
     counts,
     discard,
+    discard_group,
+    error_groups,
     jobs,
     pause_queue,
     pause_schedule,
@@ -26,10 +28,12 @@ from celery_plus.admin.api import (
     resume_queue,
     resume_schedule,
     retry,
+    retry_group,
     retry_many,
     schedules,
     show,
     status,
+    task_breakdown,
     throughput,
 )
 from celery_plus.admin.queue_pause import QueuePause
@@ -59,7 +63,8 @@ __all__ = [
     "JobDetail", "JobNotFound", "JobSummary", "OpResult", "Page", "QueuePause", "QueueStatus",
     "RetryConflict", "Schedule", "ScheduleNotFound", "Status", "Throughput",
     "UnscopedOperation", "UnsupportedStore", "admin_for", "cancel", "connect", "counts",
-    "discard", "jobs", "pause_queue", "pause_schedule", "paused_queues", "purge",
-    "resume_queue", "resume_schedule", "retry",
-    "retry_many", "schedules", "show", "status", "throughput",
+    "discard", "discard_group", "error_groups", "jobs", "pause_queue", "pause_schedule",
+    "paused_queues", "purge",
+    "resume_queue", "resume_schedule", "retry", "retry_group",
+    "retry_many", "schedules", "show", "status", "task_breakdown", "throughput",
 ]

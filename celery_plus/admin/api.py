@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from celery_plus.admin import search
+from celery_plus.admin import filter_actions, grouped_errors, search, task_stats
 from celery_plus.admin.params import MAX_DURATION_S, check_page, check_text
 from celery_plus.admin.queue_pause import QueuePause, set_queue_paused
 from celery_plus.admin.queue_pause import paused_queues as _paused_queues
@@ -70,6 +70,7 @@ from celery_plus.model.admin import (
     check_state,
     latencies,
 )
+from celery_plus.model.error_groups import ErrorGroups
 from celery_plus.model.store import Backend
 from celery_plus.stores.registry import admin_for, open_store, store_location
 
@@ -433,6 +434,55 @@ class Admin:
         self.app.control.revoke(task_id, terminate=True, signal=signal)
         return OpResult(task_id, "terminate", True, "running", "running")
 
+    def task_breakdown(self, window_s: int = 3600,
+                       sample: int = task_stats.SAMPLE) -> task_stats.TaskBreakdown:
+        """Per task name: waiting, running, succeeded, failed, dead, failure rate and runtime
+        p50 / p95 over the last ``window_s`` seconds (bounded samples: admin/task_stats.py)."""
+        return task_stats.breakdown(self, window_s, sample)
+
+    def act_on_filter(self, action: str, state: str, *, task: str | None = None,
+                      queue: str | None = None, since: Moment = None, until: Moment = None,
+                      text: str | None = None, result: BulkResult | None = None
+                      ) -> BulkResult:
+        """Retry / discard / cancel / purge every job of ``state`` that matches a listing's
+        filters, in bounded batches (admin/filter_actions.py)."""
+        since_ms, until_ms = self._range(since, until)
+        return filter_actions.act_on_filter(self, action, state, task=task, queue=queue,
+                                            since_ms=since_ms, until_ms=until_ms, text=text,
+                                            result=result)
+
+    def count_matching(self, state: str, *, task: str | None = None,
+                       queue: str | None = None, since: Moment = None, until: Moment = None,
+                       text: str | None = None) -> int:
+        """How many jobs of ``state`` a listing's filters match now."""
+        since_ms, until_ms = self._range(since, until)
+        return filter_actions.count_matching(self, state, task=task, queue=queue,
+                                             since_ms=since_ms, until_ms=until_ms, text=text)
+
+    def _range(self, since: Moment, until: Moment) -> tuple[int | None, int | None]:
+        now = self.store.now_ms()
+        return _moment_ms(since, now), _moment_ms(until, now)
+
+    # -- errors grouped by type and message (admin/grouped_errors.py) -----------------------
+    def error_groups(self, limit: int = 100) -> ErrorGroups:
+        """The dead letters grouped by exception type and message, the largest first."""
+        return grouped_errors.groups(self, limit)
+
+    def error_group_jobs(self, exc_type: str, message: str, page: int = 1,
+                         per_page: int = 50, order: str = "newest") -> Page:
+        """One page of a group's dead letters."""
+        return grouped_errors.group_jobs(self, exc_type, message, page, per_page, order)
+
+    def retry_group(self, exc_type: str, message: str,
+                    result: BulkResult | None = None) -> BulkResult:
+        """Retry every dead letter of the group (in batches; ``result`` as for retry_many)."""
+        return grouped_errors.act_on_group(self, "retry", exc_type, message, result)
+
+    def discard_group(self, exc_type: str, message: str,
+                      result: BulkResult | None = None) -> BulkResult:
+        """Discard every dead letter of the group (in batches)."""
+        return grouped_errors.act_on_group(self, "discard", exc_type, message, result)
+
     def throughput(self, windows: Sequence[int] = WINDOWS) -> list[Throughput]:
         """Completed and failed jobs of the last ``windows`` seconds (default 5 and 60
         minutes), from the finish times of the records the store keeps."""
@@ -529,11 +579,28 @@ def paused_queues(app: Any) -> dict[str, int]:
     return _once(app, Admin.paused_queues)
 
 
+def error_groups(app: Any, limit: int = 100) -> ErrorGroups:
+    return _once(app, lambda a: a.error_groups(limit))
+
+
+def retry_group(app: Any, exc_type: str, message: str) -> BulkResult:
+    return _once(app, lambda a: a.retry_group(exc_type, message))
+
+
+def discard_group(app: Any, exc_type: str, message: str) -> BulkResult:
+    return _once(app, lambda a: a.discard_group(exc_type, message))
+
+
+def task_breakdown(app: Any, window_s: int = 3600) -> task_stats.TaskBreakdown:
+    return _once(app, lambda a: a.task_breakdown(window_s))
+
+
 def throughput(app: Any, windows: Sequence[int] = WINDOWS) -> list[Throughput]:
     with connect(app) as a:
         return a.throughput(windows)
 
 
 __all__ = ["STATES", "Admin", "admin_for", "cancel", "connect", "counts", "discard",
-           "jobs", "pause_queue", "paused_queues", "purge", "resume_queue", "retry",
-           "retry_many", "show", "status", "throughput"]
+           "discard_group", "error_groups", "jobs", "pause_queue", "paused_queues", "purge",
+           "resume_queue", "retry", "retry_group", "retry_many", "show", "status",
+           "task_breakdown", "throughput"]

@@ -153,6 +153,8 @@ def layout(urls: Urls, title: str, body: str, counts: Counts | None = None,
         + (f" ({counts[s]:,})" if counts is not None else "") + "</a>" for s in STATES)
     nav += f' <a href="{attr(urls.workers())}" id="nav-workers">workers</a>'
     nav += f' <a href="{attr(urls.schedules())}" id="nav-schedules">schedules</a>'
+    nav += f' <a href="{attr(urls("/errors"))}" id="nav-errors">errors</a>'
+    nav += f' <a href="{attr(urls("/tasks"))}" id="nav-tasks">tasks</a>'
     head = ""
     if live is not None:
         seconds, reload_url, choices = live

@@ -41,8 +41,11 @@ from celery_plus.model.admin import (
 )
 from celery_plus.model.capped import count_text
 
-#: Filters of a listing that a bulk "whole filter" action honours (``text`` is not a scope).
-SCOPE_FIELDS = ("task", "queue", "older_than")
+#: Filters of a listing that a bulk "whole filter" action honours (all but ``search``: a whole
+#: filter action searches every job).
+SCOPE_FIELDS = ("task", "queue", "older_than", "text", "since", "until")
+#: Of those, the ones the store's scoped retry / purge take (others: admin/filter_actions.py).
+STORE_SCOPE_FIELDS = ("task", "queue", "older_than")
 #: Rows of a listing page unless ``per_page`` says otherwise.
 DEFAULT_PER_PAGE = 50
 #: Filters a listing takes from its query string (``search=all``: no TEXT_LIMIT).
@@ -59,10 +62,11 @@ SELECTED_ACTIONS: dict[str, tuple[str, ...]] = {
     "completed": ("purge",), "canceled": ("purge",), "discarded": ("purge",),
     "enqueued": ("cancel",), "scheduled": ("cancel",), "blocked": ("cancel",),
 }
-#: Bulk actions on every job of a listing's filter (task, queue, age), per state.
+#: Bulk actions on every job of a listing's filter, per state.
 SCOPE_ACTIONS: dict[str, tuple[str, ...]] = {
-    "failed": ("retry", "purge"),
+    "failed": ("retry", "discard", "purge"),
     "completed": ("purge",), "canceled": ("purge",), "discarded": ("purge",),
+    "enqueued": ("cancel",), "scheduled": ("cancel",), "blocked": ("cancel",),
 }
 #: Actions on one job, by its state (``terminate``: Celery's revoke with terminate).
 JOB_ACTIONS: dict[str, tuple[str, ...]] = {
@@ -103,11 +107,12 @@ class ListingView:
     refresh: int = 0
 
     def query(self, **changes: Any) -> dict[str, Any]:
+        extra = {k: changes.pop(k) for k in ("select",) if k in changes}
         view = replace(self, **changes)
         return {**view.filters, "sort": None if view.sort == "newest" else view.sort,
                 "per_page": None if view.per_page == DEFAULT_PER_PAGE else view.per_page,
                 "page": None if view.page == 1 else view.page,
-                "refresh": view.refresh or None}
+                "refresh": view.refresh or None, **extra}
 
 
 def live(urls_of: Any, seconds: int) -> tuple[int, str, list[tuple[int, str]]]:
@@ -199,7 +204,10 @@ def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Acti
 def _scope_words(scope: Mapping[str, str]) -> str:
     words = [f"task {scope['task']}" if scope.get("task") else "",
              f"queue {scope['queue']}" if scope.get("queue") else "",
-             f"finished more than {scope['older_than']} ago" if scope.get("older_than") else ""]
+             f"finished more than {scope['older_than']} ago" if scope.get("older_than") else "",
+             f"text {scope['text']!r}" if scope.get("text") else "",
+             f"since {scope['since']}" if scope.get("since") else "",
+             f"until {scope['until']}" if scope.get("until") else ""]
     return ", ".join(w for w in words if w) or "every one, no filter"
 
 
@@ -255,7 +263,9 @@ def _search_notes(urls: Urls, page: Page, view: ListingView) -> str:
 
 
 def listing(urls: Urls, page: Page, view: ListingView, msg: str, token: str | None,
-            read_only: bool) -> str:
+            read_only: bool, select_all: bool = False) -> str:
+    """A listing page; ``select_all``: every row's box ticked (the *select all on this page*
+    link: no script runs here)."""
     state, filters = page.state, view.filters
     out = message(msg) + _filter_form(urls, view) + _pager(urls, page, view)
     if page.searched is not None:
@@ -272,8 +282,9 @@ def listing(urls: Urls, page: Page, view: ListingView, msg: str, token: str | No
         cells = [f'<a href="{attr(urls.job(r.id))}">{cell(r.id, 80)}</a>', cell(r.name, 80),
                  cell(r.queue, 60), e(when(r.at_ms)), e(r.deliveries), cell(shown)]
         if selectable:
+            ticked = " checked" if select_all else ""
             cells.insert(0, f'<input type="checkbox" name="id" value="{attr(r.id)}" '
-                            f'aria-label="select {attr(r.id)}">')
+                            f'aria-label="select {attr(r.id)}"{ticked}>')
         rows.append(cells)
     grid = table(([""] if selectable else []) + headers, rows, ident="jobs")
     if not selectable:
@@ -288,17 +299,18 @@ def listing(urls: Urls, page: Page, view: ListingView, msg: str, token: str | No
     buttons = "".join(
         f'<button name="do" value="{attr(a)}:selected" id="bulk-{attr(a)}-selected">'
         f"{e(a)} selected</button>" for a in SELECTED_ACTIONS[state])
-    bulk = f'<div class="bulk">selected rows: {buttons}</div>'
+    here = view.query(select=None if select_all else "all")
+    pick = (f'<a href="{attr(urls.jobs(state, **here))}" '
+            f'id="{"select-none" if select_all else "select-all"}">'
+            f'{"clear the selection" if select_all else "select all on this page"}</a>')
+    bulk = f'<div class="bulk">{pick} · selected rows: {buttons}</div>'
     if SCOPE_ACTIONS.get(state):
-        if any(filters.get(k) for k in ("text", "since", "until")):
-            bulk += ('<div class="bulk">whole filter: not with a text or time-range filter '
-                     "(bulk actions take task, queue and older than)</div>")
-        else:
-            scoped = "".join(
-                f'<button name="do" value="{attr(a)}:scope" id="bulk-{attr(a)}-scope">'
-                f"{e(a)} all {num(page.total)}</button>" for a in SCOPE_ACTIONS[state])
-            bulk += (f'<div class="bulk">whole filter ({e(_scope_words(scope))}): '
-                     f"{scoped}</div>")
+        scoped = "".join(
+            f'<button name="do" value="{attr(a)}:scope" id="bulk-{attr(a)}-scope">'
+            f"{e(a)} all {'matches' if page.searched is not None else num(page.total)}"
+            "</button>" for a in SCOPE_ACTIONS[state])
+        bulk += (f'<div class="bulk">every job of this filter ({e(_scope_words(scope))}): '
+                 f"{scoped}</div>")
     return (f'{out}<form method="post" action="{attr(urls.bulk(state))}" id="bulk">'
             f"{hidden}{grid}{bulk}</form>")
 

@@ -45,7 +45,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from celery_plus import settings
-from celery_plus.admin import api, deadline, pages, workers
+from celery_plus.admin import api, deadline, ops_web, pages, workers
 from celery_plus.admin.markup import Urls, layout
 from celery_plus.admin.metrics import metrics_text
 from celery_plus.admin.pages import Bulk, ListingView
@@ -330,6 +330,11 @@ class Dashboard:
             return self._listing(r, parts[1], refresh)
         if parts == ["workers"]:
             return self._workers(r, refresh)
+        if parts[0] == "errors" or parts == ["tasks"]:
+            answer = ops_web.get(self, r, parts, refresh)
+            if answer is None:
+                raise HttpError("404 Not Found", "no such page")
+            return answer
         if parts == ["schedules"]:
             admin = self.admin()
             body = pages.schedules_page(r.urls, admin.schedules(), self._message(r),
@@ -404,7 +409,7 @@ class Dashboard:
         view = self._listing_view(r, state)
         page = self._page(view)
         body = pages.listing(r.urls, page, view, self._message(r), self._form_token(r),
-                             self.access.read_only)
+                             self.access.read_only, select_all=r.query.get("select") == "all")
         return self._html(r, f"{state} jobs", body, refresh,
                           lambda n: r.urls.jobs(state, **view.query(refresh=n)))
 
@@ -448,6 +453,8 @@ class Dashboard:
             data = [v.to_dict() for v in workers.workers(admin)]
         elif parts == ["schedules"]:
             data = [s.to_dict() for s in admin.schedules()]
+        elif parts == ["tasks"]:
+            return ops_web.get(self, r, parts, 0) or ("404 Not Found", _TEXT, "no such page")
         elif len(parts) == 2 and parts[0] == "jobs":
             data = self._page(self._listing_view(r, parts[1])).to_dict()
         elif parts[:1] == ["job"] and (len(parts) >= 2 or "id" in r.query):
@@ -529,6 +536,11 @@ class Dashboard:
             return self._logout(r)
         if path.startswith("/jobs/") and path.endswith("/bulk"):
             return self._bulk(r, path[len("/jobs/"):-len("/bulk")], form)
+        if path.startswith("/errors/"):
+            answer = ops_web.post(self, r, path[len("/errors/"):], form)
+            if answer is None:
+                raise HttpError("404 Not Found", "no such operation")
+            return answer
         if path.startswith("/workers/"):
             node, _, action = path[len("/workers/"):].rpartition("/")
             return self._worker_action(r, node, action, form)
@@ -657,9 +669,6 @@ class Dashboard:
             raise ValueError(f"no bulk action {shown(action or '?')}:{shown(target or '?')} "
                              f"on {state} jobs")
         filters = {k: v[-1] for k, v in form.items() if k in pages.FILTER_FIELDS and v[-1]}
-        if target == "scope" and any(filters.get(k) for k in ("text", "since", "until")):
-            raise ValueError("a whole-filter action takes task, queue and older_than, not a "
-                             "text or time-range filter: clear it, or select the rows")
         bulk = Bulk(state, action, target,
                     tuple(dict.fromkeys(form.get("id", []))) if target == "selected" else (),
                     {k: v for k, v in filters.items() if k in pages.SCOPE_FIELDS})
@@ -669,13 +678,22 @@ class Dashboard:
             return self._done(lambda **q: urls.jobs(state, **back, **q), "no job selected")
         older = _older_than(filters)
         if bulk.needs_confirmation and form.get("confirm", [""])[-1] != "1":
-            matched = len(bulk.ids) if target == "selected" else self.admin().jobs(
-                state, task=bulk.scope.get("task"), queue=bulk.scope.get("queue"),
-                until=None if older is None else dt.timedelta(seconds=older), per_page=1).total
+            matched = len(bulk.ids) if target == "selected" else self.admin().count_matching(
+                state, **self._filter_args(bulk, older))
             body = pages.confirm(urls, bulk, matched, form.get("token", [""])[-1])
             return self._html(r, "confirm", body)
         result = self._run_bulk(bulk, older)
         return self._done(lambda **q: urls.jobs(state, **back, **q), _bulk_message(bulk, result))
+
+    def _filter_args(self, bulk: Bulk, older: float | None) -> dict[str, Any]:
+        """A whole-filter action's listing filters, as admin/filter_actions.py takes them."""
+        until: api.Moment = _moment("until", bulk.scope.get("until"))
+        if older is not None:
+            cutoff = dt.timedelta(seconds=older)
+            until = cutoff if until is None else _earlier(self.admin(), until, cutoff)
+        return {"task": bulk.scope.get("task"), "queue": bulk.scope.get("queue"),
+                "since": _moment("since", bulk.scope.get("since")), "until": until,
+                "text": bulk.scope.get("text")}
 
     def _run_bulk(self, bulk: Bulk, older: float | None) -> BulkResult:
         admin = self.admin()
@@ -687,6 +705,12 @@ class Dashboard:
             if bulk.action == "cancel":
                 return admin.cancel_many(bulk.ids)
             return admin.purge(bulk.state, ids=bulk.ids)
+        if bulk.action not in ("retry", "purge") or any(
+                bulk.scope.get(k) for k in pages.SCOPE_FIELDS
+                if k not in pages.STORE_SCOPE_FIELDS):
+            # discard / cancel, or a text or time filter: every match, a batch at a time
+            return admin.act_on_filter(bulk.action, bulk.state,
+                                       **self._filter_args(bulk, older))
         scope: dict[str, Any] = {"task": bulk.scope.get("task"),
                                  "queue": bulk.scope.get("queue"), "older_than": older}
         unscoped = all(v is None for v in scope.values())  # confirmed on the page: all=True

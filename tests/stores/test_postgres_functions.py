@@ -201,6 +201,8 @@ ADDED_SINCE_LEGACY = {
     "relation paused_queues", "relation paused_queues_pkey", "index paused_queues_pkey",
     "column paused_queues.queue", "column paused_queues.paused_ms",
     "constraint <schema>.paused_queues.paused_queues_pkey",
+    # migration 0010: the admin's dead letters grouped by error (an expression index).
+    "index jobs_error_groups", "relation jobs_error_groups",
 }
 
 
@@ -238,7 +240,7 @@ def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
                              "1000, NULL, NULL, NULL, NULL) WHERE o_kind = 'c'").fetchone()
     assert token is not None
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [9]
+    assert [m.version for m in applied.migrations] == [9, 10]
     assert [f.name for f in applied.functions] == [f.name for f in pg_migrations.function_files()]
     recorded = dict(conn.execute(f'SELECT name, sha256 FROM "{schema}".function_versions'))
     assert recorded == {f.name: f.sha256 for f in pg_migrations.function_files()}
@@ -307,7 +309,7 @@ def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
                      "'', 0, 0, 1000)")
         conn.execute("UPDATE jobs SET token = 77 WHERE id = 'old'")
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9]
+    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9, 10]
     store = PostgresBackend(PG_URL, schema=schema)
     try:
         publish(store, "new")
@@ -438,7 +440,7 @@ def test_every_version_takes_the_same_migration_lock(
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
             migrator.join(60)
-    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9]
+    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9, 10]
 
 
 # -- the rules, rendered -------------------------------------------------------------------------

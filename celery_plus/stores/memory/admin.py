@@ -15,6 +15,7 @@ from celery_plus.model import rules
 from celery_plus.model.admin import WAITING, Query, Scope
 from celery_plus.model.rules import RULES, Hold
 from celery_plus.stores.admin_base.aggregates import StatusRows
+from celery_plus.stores.admin_base.error_groups import RecordErrorGroups
 from celery_plus.stores.admin_base.listing import Record, listed
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
 from celery_plus.stores.memory.backend import MemoryBackend
@@ -25,7 +26,7 @@ from celery_plus.stores.memory.step import Step
 Change = Callable[[Step, Job], tuple[str, str]]
 
 
-class MemoryAdmin(StoreAdmin[MemoryBackend]):
+class MemoryAdmin(RecordErrorGroups, StoreAdmin[MemoryBackend]):
     """:class:`~celery_plus.model.admin.AdminStore` on a :class:`MemoryBackend`'s store."""
 
     def _jobs(self) -> list[Job]:

@@ -22,13 +22,14 @@ from celery_plus.model.admin import Scope
 from celery_plus.stores.admin_base.orchestration import Outcome
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.sql_admin import Listing, SqlAdmin, summary_columns
+from celery_plus.stores.sql_error_groups import SqlErrorGroups
 
 _RETRY = ("SELECT * FROM admin_retry(%s::text[], %s::text, %s::text, %s::bigint, "
           "%s::bigint)")
 _PURGE = "SELECT * FROM admin_purge(%s, %s::text[], %s::text, %s::text, %s::bigint)"
 
 
-class PostgresAdmin(SqlAdmin[PostgresBackend]):
+class PostgresAdmin(SqlErrorGroups, SqlAdmin[PostgresBackend]):
     """:class:`~celery_plus.model.admin.AdminStore` on a :class:`PostgresBackend`'s schema."""
 
     MARK = "%s"
@@ -37,6 +38,9 @@ class PostgresAdmin(SqlAdmin[PostgresBackend]):
     KEYSET = '(%s::bigint, %s COLLATE "C")'
     GREATEST = "greatest"
     SUMMARY = summary_columns("j.", "octet_length({})")
+    # (migration 0010's jobs_error_groups spells it the same)
+    GROUP_TYPE = "left(COALESCE(exc_type, ''), 200)"
+    GROUP_MESSAGE = "left(split_part(COALESCE(exc_message, ''), E'\\n', 1), 200)"
 
     def _all(self, sql: str, *params: Any) -> list[Any]:
         return self.backend._rows(sql, params)

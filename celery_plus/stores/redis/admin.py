@@ -41,6 +41,7 @@ from celery_plus.stores.admin_base.listing import Record, listed
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.envelope import envelope_bytes
+from celery_plus.stores.redis.error_groups import RedisErrorGroups
 from celery_plus.stores.redis.record import job_record
 from celery_plus.stores.redis.scripts import admin_sources
 
@@ -70,7 +71,7 @@ SYNC_BATCH = 5000
 #: A sync re-reads members finished this long below the highest one indexed (a clock step).
 SYNC_MARGIN_MS = 1000
 
-class RedisAdmin(StoreAdmin[RedisBackend]):
+class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
     """:class:`~celery_plus.model.admin.AdminStore` on a :class:`RedisBackend`'s store."""
 
     def __init__(self, backend: RedisBackend, owns_backend: bool = False) -> None:

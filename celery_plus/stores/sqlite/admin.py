@@ -17,13 +17,14 @@ from typing import Any
 from celery_plus.model.admin import WAITING, Scope, time_field
 from celery_plus.stores.admin_base.orchestration import Outcome
 from celery_plus.stores.sql_admin import Listing, SqlAdmin, summary_columns
+from celery_plus.stores.sql_error_groups import SqlErrorGroups
 from celery_plus.stores.sqlite.backend import PRIORITY_FACTOR, SQLiteBackend, _Tx
 
 #: A change to one job inside a transaction: (outcome, extra).
 Change = Callable[[_Tx, str], tuple[str, str]]
 
 
-class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
+class SQLiteAdmin(SqlErrorGroups, SqlAdmin[SQLiteBackend]):
     """:class:`~celery_plus.model.admin.AdminStore` on a :class:`SQLiteBackend`'s database."""
 
     MARK = "?"
@@ -31,6 +32,10 @@ class SQLiteAdmin(SqlAdmin[SQLiteBackend]):
     KEYSET = "(?, ?)"
     GREATEST = "MAX"
     SUMMARY = summary_columns("j.", "length(CAST({} AS BLOB))")
+    # (schema.sql's jobs_error_groups spells it the same)
+    GROUP_TYPE = "substr(COALESCE(exc_type, ''), 1, 200)"
+    GROUP_MESSAGE = ("substr(substr(COALESCE(exc_message, ''), 1, "
+                     "instr(COALESCE(exc_message, '') || char(10), char(10)) - 1), 1, 200)")
 
     def _all(self, sql: str, *params: Any) -> list[Any]:
         return self.backend._read(lambda conn: conn.execute(sql, params).fetchall())

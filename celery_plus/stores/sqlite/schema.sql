@@ -96,6 +96,14 @@ CREATE INDEX IF NOT EXISTS jobs_by_lease ON jobs (state, lease_expires_ms);
 -- replaces the narrower jobs_by_finish of earlier versions.
 DROP INDEX IF EXISTS jobs_by_finish;
 CREATE INDEX IF NOT EXISTS jobs_by_finish_id ON jobs (state, finished_ms, id);
+-- dead letters grouped by error (admin, stores/sql_error_groups.py): the exception type and
+-- the message's first line, each cut to 200 characters, spelled exactly as the admin's statements
+-- spell them. Partial: queries must spell state = 'failed' literally.
+CREATE INDEX IF NOT EXISTS jobs_error_groups ON jobs (
+    substr(COALESCE(exc_type, ''), 1, 200),
+    substr(substr(COALESCE(exc_message, ''), 1,
+                  instr(COALESCE(exc_message, '') || char(10), char(10)) - 1), 1, 200),
+    finished_ms, id) WHERE state = 'failed';
 -- blocked jobs of a group, oldest first (unblocking); groups having blocked jobs. Partial:
 -- queries must spell state = 'blocked' literally for the planner to use it.
 CREATE INDEX IF NOT EXISTS jobs_blocked ON jobs (conc_group, score) WHERE state = 'blocked';

@@ -373,10 +373,11 @@ def test_table_aligns_columns() -> None:
 
 
 def test_the_commands_are_on_the_plus_group() -> None:
-    assert {"dlq", "jobs", "cancel", "store-status"} <= set(plus.commands)
+    assert {"dlq", "jobs", "cancel", "store-status", "tasks", "bulk"} <= set(plus.commands)
     dlq = plus.commands["dlq"]
     assert isinstance(dlq, click.Group)
-    assert set(dlq.commands) == {"ls", "show", "retry", "discard", "purge"}
+    assert set(dlq.commands) == {"ls", "show", "retry", "discard", "purge", "groups",
+                                 "retry-group", "discard-group"}
 
 
 # -- issue 14: what reaches the operator's terminal, bad numbers, Ctrl-C ----------------------

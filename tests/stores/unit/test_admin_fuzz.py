@@ -34,7 +34,7 @@ from celery_plus import Celery
 from celery_plus.admin import connect
 from celery_plus.admin.web import MAX_FORM_BYTES, Dashboard, make_app
 from celery_plus.cli import admin as admin_cli
-from celery_plus.cli import plus
+from celery_plus.cli import admin_ops, plus
 from tests.fast.conformance.stores import PG_URL
 from tests.fast.unit.test_admin_cli import REDIS_URL, Store, drop_store
 from tests.stores.unit.test_admin_web import ADMIN_TOKEN
@@ -60,11 +60,12 @@ values = st.one_of(
     st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x3000), max_size=20),
 )
 PARAMS = ("page", "per_page", "task", "queue", "text", "older_than", "since", "until", "search",
-          "sort", "refresh", "range", "msg", "sig", "id", "raw")
+          "sort", "refresh", "range", "msg", "sig", "id", "raw", "select", "type", "message",
+          "empty", "window")
 PATHS = ["/", "/jobs/failed", "/jobs/enqueued", "/jobs/completed", "/api/jobs/failed",
          "/api/status", "/api/throughput", "/api/activity", "/api/latency", "/failed",
          "/metrics", "/job", "/api/job", "/login", "/workers", "/api/workers", "/schedules",
-         "/api/schedules"]
+         "/api/schedules", "/errors", "/errors/jobs", "/tasks", "/api/tasks"]
 
 
 def encoded(value: str) -> str:
@@ -260,7 +261,10 @@ OPTION_COMMANDS = {
     "--text": ["dlq", "ls"], "--text-limit": ["dlq", "ls"], "--sort": ["dlq", "ls"],
     "--older-than": ["dlq", "purge"],
     "--state": ["dlq", "purge"], "--host": ["admin"], "--port": ["admin"],
-    "--allowed-host": ["admin"], "--trusted-proxy": ["admin"]}
+    "--allowed-host": ["admin"], "--trusted-proxy": ["admin"], "--limit": ["dlq", "groups"],
+    # (no --yes and no terminal: the confirmation declines, nothing is discarded)
+    "--type": ["dlq", "discard-group", "--message", "m"],
+    "--message": ["dlq", "discard-group", "--type", "T"], "--window": ["tasks"]}
 OPTIONS = list(OPTION_COMMANDS)
 FLAGS = ["--json", "--yes", "--all"]
 
@@ -271,7 +275,7 @@ def test_the_lists_are_complete() -> None:
     from celery_plus.admin import pages
 
     seen: set[str] = set()
-    for command in admin_cli.COMMANDS:
+    for command in (*admin_cli.COMMANDS, *admin_ops.COMMANDS):
         subcommands = getattr(command, "commands", {"": command})
         for sub in subcommands.values():
             for param in sub.params:
