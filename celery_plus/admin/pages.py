@@ -13,6 +13,7 @@ from typing import Any
 
 from celery_plus.admin.api import TaskResult
 from celery_plus.admin.charts import activity_svg
+from celery_plus.admin.job_states import reserved_mark, shown_state
 from celery_plus.admin.markup import (
     REFRESH_CHOICES,
     Urls,
@@ -251,7 +252,8 @@ def listing(urls: Urls, page: Page, view: ListingView, msg: str, token: str | No
     for r in page.items:
         shown = f"{r.exc_type}: {r.exc_message}" if r.exc_type else r.args_repr
         cells = [f'<a href="{attr(urls.job(r.id))}">{cell(r.id, 80)}</a>', cell(r.name, 80),
-                 cell(r.queue, 60), e(when(r.at_ms)), e(r.deliveries), cell(shown)]
+                 cell(r.queue, 60), e(when(r.at_ms)) + reserved_mark(r), e(r.deliveries),
+                 cell(shown)]
         if selectable:
             cells.insert(0, f'<input type="checkbox" name="id" value="{attr(r.id)}" '
                             f'aria-label="select {attr(r.id)}">')
@@ -324,7 +326,8 @@ def _runtime(d: JobDetail, now_ms: int) -> str:
     if d.started_ms and d.finished_ms and d.state in ("completed", "failed"):
         return _seconds(max(d.finished_ms - d.started_ms, 0) / 1000)
     if d.started_ms and d.state == "running":
-        return f"running for {_seconds(max(now_ms - d.started_ms, 0) / 1000)}"
+        verb = "reserved (not started) for" if d.summary.reserved else "running for"
+        return f"{verb} {_seconds(max(now_ms - d.started_ms, 0) / 1000)}"
     return "-"
 
 
@@ -343,7 +346,7 @@ def job_page(urls: Urls, d: JobDetail, msg: str, token: str | None, read_only: b
              result: TaskResult | None, now_ms: int) -> str:
     s = d.summary
     error = f"{s.exc_type}: {s.exc_message}" if s.exc_type else "-"
-    facts = [("state", e(d.state)), ("task", cell(s.name)), ("queue", cell(s.queue)),
+    facts = [("state", e(shown_state(d))), ("task", cell(s.name)), ("queue", cell(s.queue)),
              ("deliveries", e(f"{s.deliveries} of {d.max_deliveries or '-'}")),
              ("enqueued", e(when(s.enqueued_ms))), ("started", e(when(d.started_ms))),
              ("finished", e(when(d.finished_ms))), ("runtime", e(_runtime(d, now_ms))),

@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from celery_plus.leases.holdings import Holdings
-from celery_plus.leases.keeper import LeaseKeeper, announce_lost
+from celery_plus.leases.keeper import LeaseKeeper, announce_lost, clock
 from celery_plus.leases.settles import flush, report_dead_letters
 from celery_plus.leases.tokens import delivery_tag
 from celery_plus.runtime.helper_threads import native_lock
-from celery_plus.runtime.worker_state import stop_stale_runs
+from celery_plus.runtime.worker_state import running_tags, stop_stale_runs, worker_running
 
 if TYPE_CHECKING:
     from celery_plus.model.store import Backend, JobStore, Verdict
@@ -39,6 +40,14 @@ def report_lost(claims: Iterable[tuple[str, int]]) -> None:
     claims = list(claims)
     announce_lost(job_id for job_id, _ in claims)
     stop_stale_runs({delivery_tag(job_id, token) for job_id, token in claims})
+
+
+def running_starts() -> dict[str, float]:
+    """Delivery tag -> start (a :func:`clock` time) of every task started here and not yet
+    acknowledged (Celery's ``time_start`` is wall-clock time)."""
+    now, wall = clock(), time.time()
+    return {tag: now - max(wall - float(request.time_start), 0.0)
+            for tag, request in running_tags().items()}
 
 
 def log_ended(claims: Iterable[tuple[str, int]]) -> None:
@@ -112,6 +121,13 @@ class TransportKeeper(LeaseKeeper):
 
     def held(self) -> Sequence[tuple[str, int]]:
         return self.holdings.renewable()
+
+    def start_marks(self, held: Sequence[tuple[str, int]]) -> Sequence[int | None] | None:
+        """In a Celery worker, every claim's: started (``Request.on_accepted``, or a run
+        Celery reports) or not yet (reserved); elsewhere the starts known only."""
+        in_worker = worker_running()
+        return self.holdings.start_marks(held, clock(), running_starts() if in_worker else {},
+                                         in_worker)
 
     def renewed(self, held: Sequence[tuple[str, int]], verdicts: Sequence[Verdict],
                 asked_at: float) -> None:

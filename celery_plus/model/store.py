@@ -93,6 +93,20 @@ class Settle:
     token: int
     action: str
     detail: dict[str, Any] | None = None
+    #: How long the claim's task ran before this settle (ms, measured by the worker; None:
+    #: not known). The store then keeps ``now - run_ms`` as the job's start instead of its
+    #: claim time (a job prefetched for a while starts when its task starts).
+    run_ms: int | None = None
+
+
+#: A heartbeat's start mark: the claim's task has not started yet (prefetched: "reserved").
+NOT_STARTED = -1
+
+
+def start_time(claimed_ms: int, now_ms: int, run_ms: int) -> int:
+    """The start a store keeps for a claim made at ``claimed_ms`` whose task started
+    ``run_ms`` before ``now_ms``: never before the claim, never after now."""
+    return max(claimed_ms, min(now_ms, now_ms - max(run_ms, 0)))
 
 
 @dataclass
@@ -265,13 +279,19 @@ class JobStore(Store, Protocol):
         """
         ...
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+    def heartbeat(self, held: Sequence[tuple[str, int]],
+                  starts: Sequence[int | None] | None = None) -> list[Verdict]:
         """Renew the leases of the claims ``held`` ((job id, token) pairs) that are still
         current, and say what became of the others, in one atomic step: one
         :class:`Verdict` per pair, in the order given (a job may be named twice, under two
         tokens: each pair has its own verdict). Whatever else a renewal does (a claim of a
         rate group not started yet keeps counting in its window) is done for the renewed
-        ones only."""
+        ones only.
+
+        ``starts`` (one per pair; None: not known) are the worker's start marks: the task
+        started that many ms ago (the store keeps ``now - ms`` as the job's start, once per
+        claim: :func:`start_time`), or :data:`NOT_STARTED` (the claim is shown
+        "reserved" until a start mark says otherwise)."""
         ...
 
     def recover(self, limit: int = 100) -> list[Recovered]: ...

@@ -44,7 +44,7 @@ from celery_plus.stores.sql_record import row_record
 #: The ``jobs`` columns a text search reads of each record (whole: it searches all of them).
 SEARCH_COLUMNS = ("state", "name", "queue", "enqueued_ms", "due_ms", "started_ms",
                   "finished_ms", "deliveries", "reason", "exc_type", "exc_message", "msg",
-                  "traceback")
+                  "traceback", "token", "start_mark")
 #: States whose per-queue depth ``status`` shows.
 DEPTH_STATES = ("enqueued", "scheduled", "blocked", "running", "failed")
 #: Jobs looked at from the head of each queue for "oldest waiting" when a state is over the cap.
@@ -87,7 +87,8 @@ def summary_columns(alias: str, byte_length: str) -> tuple[tuple[str, ...], str]
               ("reason", cut.format("reason")), ("exc_type", cut.format("exc_type")),
               ("exc_message", cut.format("exc_message")),
               ("msg", f"CASE WHEN {size} <= {PREVIEW_BYTES} THEN {alias}msg END"),
-              ("msg_size", size))
+              ("msg_size", size), ("token", f"{alias}token"),
+              ("start_mark", f"{alias}start_mark"))
     return (tuple(name for name, _ in fields),
             ", ".join([f"{alias}id", *(sql for _, sql in fields)]))
 

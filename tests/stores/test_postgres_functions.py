@@ -182,6 +182,10 @@ CHANGED_SINCE_LEGACY = {
     "p_eta bigint, p_lock text, p_window text, p_ttl bigint, p_group text, p_limit integer, "
     "p_mdl integer, p_backstop bigint, OUT o_holder text, OUT o_state text, "
     "OUT o_continued boolean)",
+    # release 7: the settles' and heartbeats' forms without start marks answer from the forms
+    # with them (docs/admin.md "Reserved and running"), for workers of earlier releases.
+    "function settle(p_ids text[], p_tokens bigint[], p_actions text[], p_details text[], "
+    "p_backstop bigint)",
 }
 #: Definitions added since the legacy layout (a fresh and an upgraded store have them alike).
 ADDED_SINCE_LEGACY = {
@@ -201,6 +205,16 @@ ADDED_SINCE_LEGACY = {
     "relation paused_queues", "relation paused_queues_pkey", "index paused_queues_pkey",
     "column paused_queues.queue", "column paused_queues.paused_ms",
     "constraint <schema>.paused_queues.paused_queues_pkey",
+    # release 7 (migration 0010): the worker's start marks, carried by heartbeats and settles.
+    "column jobs.start_mark",
+    "function mark_start(p_id text, p_token bigint, p_mark bigint, p_now bigint)",
+    "function settle(p_ids text[], p_tokens bigint[], p_actions text[], p_details text[], "
+    "p_backstop bigint, p_run_ms bigint[])",
+    "function heartbeat_verdicts(p_ids text[], p_tokens bigint[], p_lease_ms bigint, "
+    "p_starts bigint[])",
+    "function claim(p_queues text[], p_worker text, p_max integer, p_scan_limit integer, "
+    "p_lease_ms bigint, p_backstop bigint, p_ids text[], p_tokens bigint[], p_actions text[], "
+    "p_details text[], p_run_ms bigint[])",
 }
 
 
@@ -238,7 +252,7 @@ def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
                              "1000, NULL, NULL, NULL, NULL) WHERE o_kind = 'c'").fetchone()
     assert token is not None
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [9]
+    assert [m.version for m in applied.migrations] == [9, 10]
     assert [f.name for f in applied.functions] == [f.name for f in pg_migrations.function_files()]
     recorded = dict(conn.execute(f'SELECT name, sha256 FROM "{schema}".function_versions'))
     assert recorded == {f.name: f.sha256 for f in pg_migrations.function_files()}
@@ -307,7 +321,7 @@ def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
                      "'', 0, 0, 1000)")
         conn.execute("UPDATE jobs SET token = 77 WHERE id = 'old'")
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9]
+    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9, 10]
     store = PostgresBackend(PG_URL, schema=schema)
     try:
         publish(store, "new")
@@ -438,7 +452,7 @@ def test_every_version_takes_the_same_migration_lock(
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
             migrator.join(60)
-    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9]
+    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9, 10]
 
 
 # -- the rules, rendered -------------------------------------------------------------------------

@@ -57,6 +57,8 @@ class Job:
     exc_message: str | None = None
     traceback: str | None = None
     history: list[dict[str, Any]] | None = None
+    #: The worker's start mark of the current claim (``JobRecord.start_mark``).
+    start_mark: int = 0
 
     @property
     def lock(self) -> str:
@@ -98,7 +100,8 @@ class Job:
             rate_window_ms=rate_window, reason=self.reason or "",
             exc_type=self.exc_type or "", exc_message=self.exc_message or "",
             traceback=self.traceback or "",
-            history=tuple(json.loads(json.dumps(self.history or []))))
+            history=tuple(json.loads(json.dumps(self.history or []))),
+            start_mark=self.start_mark)
 
 
 @dataclass

@@ -95,8 +95,9 @@ _PUBLISH = f"SELECT * FROM publish({_PUBLISH_ARGS})"
 GROUP_LOCK_TIMEOUT = 100
 _GROUP_LOCK_TIMEOUT = f"SET LOCAL lock_timeout = {GROUP_LOCK_TIMEOUT}"
 _CLAIM = ("SELECT * FROM claim(%s::text[], %s, %s::integer, %s::integer, %s::bigint, "
-          "%s::bigint, %s::text[], %s::bigint[], %s::text[], %s::text[])")
-_SETTLE = "SELECT * FROM settle(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint)"
+          "%s::bigint, %s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint[])")
+_SETTLE = ("SELECT * FROM settle(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint, "
+           "%s::bigint[])")
 _READY = (
     "SELECT (SELECT j.queue FROM jobs j WHERE j.state = 'enqueued' "
     "AND j.queue = ANY (%s::text[]) AND j.queue NOT IN (SELECT queue FROM paused_queues) "
@@ -442,7 +443,7 @@ class PostgresBackend(OptionsView, Backend):
     def _settle_arrays(settles: Sequence[Settle]) -> list[list[Any]]:
         return [[s.job_id for s in settles], [int(s.token) for s in settles],
                 [s.action for s in settles],
-                [encode_detail(s.detail) for s in settles]]
+                [encode_detail(s.detail) for s in settles], [s.run_ms for s in settles]]
 
     def claim(
         self,
@@ -479,17 +480,22 @@ class PostgresBackend(OptionsView, Backend):
         """End claims, fenced by (id, token); returns the dead-lettered (id, reason) pairs."""
         if not settles:
             return []
-        rows = self._rows(_SETTLE, [*self._settle_arrays(settles), self.backstop_ms])
+        ids, tokens, actions, details, run_ms = self._settle_arrays(settles)
+        rows = self._rows(_SETTLE, [ids, tokens, actions, details, self.backstop_ms, run_ms])
         return [(str(job_id), str(reason)) for job_id, reason in rows]
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+    def heartbeat(self, held: Sequence[tuple[str, int]],
+                  starts: Sequence[int | None] | None = None) -> list[Verdict]:
         """Renew the leases of claims still ours; one verdict per claim, in order
-        (``heartbeat_verdicts()`` answers for the claims not renewed only)."""
+        (``heartbeat_verdicts()`` answers for the claims not renewed only); a renewed
+        claim's start mark applied (``mark_start()``)."""
         if not held:
             return []
         rows = self._rows(
-            "SELECT * FROM heartbeat_verdicts(%s::text[], %s::bigint[], %s::bigint)",
-            [[job_id for job_id, _ in held], [int(t) for _, t in held], self.lease_ms])
+            "SELECT * FROM heartbeat_verdicts(%s::text[], %s::bigint[], %s::bigint, "
+            "%s::bigint[])",
+            [[job_id for job_id, _ in held], [int(t) for _, t in held], self.lease_ms,
+             None if starts is None else list(starts)])
         verdicts = [Verdict.RENEWED] * len(held)
         for n, verdict in rows:
             verdicts[int(n) - 1] = Verdict(str(verdict))

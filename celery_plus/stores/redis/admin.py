@@ -49,10 +49,10 @@ FINISHED_INDEX = {"completed": "done", "failed": "dead", "canceled": "canceled",
 SORT_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin")
 #: Fields a text search reads of each candidate (whole: it searches them).
 SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
-                 "emsg", "msg", "tb")
+                 "emsg", "msg", "tb", "tok", "sm")
 #: What ``summaries.lua`` returns per job.
 SUMMARY_REPLY = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
-                 "emsg", "msg", "msglen")
+                 "emsg", "msg", "msglen", "tok", "sm")
 #: Waiting jobs a listing orders by time (reading each record); beyond it, index order.
 ORDERED_MAX = 10_000
 #: Ids read from an index per command when paging in index order.

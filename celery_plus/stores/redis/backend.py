@@ -276,7 +276,8 @@ class RedisBackend(OptionsView, Backend):
     def _settle_args(self, settles: Sequence[Settle]) -> list[Any]:
         args: list[Any] = [self.prefix, self.backstop_ms]
         for s in settles:
-            args += [s.job_id, s.token, s.action, encode_detail(s.detail) or ""]
+            args += [s.job_id, s.token, s.action, encode_detail(s.detail) or "",
+                     "" if s.run_ms is None else int(s.run_ms)]
         return args
 
     @staticmethod
@@ -284,12 +285,14 @@ class RedisBackend(OptionsView, Backend):
         dead = reply[1]
         return [(_text(dead[i]), _text(dead[i + 1])) for i in range(0, len(dead), 2)]
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+    def heartbeat(self, held: Sequence[tuple[str, int]],
+                  starts: Sequence[int | None] | None = None) -> list[Verdict]:
         if not held:
             return []
         args: list[Any] = [self.prefix, self.lease_ms]
-        for job_id, token in held:
-            args += [job_id, token]
+        marks = starts if starts is not None else [None] * len(held)
+        for (job_id, token), mark in zip(held, marks, strict=True):
+            args += [job_id, token, "" if mark is None else int(mark)]
         return verdicts_of(len(held), self.scripts.run("heartbeat", args))
 
     def recover(self, limit: int = 100) -> list[Recovered]:

@@ -269,13 +269,16 @@ class RedisClusterBackend(OptionsView, Backend):
                 dead += self.queue(name).settle(group)
         return dead
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+    def heartbeat(self, held: Sequence[tuple[str, int]],
+                  starts: Sequence[int | None] | None = None) -> list[Verdict]:
         """Each queue's claims in one step of its scope; a job of no known queue has no
         record: lost. Verdicts in the order of ``held``."""
         verdicts = [Verdict.LOST] * len(held)
+        marks = starts if starts is not None else [None] * len(held)
         for name, group in self._by_queue(enumerate(held), lambda h: h[1][0]).items():
             if name is not None:
-                answer = self.queue(name).heartbeat([pair for _, pair in group])
+                answer = self.queue(name).heartbeat([pair for _, pair in group],
+                                                    [marks[at] for at, _ in group])
                 for (at, _), verdict in zip(group, answer, strict=True):
                     verdicts[at] = verdict
         return verdicts

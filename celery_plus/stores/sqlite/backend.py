@@ -106,7 +106,9 @@ def _schema() -> str:
 #: Columns added to ``jobs`` after its first release (``ALTER TABLE`` on older stores), and
 #: what is built on them.
 ADDED_COLUMNS = (("rate_group", "TEXT"), ("rate_limit", "INTEGER"), ("rate_window_ms", "INTEGER"),
-                 ("rate_parked", "INTEGER NOT NULL DEFAULT 0"))
+                 ("rate_parked", "INTEGER NOT NULL DEFAULT 0"),
+                 # The worker's start mark of the current claim (JobRecord.start_mark).
+                 ("start_mark", "INTEGER"))
 _ON_ADDED_COLUMNS = ("CREATE INDEX IF NOT EXISTS jobs_rate_parked ON jobs (rate_group, score) "
                      "WHERE state = 'blocked' AND rate_parked = 1")
 
@@ -313,6 +315,19 @@ class _Tx:
         if group and self.run("DELETE FROM slots WHERE conc_group = ? AND job_id = ?",
                               group, job_id) == 1:
             self.unblock_one(group)
+
+    def mark_start(self, job_id: str, token: int, mark: int | None) -> None:
+        """Apply a worker's start mark to running claim ``token`` of the job (lua
+        mark_start): -1 reserved; n >= 0 its task started n ms ago (once per claim)."""
+        if mark is None:
+            return
+        if mark < 0:
+            self.run("UPDATE jobs SET start_mark = ? WHERE id = ? AND token = ? "
+                     "AND start_mark IS NOT ?", -token, job_id, token, token)
+            return
+        self.run("UPDATE jobs SET started_ms = max(coalesce(started_ms, ?1), min(?1, ?1 - ?2)), "
+                 "start_mark = ?3 WHERE id = ?4 AND token = ?3 AND start_mark IS NOT ?3",
+                 self.now, max(int(mark), 0), token, job_id)
 
     def end_claim(self, job_id: str) -> None:
         """Leave the running state: drop the lease, free the slot. Caller checked the fence."""
@@ -800,6 +815,7 @@ class SQLiteBackend(OptionsView, Backend):
             if row is None:
                 continue  # stale: the claim ended or was taken over
             lock, window, deliveries, limit = row
+            tx.mark_start(s.job_id, int(s.token), s.run_ms)
             detail = clean_detail(s.detail)
             tx.end_claim(s.job_id)
             if s.action == "ack":
@@ -831,22 +847,26 @@ class SQLiteBackend(OptionsView, Backend):
                 dead.append((s.job_id, _text(detail.get("reason")) or "task failed"))
         return dead
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+    def heartbeat(self, held: Sequence[tuple[str, int]],
+                  starts: Sequence[int | None] | None = None) -> list[Verdict]:
         """Renew the leases of claims still ours; one verdict per claim, in order (the
-        others ended by their own run or were lost: :meth:`_Tx.verdict`)."""
+        others ended by their own run or were lost: :meth:`_Tx.verdict`); a renewed
+        claim's start mark applied (:meth:`_Tx.mark_start`)."""
         if not held:
             return []
+        marks = starts if starts is not None else [None] * len(held)
 
         def body(tx: _Tx) -> list[Verdict]:
             deadline = tx.now + self.lease_ms
             verdicts = []
-            for job_id, token in held:
+            for (job_id, token), mark in zip(held, marks, strict=True):
                 if tx.run("UPDATE jobs SET lease_expires_ms = ? WHERE id = ? "
                           "AND state = 'running' AND token = ?", deadline, job_id,
                           int(token)) == 0:
                     verdicts.append(tx.verdict(job_id, int(token)))
                     continue
                 verdicts.append(Verdict.RENEWED)
+                tx.mark_start(job_id, int(token), mark)
                 # A rate-group claim not started yet counts on (heartbeat.lua).
                 tx.run("UPDATE rate_claims SET at_ms = ? WHERE job_id = ? AND token = ? "
                        "AND started = 0 AND at_ms >= ? AND rate_group = (SELECT rate_group "
