@@ -1,0 +1,57 @@
+"""The admin-state features of issue 28 in a real browser (headless Chromium, Selenium), with
+a real ``celery-plus worker``, on each store (the README suite runs each test on one of them:
+``tests/deploy/matrix.py``; docs/admin.md).
+
+* **Reserved and running**: a solo worker claims two jobs at once; while the first runs, the
+  second waits in the worker (prefetched). The running listing marks it ``reserved`` and its
+  page says so; once it ran, its runtime counts from its real start, not from its claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from celery_plus import admin
+from tests.deploy.browser.conftest import Browser, Site
+from tests.deploy.e2e.conftest import Worker
+from tests.support import wait_until
+
+STORES = ("redis", "sqlite", "postgres")
+#: A short heartbeat: the store learns a job is reserved (or started) within it.
+FAST_BEAT = {"PLUS_TEST_HEARTBEAT": "0.3"}
+
+
+def _reserved(site: Site, job_id: str) -> bool:
+    return admin.show(site.app, job_id).summary.reserved
+
+
+@pytest.mark.parametrize("broker_kind", STORES, indirect=True)
+def test_a_prefetched_job_shows_reserved_and_its_runtime_starts_when_it_does(
+        dashboard: Site, browser: Browser, start_worker: Callable[..., Worker]) -> None:
+    site = dashboard
+    slow = site.app.tasks["proj.sleep_mark"].delay(1, 2.5)
+    quick = site.app.tasks["proj.mark"].delay(2)
+    start_worker(env=FAST_BEAT)  # claims both at once; runs the slow one first
+    wait_until(lambda: _reserved(site, str(quick.id)), timeout=30,
+               message="the prefetched job is marked reserved")
+    browser.open(site.operator_url + "/jobs/running")
+    rows = {r.find_element("css selector", "a").text: r.text
+            for r in browser.find_all("table#jobs tr")[1:]}
+    assert "reserved" in rows[str(quick.id)], rows
+    assert "reserved" not in rows[str(slow.id)], rows
+    browser.open(site.operator_url + f"/job/{quick.id}")
+    assert browser.fact("state") == "reserved"
+    assert browser.fact("runtime").startswith("reserved (not started) for")
+    browser.screenshot("reserved-job.png")
+
+    assert quick.get(timeout=30) == 2
+    wait_until(lambda: admin.show(site.app, str(quick.id)).state == "completed", timeout=30,
+               message="the quick job is completed in the store")
+    done = admin.show(site.app, str(quick.id))
+    assert done.started_ms is not None and done.finished_ms is not None
+    assert done.started_ms - done.summary.enqueued_ms >= 1500, "its wait ended at its claim"
+    assert done.finished_ms - done.started_ms < 1500, "its runtime counts the prefetch wait"
+    browser.open(site.operator_url + f"/job/{quick.id}")
+    assert browser.fact("state") == "completed"
