@@ -34,6 +34,7 @@ from celery_plus.admin.api import (
 )
 from celery_plus.admin.queue_pause import QueuePause
 from celery_plus.admin.schedules import Schedule, ScheduleNotFound
+from celery_plus.admin.workers import WorkerView, list_workers
 from celery_plus.model.admin import (
     STATES,
     AdminError,
@@ -58,8 +59,8 @@ __all__ = [
     "STATES", "Admin", "AdminError", "AdminStore", "BulkResult", "Counts", "GroupStatus",
     "JobDetail", "JobNotFound", "JobSummary", "OpResult", "Page", "QueuePause", "QueueStatus",
     "RetryConflict", "Schedule", "ScheduleNotFound", "Status", "Throughput",
-    "UnscopedOperation", "UnsupportedStore", "admin_for", "cancel", "connect", "counts",
-    "discard", "jobs", "pause_queue", "pause_schedule", "paused_queues", "purge",
-    "resume_queue", "resume_schedule", "retry",
+    "UnscopedOperation", "UnsupportedStore", "WorkerView", "admin_for", "cancel", "connect",
+    "counts", "discard", "jobs", "list_workers", "pause_queue", "pause_schedule",
+    "paused_queues", "purge", "resume_queue", "resume_schedule", "retry",
     "retry_many", "schedules", "show", "status", "throughput",
 ]

@@ -69,7 +69,7 @@ from celery_plus.model.admin import (
     check_state,
     latencies,
 )
-from celery_plus.model.store import Backend
+from celery_plus.model.store import Backend, WorkerBeat
 from celery_plus.stores.registry import admin_for, open_store, store_location
 
 logger = logging.getLogger(__name__)
@@ -351,6 +351,13 @@ class Admin:
     def worker_leases(self) -> list[WorkerLeases]:
         """Per worker id, the running jobs it holds and its newest lease deadline."""
         return self.store.worker_leases()
+
+    def worker_records(self) -> list[WorkerBeat]:
+        """The Celery workers' own records (each written every heartbeat interval by its
+        worker: node name, host, pid, queues, first and last beat), by node name."""
+        backend: Any = getattr(self.store, "backend", None)
+        beats = getattr(backend, "worker_beats", None)
+        return list(beats()) if beats is not None else []
 
     def schedules(self) -> list[Schedule]:
         """Beat's schedule entries in the store, by name (docs/schedules.md)."""

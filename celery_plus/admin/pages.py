@@ -30,6 +30,7 @@ from celery_plus.admin.markup import (
 from celery_plus.admin.schedules import Schedule
 from celery_plus.admin.text import age, visible, when
 from celery_plus.admin.workers import WorkerView
+from celery_plus.admin.workers_page import worker_table
 from celery_plus.model.admin import (
     STATES,
     Activity,
@@ -415,36 +416,13 @@ def raw_value(d: JobDetail, name: str, result: TaskResult | None) -> str:
 
 # -- workers -------------------------------------------------------------------------------
 def workers_page(urls: Urls, views: Sequence[WorkerView], now_ms: int, msg: str,
-                 token: str | None, control: bool) -> str:
-    rows = []
-    for v in views:
-        heartbeat = "-" if v.last_heartbeat_ms is None else (
-            f"{age(max(now_ms - v.last_heartbeat_ms, 0) / 1000)} ago")
-        if v.lease_expired(now_ms):
-            heartbeat = f'<span class="stale">{e(heartbeat)}, lease expired</span>'
-        else:
-            heartbeat = e(heartbeat)
-        queues = "-" if v.queues is None else (", ".join(v.queues) or "none (stopped)")
-        buttons = ""
-        if token is not None and v.answered:
-            for action, label in (("stop", "stop taking work"), ("shutdown", "shut down")):
-                if action == "stop" and not v.queues:
-                    continue
-                buttons += (f'<form method="post" action="{attr(urls.workers(v.node, action))}">'
-                            f'{token_field(token)}<button id="{action}-{attr(v.node)}">'
-                            f"{e(label)}</button></form> ")
-        rows.append([cell(v.node or "(did not answer)"), cell(v.host or "-"),
-                     e(v.pid if v.pid is not None else "-"), e(v.jobs), heartbeat,
-                     cell(queues), buttons])
-    out = message(msg) + table(["worker", "host", "pid", "jobs held", "last heartbeat",
-                                "consuming", ""], rows, ident="workers")
-    if not views:
-        out += "<p>no worker holds a job, and none answered</p>"
-    out += ("<p class=\"more\">jobs held and last heartbeat: from the store's leases (the "
-            "heartbeat is the newest lease deadline less the lease length); worker names and "
-            "queues: from the workers that answered Celery's remote control within "
-            "1 s.</p>")
-    if not control:
+                 token: str | None, control: bool, asked: bool = False) -> str:
+    out = message(msg) + worker_table(urls, views, now_ms, token, asked)
+    if control:
+        out += (f'<p><a href="{attr(urls("/workers", ask="1"))}" id="ask-workers">ask the '
+                "workers now</a> (one remote-control broadcast: who answers within 1 s, and "
+                "the queues each consumes now)</p>")
+    else:
         out += ("<p>remote control is not available here (the dashboard was given a broker "
                 "URL, not the Celery app)</p>")
     return out

@@ -424,9 +424,13 @@ class Dashboard:
 
     def _workers(self, r: Request, refresh: int) -> tuple[str, list[tuple[str, str]], str]:
         admin = self.admin()
-        views = workers.workers(admin)
-        body = pages.workers_page(r.urls, views, admin.store.now_ms(), self._message(r),
-                                  self._form_token(r), admin.app is not None)
+        now = admin.store.now_ms()
+        views = workers.workers(admin, now)
+        asked = r.query.get("ask") == "1"
+        if asked:  # remote control on demand: one broadcast
+            workers.ask(admin, views)
+        body = pages.workers_page(r.urls, views, now, self._message(r),
+                                  self._form_token(r), admin.app is not None, asked)
         return self._html(r, "workers", body, refresh,
                           lambda n: r.urls("/workers", refresh=n or None))
 
@@ -445,7 +449,10 @@ class Dashboard:
         elif parts == ["latency"]:
             data = [vars(q) for q in admin.latency()]
         elif parts == ["workers"]:
-            data = [v.to_dict() for v in workers.workers(admin)]
+            views = workers.workers(admin)
+            if r.query.get("ask") == "1":
+                workers.ask(admin, views)
+            data = [v.to_dict() for v in views]
         elif parts == ["schedules"]:
             data = [s.to_dict() for s in admin.schedules()]
         elif len(parts) == 2 and parts[0] == "jobs":
@@ -619,8 +626,8 @@ class Dashboard:
                                                "remote control), not a broker URL")
         view = workers.find(admin, node)
         if view is None:
-            raise HttpError("404 Not Found", f"no worker {shown(node, 100)} answers remote "
-                                             "control now")
+            raise HttpError("404 Not Found", f"no worker {shown(node, 100)} in the store's "
+                                             "worker records")
         if form.get("confirm", [""])[-1] != "1":
             token = form.get("token", [""])[-1]
             if action == "stop":

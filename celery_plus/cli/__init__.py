@@ -97,8 +97,9 @@ def _add_admin_commands() -> None:
     """``dlq``, ``jobs``, ``cancel``, ``store-status``, ``admin`` (alias ``dashboard``): the admin
     (cli/admin.py)."""
     from celery_plus.cli.admin import COMMANDS
+    from celery_plus.cli.admin_state import COMMANDS as STATE_COMMANDS
 
-    for command in COMMANDS:
+    for command in (*COMMANDS, *STATE_COMMANDS):
         plus.add_command(command)
 
 

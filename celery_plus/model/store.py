@@ -8,6 +8,7 @@ atomic step in its store (one Lua script, one SQL transaction).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -401,6 +402,70 @@ class ScheduleStore(Store, Protocol):
         ...
 
 
+#: A worker record with no beat for this long is dropped (the workers page forgets it).
+WORKER_RECORD_KEEP_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class WorkerBeat:
+    """A Celery worker's record in the store, written by its lease keeper every heartbeat
+    interval (``WorkerRecords.worker_beat``): the admin's workers page and health."""
+
+    #: Celery's node name (``celery@host``): the name remote control addresses.
+    node: str
+    host: str
+    pid: int
+    #: The queues it consumes (as it started), and its heartbeat interval (ms).
+    queues: tuple[str, ...] = ()
+    interval_ms: int = 0
+    #: Store times (ms): its first beat as this process (a new pid starts anew), its last.
+    started_ms: int = 0
+    at_ms: int = 0
+
+    def info(self) -> dict[str, Any]:
+        """What the store keeps as given (the times are the store's)."""
+        return {"host": self.host, "pid": self.pid, "queues": list(self.queues),
+                "interval_ms": self.interval_ms}
+
+    @classmethod
+    def of(cls, node: str, info: Any, started_ms: int, at_ms: int) -> WorkerBeat:
+        """A record from its stored info (JSON text or a dict; anything else: empty)."""
+        if isinstance(info, (str, bytes)):
+            try:
+                info = json.loads(info)
+            except ValueError:
+                info = {}
+        if not isinstance(info, dict):
+            info = {}
+        queues = info.get("queues")
+        return cls(node=node, host=str(info.get("host") or ""),
+                   pid=_int(info.get("pid")),
+                   queues=tuple(str(q) for q in queues) if isinstance(queues, list) else (),
+                   interval_ms=_int(info.get("interval_ms")), started_ms=int(started_ms),
+                   at_ms=int(at_ms))
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+class WorkerRecords(Store, Protocol):
+    """The Celery workers' own records (their heartbeats), for the admin."""
+
+    def worker_beat(self, beat: WorkerBeat) -> None:
+        """Record a beat of worker ``beat.node`` now (store time): its info replaced, its
+        ``started_ms`` kept while its pid is the same. Records with no beat for
+        :data:`WORKER_RECORD_KEEP_MS` are dropped."""
+        ...
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        """Every worker record kept, by node name."""
+        ...
+
+
 class AdminPrimitives(Store, Protocol):
     """Atomic writes of operators and the admin, outside the job operations."""
 
@@ -446,7 +511,8 @@ class Records(Store, Protocol):
         ...
 
 
-class Backend(JobStore, RoutingStore, ScheduleStore, AdminPrimitives, Records, Protocol):
+class Backend(JobStore, RoutingStore, ScheduleStore, AdminPrimitives, Records, WorkerRecords,
+              Protocol):
     """Every store operation: what each store implements and the transport holds."""
 
     def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:

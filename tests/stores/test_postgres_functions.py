@@ -215,6 +215,10 @@ ADDED_SINCE_LEGACY = {
     "function claim(p_queues text[], p_worker text, p_max integer, p_scan_limit integer, "
     "p_lease_ms bigint, p_backstop bigint, p_ids text[], p_tokens bigint[], p_actions text[], "
     "p_details text[], p_run_ms bigint[])",
+    # migration 0011: the Celery workers' own records (the admin's workers page).
+    "relation workers", "relation workers_pkey", "index workers_pkey", "column workers.node",
+    "column workers.info", "column workers.started_ms", "column workers.at_ms",
+    "constraint <schema>.workers.workers_pkey",
 }
 
 
@@ -252,7 +256,7 @@ def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
                              "1000, NULL, NULL, NULL, NULL) WHERE o_kind = 'c'").fetchone()
     assert token is not None
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [9, 10]
+    assert [m.version for m in applied.migrations] == [9, 10, 11]
     assert [f.name for f in applied.functions] == [f.name for f in pg_migrations.function_files()]
     recorded = dict(conn.execute(f'SELECT name, sha256 FROM "{schema}".function_versions'))
     assert recorded == {f.name: f.sha256 for f in pg_migrations.function_files()}
@@ -321,7 +325,7 @@ def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
                      "'', 0, 0, 1000)")
         conn.execute("UPDATE jobs SET token = 77 WHERE id = 'old'")
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9, 10]
+    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9, 10, 11]
     store = PostgresBackend(PG_URL, schema=schema)
     try:
         publish(store, "new")
@@ -452,7 +456,7 @@ def test_every_version_takes_the_same_migration_lock(
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
             migrator.join(60)
-    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9, 10]
+    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9, 10, 11]
 
 
 # -- the rules, rendered -------------------------------------------------------------------------

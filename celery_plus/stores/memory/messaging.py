@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from celery_plus.model.store import NewJob, ScheduleRecord
+from celery_plus.model.store import WORKER_RECORD_KEEP_MS, NewJob, ScheduleRecord, WorkerBeat
 from celery_plus.stores.memory.state import Hold, MemoryState
 
 #: A transient queue's messages expire this long after its last push (ms).
@@ -165,3 +165,19 @@ class Messaging:
     def paused_queues(self) -> dict[str, int]:
         with self.store.lock:
             return dict(self.store.paused)
+
+    # -- worker records ---------------------------------------------------------------------
+    def worker_beat(self, beat: WorkerBeat) -> None:
+        with self.store.lock:
+            now = self._now()
+            was = self.store.workers.get(beat.node)
+            started = was.started_ms if was is not None and was.pid == beat.pid else now
+            self.store.workers[beat.node] = dataclasses.replace(beat, started_ms=started,
+                                                                at_ms=now)
+            for node, rec in list(self.store.workers.items()):
+                if rec.at_ms < now - WORKER_RECORD_KEEP_MS:
+                    del self.store.workers[node]
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        with self.store.lock:
+            return [self.store.workers[n] for n in sorted(self.store.workers)]

@@ -146,6 +146,8 @@ class MemoryState:
     schedules: dict[str, ScheduleRecord] = field(default_factory=dict)
     #: Paused queues and when each was paused (ms): ``claim`` skips them.
     paused: dict[str, int] = field(default_factory=dict)
+    #: The Celery workers' records by node name (``WorkerRecords``).
+    workers: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         #: Notified after every change that may make work available (``wait``).

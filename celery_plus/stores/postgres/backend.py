@@ -22,6 +22,7 @@ matching Lua script.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -39,6 +40,7 @@ from celery_plus.model.details import encode_detail
 from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from celery_plus.model.store import (
     SCHEDULE_COLUMNS,
+    WORKER_RECORD_KEEP_MS,
     Backend,
     Claim,
     ClaimResult,
@@ -51,6 +53,7 @@ from celery_plus.model.store import (
     ScheduleRecord,
     Settle,
     Verdict,
+    WorkerBeat,
     schedule_record,
 )
 from celery_plus.runtime.helper_threads import green_patcher
@@ -98,6 +101,13 @@ _CLAIM = ("SELECT * FROM claim(%s::text[], %s, %s::integer, %s::integer, %s::big
           "%s::bigint, %s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint[])")
 _SETTLE = ("SELECT * FROM settle(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint, "
            "%s::bigint[])")
+_WORKER_BEAT = (
+    "WITH beat AS (INSERT INTO workers (node, info, started_ms, at_ms) "
+    "VALUES (%s, %s::jsonb, now_ms(), now_ms()) ON CONFLICT (node) DO UPDATE SET "
+    "info = excluded.info, at_ms = excluded.at_ms, started_ms = CASE "
+    "WHEN workers.info -> 'pid' = excluded.info -> 'pid' THEN workers.started_ms "
+    "ELSE excluded.started_ms END RETURNING at_ms) "
+    "DELETE FROM workers w USING beat WHERE w.at_ms < beat.at_ms - %s::bigint RETURNING w.node")
 _READY = (
     "SELECT (SELECT j.queue FROM jobs j WHERE j.state = 'enqueued' "
     "AND j.queue = ANY (%s::text[]) AND j.queue NOT IN (SELECT queue FROM paused_queues) "
@@ -615,6 +625,15 @@ class PostgresBackend(OptionsView, Backend):
     def paused_queues(self) -> dict[str, int]:
         return {str(q): int(ms) for q, ms in
                 self._rows("SELECT queue, paused_ms FROM paused_queues")}
+
+    def worker_beat(self, beat: WorkerBeat) -> None:
+        """One statement: the record upserted (``started_ms`` kept for the same pid), and
+        records with no beat for ``WORKER_RECORD_KEEP_MS`` dropped."""
+        self._rows(_WORKER_BEAT, [beat.node, json.dumps(beat.info()), WORKER_RECORD_KEEP_MS])
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        return [WorkerBeat.of(str(node), info, int(started), int(at)) for node, info, started, at
+                in self._rows("SELECT node, info, started_ms, at_ms FROM workers ORDER BY node")]
 
     # -- idle wake-up -------------------------------------------------------------------
     def wait(

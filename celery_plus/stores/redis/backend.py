@@ -6,6 +6,7 @@ in the same round trip as the settles that piled up since the last claim.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -18,6 +19,7 @@ from celery.exceptions import ImproperlyConfigured
 from celery_plus.model.details import encode_detail
 from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from celery_plus.model.store import (
+    WORKER_RECORD_KEEP_MS,
     Backend,
     Claim,
     ClaimResult,
@@ -30,6 +32,7 @@ from celery_plus.model.store import (
     ScheduleRecord,
     Settle,
     Verdict,
+    WorkerBeat,
 )
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.redis.connect import RedisConnect, from_kombu
@@ -367,6 +370,22 @@ class RedisBackend(OptionsView, Backend):
 
     def paused_queues(self) -> dict[str, int]:
         return {_text(q): int(ms) for q, ms in self.client.hgetall(self.key("paused")).items()}
+
+    def worker_beat(self, beat: WorkerBeat) -> None:
+        self.scripts.run("worker_beat", [self.prefix, beat.node, json.dumps(beat.info()),
+                                         WORKER_RECORD_KEEP_MS])
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        out = []
+        for node, raw in sorted(self.client.hgetall(self.key("workers")).items()):
+            try:
+                info = json.loads(_text(raw))
+            except ValueError:
+                continue
+            if isinstance(info, dict):
+                out.append(WorkerBeat.of(_text(node), info, int(info.get("started_ms") or 0),
+                                         int(info.get("at_ms") or 0)))
+        return out
 
     def schedule_delete(self, name: str) -> bool:
         pipe = self.client.pipeline(transaction=True)

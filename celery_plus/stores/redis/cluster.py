@@ -41,6 +41,7 @@ from celery_plus.model.store import (
     ScheduleRecord,
     Settle,
     Verdict,
+    WorkerBeat,
 )
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.redis.backend import RedisBackend, _text
@@ -390,6 +391,12 @@ class RedisClusterBackend(OptionsView, Backend):
 
     def queue_pause(self, queue: str, paused: bool) -> int:
         return self.queue(queue).queue_pause(queue, paused)
+
+    def worker_beat(self, beat: WorkerBeat) -> None:
+        self.store.worker_beat(beat)
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        return self.store.worker_beats()
 
     def paused_queues(self) -> dict[str, int]:
         paused: dict[str, int] = {}

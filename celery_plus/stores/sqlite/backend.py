@@ -41,6 +41,7 @@ from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from celery_plus.model.rules import FINISHED, HISTORY_MAX, PRIORITY_FACTOR, WAITING
 from celery_plus.model.store import (
     SCHEDULE_COLUMNS,
+    WORKER_RECORD_KEEP_MS,
     Backend,
     Claim,
     ClaimResult,
@@ -53,6 +54,7 @@ from celery_plus.model.store import (
     ScheduleRecord,
     Settle,
     Verdict,
+    WorkerBeat,
     schedule_record,
 )
 from celery_plus.runtime.fork_guard import guard_across_fork
@@ -1088,6 +1090,22 @@ class SQLiteBackend(OptionsView, Backend):
         rows = self._read(lambda conn: conn.execute(
             "SELECT queue, paused_ms FROM paused_queues").fetchall())
         return {str(queue): int(ms) for queue, ms in rows}
+
+    def worker_beat(self, beat: WorkerBeat) -> None:
+        def body(tx: _Tx) -> None:
+            tx.run("INSERT INTO workers (node, info, started_ms, at_ms) VALUES (?1, ?2, ?3, ?3) "
+                   "ON CONFLICT (node) DO UPDATE SET info = excluded.info, at_ms = excluded.at_ms, "
+                   "started_ms = CASE WHEN json_extract(workers.info, '$.pid') = "
+                   "json_extract(excluded.info, '$.pid') THEN workers.started_ms "
+                   "ELSE excluded.started_ms END", beat.node, json.dumps(beat.info()), tx.now)
+            tx.run("DELETE FROM workers WHERE at_ms < ?", tx.now - WORKER_RECORD_KEEP_MS)
+
+        self._write(body)
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        rows = self._read(lambda conn: conn.execute(
+            "SELECT node, info, started_ms, at_ms FROM workers ORDER BY node").fetchall())
+        return [WorkerBeat.of(str(n), info, int(s), int(a)) for n, info, s, a in rows]
 
     def wait(
         self, queues: Sequence[str], transient: Sequence[str], timeout: float

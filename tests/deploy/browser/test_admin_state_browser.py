@@ -5,11 +5,17 @@ a real ``celery-plus worker``, on each store (the README suite runs each test on
 * **Reserved and running**: a solo worker claims two jobs at once; while the first runs, the
   second waits in the worker (prefetched). The running listing marks it ``reserved`` and its
   page says so; once it ran, its runtime counts from its real start, not from its claim.
+* **Workers by Celery name, with health**: the workers page lists the worker by its node name
+  (``w0-…@host``), alive, with its pid and queues, from the store — no remote-control
+  broadcast on load; *ask the workers now* sends exactly one.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -21,6 +27,21 @@ from tests.support import wait_until
 STORES = ("redis", "sqlite", "postgres")
 #: A short heartbeat: the store learns a job is reserved (or started) within it.
 FAST_BEAT = {"PLUS_TEST_HEARTBEAT": "0.3"}
+
+
+class CountingControl:
+    """The app's remote control, counting its broadcasts (``inspect`` calls)."""
+
+    def __init__(self, control: Any) -> None:
+        self.control = control
+        self.inspects = 0
+
+    def inspect(self, *args: Any, **kwargs: Any) -> Any:
+        self.inspects += 1
+        return self.control.inspect(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.control, name)
 
 
 def _reserved(site: Site, job_id: str) -> bool:
@@ -55,3 +76,32 @@ def test_a_prefetched_job_shows_reserved_and_its_runtime_starts_when_it_does(
     assert done.finished_ms - done.started_ms < 1500, "its runtime counts the prefetch wait"
     browser.open(site.operator_url + f"/job/{quick.id}")
     assert browser.fact("state") == "completed"
+
+
+@pytest.mark.parametrize("broker_kind", STORES, indirect=True)
+def test_the_workers_page_names_workers_by_celery_name_with_health_and_no_broadcast(
+        dashboard: Site, browser: Browser, start_worker: Callable[..., Worker],
+        prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = dashboard
+    worker = start_worker(env=FAST_BEAT)
+    node = f"w0-{prefix}@{os.uname().nodename}"
+    wait_until(lambda: any(v.node == node for v in admin.list_workers(site.app)), timeout=30,
+               message="the worker's record is in the store")
+    counting = CountingControl(site.app.control)
+    monkeypatch.setattr(type(site.app), "control", property(lambda app: counting))
+    started = time.monotonic()
+    browser.open(site.operator_url + "/workers")
+    took = time.monotonic() - started
+    cells = {r.find_elements("css selector", "td")[0].text:
+             [c.text for c in r.find_elements("css selector", "td")]
+             for r in browser.find_all("table#workers tr")[1:]}
+    row = cells[node]  # worker, health, host, pid, up since, last heartbeat, jobs, queues
+    assert row[1] == "alive" and row[3] == str(worker.proc.pid) and row[7] == "celery", row
+    assert counting.inspects == 0, "the page broadcast to the workers"
+    assert took < 1.0, f"the workers page took {took:.2f} s"
+    browser.screenshot("workers-by-name.png")
+    browser.click("#ask-workers")
+    assert counting.inspects == 1
+    asked = [c.text for c in browser.find(f"[id='health-{node}']").find_elements(
+        "xpath", "../../td")]
+    assert asked[8] == "yes", asked

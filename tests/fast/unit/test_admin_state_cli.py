@@ -81,3 +81,38 @@ def test_dlq_show_names_a_reserved_job_reserved(store: Store) -> None:
     assert shown.exit_code == 0, shown.output
     assert "State:        reserved" in shown.output
     assert "State:        running" in run(store, "dlq", "show", "s").output
+
+
+# -- workers by Celery name, with health ---------------------------------------------------
+def test_workers_are_listed_by_node_name_with_health_from_the_store(store: Store) -> None:
+    from celery_plus.admin.workers import health
+    from celery_plus.model.store import WorkerBeat
+
+    store.backend.worker_beat(WorkerBeat(node="w1@h1", host="h1", pid=4242,
+                                         queues=("celery", "mail"), interval_ms=2000))
+    store.job("held")
+    [got] = store.backend.claim(["celery"], "h1:4242:abcd", 1).claims  # a lease of pid 4242
+    assert got.job_id == "held"
+    [view] = admin.list_workers(store.app)
+    assert (view.node, view.host, view.pid, view.jobs, view.health) == (
+        "w1@h1", "h1", 4242, 1, "alive")
+    assert view.queues == ["celery", "mail"] and view.worker_ids == ["h1:4242:abcd"]
+    assert view.answered is None  # nobody was asked: no broadcast
+    result = run(store, "workers")
+    assert result.exit_code == 0, result.output
+    header, row = result.output.splitlines()
+    assert header.split()[:3] == ["WORKER", "HEALTH", "HOST"]
+    assert row.split()[:4] == ["w1@h1", "alive", "h1", "4242"] and "celery,mail" in row
+    [data] = as_json(run(store, "workers", "--json"))
+    assert (data["node"], data["health"], data["jobs"]) == ("w1@h1", "alive", 1)
+    # health from the last beat and the worker's own interval
+    assert [health(0, 2000, now) for now in (5000, 5001, 13000, 13001)] == [
+        "alive", "late", "late", "gone"]
+
+
+def test_a_worker_without_a_record_is_seen_by_its_leases(store: Store) -> None:
+    store.job("held")
+    store.backend.claim(["celery"], "h9:77:abcd", 1)
+    [view] = admin.list_workers(store.app)
+    assert (view.node, view.host, view.pid, view.jobs, view.health) == ("", "h9", 77, 1,
+                                                                         "unknown")
