@@ -32,6 +32,7 @@ from celery_plus.admin.api import (
     status,
     throughput,
 )
+from celery_plus.admin.limits import KeyUsage, TaskLimits, list_limits
 from celery_plus.admin.queue_pause import QueuePause
 from celery_plus.admin.schedules import Schedule, ScheduleNotFound
 from celery_plus.admin.workers import WorkerView, list_workers
@@ -57,10 +58,11 @@ from celery_plus.model.admin import (
 
 __all__ = [
     "STATES", "Admin", "AdminError", "AdminStore", "BulkResult", "Counts", "GroupStatus",
-    "JobDetail", "JobNotFound", "JobSummary", "OpResult", "Page", "QueuePause", "QueueStatus",
-    "RetryConflict", "Schedule", "ScheduleNotFound", "Status", "Throughput",
+    "JobDetail", "JobNotFound", "JobSummary", "KeyUsage", "OpResult", "Page", "QueuePause",
+    "QueueStatus",
+    "RetryConflict", "Schedule", "ScheduleNotFound", "Status", "TaskLimits", "Throughput",
     "UnscopedOperation", "UnsupportedStore", "WorkerView", "admin_for", "cancel", "connect",
-    "counts", "discard", "jobs", "list_workers", "pause_queue", "pause_schedule",
+    "counts", "discard", "jobs", "list_limits", "list_workers", "pause_queue", "pause_schedule",
     "paused_queues", "purge", "resume_queue", "resume_schedule", "retry",
     "retry_many", "schedules", "show", "status", "throughput",
 ]

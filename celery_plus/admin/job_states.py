@@ -1,5 +1,7 @@
 """How the admin names a job's state: a running job its worker has not started yet is
-**reserved** (claimed, prefetched: waiting in the worker), apart from **running**.
+**reserved** (claimed, prefetched: waiting in the worker), apart from **running**; a blocked
+job parked by its cluster rate limit (window full) is **rate-limited**, apart from one blocked
+behind a concurrency limit.
 
 The store learns it from the worker's start marks, carried by its lease heartbeats and its
 settles (no store call of their own; ``JobStore.heartbeat``): a job claimed less than one
@@ -12,19 +14,32 @@ from __future__ import annotations
 from celery_plus.admin.markup import e
 from celery_plus.model.admin import JobDetail, JobSummary
 
-#: The state a reserved job is shown as.
+#: The state a reserved job is shown as, and a rate-parked blocked one.
 RESERVED = "reserved"
+RATE_LIMITED = "rate-limited"
+#: Badges of a listing row: (css class, text, title).
+BADGES = {RESERVED: ("reserved", "reserved", "claimed by a worker, not started yet"),
+          RATE_LIMITED: ("rate-limited", "rate limit",
+                         "parked: its cluster rate limit's window is full"),
+          "blocked": ("concurrency", "concurrency", "blocked behind its concurrency limit")}
 
 
 def shown_state(job: JobDetail | JobSummary) -> str:
-    """``reserved`` for a running job not started yet, else the store's state."""
+    """``reserved`` for a running job not started yet, ``rate-limited`` for a job parked by
+    its rate limit, else the store's state."""
     summary = job.summary if isinstance(job, JobDetail) else job
-    return RESERVED if summary.state == "running" and summary.reserved else summary.state
+    if summary.state == "running" and summary.reserved:
+        return RESERVED
+    if summary.state == "blocked" and summary.rate_limited:
+        return RATE_LIMITED
+    return summary.state
 
 
 def reserved_mark(row: JobSummary) -> str:
-    """HTML after a listing row's time: a ``reserved`` badge for a job not started yet."""
-    if shown_state(row) != RESERVED:
+    """HTML after a listing row's time: a badge for a reserved job, and for a blocked one
+    what blocks it (its rate limit, or its concurrency limit)."""
+    badge = BADGES.get(shown_state(row))
+    if badge is None:
         return ""
-    return (f' <span class="reserved" title="claimed by a worker, not started yet">'
-            f"{e(RESERVED)}</span>")
+    css, text, title = badge
+    return f' <span class="{css}" title="{e(title)}">{e(text)}</span>'

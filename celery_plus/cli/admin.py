@@ -127,7 +127,7 @@ def page_text(page: Page) -> str:
     rows = [[r.id, r.name or "-", r.queue, when(r.at_ms), r.deliveries,
              clip(_error(r) if page.state == "failed" else r.args_repr, 60)]
             for r in page.items]
-    if page.state == "running":  # reserved: claimed, not started yet (admin/job_states.py)
+    if page.state in ("running", "blocked"):  # reserved / rate-limited (admin/job_states.py)
         headers.insert(3, "STATE")
         for row, item in zip(rows, page.items, strict=True):
             row.insert(3, shown_state(item))

@@ -62,6 +62,9 @@ class JobRecord:
     #: ``started_ms``; ``-lease_token`` = not started yet (reserved); anything else: not
     #: known (``started_ms`` is the claim's time, as before start marks).
     start_mark: int = 0
+    #: Blocked because its cluster rate group's window was full (not behind a concurrency
+    #: group).
+    rate_parked: bool = False
 
     @property
     def reserved(self) -> bool:

@@ -465,6 +465,48 @@ class WorkerRecords(Store, Protocol):
         """Every worker record kept, by node name."""
         ...
 
+    def rate_usage(self) -> list[RateUsage]:
+        """Every cluster rate group with starts or claims in its window or jobs parked (at
+        most :data:`RATE_GROUPS_MAX`), by name."""
+        ...
+
+
+#: Rate groups a usage read looks at, at most.
+RATE_GROUPS_MAX = 1000
+
+
+@dataclass(frozen=True)
+class RateUsage:
+    """A cluster rate group's window now (``WorkerRecords.rate_usage``): its starts in the
+    window, its claims not started yet (they count too), its jobs parked (``blocked``
+    because the window was full), its limit and window (ms)."""
+
+    group: str
+    limit: int
+    window_ms: int
+    starts: int
+    pending: int
+    parked: int
+
+
+def rate_usage_of(now_ms: int, claims: Sequence[tuple[str, bool, int]],
+                  limits: dict[str, tuple[int, int]], parked: dict[str, int]
+                  ) -> list[RateUsage]:
+    """Usage per group from its claims ((group, started, at ms): a start's time, or a
+    claim's lapse), each group's (limit, window ms) and parked counts (the SQL stores and
+    the in-process store share it)."""
+    starts: dict[str, int] = {}
+    pending: dict[str, int] = {}
+    for group, started, at in claims:
+        window = limits.get(group, (0, 0))[1]
+        if started and at >= now_ms - window:
+            starts[group] = starts.get(group, 0) + 1
+        elif not started and at >= now_ms:
+            pending[group] = pending.get(group, 0) + 1
+    names = sorted(set(starts) | set(pending) | {g for g, n in parked.items() if n})
+    return [RateUsage(g, *limits.get(g, (0, 0)), starts.get(g, 0), pending.get(g, 0),
+                      parked.get(g, 0)) for g in names[:RATE_GROUPS_MAX]]
+
 
 class AdminPrimitives(Store, Protocol):
     """Atomic writes of operators and the admin, outside the job operations."""

@@ -88,7 +88,7 @@ def summary_columns(alias: str, byte_length: str) -> tuple[tuple[str, ...], str]
               ("exc_message", cut.format("exc_message")),
               ("msg", f"CASE WHEN {size} <= {PREVIEW_BYTES} THEN {alias}msg END"),
               ("msg_size", size), ("token", f"{alias}token"),
-              ("start_mark", f"{alias}start_mark"))
+              ("start_mark", f"{alias}start_mark"), ("rate_parked", f"{alias}rate_parked"))
     return (tuple(name for name, _ in fields),
             ", ".join([f"{alias}id", *(sql for _, sql in fields)]))
 

@@ -15,7 +15,7 @@ COLUMNS: tuple[str, ...] = (
     "enqueued_ms", "due_ms", "started_ms", "finished_ms", "worker", "unique_lock",
     "unique_window", "unique_ttl_ms", "conc_group", "conc_limit", "rate_group", "rate_limit",
     "rate_window_ms", "reason", "exc_type", "exc_message", "traceback", "history",
-    "start_mark",
+    "start_mark", "rate_parked",
 )
 
 
@@ -61,6 +61,7 @@ def job_record(job_id: str, row: Mapping[str, Any]) -> JobRecord:
         exc_type=text["exc_type"], exc_message=text["exc_message"],
         traceback=text["traceback"], history=_history(row.get("history")),
         message_size=count["msg_size"], start_mark=count["start_mark"],
+        rate_parked=bool(row.get("rate_parked")),
     )
 
 

@@ -101,7 +101,7 @@ class Job:
             exc_type=self.exc_type or "", exc_message=self.exc_message or "",
             traceback=self.traceback or "",
             history=tuple(json.loads(json.dumps(self.history or []))),
-            start_mark=self.start_mark)
+            start_mark=self.start_mark, rate_parked=self.rate_parked)
 
 
 @dataclass

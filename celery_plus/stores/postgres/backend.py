@@ -48,6 +48,7 @@ from celery_plus.model.store import (
     JobRecord,
     NewJob,
     PublishOutcome,
+    RateUsage,
     Recovered,
     ScheduledJob,
     ScheduleRecord,
@@ -59,6 +60,7 @@ from celery_plus.model.store import (
 from celery_plus.runtime.helper_threads import green_patcher
 from celery_plus.runtime.throttled import Throttled
 from celery_plus.settings import PlusConfig
+from celery_plus.stores import sql_rates
 from celery_plus.stores.postgres import migrations as pg_migrations
 from celery_plus.stores.postgres import pool as pg_pool
 from celery_plus.stores.postgres.bounds import (
@@ -630,6 +632,9 @@ class PostgresBackend(OptionsView, Backend):
         """One statement: the record upserted (``started_ms`` kept for the same pid), and
         records with no beat for ``WORKER_RECORD_KEEP_MS`` dropped."""
         self._rows(_WORKER_BEAT, [beat.node, json.dumps(beat.info()), WORKER_RECORD_KEEP_MS])
+
+    def rate_usage(self) -> list[RateUsage]:
+        return sql_rates.rate_usage(self._rows, self.now_ms(), "%s", "true")
 
     def worker_beats(self) -> list[WorkerBeat]:
         return [WorkerBeat.of(str(node), info, int(started), int(at)) for node, info, started, at

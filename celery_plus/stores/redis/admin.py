@@ -52,7 +52,7 @@ SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason"
                  "emsg", "msg", "tb", "tok", "sm")
 #: What ``summaries.lua`` returns per job.
 SUMMARY_REPLY = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
-                 "emsg", "msg", "msglen", "tok", "sm")
+                 "emsg", "msg", "msglen", "tok", "sm", "rp")
 #: Waiting jobs a listing orders by time (reading each record); beyond it, index order.
 ORDERED_MAX = 10_000
 #: Ids read from an index per command when paging in index order.

@@ -19,6 +19,7 @@ from celery.exceptions import ImproperlyConfigured
 from celery_plus.model.details import encode_detail
 from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from celery_plus.model.store import (
+    RATE_GROUPS_MAX,
     WORKER_RECORD_KEEP_MS,
     Backend,
     Claim,
@@ -27,12 +28,14 @@ from celery_plus.model.store import (
     JobRecord,
     NewJob,
     PublishOutcome,
+    RateUsage,
     Recovered,
     ScheduledJob,
     ScheduleRecord,
     Settle,
     Verdict,
     WorkerBeat,
+    rate_usage_of,
 )
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.redis.connect import RedisConnect, from_kombu
@@ -42,6 +45,11 @@ from celery_plus.stores.redis.record import job_record
 from celery_plus.stores.redis.scripts import ScriptLibrary, pack, store_sources
 
 logger = logging.getLogger("celery_plus.stores.redis")
+
+
+def _glob(text: str) -> str:
+    """``text`` as a literal in a SCAN MATCH pattern."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
 
 TRANSIENT_TTL_S = 300
 
@@ -374,6 +382,44 @@ class RedisBackend(OptionsView, Backend):
     def worker_beat(self, beat: WorkerBeat) -> None:
         self.scripts.run("worker_beat", [self.prefix, beat.node, json.dumps(beat.info()),
                                          WORKER_RECORD_KEEP_MS])
+
+    def rate_usage(self) -> list[RateUsage]:
+        """The rate groups with keys (``P:rate:*``, ``P:ratep:*``: a bounded SCAN) or parked
+        jobs (``P:rblkgroups``); each group's limit and window from one of its jobs."""
+        groups: set[str] = {_text(g) for g in self.client.smembers(self.key("rblkgroups"))}
+        for kind in ("rate", "ratep"):
+            head = self.key(kind) + ":"
+            for key in self.client.scan_iter(match=_glob(head) + "*", count=1000):
+                groups.add(_text(key)[len(head):])
+                if len(groups) >= RATE_GROUPS_MAX:
+                    break
+        names = sorted(groups)[:RATE_GROUPS_MAX]
+        now = self.now_ms()
+        pipe = self.client.pipeline(transaction=False)
+        for g in names:
+            pipe.zrange(self.key("rate", g), 0, -1, withscores=True)
+            pipe.zrange(self.key("ratep", g), 0, -1, withscores=True)
+            pipe.zcard(self.key("rblk", g))
+            pipe.zrange(self.key("rblk", g), 0, 0)
+        replies = pipe.execute()
+        claims: list[tuple[str, bool, int]] = []
+        parked: dict[str, int] = {}
+        sample: dict[str, str] = {}
+        for n, g in enumerate(names):
+            started, pending, count, first = replies[4 * n: 4 * n + 4]
+            claims += [(g, True, int(at)) for _, at in started]
+            claims += [(g, False, int(at)) for _, at in pending]
+            parked[g] = int(count)
+            members = [_text(m).rpartition(":")[0] for m, _ in [*started, *pending]]
+            job = members[0] if members else (_text(first[0]) if first else "")
+            if job:
+                sample[g] = job
+        pipe = self.client.pipeline(transaction=False)
+        for job in sample.values():
+            pipe.hmget(self.key("job", job), "rl", "rw")
+        limits = {g: (int(_text(rl) or 0), int(_text(rw) or 0))
+                  for g, (rl, rw) in zip(sample, pipe.execute(), strict=True)}
+        return rate_usage_of(now, claims, limits, parked)
 
     def worker_beats(self) -> list[WorkerBeat]:
         out = []

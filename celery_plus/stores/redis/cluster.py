@@ -36,6 +36,7 @@ from celery_plus.model.store import (
     JobRecord,
     NewJob,
     PublishOutcome,
+    RateUsage,
     Recovered,
     ScheduledJob,
     ScheduleRecord,
@@ -397,6 +398,10 @@ class RedisClusterBackend(OptionsView, Backend):
 
     def worker_beats(self) -> list[WorkerBeat]:
         return self.store.worker_beats()
+
+    def rate_usage(self) -> list[RateUsage]:
+        found = {u.group: u for scope in [self.store, *self._all()] for u in scope.rate_usage()}
+        return [found[g] for g in sorted(found)]
 
     def paused_queues(self) -> dict[str, int]:
         paused: dict[str, int] = {}

@@ -49,6 +49,7 @@ from celery_plus.model.store import (
     JobRecord,
     NewJob,
     PublishOutcome,
+    RateUsage,
     Recovered,
     ScheduledJob,
     ScheduleRecord,
@@ -60,6 +61,7 @@ from celery_plus.model.store import (
 from celery_plus.runtime.fork_guard import guard_across_fork
 from celery_plus.runtime.throttled import Throttled
 from celery_plus.settings import PlusConfig
+from celery_plus.stores import sql_rates
 from celery_plus.stores.sql_record import COLUMNS, row_record
 from celery_plus.stores.sqlite.locking import retry_while_locked
 from celery_plus.stores.sqlite.url import sqlite_path
@@ -1101,6 +1103,12 @@ class SQLiteBackend(OptionsView, Backend):
             tx.run("DELETE FROM workers WHERE at_ms < ?", tx.now - WORKER_RECORD_KEEP_MS)
 
         self._write(body)
+
+    def rate_usage(self) -> list[RateUsage]:
+        def rows(sql: str, params: Sequence[Any]) -> list[Any]:
+            return self._read(lambda conn: conn.execute(sql, list(params)).fetchall())
+
+        return sql_rates.rate_usage(rows, self.now_ms(), "?", "1")
 
     def worker_beats(self) -> list[WorkerBeat]:
         rows = self._read(lambda conn: conn.execute(

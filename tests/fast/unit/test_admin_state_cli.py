@@ -116,3 +116,101 @@ def test_a_worker_without_a_record_is_seen_by_its_leases(store: Store) -> None:
     [view] = admin.list_workers(store.app)
     assert (view.node, view.host, view.pid, view.jobs, view.health) == ("", "h9", 77, 1,
                                                                          "unknown")
+
+
+# -- /metrics, limits in use, rate-limited vs concurrency-blocked --------------------------
+def _limited_jobs(store: Store) -> dict[str, str]:
+    """Customer 42's report runs (its group full) and one waits behind it; customer 43's
+    runs; acme's send started (rate window full) and one more is parked. Returns the job ids
+    by role."""
+    for job_id, key in (("r42", "42"), ("r42b", "42"), ("r43", "43")):
+        store.job(job_id, task="proj.report", concurrency_group=f"proj.report:{key}",
+                  concurrency_limit=1)
+    for job_id in ("s1", "s2"):
+        store.job(job_id, task="proj.send", queue="mail", rate_group='proj.send:"acme"',
+                  rate_limit=1, rate_window_ms=60_000)
+    claimed = store.backend.claim(["celery"], "w1", 10)
+    assert sorted(c.job_id for c in claimed.claims) == ["r42", "r43"], claimed
+    [send] = store.backend.claim(["mail"], "w1", 1).claims
+    store.backend.rate_started(send.job_id, send.token)
+    assert not store.backend.claim(["mail"], "w1", 1).claims  # the window is full: parked
+    return {"blocked": "r42b", "parked": "s2" if send.job_id == "s1" else "s1"}
+
+
+def test_limits_in_use_per_key_from_the_api_and_the_cli(store: Store) -> None:
+    ids = _limited_jobs(store)
+    found = {(t.task, t.kind): t for t in admin.list_limits(store.app)}
+    report = found[("proj.report", "concurrency")]
+    assert report.groups == 2
+    assert [(k.key, k.used, k.limit, k.waiting, k.full) for k in report.keys] == [
+        ("42", 1, 1, 1, True), ("43", 1, 1, 0, True)]
+    [acme] = found[("proj.send", "rate")].keys
+    assert (acme.key, acme.starts, acme.pending, acme.limit, acme.waiting, acme.full) == (
+        '"acme"', 1, 0, 1, 1, True)
+    assert acme.window_ms >= 60_000
+    assert [k.key for k in admin.list_limits(store.app, top=1)[0].keys] == ["42"]
+    result = run(store, "limits")
+    assert result.exit_code == 0, result.output
+    assert any(line.split()[:4] == ["proj.report", "concurrency", "42", "1/1"]
+               for line in result.output.splitlines()), result.output
+    assert any(line.split()[:4] == ["proj.send", "rate", '"acme"', "1+0/1"]
+               for line in result.output.splitlines()), result.output
+    data = as_json(run(store, "limits", "--json", "--top", "1"))
+    assert {(t["task"], t["kind"], t["groups"], len(t["keys"])) for t in data} == {
+        ("proj.report", "concurrency", 2, 1), ("proj.send", "rate", 1, 1)}
+    assert run(store, "limits", "--top", "0").exit_code == 2
+    # the blocked listing tells a rate-limited job from a concurrency-blocked one
+    rows = {r.id: r.rate_limited for r in admin.jobs(store.app, "blocked").items}
+    assert rows == {ids["blocked"]: False, ids["parked"]: True}
+    listed = run(store, "jobs", "blocked").output
+    states = {line.split()[0]: line.split()[3] for line in listed.splitlines()[1:]
+              if line.split() and line.split()[0] in ids.values()}
+    assert states == {ids["blocked"]: "blocked", ids["parked"]: "rate-limited"}, listed
+
+
+def test_metrics_keep_key_values_out_of_labels_unless_asked(store: Store) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from celery_plus.admin.metrics import metrics_text
+    from celery_plus.model.store import WorkerBeat
+
+    _limited_jobs(store)
+    store.backend.worker_beat(WorkerBeat(node="w1@h1", host="h1", pid=7, interval_ms=2000))
+    with admin.connect(store.app) as a:
+        text = metrics_text(a)
+        keyed = metrics_text(a, key_labels=True)
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    assert samples[("celery_plus_group_running", (("group", "proj.report:*"),))] == 2
+    assert samples[("celery_plus_group_blocked", (("group", "proj.report:*"),))] == 1
+    assert samples[("celery_plus_group_limit", (("group", "proj.report:*"),))] == 1
+    assert samples[("celery_plus_rate_limit_starts", (("group", "proj.send:*"),))] == 1
+    assert samples[("celery_plus_rate_limit_parked", (("group", "proj.send:*"),))] == 1
+    assert samples[("celery_plus_rate_limit_limit", (("group", "proj.send:*"),))] == 1
+    assert samples[("celery_plus_worker_up", (("worker", "w1@h1"),))] == 1
+    assert ("celery_plus_queue_oldest_waiting_seconds", (("queue", "mail"),)) in samples
+    assert ("celery_plus_wait_seconds", (("quantile", "0.5"), ("queue", "celery"))) in samples
+    values = {v for _, labels in samples for _, v in labels}
+    assert not any("42" in v or "acme" in v for v in values), "a key value became a label"
+    keyed_samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                     for f in text_string_to_metric_families(keyed) for s in f.samples}
+    assert keyed_samples[("celery_plus_group_running", (("group", "proj.report:42"),))] == 1
+    assert keyed_samples[("celery_plus_rate_limit_starts",
+                          (("group", 'proj.send:"acme"'),))] == 1
+
+
+def test_the_metrics_key_labels_setting_is_checked_and_used(store: Store) -> None:
+    from celery.exceptions import ImproperlyConfigured
+
+    from celery_plus.admin.web import Dashboard
+
+    _limited_jobs(store)
+    store.app.conf.plus_admin_metrics_key_labels = "yes"
+    with pytest.raises(ImproperlyConfigured, match="plus_admin_metrics_key_labels='yes'"):
+        Dashboard(store.app)
+    store.app.conf.plus_admin_metrics_key_labels = True
+    web = Dashboard(store.app)
+    try:
+        assert web.metrics_key_labels is True
+    finally:
+        web.close()

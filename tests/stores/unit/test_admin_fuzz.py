@@ -60,11 +60,11 @@ values = st.one_of(
     st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x3000), max_size=20),
 )
 PARAMS = ("page", "per_page", "task", "queue", "text", "older_than", "since", "until", "search",
-          "sort", "refresh", "range", "msg", "sig", "id", "raw", "ask")
+          "sort", "refresh", "range", "msg", "sig", "id", "raw", "ask", "top")
 PATHS = ["/", "/jobs/failed", "/jobs/enqueued", "/jobs/completed", "/api/jobs/failed",
          "/api/status", "/api/throughput", "/api/activity", "/api/latency", "/failed",
          "/metrics", "/job", "/api/job", "/login", "/workers", "/api/workers", "/schedules",
-         "/api/schedules"]
+         "/api/schedules", "/limits", "/api/limits"]
 
 
 def encoded(value: str) -> str:
