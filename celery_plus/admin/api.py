@@ -348,6 +348,15 @@ class Admin:
         since = self.store.now_ms() - window_s * 1000
         return latencies(self.store.wait_samples(since, samples))
 
+    def runtime(self, window_s: int = 3600, samples: int = LATENCY_SAMPLES
+                ) -> list[QueueLatency]:
+        """Per queue, how long jobs completed in the last ``window_s`` ran (from their
+        start: docs/admin.md "Reserved and running"), the newest ``samples`` of them:
+        median and 95th percentile."""
+        since = self.store.now_ms() - window_s * 1000
+        rows = getattr(self.store, "runtime_samples", None)
+        return latencies(rows(since, samples)) if rows is not None else []
+
     def worker_leases(self) -> list[WorkerLeases]:
         """Per worker id, the running jobs it holds and its newest lease deadline."""
         return self.store.worker_leases()

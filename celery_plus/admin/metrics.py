@@ -135,6 +135,13 @@ class AdminCollector(Collector):
             samples.add_metric([q.queue], q.samples)
         yield wait
         yield samples
+        runtime = GaugeMetricFamily("celery_plus_runtime_seconds", "Runtime (start to finish) "
+                                    "of the jobs completed in the last hour, per queue: median "
+                                    "and 95th percentile.", labels=["queue", "quantile"])
+        for q in self.admin.runtime():
+            runtime.add_metric([q.queue, "0.5"], q.p50_s)
+            runtime.add_metric([q.queue, "0.95"], q.p95_s)
+        yield runtime
 
     def _counters(self) -> Iterator[Metric]:
         backend: Any = getattr(self.admin.store, "backend", None)

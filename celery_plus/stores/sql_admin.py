@@ -294,6 +294,13 @@ class SqlAdmin(StoreAdmin[B]):
                          since_ms, limit, since_ms, since_ms, limit, since_ms, since_ms, limit,
                          limit)
 
+    def runtime_rows(self, since_ms: int, limit: int) -> list[tuple[int, str, int | None]]:
+        # The finish-time index (state, finished_ms, id) serves it.
+        mark = self.MARK
+        return self._all(f"SELECT finished_ms, queue, finished_ms - started_ms FROM jobs WHERE "
+                         f"state = 'completed' AND finished_ms >= {mark} AND started_ms IS NOT "
+                         f"NULL ORDER BY finished_ms DESC LIMIT {mark}", since_ms, limit)
+
     def lease_rows(self) -> list[tuple[str, int, int | None, int | None]]:
         return self._all(
             "SELECT worker, count(*), max(lease_expires_ms), min(started_ms) FROM jobs "

@@ -161,6 +161,11 @@ class MemoryAdmin(StoreAdmin[MemoryBackend]):
                 for j in self._jobs() if j.state in ("running", "completed", "failed")
                 and j.started_ms is not None and j.started_ms >= since_ms]
 
+    def runtime_rows(self, since_ms: int, limit: int) -> Iterable[tuple[int, str, int | None]]:
+        return [(j.finished_ms, j.queue, j.finished_ms - j.started_ms) for j in self._jobs()
+                if j.state == "completed" and j.finished_ms is not None
+                and j.started_ms is not None and j.finished_ms >= since_ms]
+
     def lease_rows(self) -> Iterable[tuple[str, int, int | None, int | None]]:
         return [(job.worker, 1, job.lease_ms, job.started_ms)
                 for job in self._jobs() if job.state == "running" and job.worker]

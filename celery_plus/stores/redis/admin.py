@@ -417,6 +417,13 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
                  start - max(int(rec.get("enq") or 0), int(rec.get("due") or 0)))
                 for start, rec in starts if start >= since_ms]
 
+    def runtime_rows(self, since_ms: int, limit: int) -> list[tuple[int, str, int | None]]:
+        ids = [as_text(m) for m in self.client.zrevrangebyscore(
+            self.key("done"), "+inf", since_ms, start=0, num=limit)]
+        return [(int(rec.get("fin") or 0), rec.get("q", ""),
+                 int(rec["fin"]) - int(rec["start"]) if rec.get("start") and rec.get("fin")
+                 else None) for rec in self._records(ids, ("q", "start", "fin"))]
+
     def lease_rows(self) -> list[tuple[str, int, int | None, int | None]]:
         leases: list[Any] = list(self.client.zrange(self.key("lease"), 0, -1, withscores=True))
         records = self._records([as_text(m) for m, _ in leases], ("st", "wk", "start"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from celery_plus import Celery, admin
-from celery_plus.model.store import NOT_STARTED
+from celery_plus.model.store import NOT_STARTED, Settle
 from tests.fast.unit.test_admin_cli import REDIS_URL, Store, as_json, drop_store, run
 
 
@@ -176,9 +176,14 @@ def test_metrics_keep_key_values_out_of_labels_unless_asked(store: Store) -> Non
 
     _limited_jobs(store)
     store.backend.worker_beat(WorkerBeat(node="w1@h1", host="h1", pid=7, interval_ms=2000))
+    store.job("q1", queue="quick")
+    [quick] = store.backend.claim(["quick"], "w1", 1).claims
+    store.backend.settle([Settle("q1", quick.token, "ack", run_ms=0)])
     with admin.connect(store.app) as a:
         text = metrics_text(a)
         keyed = metrics_text(a, key_labels=True)
+        [ran] = a.runtime()
+    assert (ran.queue, ran.samples) == ("quick", 1) and ran.p95_s < 1
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for f in text_string_to_metric_families(text) for s in f.samples}
     assert samples[("celery_plus_group_running", (("group", "proj.report:*"),))] == 2
@@ -190,6 +195,7 @@ def test_metrics_keep_key_values_out_of_labels_unless_asked(store: Store) -> Non
     assert samples[("celery_plus_worker_up", (("worker", "w1@h1"),))] == 1
     assert ("celery_plus_queue_oldest_waiting_seconds", (("queue", "mail"),)) in samples
     assert ("celery_plus_wait_seconds", (("quantile", "0.5"), ("queue", "celery"))) in samples
+    assert ("celery_plus_runtime_seconds", (("quantile", "0.95"), ("queue", "quick"))) in samples
     values = {v for _, labels in samples for _, v in labels}
     assert not any("42" in v or "acme" in v for v in values), "a key value became a label"
     keyed_samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
