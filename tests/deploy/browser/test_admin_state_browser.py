@@ -7,7 +7,12 @@ a real ``celery-plus worker``, on each store (the README suite runs each test on
   page says so; once it ran, its runtime counts from its real start, not from its claim.
 * **Workers by Celery name, with health**: the workers page lists the worker by its node name
   (``w0-…@host``), alive, with its pid and queues, from the store — no remote-control
-  broadcast on load; *ask the workers now* sends exactly one.
+  broadcast on load; *ask the workers now* sends exactly one. ``/metrics`` has its
+  ``celery_plus_worker_up`` series by that name.
+* **Limits in use**: ``/limits`` shows per key a full concurrency group (running of limit,
+  one blocked) and a full rate window (starts of limit, one parked); the blocked listing marks
+  the parked job *rate limit* and the other *concurrency*; ``/metrics`` keeps the customer id
+  out of its labels.
 """
 
 from __future__ import annotations
@@ -105,3 +110,35 @@ def test_the_workers_page_names_workers_by_celery_name_with_health_and_no_broadc
     asked = [c.text for c in browser.find(f"[id='health-{node}']").find_elements(
         "xpath", "../../td")]
     assert asked[8] == "yes", asked
+    browser.open(site.operator_url + "/metrics")
+    assert f'celery_plus_worker_up{{worker="{node}"}} 1.0' in browser.text().splitlines()
+
+
+@pytest.mark.parametrize("broker_kind", STORES, indirect=True)
+def test_limits_in_use_per_key_and_rate_limited_jobs_apart(dashboard: Site,
+                                                           browser: Browser) -> None:
+    from tests.fast.unit.test_admin_cli import Store
+    from tests.fast.unit.test_admin_state_cli import _limited_jobs
+
+    site = dashboard
+    ids = _limited_jobs(Store(site.app, site.backend))
+    browser.open(site.operator_url + "/")
+    browser.click("#nav-limits")
+    report = [[c.text for c in r.find_elements("css selector", "td")]
+              for r in browser.find_all("table[id='limits-concurrency-proj.report'] tr")[1:]]
+    assert report == [["42", "1 running of 1", "full", "1 blocked"],
+                      ["43", "1 running of 1", "full", "0"]], report
+    [acme] = [[c.text for c in r.find_elements("css selector", "td")]
+              for r in browser.find_all("table[id='limits-rate-proj.send'] tr")[1:]]
+    assert acme[0] == '"acme"' and acme[1].startswith("1 starts in ") and acme[1].endswith(
+        " of 1") and acme[2:] == ["full", "1 parked (window full)"], acme
+    browser.screenshot("limits.png")
+    browser.open(site.operator_url + "/jobs/blocked")
+    rows = {r.find_element("css selector", "a").text: r.text
+            for r in browser.find_all("table#jobs tr")[1:]}
+    assert "rate limit" in rows[ids["parked"]] and "concurrency" in rows[ids["blocked"]], rows
+    browser.open(site.operator_url + "/metrics")
+    lines = browser.text().splitlines()
+    assert 'celery_plus_group_running{group="proj.report:*"} 2.0' in lines
+    assert 'celery_plus_rate_limit_parked{group="proj.send:*"} 1.0' in lines
+    assert not [line for line in lines if "acme" in line or 'report:42"' in line]
