@@ -13,6 +13,10 @@ a real ``celery-plus worker``, on each store (the README suite runs each test on
   one blocked) and a full rate window (starts of limit, one parked); the blocked listing marks
   the parked job *rate limit* and the other *concurrency*; ``/metrics`` keeps the customer id
   out of its labels.
+
+The README suite runs the cheap variants (the store written by the test as a worker would:
+its heartbeat's start marks, its record); the real-worker ones are ``long``
+(``tests/run_long.sh``).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ def _reserved(site: Site, job_id: str) -> bool:
     return admin.show(site.app, job_id).summary.reserved
 
 
+@pytest.mark.long  # a real worker and a 2.5 s task (~13 s): tests/run_long.sh
 @pytest.mark.parametrize("broker_kind", STORES, indirect=True)
 def test_a_prefetched_job_shows_reserved_and_its_runtime_starts_when_it_does(
         dashboard: Site, browser: Browser, start_worker: Callable[..., Worker]) -> None:
@@ -83,6 +88,7 @@ def test_a_prefetched_job_shows_reserved_and_its_runtime_starts_when_it_does(
     assert browser.fact("state") == "completed"
 
 
+@pytest.mark.long  # a real worker (~12 s): tests/run_long.sh
 @pytest.mark.parametrize("broker_kind", STORES, indirect=True)
 def test_the_workers_page_names_workers_by_celery_name_with_health_and_no_broadcast(
         dashboard: Site, browser: Browser, start_worker: Callable[..., Worker],
@@ -142,3 +148,41 @@ def test_limits_in_use_per_key_and_rate_limited_jobs_apart(dashboard: Site,
     assert 'celery_plus_group_running{group="proj.report:*"} 2.0' in lines
     assert 'celery_plus_rate_limit_parked{group="proj.send:*"} 1.0' in lines
     assert not [line for line in lines if "acme" in line or 'report:42"' in line]
+
+
+@pytest.mark.parametrize("broker_kind", STORES, indirect=True)
+def test_reserved_and_running_on_the_pages_cheap(dashboard: Site, browser: Browser) -> None:
+    """The README suite's variant: the claims and start marks a worker's heartbeat sends."""
+    from celery_plus.model.store import NOT_STARTED
+
+    site = dashboard
+    waiting, started = (str(site.app.tasks["proj.mark"].delay(n).id) for n in (1, 2))
+    got = {c.job_id: c for c in site.backend.claim(["celery"], "h:1:x", 2).claims}
+    site.backend.heartbeat([(waiting, got[waiting].token), (started, got[started].token)],
+                           [NOT_STARTED, 0])
+    browser.open(site.operator_url + "/jobs/running")
+    rows = {r.find_element("css selector", "a").text: r.text
+            for r in browser.find_all("table#jobs tr")[1:]}
+    assert "reserved" in rows[waiting] and "reserved" not in rows[started], rows
+    browser.open(site.operator_url + f"/job/{waiting}")
+    assert browser.fact("state") == "reserved"
+    browser.open(site.operator_url + f"/job/{started}")
+    assert browser.fact("state") == "running"
+
+
+@pytest.mark.parametrize("broker_kind", STORES, indirect=True)
+def test_the_workers_page_cheap(dashboard: Site, browser: Browser,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README suite's variant: a worker's record as its lease keeper writes it."""
+    from celery_plus.model.store import WorkerBeat
+
+    site = dashboard
+    site.backend.worker_beat(WorkerBeat(node="w9@host-9", host="host-9", pid=999,
+                                        queues=("celery",), interval_ms=60_000))
+    counting = CountingControl(site.app.control)
+    monkeypatch.setattr(type(site.app), "control", property(lambda app: counting))
+    browser.open(site.operator_url + "/workers")
+    row = [c.text for c in browser.find("[id='health-w9@host-9']").find_elements(
+        "xpath", "../../td")]
+    assert row[:4] == ["w9@host-9", "alive", "host-9", "999"] and row[7] == "celery", row
+    assert counting.inspects == 0, "the page broadcast to the workers"
