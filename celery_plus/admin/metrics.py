@@ -27,6 +27,8 @@ from celery_plus.model.admin import STATES
 
 #: The content type of the exposition.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: Jobs the latency quantiles of a scrape are computed from (the newest; bounds a scrape).
+METRICS_SAMPLES = 1000
 #: Per-queue depth states.
 QUEUE_STATES = ("enqueued", "scheduled", "blocked", "running", "failed")
 COUNTERS = (("recovered", "Deliveries recovered after an expired lease."),
@@ -123,22 +125,23 @@ class AdminCollector(Collector):
 
     def _latency(self) -> Iterator[Metric]:
         wait = GaugeMetricFamily("celery_plus_wait_seconds", "Wait from ready (enqueued or "
-                                 "due) to started of the jobs started in the last hour, per "
-                                 "queue: median and 95th percentile.",
+                                 "due) to started of the newest 1,000 jobs started in the "
+                                 "last hour, per queue: median and 95th percentile.",
                                  labels=["queue", "quantile"])
         samples = GaugeMetricFamily("celery_plus_wait_samples",
                                     "Jobs the wait quantiles are computed from.",
                                     labels=["queue"])
-        for q in self.admin.latency():
+        for q in self.admin.latency(samples=METRICS_SAMPLES):
             wait.add_metric([q.queue, "0.5"], q.p50_s)
             wait.add_metric([q.queue, "0.95"], q.p95_s)
             samples.add_metric([q.queue], q.samples)
         yield wait
         yield samples
         runtime = GaugeMetricFamily("celery_plus_runtime_seconds", "Runtime (start to finish) "
-                                    "of the jobs completed in the last hour, per queue: median "
-                                    "and 95th percentile.", labels=["queue", "quantile"])
-        for q in self.admin.runtime():
+                                    "of the newest 1,000 jobs completed in the last hour, per "
+                                    "queue: median and 95th percentile.",
+                                    labels=["queue", "quantile"])
+        for q in self.admin.runtime(samples=METRICS_SAMPLES):
             runtime.add_metric([q.queue, "0.5"], q.p50_s)
             runtime.add_metric([q.queue, "0.95"], q.p95_s)
         yield runtime
