@@ -509,3 +509,26 @@ def test_the_13_argument_publish_is_fenced_like_the_others(
     conn.execute(f'SELECT * FROM "{schema}".settle(ARRAY[\'a\'], ARRAY[%s::bigint], '
                  "ARRAY['ack'], ARRAY[NULL::text], 1000)", [claimed[0][1]])
     assert conn.execute(old, ["a"]).fetchone() == (None, "enqueued", False)
+
+
+def test_the_call_forms_of_release_6_still_work_with_no_start_marks(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
+    """Workers of release 6 call ``claim()`` (10 arguments), ``heartbeat_verdicts()`` (3) and
+    ``settle()`` (5) during a rolling upgrade: each answers as before, and no start mark is
+    written (the job's start stays its claim's time)."""
+    schema = new_schema("r6")
+    pg_migrations.migrate(conn, schema)
+    with conn.transaction():
+        conn.execute(f'SET LOCAL search_path TO "{schema}"')
+        conn.execute("SELECT * FROM publish('old', 'jobs', 'm', '', 0, 0, '', '', 0, '', 0, "
+                     "0, 1000, 0, NULL, NULL, NULL)")
+        [(token,)] = conn.execute(
+            "SELECT o_token FROM claim(ARRAY['jobs'], 'w0', 1, 10, 60000, 1000, NULL, NULL, "
+            "NULL, NULL) WHERE o_kind = 'c'").fetchall()
+        assert conn.execute("SELECT * FROM heartbeat_verdicts(ARRAY['old'], ARRAY[%s::bigint], "
+                            "60000)", [token]).fetchall() == []
+        [(started,)] = conn.execute("SELECT started_ms FROM jobs WHERE id = 'old'").fetchall()
+        assert conn.execute("SELECT * FROM settle(ARRAY['old'], ARRAY[%s::bigint], "
+                            "ARRAY['ack'], ARRAY[''], 1000)", [token]).fetchall() == []
+        assert conn.execute("SELECT state, started_ms, start_mark FROM jobs WHERE id = 'old'"
+                            ).fetchall() == [("completed", started, None)]
