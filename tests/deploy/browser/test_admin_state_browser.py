@@ -31,6 +31,7 @@ import pytest
 from celery_plus import admin
 from tests.deploy.browser.conftest import Browser, Site
 from tests.deploy.e2e.conftest import Worker
+from tests.deploy.matrix import pools
 from tests.support import wait_until
 
 STORES = ("redis", "sqlite", "postgres")
@@ -58,13 +59,17 @@ def _reserved(site: Site, job_id: str) -> bool:
 
 
 @pytest.mark.long  # a real worker and a 2.5 s task (~13 s): tests/run_long.sh
+@pools("solo", "prefork")
 @pytest.mark.parametrize("broker_kind", STORES, indirect=True)
 def test_a_prefetched_job_shows_reserved_and_its_runtime_starts_when_it_does(
-        dashboard: Site, browser: Browser, start_worker: Callable[..., Worker]) -> None:
+        dashboard: Site, browser: Browser, start_worker: Callable[..., Worker],
+        pool: str) -> None:
     site = dashboard
     slow = site.app.tasks["proj.sleep_mark"].delay(1, 2.5)
     quick = site.app.tasks["proj.mark"].delay(2)
-    start_worker(env=FAST_BEAT)  # claims both at once; runs the slow one first
+    # one process: it claims both at once and runs the slow one first (a prefork worker
+    # learns each start from its pool process, in its main process: Request.on_accepted)
+    start_worker(env=FAST_BEAT, pool=pool, concurrency=1)
     wait_until(lambda: _reserved(site, str(quick.id)), timeout=30,
                message="the prefetched job is marked reserved")
     browser.open(site.operator_url + "/jobs/running")
