@@ -44,7 +44,7 @@ from celery_plus.stores.sql_record import row_record
 #: The ``jobs`` columns a text search reads of each record (whole: it searches all of them).
 SEARCH_COLUMNS = ("state", "name", "queue", "enqueued_ms", "due_ms", "started_ms",
                   "finished_ms", "deliveries", "reason", "exc_type", "exc_message", "msg",
-                  "traceback", "token", "start_mark")
+                  "traceback", "token", "start_mark", "rate_parked")
 #: States whose per-queue depth ``status`` shows.
 DEPTH_STATES = ("enqueued", "scheduled", "blocked", "running", "failed")
 #: Jobs looked at from the head of each queue for "oldest waiting" when a state is over the cap.

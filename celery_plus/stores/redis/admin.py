@@ -49,7 +49,7 @@ FINISHED_INDEX = {"completed": "done", "failed": "dead", "canceled": "canceled",
 SORT_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin")
 #: Fields a text search reads of each candidate (whole: it searches them).
 SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
-                 "emsg", "msg", "tb", "tok", "sm")
+                 "emsg", "msg", "tb", "tok", "sm", "rg")
 #: What ``summaries.lua`` returns per job.
 SUMMARY_REPLY = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
                  "emsg", "msg", "msglen", "tok", "sm", "rp")
@@ -242,7 +242,15 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
     def _whole_records(self, ids: Sequence[str], state: str) -> Iterator[Record]:
         """Whole records of ``ids`` still in ``state``, SEARCH_CHUNK at a time."""
         for chunk in batches(ids, SEARCH_CHUNK):
-            for job_id, rec in zip(chunk, self._records(chunk, SEARCH_FIELDS), strict=True):
+            records = self._records(chunk, SEARCH_FIELDS)
+            if state == "blocked":  # which are parked by their rate group (summaries.lua)
+                pipe = self.client.pipeline(transaction=False)
+                for job_id, rec in zip(chunk, records, strict=True):
+                    pipe.zscore(self.key("rblk", rec.get("rg") or ""), job_id)
+                for rec, score in zip(records, pipe.execute(), strict=True):
+                    if score is not None and rec.get("rg"):
+                        rec["rp"] = "1"
+            for job_id, rec in zip(chunk, records, strict=True):
                 if rec.get("st") == state:
                     yield job_record(job_id, rec)
 

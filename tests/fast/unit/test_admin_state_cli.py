@@ -125,10 +125,10 @@ def _limited_jobs(store: Store) -> dict[str, str]:
     by role."""
     for job_id, key in (("r42", "42"), ("r42b", "42"), ("r43", "43")):
         store.job(job_id, task="proj.report", concurrency_group=f"proj.report:{key}",
-                  concurrency_limit=1)
+                  concurrency_limit=1, args=[f"customer-{key}"])
     for job_id in ("s1", "s2"):
         store.job(job_id, task="proj.send", queue="mail", rate_group='proj.send:"acme"',
-                  rate_limit=1, rate_window_ms=60_000)
+                  rate_limit=1, rate_window_ms=60_000, args=["to-acme"])
     claimed = store.backend.claim(["celery"], "w1", 10)
     assert sorted(c.job_id for c in claimed.claims) == ["r42", "r43"], claimed
     [send] = store.backend.claim(["mail"], "w1", 1).claims
@@ -162,6 +162,10 @@ def test_limits_in_use_per_key_from_the_api_and_the_cli(store: Store) -> None:
     # the blocked listing tells a rate-limited job from a concurrency-blocked one
     rows = {r.id: r.rate_limited for r in admin.jobs(store.app, "blocked").items}
     assert rows == {ids["blocked"]: False, ids["parked"]: True}
+    for text, job_id, limited in (("customer-42", ids["blocked"], False),
+                                  ("to-acme", ids["parked"], True)):  # a text search's rows
+        [row] = admin.jobs(store.app, "blocked", text=text).items
+        assert (row.id, row.rate_limited) == (job_id, limited)
     listed = run(store, "jobs", "blocked").output
     states = {line.split()[0]: line.split()[3] for line in listed.splitlines()[1:]
               if line.split() and line.split()[0] in ids.values()}
