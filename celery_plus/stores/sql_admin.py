@@ -45,6 +45,8 @@ from celery_plus.stores.sql_record import row_record
 SEARCH_COLUMNS = ("state", "name", "queue", "enqueued_ms", "due_ms", "started_ms",
                   "finished_ms", "deliveries", "reason", "exc_type", "exc_message", "msg",
                   "traceback", "token", "start_mark", "rate_parked")
+#: A running job that has started (not reserved: its worker's start mark is not -token).
+NOT_RESERVED = " AND (start_mark IS NULL OR start_mark <> -token)"
 #: States whose per-queue depth ``status`` shows.
 DEPTH_STATES = ("enqueued", "scheduled", "blocked", "running", "failed")
 #: Jobs looked at from the head of each queue for "oldest waiting" when a state is over the cap.
@@ -287,7 +289,7 @@ class SqlAdmin(StoreAdmin[B]):
         parts = [f"SELECT * FROM (SELECT started_ms, queue, started_ms - {self.GREATEST}("
                  f"enqueued_ms, COALESCE(due_ms, 0)) FROM jobs WHERE state = '{state}' AND "
                  f"started_ms >= {mark}{extra} ORDER BY started_ms DESC LIMIT {mark}) {state}"
-                 for state, extra in (("running", ""),
+                 for state, extra in (("running", NOT_RESERVED),
                                       ("completed", f" AND finished_ms >= {mark}"),
                                       ("failed", f" AND finished_ms >= {mark}"))]
         return self._all(" UNION ALL ".join(parts) + f" ORDER BY 1 DESC LIMIT {mark}",

@@ -419,8 +419,10 @@ class RedisAdmin(StoreAdmin[RedisBackend]):
         for index in ("done", "dead"):
             ids += [as_text(m) for m in self.client.zrevrangebyscore(
                 self.key(index), "+inf", since_ms, start=0, num=limit)]
+        # A reserved job (claimed, its task not started: start mark -token) has not started.
         starts = [(int(rec.get("start") or 0), rec)
-                  for rec in self._records(ids, ("q", "enq", "due", "start"))]
+                  for rec in self._records(ids, ("q", "enq", "due", "start", "tok", "sm"))
+                  if not (rec.get("sm") and rec.get("sm") == f"-{rec.get('tok')}")]
         return [(start, rec.get("q", ""),
                  start - max(int(rec.get("enq") or 0), int(rec.get("due") or 0)))
                 for start, rec in starts if start >= since_ms]

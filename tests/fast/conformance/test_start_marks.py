@@ -111,3 +111,15 @@ def test_wait_figures_start_when_the_task_started(backend: Backend) -> None:
     with Admin(admin_for(backend)) as admin:
         [latency] = admin.latency()
     assert latency.p50_s >= 0.2, latency
+
+
+def test_a_reserved_job_is_no_wait_sample_until_it_starts(backend: Backend) -> None:
+    publish(backend, "a")
+    got = claim(backend).claims[0]
+    backend.heartbeat([("a", got.token)], [NOT_STARTED])
+    with Admin(admin_for(backend)) as admin:
+        assert admin.latency() == [], "a job not started yet counted as started"
+    backend.heartbeat([("a", got.token)], [0])
+    with Admin(admin_for(backend)) as admin:
+        [latency] = admin.latency()
+    assert latency.samples == 1
