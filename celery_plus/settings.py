@@ -343,6 +343,15 @@ SETTINGS: tuple[Setting, ...] = (
         "plus_admin_token.",
     ),
     Setting(
+        "plus_admin_metrics_key_labels",
+        False,
+        lambda value: isinstance(value, bool),
+        "True or False",
+        "Let /metrics label concurrency and rate-limit groups by their key values (e.g. "
+        "customer ids: one series per value, unbounded); False: one series per task, the "
+        "keyed groups added up.",
+    ),
+    Setting(
         "plus_admin_allowed_hosts",
         None,
         _host_names,
@@ -402,6 +411,7 @@ class PlusConfig:
     admin_token: str | None = None
     admin_read_token: str | None = None
     admin_public_read: bool = False
+    admin_metrics_key_labels: bool = False
     #: Host names the dashboard answers to (None: the loopback names).
     admin_allowed_hosts: tuple[str, ...] | None = None
     coordination_url: str | None = None
@@ -557,6 +567,7 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
         admin_token=merged["plus_admin_token"],
         admin_read_token=merged["plus_admin_read_token"],
         admin_public_read=merged["plus_admin_public_read"],
+        admin_metrics_key_labels=merged["plus_admin_metrics_key_labels"],
         admin_allowed_hosts=None if hosts is None else tuple(hosts),
         coordination_url=merged["plus_coordination_url"],
         coordination_retry_delay=float(merged["plus_coordination_retry_delay"]),

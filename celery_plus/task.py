@@ -9,6 +9,7 @@ failed (exception type, message, traceback) so its ack dead-letters it with thos
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -29,6 +30,7 @@ from celery.worker.request import Request as CeleryRequest
 
 from celery_plus.coordination.start_check import claim_lost, coordinated_claim
 from celery_plus.leases.deadline import run_starts
+from celery_plus.leases.keeper import clock
 from celery_plus.leases.start_check import (
     LeaseUnknown,
     lease_lost_before_start,
@@ -106,6 +108,20 @@ class Request(CeleryRequest):
         if self.plus_claim is not None and not self.acknowledged:
             self.plus_claim.end("ack")
         super().acknowledge()
+
+    def on_accepted(self, pid: Any, time_accepted: float) -> Any:
+        # Before Celery's: an early ack (acks_late=False) settles in there already.
+        self._note_start(time_accepted)
+        return super().on_accepted(pid, time_accepted)
+
+    def _note_start(self, time_accepted: float) -> None:
+        """Mark the delivery started (its task runs from now on: no longer "reserved"), for
+        its next heartbeat or its settle to carry to the store."""
+        message = self.message
+        qos = getattr(getattr(message, "channel", None), "qos", None)
+        if isinstance(qos, QoS):
+            ran = max(time.monotonic() - float(time_accepted), 0.0)
+            qos.mark_started(message.delivery_tag, clock() - ran)
 
     def reject(self, requeue: bool = False) -> None:
         if self.plus_claim is not None and not self.acknowledged:

@@ -36,8 +36,10 @@ from celery_plus.admin.api import (
     task_breakdown,
     throughput,
 )
+from celery_plus.admin.limits import KeyUsage, TaskLimits, list_limits
 from celery_plus.admin.queue_pause import QueuePause
 from celery_plus.admin.schedules import Schedule, ScheduleNotFound
+from celery_plus.admin.workers import WorkerView, list_workers
 from celery_plus.model.admin import (
     STATES,
     AdminError,
@@ -60,11 +62,11 @@ from celery_plus.model.admin import (
 
 __all__ = [
     "STATES", "Admin", "AdminError", "AdminStore", "BulkResult", "Counts", "GroupStatus",
-    "JobDetail", "JobNotFound", "JobSummary", "OpResult", "Page", "QueuePause", "QueueStatus",
-    "RetryConflict", "Schedule", "ScheduleNotFound", "Status", "Throughput",
-    "UnscopedOperation", "UnsupportedStore", "admin_for", "cancel", "connect", "counts",
-    "discard", "discard_group", "error_groups", "jobs", "pause_queue", "pause_schedule",
-    "paused_queues", "purge",
-    "resume_queue", "resume_schedule", "retry", "retry_group",
-    "retry_many", "schedules", "show", "status", "task_breakdown", "throughput",
+    "JobDetail", "JobNotFound", "JobSummary", "KeyUsage", "OpResult", "Page", "QueuePause",
+    "QueueStatus", "RetryConflict", "Schedule", "ScheduleNotFound", "Status", "TaskLimits",
+    "Throughput", "UnscopedOperation", "UnsupportedStore", "WorkerView", "admin_for", "cancel",
+    "connect", "counts", "discard", "discard_group", "error_groups", "jobs", "list_limits",
+    "list_workers", "pause_queue", "pause_schedule", "paused_queues", "purge", "resume_queue",
+    "resume_schedule", "retry", "retry_group", "retry_many", "schedules", "show", "status",
+    "task_breakdown", "throughput",
 ]

@@ -71,7 +71,7 @@ from celery_plus.model.admin import (
     latencies,
 )
 from celery_plus.model.error_groups import ErrorGroups
-from celery_plus.model.store import Backend
+from celery_plus.model.store import Backend, WorkerBeat
 from celery_plus.stores.registry import admin_for, open_store, store_location
 
 logger = logging.getLogger(__name__)
@@ -356,9 +356,25 @@ class Admin:
         since = self.store.now_ms() - window_s * 1000
         return latencies(self.store.wait_samples(since, samples))
 
+    def runtime(self, window_s: int = 3600, samples: int = LATENCY_SAMPLES
+                ) -> list[QueueLatency]:
+        """Per queue, how long jobs completed in the last ``window_s`` ran (from their
+        start: docs/admin.md "Reserved and running"), the newest ``samples`` of them:
+        median and 95th percentile."""
+        since = self.store.now_ms() - window_s * 1000
+        rows = getattr(self.store, "runtime_samples", None)
+        return latencies(rows(since, samples)) if rows is not None else []
+
     def worker_leases(self) -> list[WorkerLeases]:
         """Per worker id, the running jobs it holds and its newest lease deadline."""
         return self.store.worker_leases()
+
+    def worker_records(self) -> list[WorkerBeat]:
+        """The Celery workers' own records (each written every heartbeat interval by its
+        worker: node name, host, pid, queues, first and last beat), by node name."""
+        backend: Any = getattr(self.store, "backend", None)
+        beats = getattr(backend, "worker_beats", None)
+        return list(beats()) if beats is not None else []
 
     def schedules(self) -> list[Schedule]:
         """Beat's schedule entries in the store, by name (docs/schedules.md)."""

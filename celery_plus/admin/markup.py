@@ -152,6 +152,7 @@ def layout(urls: Urls, title: str, body: str, counts: Counts | None = None,
         f'<a href="{attr(urls.jobs(s))}" id="nav-{s}">{e(s)}'
         + (f" ({counts[s]:,})" if counts is not None else "") + "</a>" for s in STATES)
     nav += f' <a href="{attr(urls.workers())}" id="nav-workers">workers</a>'
+    nav += f' <a href="{attr(urls("/limits"))}" id="nav-limits">limits</a>'
     nav += f' <a href="{attr(urls.schedules())}" id="nav-schedules">schedules</a>'
     nav += f' <a href="{attr(urls("/errors"))}" id="nav-errors">errors</a>'
     nav += f' <a href="{attr(urls("/tasks"))}" id="nav-tasks">tasks</a>'

@@ -13,6 +13,7 @@ from typing import Any
 
 from celery_plus.admin.api import TaskResult
 from celery_plus.admin.charts import activity_svg
+from celery_plus.admin.job_states import reserved_mark, shown_state
 from celery_plus.admin.markup import (
     REFRESH_CHOICES,
     Urls,
@@ -30,6 +31,7 @@ from celery_plus.admin.schedules import Schedule
 from celery_plus.admin.search import TEXT_WINDOW
 from celery_plus.admin.text import age, visible, when
 from celery_plus.admin.workers import WorkerView
+from celery_plus.admin.workers_page import worker_table
 from celery_plus.model.admin import (
     STATES,
     Activity,
@@ -280,7 +282,8 @@ def listing(urls: Urls, page: Page, view: ListingView, msg: str, token: str | No
     for r in page.items:
         shown = f"{r.exc_type}: {r.exc_message}" if r.exc_type else r.args_repr
         cells = [f'<a href="{attr(urls.job(r.id))}">{cell(r.id, 80)}</a>', cell(r.name, 80),
-                 cell(r.queue, 60), e(when(r.at_ms)), e(r.deliveries), cell(shown)]
+                 cell(r.queue, 60), e(when(r.at_ms)) + reserved_mark(r), e(r.deliveries),
+                 cell(shown)]
         if selectable:
             ticked = " checked" if select_all else ""
             cells.insert(0, f'<input type="checkbox" name="id" value="{attr(r.id)}" '
@@ -355,7 +358,8 @@ def _runtime(d: JobDetail, now_ms: int) -> str:
     if d.started_ms and d.finished_ms and d.state in ("completed", "failed"):
         return _seconds(max(d.finished_ms - d.started_ms, 0) / 1000)
     if d.started_ms and d.state == "running":
-        return f"running for {_seconds(max(now_ms - d.started_ms, 0) / 1000)}"
+        verb = "reserved (not started) for" if d.summary.reserved else "running for"
+        return f"{verb} {_seconds(max(now_ms - d.started_ms, 0) / 1000)}"
     return "-"
 
 
@@ -374,7 +378,7 @@ def job_page(urls: Urls, d: JobDetail, msg: str, token: str | None, read_only: b
              result: TaskResult | None, now_ms: int) -> str:
     s = d.summary
     error = f"{s.exc_type}: {s.exc_message}" if s.exc_type else "-"
-    facts = [("state", e(d.state)), ("task", cell(s.name)), ("queue", cell(s.queue)),
+    facts = [("state", e(shown_state(d))), ("task", cell(s.name)), ("queue", cell(s.queue)),
              ("deliveries", e(f"{s.deliveries} of {d.max_deliveries or '-'}")),
              ("enqueued", e(when(s.enqueued_ms))), ("started", e(when(d.started_ms))),
              ("finished", e(when(d.finished_ms))), ("runtime", e(_runtime(d, now_ms))),
@@ -443,36 +447,13 @@ def raw_value(d: JobDetail, name: str, result: TaskResult | None) -> str:
 
 # -- workers -------------------------------------------------------------------------------
 def workers_page(urls: Urls, views: Sequence[WorkerView], now_ms: int, msg: str,
-                 token: str | None, control: bool) -> str:
-    rows = []
-    for v in views:
-        heartbeat = "-" if v.last_heartbeat_ms is None else (
-            f"{age(max(now_ms - v.last_heartbeat_ms, 0) / 1000)} ago")
-        if v.lease_expired(now_ms):
-            heartbeat = f'<span class="stale">{e(heartbeat)}, lease expired</span>'
-        else:
-            heartbeat = e(heartbeat)
-        queues = "-" if v.queues is None else (", ".join(v.queues) or "none (stopped)")
-        buttons = ""
-        if token is not None and v.answered:
-            for action, label in (("stop", "stop taking work"), ("shutdown", "shut down")):
-                if action == "stop" and not v.queues:
-                    continue
-                buttons += (f'<form method="post" action="{attr(urls.workers(v.node, action))}">'
-                            f'{token_field(token)}<button id="{action}-{attr(v.node)}">'
-                            f"{e(label)}</button></form> ")
-        rows.append([cell(v.node or "(did not answer)"), cell(v.host or "-"),
-                     e(v.pid if v.pid is not None else "-"), e(v.jobs), heartbeat,
-                     cell(queues), buttons])
-    out = message(msg) + table(["worker", "host", "pid", "jobs held", "last heartbeat",
-                                "consuming", ""], rows, ident="workers")
-    if not views:
-        out += "<p>no worker holds a job, and none answered</p>"
-    out += ("<p class=\"more\">jobs held and last heartbeat: from the store's leases (the "
-            "heartbeat is the newest lease deadline less the lease length); worker names and "
-            "queues: from the workers that answered Celery's remote control within "
-            "1 s.</p>")
-    if not control:
+                 token: str | None, control: bool, asked: bool = False) -> str:
+    out = message(msg) + worker_table(urls, views, now_ms, token, asked)
+    if control:
+        out += (f'<p><a href="{attr(urls("/workers", ask="1"))}" id="ask-workers">ask the '
+                "workers now</a> (one remote-control broadcast: who answers within 1 s, and "
+                "the queues each consumes now)</p>")
+    else:
         out += ("<p>remote control is not available here (the dashboard was given a broker "
                 "URL, not the Celery app)</p>")
     return out

@@ -45,9 +45,10 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from celery_plus import settings
-from celery_plus.admin import api, deadline, ops_web, pages, workers
+from celery_plus.admin import api, deadline, limits, ops_web, pages, workers
+from celery_plus.admin.limits_page import limits_page
 from celery_plus.admin.markup import Urls, layout
-from celery_plus.admin.metrics import metrics_text
+from celery_plus.admin.metrics import CONTENT_TYPE, metrics_text
 from celery_plus.admin.pages import Bulk, ListingView
 from celery_plus.admin.params import (
     MAX_PAGE,
@@ -158,6 +159,15 @@ def _fields(text: str) -> dict[str, list[str]]:
         raise HttpError("400 Bad Request", f"too many fields (at most {MAX_FIELDS})") from None
 
 
+def _top(value: str | None) -> int:
+    """The ``top`` parameter of the limits page (keys per task; default limits.TOP)."""
+    if value is None:
+        return limits.TOP
+    if not value.isdigit() or len(value) > 5 or not 1 <= int(value) <= limits.TOP_MAX:
+        raise ValueError(f"top: a number of keys from 1 to {limits.TOP_MAX}")
+    return int(value)
+
+
 def _configured(target: Any) -> settings.PlusConfig:
     """The ``plus_*`` settings of a Celery app (defaults for a URL)."""
     conf = getattr(target, "conf", None)
@@ -196,6 +206,8 @@ class Dashboard:
             else conf.admin_read_token,
             public_read=conf.admin_public_read if public_read is None else public_read,
             allowed_hosts=(*hosts, *extra_hosts))
+        #: ``plus_admin_metrics_key_labels``: key values as /metrics label values.
+        self.metrics_key_labels = conf.admin_metrics_key_labels
         token = self.access.admin_token
         self.sessions = Sessions(token) if token is not None else None
         self.throttle = Throttle()
@@ -319,8 +331,8 @@ class Dashboard:
         if parts[:1] == ["api"]:
             return self._api(r, parts[1:])
         if parts == ["metrics"]:
-            return "200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], \
-                metrics_text(admin)
+            return "200 OK", [("Content-Type", CONTENT_TYPE)], \
+                metrics_text(admin, self.metrics_key_labels)
         if parts == ["failed"]:
             parts = ["jobs", "failed"]
         refresh = self._refresh(r)
@@ -335,6 +347,11 @@ class Dashboard:
             if answer is None:
                 raise HttpError("404 Not Found", "no such page")
             return answer
+        if parts == ["limits"]:
+            top = _top(r.query.get("top"))
+            body = limits_page(r.urls, limits.limits(self.admin(), top), top)
+            return self._html(r, "limits in use", body, refresh,
+                              lambda n: r.urls("/limits", refresh=n or None))
         if parts == ["schedules"]:
             admin = self.admin()
             body = pages.schedules_page(r.urls, admin.schedules(), self._message(r),
@@ -429,9 +446,13 @@ class Dashboard:
 
     def _workers(self, r: Request, refresh: int) -> tuple[str, list[tuple[str, str]], str]:
         admin = self.admin()
-        views = workers.workers(admin)
-        body = pages.workers_page(r.urls, views, admin.store.now_ms(), self._message(r),
-                                  self._form_token(r), admin.app is not None)
+        now = admin.store.now_ms()
+        views = workers.workers(admin, now)
+        asked = r.query.get("ask") == "1"
+        if asked:  # remote control on demand: one broadcast
+            workers.ask(admin, views)
+        body = pages.workers_page(r.urls, views, now, self._message(r),
+                                  self._form_token(r), admin.app is not None, asked)
         return self._html(r, "workers", body, refresh,
                           lambda n: r.urls("/workers", refresh=n or None))
 
@@ -450,7 +471,12 @@ class Dashboard:
         elif parts == ["latency"]:
             data = [vars(q) for q in admin.latency()]
         elif parts == ["workers"]:
-            data = [v.to_dict() for v in workers.workers(admin)]
+            views = workers.workers(admin)
+            if r.query.get("ask") == "1":
+                workers.ask(admin, views)
+            data = [v.to_dict() for v in views]
+        elif parts == ["limits"]:
+            data = [t.to_dict() for t in limits.limits(admin, _top(r.query.get("top")))]
         elif parts == ["schedules"]:
             data = [s.to_dict() for s in admin.schedules()]
         elif parts == ["tasks"]:
@@ -631,8 +657,8 @@ class Dashboard:
                                                "remote control), not a broker URL")
         view = workers.find(admin, node)
         if view is None:
-            raise HttpError("404 Not Found", f"no worker {shown(node, 100)} answers remote "
-                                             "control now")
+            raise HttpError("404 Not Found", f"no worker {shown(node, 100)} in the store's "
+                                             "worker records")
         if form.get("confirm", [""])[-1] != "1":
             token = form.get("token", [""])[-1]
             if action == "stop":

@@ -98,8 +98,9 @@ def _add_admin_commands() -> None:
     (cli/admin.py)."""
     from celery_plus.cli.admin import COMMANDS
     from celery_plus.cli.admin_ops import COMMANDS as OPERATOR_COMMANDS
+    from celery_plus.cli.admin_state import COMMANDS as STATE_COMMANDS
 
-    for command in (*COMMANDS, *OPERATOR_COMMANDS):
+    for command in (*COMMANDS, *OPERATOR_COMMANDS, *STATE_COMMANDS):
         plus.add_command(command)
 
 

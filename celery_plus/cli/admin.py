@@ -33,6 +33,7 @@ from celery.bin.base import CeleryCommand
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus.admin import api
+from celery_plus.admin.job_states import shown_state
 from celery_plus.admin.params import MAX_PAGE, parse_duration, parse_moment
 from celery_plus.admin.schedules import Schedule, ScheduleNotFound
 from celery_plus.admin.search import TEXT_WINDOW
@@ -128,6 +129,10 @@ def page_text(page: Page) -> str:
     rows = [[r.id, r.name or "-", r.queue, when(r.at_ms), r.deliveries,
              clip(_error(r) if page.state == "failed" else r.args_repr, 60)]
             for r in page.items]
+    if page.state in ("running", "blocked"):  # reserved / rate-limited (admin/job_states.py)
+        headers.insert(3, "STATE")
+        for row, item in zip(rows, page.items, strict=True):
+            row.insert(3, shown_state(item))
     if finished and page.state != "failed":
         headers.append("REASON")
         for row, item in zip(rows, page.items, strict=True):
@@ -157,7 +162,8 @@ def detail_text(d: JobDetail) -> str:
     s, v = d.summary, one_line
     lines = [
         f"Task id:      {v(d.id)}", f"Task:         {v(s.name or '-')}",
-        f"State:        {d.state}", f"Queue:        {v(s.queue)}", f"Priority:     {d.priority}",
+        f"State:        {shown_state(d)}", f"Queue:        {v(s.queue)}",
+        f"Priority:     {d.priority}",
         f"Deliveries:   {s.deliveries}" + (f" of {d.max_deliveries}" if d.max_deliveries else ""),
         f"Enqueued:     {when(s.enqueued_ms)}",
     ]

@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import Any, NamedTuple
 
+from celery_plus.leases.keeper import clock
 from celery_plus.leases.tokens import delivery_tag
-from celery_plus.model.store import Claim, Settle, Verdict
+from celery_plus.model.store import NOT_STARTED, Claim, Settle, Verdict
 from celery_plus.runtime.helper_threads import native_lock
 
 #: A lease is taken as certainly still ours for this share of its length after the store
@@ -64,6 +65,9 @@ class Held:
     lost: bool = False
     #: The settle that ends the claim, once the consumer acked or rejected it.
     settle: Settle | None = None
+    #: clock() when its task started (the worker's ``Request.on_accepted``); None: not yet,
+    #: or not known.
+    started: float | None = None
 
 
 class Ends(NamedTuple):
@@ -146,6 +150,35 @@ class Holdings:
             held = self._held.get(tag)
             if held is not None:
                 held.delivered = True
+
+    def started(self, tag: str, at: float) -> None:
+        """The task of delivery ``tag`` started at ``at`` (a :func:`clock` time); its next
+        heartbeat or its settle carries the mark to the store."""
+        with self._lock:
+            held = self._held.get(tag)
+            if held is not None and held.started is None:
+                held.started = at
+
+    def start_marks(self, pairs: Sequence[tuple[str, int]], now: float,
+                    running: dict[str, float], reserved_known: bool
+                    ) -> list[int | None]:
+        """A heartbeat's start mark of each claim (``JobStore.heartbeat``): ms since its task
+        started (its own mark, else ``running``: tag -> clock() start of the runs Celery
+        reports here), :data:`NOT_STARTED` when ``reserved_known`` (this process is a
+        Celery worker, which marks every start), else None (not known)."""
+        out: list[int | None] = []
+        with self._lock:
+            for job_id, token in pairs:
+                tag = delivery_tag(job_id, token)
+                held = self._held.get(tag)
+                at = held.started if held is not None else None
+                if at is None:
+                    at = running.get(tag)
+                if at is not None:
+                    out.append(max(round((now - at) * 1000), 0))
+                else:
+                    out.append(NOT_STARTED if reserved_known else None)
+        return out
 
     def get(self, tag: str) -> Held | None:
         with self._lock:
@@ -305,9 +338,12 @@ class Holdings:
         """Queue the end of a claim. A claim found lost needs no store call: it is
         forgotten (the store would fence the settle anyway)."""
         tag = delivery_tag(job_id, token)
-        settle = Settle(job_id, token, action, detail)
         with self._lock:
             held = self._held.get(tag)
+            run_ms = None
+            if held is not None and held.started is not None:
+                run_ms = max(round((clock() - held.started) * 1000), 0)
+            settle = Settle(job_id, token, action, detail, run_ms=run_ms)
             if held is not None:
                 if held.settle is not None:
                     return  # settled once already (a second ack is a no-op)

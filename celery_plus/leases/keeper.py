@@ -109,6 +109,11 @@ class LeaseKeeper(HelperThread):
         """Report jobs (id, reason) the store dead-lettered."""
         raise NotImplementedError
 
+    def start_marks(self, held: Sequence[tuple[str, int]]) -> Sequence[int | None] | None:
+        """The start mark of each claim of ``held`` for the heartbeat
+        (``JobStore.heartbeat``); None: none known."""
+        return None
+
     def each_turn(self, backend: JobStore) -> None:
         """Work of the subclass's own on every turn (before any heartbeat)."""
 
@@ -186,7 +191,9 @@ class LeaseKeeper(HelperThread):
         if not held:
             return
         asked_at = clock()
-        verdicts = backend.heartbeat(list(held))
+        starts = self.start_marks(held)
+        verdicts = (backend.heartbeat(list(held)) if starts is None
+                    else backend.heartbeat(list(held), starts))
         self.renewed(held, verdicts, asked_at)
 
     def maintain(self, backend: JobStore) -> None:

@@ -17,16 +17,24 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import time
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from celery_plus.leases.holdings import Holdings
-from celery_plus.leases.keeper import LeaseKeeper, announce_lost
+from celery_plus.leases.keeper import LeaseKeeper, announce_lost, clock
 from celery_plus.leases.settles import flush, report_dead_letters
 from celery_plus.leases.tokens import delivery_tag
+from celery_plus.model.store import WorkerBeat
 from celery_plus.runtime.helper_threads import native_lock
-from celery_plus.runtime.worker_state import stop_stale_runs
+from celery_plus.runtime.worker_state import (
+    running_tags,
+    stop_stale_runs,
+    worker_node,
+    worker_running,
+)
 
 if TYPE_CHECKING:
     from celery_plus.model.store import Backend, JobStore, Verdict
@@ -39,6 +47,14 @@ def report_lost(claims: Iterable[tuple[str, int]]) -> None:
     claims = list(claims)
     announce_lost(job_id for job_id, _ in claims)
     stop_stale_runs({delivery_tag(job_id, token) for job_id, token in claims})
+
+
+def running_starts() -> dict[str, float]:
+    """Delivery tag -> start (a :func:`clock` time) of every task started here and not yet
+    acknowledged (Celery's ``time_start`` is wall-clock time)."""
+    now, wall = clock(), time.time()
+    return {tag: now - max(wall - float(request.time_start), 0.0)
+            for tag, request in running_tags().items()}
 
 
 def log_ended(claims: Iterable[tuple[str, int]]) -> None:
@@ -91,6 +107,8 @@ class TransportKeeper(LeaseKeeper):
         #: transient bindings); both guarded by the module's ``_lock``.
         self.users = 0
         self.transports: weakref.WeakSet[Attached] = weakref.WeakSet()
+        #: time.monotonic() of the next worker record beat (``_worker_beat``).
+        self._next_beat = 0.0
 
     def run(self) -> None:
         self.holdings.on_settle(self._settle_queued)
@@ -113,6 +131,13 @@ class TransportKeeper(LeaseKeeper):
     def held(self) -> Sequence[tuple[str, int]]:
         return self.holdings.renewable()
 
+    def start_marks(self, held: Sequence[tuple[str, int]]) -> Sequence[int | None] | None:
+        """In a Celery worker, every claim's: started (``Request.on_accepted``, or a run
+        Celery reports) or not yet (reserved); elsewhere the starts known only."""
+        in_worker = worker_running()
+        return self.holdings.start_marks(held, clock(), running_starts() if in_worker else {},
+                                         in_worker)
+
     def renewed(self, held: Sequence[tuple[str, int]], verdicts: Sequence[Verdict],
                 asked_at: float) -> None:
         ends = self.holdings.confirmed(held, verdicts, asked_at)
@@ -127,6 +152,21 @@ class TransportKeeper(LeaseKeeper):
         self._step(flush, backend, self.holdings, self.connection_errors)
         self._step(self._renew_transient)
         self._step(self.holdings.collect_kept)  # dropped deliveries released
+        self._step(self._worker_beat, backend)
+
+    def _worker_beat(self, backend: JobStore) -> None:
+        """In a Celery worker, its record in the store every heartbeat interval (its node
+        name, host, pid, queues: the admin's workers page and health; ``WorkerRecords``)."""
+        node = worker_node()
+        now = time.monotonic()
+        if node is None or not self.users or now < self._next_beat:
+            return
+        interval = self.config.heartbeat_interval
+        self._next_beat = now + interval
+        record = getattr(backend, "worker_beat", None)
+        if record is not None:
+            record(WorkerBeat(node=node[0], host=socket.gethostname(), pid=os.getpid(),
+                              queues=node[1], interval_ms=round(interval * 1000)))
 
     def maintains(self) -> bool:
         return self.users > 0

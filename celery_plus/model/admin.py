@@ -202,6 +202,11 @@ class JobSummary:
     exc_message: str = ""
     #: Celery's ``argsrepr``/``kwargsrepr`` headers (or the decoded args) for display.
     args_repr: str = ""
+    #: Running in the store but not started by its worker yet (prefetched: "reserved");
+    #: ``at_ms`` is then the claim's time. See ``JobRecord.start_mark``.
+    reserved: bool = False
+    #: Blocked by its cluster rate limit (window full), not by a concurrency limit.
+    rate_limited: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -738,7 +743,8 @@ def summary_from_record(rec: JobRecord, bounded: bool = True) -> JobSummary:
         id=rec.id, state=rec.state, name=cut(rec.name), queue=cut(rec.queue),
         at_ms=time_of(rec.state, rec), enqueued_ms=rec.enqueued_ms, due_ms=rec.due_ms,
         deliveries=rec.deliveries, reason=cut(rec.reason), exc_type=cut(rec.exc_type),
-        exc_message=cut(rec.exc_message), args_repr=_preview(rec))
+        exc_message=cut(rec.exc_message), args_repr=_preview(rec), reserved=rec.reserved,
+        rate_limited=rec.state == "blocked" and rec.rate_parked)
 
 
 def detail_from_record(rec: JobRecord, holder: str | None) -> JobDetail:

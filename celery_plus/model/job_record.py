@@ -58,6 +58,19 @@ class JobRecord:
     #: A listing row's: the size of its message (bytes as published) when the store read
     #: the size instead of a large message; 0 when not read. A whole record leaves it 0.
     message_size: int = 0
+    #: The worker's start mark of the current claim: ``lease_token`` = its task started at
+    #: ``started_ms``; ``-lease_token`` = not started yet (reserved); anything else: not
+    #: known (``started_ms`` is the claim's time, as before start marks).
+    start_mark: int = 0
+    #: Blocked because its cluster rate group's window was full (not behind a concurrency
+    #: group).
+    rate_parked: bool = False
+
+    @property
+    def reserved(self) -> bool:
+        """Running in the store, but its worker said its task has not started yet."""
+        return (self.state == "running" and self.lease_token > 0
+                and self.start_mark == -self.lease_token)
 
 
 def as_text(value: Any) -> str:

@@ -8,6 +8,7 @@ atomic step in its store (one Lua script, one SQL transaction).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -93,6 +94,20 @@ class Settle:
     token: int
     action: str
     detail: dict[str, Any] | None = None
+    #: How long the claim's task ran before this settle (ms, measured by the worker; None:
+    #: not known). The store then keeps ``now - run_ms`` as the job's start instead of its
+    #: claim time (a job prefetched for a while starts when its task starts).
+    run_ms: int | None = None
+
+
+#: A heartbeat's start mark: the claim's task has not started yet (prefetched: "reserved").
+NOT_STARTED = -1
+
+
+def start_time(claimed_ms: int, now_ms: int, run_ms: int) -> int:
+    """The start a store keeps for a claim made at ``claimed_ms`` whose task started
+    ``run_ms`` before ``now_ms``: never before the claim, never after now."""
+    return max(claimed_ms, min(now_ms, now_ms - max(run_ms, 0)))
 
 
 @dataclass
@@ -265,13 +280,19 @@ class JobStore(Store, Protocol):
         """
         ...
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+    def heartbeat(self, held: Sequence[tuple[str, int]],
+                  starts: Sequence[int | None] | None = None) -> list[Verdict]:
         """Renew the leases of the claims ``held`` ((job id, token) pairs) that are still
         current, and say what became of the others, in one atomic step: one
         :class:`Verdict` per pair, in the order given (a job may be named twice, under two
         tokens: each pair has its own verdict). Whatever else a renewal does (a claim of a
         rate group not started yet keeps counting in its window) is done for the renewed
-        ones only."""
+        ones only.
+
+        ``starts`` (one per pair; None: not known) are the worker's start marks: the task
+        started that many ms ago (the store keeps ``now - ms`` as the job's start, once per
+        claim: :func:`start_time`), or :data:`NOT_STARTED` (the claim is shown
+        "reserved" until a start mark says otherwise)."""
         ...
 
     def recover(self, limit: int = 100) -> list[Recovered]: ...
@@ -381,6 +402,112 @@ class ScheduleStore(Store, Protocol):
         ...
 
 
+#: A worker record with no beat for this long is dropped (the workers page forgets it).
+WORKER_RECORD_KEEP_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class WorkerBeat:
+    """A Celery worker's record in the store, written by its lease keeper every heartbeat
+    interval (``WorkerRecords.worker_beat``): the admin's workers page and health."""
+
+    #: Celery's node name (``celery@host``): the name remote control addresses.
+    node: str
+    host: str
+    pid: int
+    #: The queues it consumes (as it started), and its heartbeat interval (ms).
+    queues: tuple[str, ...] = ()
+    interval_ms: int = 0
+    #: Store times (ms): its first beat as this process (a new pid starts anew), its last.
+    started_ms: int = 0
+    at_ms: int = 0
+
+    def info(self) -> dict[str, Any]:
+        """What the store keeps as given (the times are the store's)."""
+        return {"host": self.host, "pid": self.pid, "queues": list(self.queues),
+                "interval_ms": self.interval_ms}
+
+    @classmethod
+    def of(cls, node: str, info: Any, started_ms: int, at_ms: int) -> WorkerBeat:
+        """A record from its stored info (JSON text or a dict; anything else: empty)."""
+        if isinstance(info, (str, bytes)):
+            try:
+                info = json.loads(info)
+            except ValueError:
+                info = {}
+        if not isinstance(info, dict):
+            info = {}
+        queues = info.get("queues")
+        return cls(node=node, host=str(info.get("host") or ""),
+                   pid=_int(info.get("pid")),
+                   queues=tuple(str(q) for q in queues) if isinstance(queues, list) else (),
+                   interval_ms=_int(info.get("interval_ms")), started_ms=int(started_ms),
+                   at_ms=int(at_ms))
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+class WorkerRecords(Store, Protocol):
+    """The Celery workers' own records (their heartbeats), for the admin."""
+
+    def worker_beat(self, beat: WorkerBeat) -> None:
+        """Record a beat of worker ``beat.node`` now (store time): its info replaced, its
+        ``started_ms`` kept while its pid is the same. Records with no beat for
+        :data:`WORKER_RECORD_KEEP_MS` are dropped."""
+        ...
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        """Every worker record kept, by node name."""
+        ...
+
+    def rate_usage(self) -> list[RateUsage]:
+        """Every cluster rate group with starts or claims in its window or jobs parked (at
+        most :data:`RATE_GROUPS_MAX`), by name."""
+        ...
+
+
+#: Rate groups a usage read looks at, at most.
+RATE_GROUPS_MAX = 1000
+
+
+@dataclass(frozen=True)
+class RateUsage:
+    """A cluster rate group's window now (``WorkerRecords.rate_usage``): its starts in the
+    window, its claims not started yet (they count too), its jobs parked (``blocked``
+    because the window was full), its limit and window (ms)."""
+
+    group: str
+    limit: int
+    window_ms: int
+    starts: int
+    pending: int
+    parked: int
+
+
+def rate_usage_of(now_ms: int, claims: Sequence[tuple[str, bool, int]],
+                  limits: dict[str, tuple[int, int]], parked: dict[str, int]
+                  ) -> list[RateUsage]:
+    """Usage per group from its claims ((group, started, at ms): a start's time, or a
+    claim's lapse), each group's (limit, window ms) and parked counts (the SQL stores and
+    the in-process store share it)."""
+    starts: dict[str, int] = {}
+    pending: dict[str, int] = {}
+    for group, started, at in claims:
+        window = limits.get(group, (0, 0))[1]
+        if started and at >= now_ms - window:
+            starts[group] = starts.get(group, 0) + 1
+        elif not started and at >= now_ms:
+            pending[group] = pending.get(group, 0) + 1
+    names = sorted(set(starts) | set(pending) | {g for g, n in parked.items() if n})
+    return [RateUsage(g, *limits.get(g, (0, 0)), starts.get(g, 0), pending.get(g, 0),
+                      parked.get(g, 0)) for g in names[:RATE_GROUPS_MAX]]
+
+
 class AdminPrimitives(Store, Protocol):
     """Atomic writes of operators and the admin, outside the job operations."""
 
@@ -426,7 +553,8 @@ class Records(Store, Protocol):
         ...
 
 
-class Backend(JobStore, RoutingStore, ScheduleStore, AdminPrimitives, Records, Protocol):
+class Backend(JobStore, RoutingStore, ScheduleStore, AdminPrimitives, Records, WorkerRecords,
+              Protocol):
     """Every store operation: what each store implements and the transport holds."""
 
     def push_raw(self, queue: str, job_id: str, raw: bytes | str) -> None:

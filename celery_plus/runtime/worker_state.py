@@ -40,9 +40,32 @@ def worker_running() -> bool:
     return _in_worker and not worker_stopping()
 
 
+#: The Celery worker (``WorkController``) started in this process.
+_controller: Any = None
+
+
 def worker_started(**kwargs: Any) -> None:
-    global _in_worker
+    global _in_worker, _controller
     _in_worker = True
+    _controller = kwargs.get("sender")
+
+
+def worker_node() -> tuple[str, tuple[str, ...]] | None:
+    """The Celery node name (``celery@host``) of the worker running in this process and the
+    queues it consumes now (after a ``cancel_consumer``, without that queue); None: no
+    worker started here."""
+    hostname = getattr(_controller, "hostname", None)
+    if not _in_worker or not isinstance(hostname, str) or not hostname:
+        return None
+    try:  # the consumer's queues now (Celery's Tasks bootstep), else as configured
+        consumer = getattr(getattr(_controller, "consumer", None), "task_consumer", None)
+        if consumer is not None:
+            names = [str(q.name) for q in list(consumer.queues)]
+        else:
+            names = [str(q) for q in _controller.app.amqp.queues.consume_from]
+    except Exception:
+        names = []
+    return hostname, tuple(sorted(names))
 
 
 def stop_stale_runs(tags: Collection[str]) -> None:

@@ -44,7 +44,9 @@ from celery_plus.stores.sql_record import row_record
 #: The ``jobs`` columns a text search reads of each record (whole: it searches all of them).
 SEARCH_COLUMNS = ("state", "name", "queue", "enqueued_ms", "due_ms", "started_ms",
                   "finished_ms", "deliveries", "reason", "exc_type", "exc_message", "msg",
-                  "traceback")
+                  "traceback", "token", "start_mark", "rate_parked")
+#: A running job that has started (not reserved: its worker's start mark is not -token).
+NOT_RESERVED = " AND (start_mark IS NULL OR start_mark <> -token)"
 #: States whose per-queue depth ``status`` shows.
 DEPTH_STATES = ("enqueued", "scheduled", "blocked", "running", "failed")
 #: Jobs looked at from the head of each queue for "oldest waiting" when a state is over the cap.
@@ -87,7 +89,8 @@ def summary_columns(alias: str, byte_length: str) -> tuple[tuple[str, ...], str]
               ("reason", cut.format("reason")), ("exc_type", cut.format("exc_type")),
               ("exc_message", cut.format("exc_message")),
               ("msg", f"CASE WHEN {size} <= {PREVIEW_BYTES} THEN {alias}msg END"),
-              ("msg_size", size))
+              ("msg_size", size), ("token", f"{alias}token"),
+              ("start_mark", f"{alias}start_mark"), ("rate_parked", f"{alias}rate_parked"))
     return (tuple(name for name, _ in fields),
             ", ".join([f"{alias}id", *(sql for _, sql in fields)]))
 
@@ -334,12 +337,19 @@ class SqlAdmin(StoreAdmin[B]):
         parts = [f"SELECT * FROM (SELECT started_ms, queue, started_ms - {self.GREATEST}("
                  f"enqueued_ms, COALESCE(due_ms, 0)) FROM jobs WHERE state = '{state}' AND "
                  f"started_ms >= {mark}{extra} ORDER BY started_ms DESC LIMIT {mark}) {state}"
-                 for state, extra in (("running", ""),
+                 for state, extra in (("running", NOT_RESERVED),
                                       ("completed", f" AND finished_ms >= {mark}"),
                                       ("failed", f" AND finished_ms >= {mark}"))]
         return self._all(" UNION ALL ".join(parts) + f" ORDER BY 1 DESC LIMIT {mark}",
                          since_ms, limit, since_ms, since_ms, limit, since_ms, since_ms, limit,
                          limit)
+
+    def runtime_rows(self, since_ms: int, limit: int) -> list[tuple[int, str, int | None]]:
+        # The finish-time index (state, finished_ms, id) serves it.
+        mark = self.MARK
+        return self._all(f"SELECT finished_ms, queue, finished_ms - started_ms FROM jobs WHERE "
+                         f"state = 'completed' AND finished_ms >= {mark} AND started_ms IS NOT "
+                         f"NULL ORDER BY finished_ms DESC LIMIT {mark}", since_ms, limit)
 
     def lease_rows(self) -> list[tuple[str, int, int | None, int | None]]:
         return self._all(

@@ -15,6 +15,7 @@ COLUMNS: tuple[str, ...] = (
     "enqueued_ms", "due_ms", "started_ms", "finished_ms", "worker", "unique_lock",
     "unique_window", "unique_ttl_ms", "conc_group", "conc_limit", "rate_group", "rate_limit",
     "rate_window_ms", "reason", "exc_type", "exc_message", "traceback", "history",
+    "start_mark", "rate_parked",
 )
 
 
@@ -45,7 +46,7 @@ def job_record(job_id: str, row: Mapping[str, Any]) -> JobRecord:
     count = {c: _count(row.get(c)) for c in (
         "score", "token", "deliveries", "max_deliveries", "enqueued_ms", "due_ms",
         "started_ms", "finished_ms", "unique_ttl_ms", "conc_limit", "rate_limit",
-        "rate_window_ms", "msg_size")}
+        "rate_window_ms", "msg_size", "start_mark")}
     return JobRecord(
         id=job_id, state=text["state"], queue=text["queue"], name=text["name"],
         message=text["msg"], score=count["score"], lease_token=count["token"],
@@ -59,7 +60,8 @@ def job_record(job_id: str, row: Mapping[str, Any]) -> JobRecord:
         rate_window_ms=count["rate_window_ms"], reason=text["reason"],
         exc_type=text["exc_type"], exc_message=text["exc_message"],
         traceback=text["traceback"], history=_history(row.get("history")),
-        message_size=count["msg_size"],
+        message_size=count["msg_size"], start_mark=count["start_mark"],
+        rate_parked=bool(row.get("rate_parked")),
     )
 
 

@@ -131,6 +131,11 @@ class QoS(virtual.QoS):
             if delivery_tag in self._delivered:
                 self._failures[delivery_tag] = detail
 
+    def mark_started(self, delivery_tag: str, at: float) -> None:
+        """The task of this delivery started at ``at`` (a lease keeper ``clock()`` time):
+        its next heartbeat or its settle tells the store (no call of its own)."""
+        self.holdings.started(delivery_tag, at)
+
     def _settle(self, delivery_tag: str, action: str) -> None:
         with self._lock:
             self._delivered.pop(delivery_tag, None)

@@ -182,6 +182,10 @@ CHANGED_SINCE_LEGACY = {
     "p_eta bigint, p_lock text, p_window text, p_ttl bigint, p_group text, p_limit integer, "
     "p_mdl integer, p_backstop bigint, OUT o_holder text, OUT o_state text, "
     "OUT o_continued boolean)",
+    # release 7: the settles' and heartbeats' forms without start marks answer from the forms
+    # with them (docs/admin.md "Reserved and running"), for workers of earlier releases.
+    "function settle(p_ids text[], p_tokens bigint[], p_actions text[], p_details text[], "
+    "p_backstop bigint)",
 }
 #: Definitions added since the legacy layout (a fresh and an upgraded store have them alike).
 ADDED_SINCE_LEGACY = {
@@ -203,6 +207,20 @@ ADDED_SINCE_LEGACY = {
     "constraint <schema>.paused_queues.paused_queues_pkey",
     # migration 0010: the admin's dead letters grouped by error (an expression index).
     "index jobs_error_groups", "relation jobs_error_groups",
+    # release 7 (migration 0011): the worker's start marks, carried by heartbeats and settles.
+    "column jobs.start_mark",
+    "function mark_start(p_id text, p_token bigint, p_mark bigint, p_now bigint)",
+    "function settle(p_ids text[], p_tokens bigint[], p_actions text[], p_details text[], "
+    "p_backstop bigint, p_run_ms bigint[])",
+    "function heartbeat_verdicts(p_ids text[], p_tokens bigint[], p_lease_ms bigint, "
+    "p_starts bigint[])",
+    "function claim(p_queues text[], p_worker text, p_max integer, p_scan_limit integer, "
+    "p_lease_ms bigint, p_backstop bigint, p_ids text[], p_tokens bigint[], p_actions text[], "
+    "p_details text[], p_run_ms bigint[])",
+    # migration 0012: the Celery workers' own records (the admin's workers page).
+    "relation workers", "relation workers_pkey", "index workers_pkey", "column workers.node",
+    "column workers.info", "column workers.started_ms", "column workers.at_ms",
+    "constraint <schema>.workers.workers_pkey",
 }
 
 
@@ -240,7 +258,7 @@ def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
                              "1000, NULL, NULL, NULL, NULL) WHERE o_kind = 'c'").fetchone()
     assert token is not None
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [9, 10]
+    assert [m.version for m in applied.migrations] == [9, 10, 11, 12]
     assert [f.name for f in applied.functions] == [f.name for f in pg_migrations.function_files()]
     recorded = dict(conn.execute(f'SELECT name, sha256 FROM "{schema}".function_versions'))
     assert recorded == {f.name: f.sha256 for f in pg_migrations.function_files()}
@@ -309,7 +327,7 @@ def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
                      "'', 0, 0, 1000)")
         conn.execute("UPDATE jobs SET token = 77 WHERE id = 'old'")
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9, 10]
+    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9, 10, 11, 12]
     store = PostgresBackend(PG_URL, schema=schema)
     try:
         publish(store, "new")
@@ -440,7 +458,7 @@ def test_every_version_takes_the_same_migration_lock(
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
             migrator.join(60)
-    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9, 10]
+    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9, 10, 11, 12]
 
 
 # -- the rules, rendered -------------------------------------------------------------------------
@@ -493,3 +511,26 @@ def test_the_13_argument_publish_is_fenced_like_the_others(
     conn.execute(f'SELECT * FROM "{schema}".settle(ARRAY[\'a\'], ARRAY[%s::bigint], '
                  "ARRAY['ack'], ARRAY[NULL::text], 1000)", [claimed[0][1]])
     assert conn.execute(old, ["a"]).fetchone() == (None, "enqueued", False)
+
+
+def test_the_call_forms_of_release_6_still_work_with_no_start_marks(
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str]) -> None:
+    """Workers of release 6 call ``claim()`` (10 arguments), ``heartbeat_verdicts()`` (3) and
+    ``settle()`` (5) during a rolling upgrade: each answers as before, and no start mark is
+    written (the job's start stays its claim's time)."""
+    schema = new_schema("r6")
+    pg_migrations.migrate(conn, schema)
+    with conn.transaction():
+        conn.execute(f'SET LOCAL search_path TO "{schema}"')
+        conn.execute("SELECT * FROM publish('old', 'jobs', 'm', '', 0, 0, '', '', 0, '', 0, "
+                     "0, 1000, 0, NULL, NULL, NULL)")
+        [(token,)] = conn.execute(
+            "SELECT o_token FROM claim(ARRAY['jobs'], 'w0', 1, 10, 60000, 1000, NULL, NULL, "
+            "NULL, NULL) WHERE o_kind = 'c'").fetchall()
+        assert conn.execute("SELECT * FROM heartbeat_verdicts(ARRAY['old'], ARRAY[%s::bigint], "
+                            "60000)", [token]).fetchall() == []
+        [(started,)] = conn.execute("SELECT started_ms FROM jobs WHERE id = 'old'").fetchall()
+        assert conn.execute("SELECT * FROM settle(ARRAY['old'], ARRAY[%s::bigint], "
+                            "ARRAY['ack'], ARRAY[''], 1000)", [token]).fetchall() == []
+        assert conn.execute("SELECT state, started_ms, start_mark FROM jobs WHERE id = 'old'"
+                            ).fetchall() == [("completed", started, None)]

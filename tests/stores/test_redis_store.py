@@ -125,10 +125,10 @@ def test_settle_lua_decodes_a_detail_before_it_ends_the_claim(
     tok = {c.job_id: c.token for c in claim(store).claims}
     reply = store.scripts.run("settle", [
         P, store.backstop_ms,
-        "a", tok["a"], "fail", "{not json",
-        "b", tok["b"], "fail", '"just a string"',
-        "c", tok["c"], "fail", '{"exc_type": {"x": [1]}, "exc_message": 5, "tb": null}',
-        "d", tok["d"], "ack", ""])
+        "a", tok["a"], "fail", "{not json", "",
+        "b", tok["b"], "fail", '"just a string"', "",
+        "c", tok["c"], "fail", '{"exc_type": {"x": [1]}, "exc_message": 5, "tb": null}', "",
+        "d", tok["d"], "ack", "", ""])
     assert reply[0] == 4
     assert raw.hget(f"{P}:job:a", "emsg") == "failure details could not be decoded"
     assert raw.hget(f"{P}:job:b", "st") == "failed"

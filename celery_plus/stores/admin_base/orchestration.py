@@ -173,6 +173,15 @@ class StoreAdmin(ABC, Generic[B]):
     def lease_rows(self) -> Iterable[tuple[str, int, int | None, int | None]]:
         """(worker id, running jobs, newest lease deadline, oldest start) rows."""
 
+    def runtime_rows(self, since_ms: int, limit: int) -> Iterable[tuple[int, str, int | None]]:
+        """(finished ms, queue, ms from started to finished) rows of (at least) the newest
+        ``limit`` jobs completed at or after ``since_ms`` (none for a store without them)."""
+        return []
+
+    def runtime_samples(self, since_ms: int, limit: int) -> list[tuple[str, int]]:
+        """(queue, ms run) of the newest ``limit`` jobs completed at or after ``since_ms``."""
+        return newest_waits(self.runtime_rows(since_ms, limit), limit)
+
     # -- the operations ----------------------------------------------------------------
     def jobs(self, state: str, query: Query, offset: int, limit: int
              ) -> tuple[list[JobSummary], int]:

@@ -160,7 +160,13 @@ class MemoryAdmin(RecordErrorGroups, StoreAdmin[MemoryBackend]):
     def wait_rows(self, since_ms: int, limit: int) -> Iterable[tuple[int, str, int | None]]:
         return [(j.started_ms, j.queue, j.started_ms - max(j.enqueued_ms, j.due_ms))
                 for j in self._jobs() if j.state in ("running", "completed", "failed")
-                and j.started_ms is not None and j.started_ms >= since_ms]
+                and j.started_ms is not None and j.started_ms >= since_ms
+                and not (j.state == "running" and j.token and j.start_mark == -j.token)]
+
+    def runtime_rows(self, since_ms: int, limit: int) -> Iterable[tuple[int, str, int | None]]:
+        return [(j.finished_ms, j.queue, j.finished_ms - j.started_ms) for j in self._jobs()
+                if j.state == "completed" and j.finished_ms is not None
+                and j.started_ms is not None and j.finished_ms >= since_ms]
 
     def lease_rows(self) -> Iterable[tuple[str, int, int | None, int | None]]:
         return [(job.worker, 1, job.lease_ms, job.started_ms)

@@ -102,8 +102,9 @@ class MemoryBackend(Messaging, OptionsView, Backend):
     def rate_started(self, job_id: str, token: int) -> None:
         self._step(lambda step: rates.started(step, job_id, int(token)))
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
-        return self._step(lambda step: step.heartbeat(held))
+    def heartbeat(self, held: Sequence[tuple[str, int]],
+                  starts: Sequence[int | None] | None = None) -> list[Verdict]:
+        return self._step(lambda step: step.heartbeat(held, starts))
 
     def recover(self, limit: int = 100, *, order: Sequence[str] | None = None
                 ) -> list[Recovered]:

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from celery_plus.model.store import NewJob, ScheduleRecord
+from celery_plus.model.store import (
+    WORKER_RECORD_KEEP_MS,
+    NewJob,
+    RateUsage,
+    ScheduleRecord,
+    WorkerBeat,
+    rate_usage_of,
+)
 from celery_plus.stores.memory.state import Hold, MemoryState
 
 #: A transient queue's messages expire this long after its last push (ms).
@@ -165,3 +172,35 @@ class Messaging:
     def paused_queues(self) -> dict[str, int]:
         with self.store.lock:
             return dict(self.store.paused)
+
+    # -- worker records ---------------------------------------------------------------------
+    def worker_beat(self, beat: WorkerBeat) -> None:
+        with self.store.lock:
+            now = self._now()
+            was = self.store.workers.get(beat.node)
+            started = was.started_ms if was is not None and was.pid == beat.pid else now
+            self.store.workers[beat.node] = dataclasses.replace(beat, started_ms=started,
+                                                                at_ms=now)
+            for node, rec in list(self.store.workers.items()):
+                if rec.at_ms < now - WORKER_RECORD_KEEP_MS:
+                    del self.store.workers[node]
+
+    def rate_usage(self) -> list[RateUsage]:
+        with self.store.lock:
+            now = self._now()
+            claims = [(g, True, at) for g, r in self.store.rates.items()
+                      for at in r.starts.values()]
+            claims += [(g, False, at) for g, r in self.store.rates.items()
+                       for at in r.pending.values()]
+            limits: dict[str, tuple[int, int]] = {}
+            parked: dict[str, int] = {}
+            for job in self.store.jobs.values():
+                if job.rate is not None:
+                    limits.setdefault(job.rate[0], (job.rate[1], job.rate[2]))
+                    if job.state == "blocked" and job.rate_parked:
+                        parked[job.rate[0]] = parked.get(job.rate[0], 0) + 1
+            return rate_usage_of(now, claims, limits, parked)
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        with self.store.lock:
+            return [self.store.workers[n] for n in sorted(self.store.workers)]

@@ -57,6 +57,8 @@ class Job:
     exc_message: str | None = None
     traceback: str | None = None
     history: list[dict[str, Any]] | None = None
+    #: The worker's start mark of the current claim (``JobRecord.start_mark``).
+    start_mark: int = 0
 
     @property
     def lock(self) -> str:
@@ -98,7 +100,8 @@ class Job:
             rate_window_ms=rate_window, reason=self.reason or "",
             exc_type=self.exc_type or "", exc_message=self.exc_message or "",
             traceback=self.traceback or "",
-            history=tuple(json.loads(json.dumps(self.history or []))))
+            history=tuple(json.loads(json.dumps(self.history or []))),
+            start_mark=self.start_mark, rate_parked=self.rate_parked)
 
 
 @dataclass
@@ -143,6 +146,8 @@ class MemoryState:
     schedules: dict[str, ScheduleRecord] = field(default_factory=dict)
     #: Paused queues and when each was paused (ms): ``claim`` skips them.
     paused: dict[str, int] = field(default_factory=dict)
+    #: The Celery workers' records by node name (``WorkerRecords``).
+    workers: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         #: Notified after every change that may make work available (``wait``).

@@ -22,6 +22,7 @@ from celery_plus.model.store import (
     Recovered,
     Settle,
     Verdict,
+    start_time,
 )
 from celery_plus.stores.memory import rates
 from celery_plus.stores.memory.state import Hold as HoldRecord
@@ -307,6 +308,7 @@ class Step:
             job = self.state.jobs.get(s.job_id)
             if job is None or job.state != "running" or job.token != int(s.token):
                 continue  # stale: the claim ended or was taken over
+            self.mark_start(job, s.run_ms)
             detail = clean_detail(s.detail)
             if s.action == "ack":
                 self.apply(job, RULES["ack"])
@@ -331,18 +333,32 @@ class Step:
                 dead.append((job.id, _text(detail.get("reason")) or "task failed"))
         return dead
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+    def heartbeat(self, held: Sequence[tuple[str, int]],
+                  starts: Sequence[int | None] | None = None) -> list[Verdict]:
         """One verdict per claim (rule ``heartbeat``, :func:`rules.heartbeat_verdict`);
-        a renewed one's lease is extended."""
+        a renewed one's lease is extended and its start mark applied."""
         verdicts = []
-        for job_id, token in held:
+        marks = starts if starts is not None else [None] * len(held)
+        for (job_id, token), mark in zip(held, marks, strict=True):
             verdict = Verdict(self.verdict(self.state.jobs.get(job_id), int(token)))
             verdicts.append(verdict)
             if verdict is Verdict.RENEWED:
                 job = self.state.jobs[job_id]
                 job.lease_ms = self.now + self.lease_ms
                 rates.renew(self, job, int(token))
+                self.mark_start(job, mark)
         return verdicts
+
+    def mark_start(self, job: Job, mark: int | None) -> None:
+        """Apply a worker's start mark to the running claim of ``job`` (lua mark_start)."""
+        token = job.token or 0
+        if mark is None or job.start_mark == token:
+            return
+        if mark < 0:
+            job.start_mark = -token
+            return
+        job.started_ms = start_time(job.started_ms or self.now, self.now, mark)
+        job.start_mark = token
 
     @staticmethod
     def verdict(job: Job | None, token: int) -> str:

@@ -22,6 +22,7 @@ matching Lua script.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -39,6 +40,7 @@ from celery_plus.model.details import encode_detail
 from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from celery_plus.model.store import (
     SCHEDULE_COLUMNS,
+    WORKER_RECORD_KEEP_MS,
     Backend,
     Claim,
     ClaimResult,
@@ -46,16 +48,19 @@ from celery_plus.model.store import (
     JobRecord,
     NewJob,
     PublishOutcome,
+    RateUsage,
     Recovered,
     ScheduledJob,
     ScheduleRecord,
     Settle,
     Verdict,
+    WorkerBeat,
     schedule_record,
 )
 from celery_plus.runtime.helper_threads import green_patcher
 from celery_plus.runtime.throttled import Throttled
 from celery_plus.settings import PlusConfig
+from celery_plus.stores import sql_rates
 from celery_plus.stores.postgres import migrations as pg_migrations
 from celery_plus.stores.postgres import pool as pg_pool
 from celery_plus.stores.postgres.bounds import (
@@ -95,8 +100,16 @@ _PUBLISH = f"SELECT * FROM publish({_PUBLISH_ARGS})"
 GROUP_LOCK_TIMEOUT = 100
 _GROUP_LOCK_TIMEOUT = f"SET LOCAL lock_timeout = {GROUP_LOCK_TIMEOUT}"
 _CLAIM = ("SELECT * FROM claim(%s::text[], %s, %s::integer, %s::integer, %s::bigint, "
-          "%s::bigint, %s::text[], %s::bigint[], %s::text[], %s::text[])")
-_SETTLE = "SELECT * FROM settle(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint)"
+          "%s::bigint, %s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint[])")
+_SETTLE = ("SELECT * FROM settle(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint, "
+           "%s::bigint[])")
+_WORKER_BEAT = (
+    "WITH beat AS (INSERT INTO workers (node, info, started_ms, at_ms) "
+    "VALUES (%s, %s::jsonb, now_ms(), now_ms()) ON CONFLICT (node) DO UPDATE SET "
+    "info = excluded.info, at_ms = excluded.at_ms, started_ms = CASE "
+    "WHEN workers.info -> 'pid' = excluded.info -> 'pid' THEN workers.started_ms "
+    "ELSE excluded.started_ms END RETURNING at_ms) "
+    "DELETE FROM workers w USING beat WHERE w.at_ms < beat.at_ms - %s::bigint RETURNING w.node")
 _READY = (
     "SELECT (SELECT j.queue FROM jobs j WHERE j.state = 'enqueued' "
     "AND j.queue = ANY (%s::text[]) AND j.queue NOT IN (SELECT queue FROM paused_queues) "
@@ -442,7 +455,7 @@ class PostgresBackend(OptionsView, Backend):
     def _settle_arrays(settles: Sequence[Settle]) -> list[list[Any]]:
         return [[s.job_id for s in settles], [int(s.token) for s in settles],
                 [s.action for s in settles],
-                [encode_detail(s.detail) for s in settles]]
+                [encode_detail(s.detail) for s in settles], [s.run_ms for s in settles]]
 
     def claim(
         self,
@@ -479,17 +492,22 @@ class PostgresBackend(OptionsView, Backend):
         """End claims, fenced by (id, token); returns the dead-lettered (id, reason) pairs."""
         if not settles:
             return []
-        rows = self._rows(_SETTLE, [*self._settle_arrays(settles), self.backstop_ms])
+        ids, tokens, actions, details, run_ms = self._settle_arrays(settles)
+        rows = self._rows(_SETTLE, [ids, tokens, actions, details, self.backstop_ms, run_ms])
         return [(str(job_id), str(reason)) for job_id, reason in rows]
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+    def heartbeat(self, held: Sequence[tuple[str, int]],
+                  starts: Sequence[int | None] | None = None) -> list[Verdict]:
         """Renew the leases of claims still ours; one verdict per claim, in order
-        (``heartbeat_verdicts()`` answers for the claims not renewed only)."""
+        (``heartbeat_verdicts()`` answers for the claims not renewed only); a renewed
+        claim's start mark applied (``mark_start()``)."""
         if not held:
             return []
         rows = self._rows(
-            "SELECT * FROM heartbeat_verdicts(%s::text[], %s::bigint[], %s::bigint)",
-            [[job_id for job_id, _ in held], [int(t) for _, t in held], self.lease_ms])
+            "SELECT * FROM heartbeat_verdicts(%s::text[], %s::bigint[], %s::bigint, "
+            "%s::bigint[])",
+            [[job_id for job_id, _ in held], [int(t) for _, t in held], self.lease_ms,
+             None if starts is None else list(starts)])
         verdicts = [Verdict.RENEWED] * len(held)
         for n, verdict in rows:
             verdicts[int(n) - 1] = Verdict(str(verdict))
@@ -609,6 +627,18 @@ class PostgresBackend(OptionsView, Backend):
     def paused_queues(self) -> dict[str, int]:
         return {str(q): int(ms) for q, ms in
                 self._rows("SELECT queue, paused_ms FROM paused_queues")}
+
+    def worker_beat(self, beat: WorkerBeat) -> None:
+        """One statement: the record upserted (``started_ms`` kept for the same pid), and
+        records with no beat for ``WORKER_RECORD_KEEP_MS`` dropped."""
+        self._rows(_WORKER_BEAT, [beat.node, json.dumps(beat.info()), WORKER_RECORD_KEEP_MS])
+
+    def rate_usage(self) -> list[RateUsage]:
+        return sql_rates.rate_usage(self._rows, self.now_ms(), "%s", "true")
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        return [WorkerBeat.of(str(node), info, int(started), int(at)) for node, info, started, at
+                in self._rows("SELECT node, info, started_ms, at_ms FROM workers ORDER BY node")]
 
     # -- idle wake-up -------------------------------------------------------------------
     def wait(

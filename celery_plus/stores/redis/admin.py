@@ -52,10 +52,10 @@ FINISHED_INDEX = {"completed": "done", "failed": "dead", "canceled": "canceled",
 SORT_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin")
 #: Fields a text search reads of each candidate (whole: it searches them).
 SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
-                 "emsg", "msg", "tb")
+                 "emsg", "msg", "tb", "tok", "sm", "rg")
 #: What ``summaries.lua`` returns per job.
 SUMMARY_REPLY = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
-                 "emsg", "msg", "msglen")
+                 "emsg", "msg", "msglen", "tok", "sm", "rp")
 #: Waiting jobs a listing orders by time (reading each record); beyond it, index order.
 ORDERED_MAX = 10_000
 #: Ids read from an index per command when paging in index order.
@@ -270,7 +270,15 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
     def _whole_records(self, ids: Sequence[str], state: str) -> Iterator[Record]:
         """Whole records of ``ids`` still in ``state``, SEARCH_CHUNK at a time."""
         for chunk in batches(ids, SEARCH_CHUNK):
-            for job_id, rec in zip(chunk, self._records(chunk, SEARCH_FIELDS), strict=True):
+            records = self._records(chunk, SEARCH_FIELDS)
+            if state == "blocked":  # which are parked by their rate group (summaries.lua)
+                pipe = self.client.pipeline(transaction=False)
+                for job_id, rec in zip(chunk, records, strict=True):
+                    pipe.zscore(self.key("rblk", rec.get("rg") or ""), job_id)
+                for rec, score in zip(records, pipe.execute(), strict=True):
+                    if score is not None and rec.get("rg"):
+                        rec["rp"] = "1"
+            for job_id, rec in zip(chunk, records, strict=True):
                 if rec.get("st") == state:
                     yield job_record(job_id, rec)
 
@@ -439,11 +447,20 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
         for index in ("done", "dead"):
             ids += [as_text(m) for m in self.client.zrevrangebyscore(
                 self.key(index), "+inf", since_ms, start=0, num=limit)]
+        # A reserved job (claimed, its task not started: start mark -token) has not started.
         starts = [(int(rec.get("start") or 0), rec)
-                  for rec in self._records(ids, ("q", "enq", "due", "start"))]
+                  for rec in self._records(ids, ("q", "enq", "due", "start", "tok", "sm"))
+                  if not (rec.get("sm") and rec.get("sm") == f"-{rec.get('tok')}")]
         return [(start, rec.get("q", ""),
                  start - max(int(rec.get("enq") or 0), int(rec.get("due") or 0)))
                 for start, rec in starts if start >= since_ms]
+
+    def runtime_rows(self, since_ms: int, limit: int) -> list[tuple[int, str, int | None]]:
+        ids = [as_text(m) for m in self.client.zrevrangebyscore(
+            self.key("done"), "+inf", since_ms, start=0, num=limit)]
+        return [(int(rec.get("fin") or 0), rec.get("q", ""),
+                 int(rec["fin"]) - int(rec["start"]) if rec.get("start") and rec.get("fin")
+                 else None) for rec in self._records(ids, ("q", "start", "fin"))]
 
     def lease_rows(self) -> list[tuple[str, int, int | None, int | None]]:
         leases: list[Any] = list(self.client.zrange(self.key("lease"), 0, -1, withscores=True))

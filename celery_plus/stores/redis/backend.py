@@ -6,6 +6,7 @@ in the same round trip as the settles that piled up since the last claim.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -18,6 +19,8 @@ from celery.exceptions import ImproperlyConfigured
 from celery_plus.model.details import encode_detail
 from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from celery_plus.model.store import (
+    RATE_GROUPS_MAX,
+    WORKER_RECORD_KEEP_MS,
     Backend,
     Claim,
     ClaimResult,
@@ -25,11 +28,14 @@ from celery_plus.model.store import (
     JobRecord,
     NewJob,
     PublishOutcome,
+    RateUsage,
     Recovered,
     ScheduledJob,
     ScheduleRecord,
     Settle,
     Verdict,
+    WorkerBeat,
+    rate_usage_of,
 )
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.redis.connect import RedisConnect, from_kombu
@@ -39,6 +45,11 @@ from celery_plus.stores.redis.record import job_record
 from celery_plus.stores.redis.scripts import ScriptLibrary, pack, store_sources
 
 logger = logging.getLogger("celery_plus.stores.redis")
+
+
+def _glob(text: str) -> str:
+    """``text`` as a literal in a SCAN MATCH pattern."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
 
 TRANSIENT_TTL_S = 300
 
@@ -274,7 +285,8 @@ class RedisBackend(OptionsView, Backend):
     def _settle_args(self, settles: Sequence[Settle]) -> list[Any]:
         args: list[Any] = [self.prefix, self.backstop_ms]
         for s in settles:
-            args += [s.job_id, s.token, s.action, encode_detail(s.detail) or ""]
+            args += [s.job_id, s.token, s.action, encode_detail(s.detail) or "",
+                     "" if s.run_ms is None else int(s.run_ms)]
         return args
 
     @staticmethod
@@ -282,12 +294,14 @@ class RedisBackend(OptionsView, Backend):
         dead = reply[1]
         return [(_text(dead[i]), _text(dead[i + 1])) for i in range(0, len(dead), 2)]
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+    def heartbeat(self, held: Sequence[tuple[str, int]],
+                  starts: Sequence[int | None] | None = None) -> list[Verdict]:
         if not held:
             return []
         args: list[Any] = [self.prefix, self.lease_ms]
-        for job_id, token in held:
-            args += [job_id, token]
+        marks = starts if starts is not None else [None] * len(held)
+        for (job_id, token), mark in zip(held, marks, strict=True):
+            args += [job_id, token, "" if mark is None else int(mark)]
         return verdicts_of(len(held), self.scripts.run("heartbeat", args))
 
     def recover(self, limit: int = 100) -> list[Recovered]:
@@ -362,6 +376,60 @@ class RedisBackend(OptionsView, Backend):
 
     def paused_queues(self) -> dict[str, int]:
         return {_text(q): int(ms) for q, ms in self.client.hgetall(self.key("paused")).items()}
+
+    def worker_beat(self, beat: WorkerBeat) -> None:
+        self.scripts.run("worker_beat", [self.prefix, beat.node, json.dumps(beat.info()),
+                                         WORKER_RECORD_KEEP_MS])
+
+    def rate_usage(self) -> list[RateUsage]:
+        """The rate groups with keys (``P:rate:*``, ``P:ratep:*``: a bounded SCAN) or parked
+        jobs (``P:rblkgroups``); each group's limit and window from one of its jobs."""
+        groups: set[str] = {_text(g) for g in self.client.smembers(self.key("rblkgroups"))}
+        for kind in ("rate", "ratep"):
+            head = self.key(kind) + ":"
+            for key in self.client.scan_iter(match=_glob(head) + "*", count=1000):
+                groups.add(_text(key)[len(head):])
+                if len(groups) >= RATE_GROUPS_MAX:
+                    break
+        names = sorted(groups)[:RATE_GROUPS_MAX]
+        now = self.now_ms()
+        pipe = self.client.pipeline(transaction=False)
+        for g in names:
+            pipe.zrange(self.key("rate", g), 0, -1, withscores=True)
+            pipe.zrange(self.key("ratep", g), 0, -1, withscores=True)
+            pipe.zcard(self.key("rblk", g))
+            pipe.zrange(self.key("rblk", g), 0, 0)
+        replies = pipe.execute()
+        claims: list[tuple[str, bool, int]] = []
+        parked: dict[str, int] = {}
+        sample: dict[str, str] = {}
+        for n, g in enumerate(names):
+            started, pending, count, first = replies[4 * n: 4 * n + 4]
+            claims += [(g, True, int(at)) for _, at in started]
+            claims += [(g, False, int(at)) for _, at in pending]
+            parked[g] = int(count)
+            members = [_text(m).rpartition(":")[0] for m, _ in [*started, *pending]]
+            job = members[0] if members else (_text(first[0]) if first else "")
+            if job:
+                sample[g] = job
+        pipe = self.client.pipeline(transaction=False)
+        for job in sample.values():
+            pipe.hmget(self.key("job", job), "rl", "rw")
+        limits = {g: (int(_text(rl) or 0), int(_text(rw) or 0))
+                  for g, (rl, rw) in zip(sample, pipe.execute(), strict=True)}
+        return rate_usage_of(now, claims, limits, parked)
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        out = []
+        for node, raw in sorted(self.client.hgetall(self.key("workers")).items()):
+            try:
+                info = json.loads(_text(raw))
+            except ValueError:
+                continue
+            if isinstance(info, dict):
+                out.append(WorkerBeat.of(_text(node), info, int(info.get("started_ms") or 0),
+                                         int(info.get("at_ms") or 0)))
+        return out
 
     def schedule_delete(self, name: str) -> bool:
         pipe = self.client.pipeline(transaction=True)

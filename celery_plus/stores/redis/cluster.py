@@ -36,11 +36,13 @@ from celery_plus.model.store import (
     JobRecord,
     NewJob,
     PublishOutcome,
+    RateUsage,
     Recovered,
     ScheduledJob,
     ScheduleRecord,
     Settle,
     Verdict,
+    WorkerBeat,
 )
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.redis.backend import RedisBackend, _text
@@ -269,13 +271,16 @@ class RedisClusterBackend(OptionsView, Backend):
                 dead += self.queue(name).settle(group)
         return dead
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+    def heartbeat(self, held: Sequence[tuple[str, int]],
+                  starts: Sequence[int | None] | None = None) -> list[Verdict]:
         """Each queue's claims in one step of its scope; a job of no known queue has no
         record: lost. Verdicts in the order of ``held``."""
         verdicts = [Verdict.LOST] * len(held)
+        marks = starts if starts is not None else [None] * len(held)
         for name, group in self._by_queue(enumerate(held), lambda h: h[1][0]).items():
             if name is not None:
-                answer = self.queue(name).heartbeat([pair for _, pair in group])
+                answer = self.queue(name).heartbeat([pair for _, pair in group],
+                                                    [marks[at] for at, _ in group])
                 for (at, _), verdict in zip(group, answer, strict=True):
                     verdicts[at] = verdict
         return verdicts
@@ -387,6 +392,16 @@ class RedisClusterBackend(OptionsView, Backend):
 
     def queue_pause(self, queue: str, paused: bool) -> int:
         return self.queue(queue).queue_pause(queue, paused)
+
+    def worker_beat(self, beat: WorkerBeat) -> None:
+        self.store.worker_beat(beat)
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        return self.store.worker_beats()
+
+    def rate_usage(self) -> list[RateUsage]:
+        found = {u.group: u for scope in [self.store, *self._all()] for u in scope.rate_usage()}
+        return [found[g] for g in sorted(found)]
 
     def paused_queues(self) -> dict[str, int]:
         paused: dict[str, int] = {}

@@ -41,4 +41,5 @@ def job_record(job_id: str, fields: Mapping[str, Any]) -> JobRecord:
         rate_group=text("rg"), rate_limit=count("rl"), rate_window_ms=count("rw"),
         reason=text("reason"), exc_type=text("etype"), exc_message=text("emsg"),
         traceback=text("tb"), history=_history(text("hist")), message_size=count("msglen"),
+        start_mark=count("sm"), rate_parked=text("rp") == "1",
     )

@@ -39,7 +39,7 @@ from celery_plus.model import rules
 _PACKAGE = "celery_plus.stores.redis"
 #: The store's scripts (``lua/<name>.lua``), each run after ``lib.lua``.
 STORE_SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recover", "maintain",
-                 "purge", "lead", "fire", "rate_start", "pause")
+                 "purge", "lead", "fire", "rate_start", "pause", "worker_beat")
 #: The admin's scripts (``lua/admin/<name>.lua``), each run after ``lib.lua``.
 ADMIN_SCRIPTS = ("retry", "discard", "cancel", "delete", "index_sync", "index_page",
                  "index_counts", "summaries")

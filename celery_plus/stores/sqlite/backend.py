@@ -41,6 +41,7 @@ from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from celery_plus.model.rules import FINISHED, HISTORY_MAX, PRIORITY_FACTOR, WAITING
 from celery_plus.model.store import (
     SCHEDULE_COLUMNS,
+    WORKER_RECORD_KEEP_MS,
     Backend,
     Claim,
     ClaimResult,
@@ -48,16 +49,19 @@ from celery_plus.model.store import (
     JobRecord,
     NewJob,
     PublishOutcome,
+    RateUsage,
     Recovered,
     ScheduledJob,
     ScheduleRecord,
     Settle,
     Verdict,
+    WorkerBeat,
     schedule_record,
 )
 from celery_plus.runtime.fork_guard import guard_across_fork
 from celery_plus.runtime.throttled import Throttled
 from celery_plus.settings import PlusConfig
+from celery_plus.stores import sql_rates
 from celery_plus.stores.sql_record import COLUMNS, row_record
 from celery_plus.stores.sqlite.locking import retry_while_locked
 from celery_plus.stores.sqlite.url import sqlite_path
@@ -106,7 +110,9 @@ def _schema() -> str:
 #: Columns added to ``jobs`` after its first release (``ALTER TABLE`` on older stores), and
 #: what is built on them.
 ADDED_COLUMNS = (("rate_group", "TEXT"), ("rate_limit", "INTEGER"), ("rate_window_ms", "INTEGER"),
-                 ("rate_parked", "INTEGER NOT NULL DEFAULT 0"))
+                 ("rate_parked", "INTEGER NOT NULL DEFAULT 0"),
+                 # The worker's start mark of the current claim (JobRecord.start_mark).
+                 ("start_mark", "INTEGER"))
 _ON_ADDED_COLUMNS = ("CREATE INDEX IF NOT EXISTS jobs_rate_parked ON jobs (rate_group, score) "
                      "WHERE state = 'blocked' AND rate_parked = 1")
 
@@ -313,6 +319,19 @@ class _Tx:
         if group and self.run("DELETE FROM slots WHERE conc_group = ? AND job_id = ?",
                               group, job_id) == 1:
             self.unblock_one(group)
+
+    def mark_start(self, job_id: str, token: int, mark: int | None) -> None:
+        """Apply a worker's start mark to running claim ``token`` of the job (lua
+        mark_start): -1 reserved; n >= 0 its task started n ms ago (once per claim)."""
+        if mark is None:
+            return
+        if mark < 0:
+            self.run("UPDATE jobs SET start_mark = ? WHERE id = ? AND token = ? "
+                     "AND start_mark IS NOT ?", -token, job_id, token, token)
+            return
+        self.run("UPDATE jobs SET started_ms = max(coalesce(started_ms, ?1), min(?1, ?1 - ?2)), "
+                 "start_mark = ?3 WHERE id = ?4 AND token = ?3 AND start_mark IS NOT ?3",
+                 self.now, max(int(mark), 0), token, job_id)
 
     def end_claim(self, job_id: str) -> None:
         """Leave the running state: drop the lease, free the slot. Caller checked the fence."""
@@ -800,6 +819,7 @@ class SQLiteBackend(OptionsView, Backend):
             if row is None:
                 continue  # stale: the claim ended or was taken over
             lock, window, deliveries, limit = row
+            tx.mark_start(s.job_id, int(s.token), s.run_ms)
             detail = clean_detail(s.detail)
             tx.end_claim(s.job_id)
             if s.action == "ack":
@@ -831,22 +851,26 @@ class SQLiteBackend(OptionsView, Backend):
                 dead.append((s.job_id, _text(detail.get("reason")) or "task failed"))
         return dead
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+    def heartbeat(self, held: Sequence[tuple[str, int]],
+                  starts: Sequence[int | None] | None = None) -> list[Verdict]:
         """Renew the leases of claims still ours; one verdict per claim, in order (the
-        others ended by their own run or were lost: :meth:`_Tx.verdict`)."""
+        others ended by their own run or were lost: :meth:`_Tx.verdict`); a renewed
+        claim's start mark applied (:meth:`_Tx.mark_start`)."""
         if not held:
             return []
+        marks = starts if starts is not None else [None] * len(held)
 
         def body(tx: _Tx) -> list[Verdict]:
             deadline = tx.now + self.lease_ms
             verdicts = []
-            for job_id, token in held:
+            for (job_id, token), mark in zip(held, marks, strict=True):
                 if tx.run("UPDATE jobs SET lease_expires_ms = ? WHERE id = ? "
                           "AND state = 'running' AND token = ?", deadline, job_id,
                           int(token)) == 0:
                     verdicts.append(tx.verdict(job_id, int(token)))
                     continue
                 verdicts.append(Verdict.RENEWED)
+                tx.mark_start(job_id, int(token), mark)
                 # A rate-group claim not started yet counts on (heartbeat.lua).
                 tx.run("UPDATE rate_claims SET at_ms = ? WHERE job_id = ? AND token = ? "
                        "AND started = 0 AND at_ms >= ? AND rate_group = (SELECT rate_group "
@@ -1068,6 +1092,28 @@ class SQLiteBackend(OptionsView, Backend):
         rows = self._read(lambda conn: conn.execute(
             "SELECT queue, paused_ms FROM paused_queues").fetchall())
         return {str(queue): int(ms) for queue, ms in rows}
+
+    def worker_beat(self, beat: WorkerBeat) -> None:
+        def body(tx: _Tx) -> None:
+            tx.run("INSERT INTO workers (node, info, started_ms, at_ms) VALUES (?1, ?2, ?3, ?3) "
+                   "ON CONFLICT (node) DO UPDATE SET info = excluded.info, at_ms = excluded.at_ms, "
+                   "started_ms = CASE WHEN json_extract(workers.info, '$.pid') = "
+                   "json_extract(excluded.info, '$.pid') THEN workers.started_ms "
+                   "ELSE excluded.started_ms END", beat.node, json.dumps(beat.info()), tx.now)
+            tx.run("DELETE FROM workers WHERE at_ms < ?", tx.now - WORKER_RECORD_KEEP_MS)
+
+        self._write(body)
+
+    def rate_usage(self) -> list[RateUsage]:
+        def rows(sql: str, params: Sequence[Any]) -> list[Any]:
+            return self._read(lambda conn: conn.execute(sql, list(params)).fetchall())
+
+        return sql_rates.rate_usage(rows, self.now_ms(), "?", "1")
+
+    def worker_beats(self) -> list[WorkerBeat]:
+        rows = self._read(lambda conn: conn.execute(
+            "SELECT node, info, started_ms, at_ms FROM workers ORDER BY node").fetchall())
+        return [WorkerBeat.of(str(n), info, int(s), int(a)) for n, info, s, a in rows]
 
     def wait(
         self, queues: Sequence[str], transient: Sequence[str], timeout: float

@@ -183,6 +183,15 @@ CREATE TABLE IF NOT EXISTS paused_queues (
     paused_ms   INTEGER NOT NULL
 ) WITHOUT ROWID;
 
+-- the Celery workers' own records (admin workers page): info is JSON (host, pid, queues,
+-- interval_ms); started_ms kept while the pid stays the same.
+CREATE TABLE IF NOT EXISTS workers (
+    node        TEXT PRIMARY KEY,
+    info        TEXT NOT NULL,
+    started_ms  INTEGER NOT NULL,
+    at_ms       INTEGER NOT NULL
+) WITHOUT ROWID;
+
 CREATE TABLE IF NOT EXISTS schedules (
     name        TEXT PRIMARY KEY,
     last_due_ms INTEGER NOT NULL,

@@ -216,11 +216,11 @@ def test_the_worker_list_and_stop_taking_work(deployment: Deployment, chromium: 
     listed = _worker_rows(browser)
     assert {first, second} <= set(listed)
     pids = {dep.workers[0].proc.pid: first, dep.workers[1].proc.pid: second}
-    for pid, node in pids.items():
-        assert listed[node][2] == str(pid)
-        assert listed[node][5] == "celery"
+    for pid, node in pids.items():  # columns: worker, health, host, pid, up since, beat, ...
+        assert listed[node][1] == "alive" and listed[node][3] == str(pid)
+        assert listed[node][7] == "celery"
     holder = listed[pids[holder_pid]]
-    assert holder[3] == "1" and re.fullmatch(r"\d+s ago", holder[4]), holder
+    assert holder[6] == "1" and re.fullmatch(r"\d+s ago", holder[5]), holder
     dep.screenshot(browser, "workers.png")
     # stop the other worker taking work: confirmed first, then cancel_consumer
     idle = first if pids[holder_pid] == second else second
@@ -230,8 +230,11 @@ def test_the_worker_list_and_stop_taking_work(deployment: Deployment, chromium: 
     browser.click("#confirm")
     assert browser.find("#msg").text == f"asked {idle} to stop consuming celery"
     try:
-        wait_until(lambda: _reload_rows(browser, dep)[idle][5] == "none (stopped)", timeout=30,
+        # its record says so within a heartbeat, and so does its answer when asked
+        wait_until(lambda: _reload_rows(browser, dep)[idle][7] == "none (stopped)", timeout=30,
                    message="the stopped worker consumes nothing")
+        asked = _reload_rows(browser, dep, ask=True)[idle]
+        assert asked[7] == "none (stopped)" and asked[8] == "yes", asked
         jobs = [str(dep.app.tasks["proj.mark"].delay(n).id) for n in range(4)]
         for job_id in jobs:
             dep.wait_state(job_id, "completed")
@@ -244,8 +247,9 @@ def test_the_worker_list_and_stop_taking_work(deployment: Deployment, chromium: 
     dep.wait_state(busy, "completed", "failed", "discarded", "canceled", timeout=60)
 
 
-def _reload_rows(browser: Browser, dep: Deployment) -> dict[str, list[str]]:
-    browser.open(dep.operator_url + "/workers")
+def _reload_rows(browser: Browser, dep: Deployment, ask: bool = False
+                 ) -> dict[str, list[str]]:
+    browser.open(dep.operator_url + "/workers" + ("?ask=1" if ask else ""))
     return _worker_rows(browser)
 
 
@@ -254,15 +258,15 @@ def test_shutting_down_a_worker(deployment: Deployment, chromium: Browser) -> No
     extra = dep.start_worker(concurrency=1)
     node = dep.node(len(dep.workers) - 1)
     wait_until(lambda: node in _reload_rows(browser, dep), timeout=30,
-               message="the new worker answers")
+               message="the new worker's record is in the store")
     browser.click(f"[id='shutdown-{node}']")
     assert f"Shut down {node}?" in browser.find("#question").text
     browser.click("#confirm")
     assert browser.find("#msg").text == f"asked {node} to shut down (warm)"
     assert extra.proc.wait(timeout=60) == 0  # a warm shutdown exits 0
     assert "Got shutdown from remote" in extra.log()
-    wait_until(lambda: node not in _reload_rows(browser, dep), timeout=30,
-               message="the stopped worker leaves the list")
+    wait_until(lambda: _reload_rows(browser, dep)[node][1] in ("late", "gone"), timeout=30,
+               message="the stopped worker's record goes stale")
 
 
 # -- the chart, throughput, latency ----------------------------------------------------------

@@ -499,7 +499,7 @@ def test_the_operator_feature_pages_escape_what_workers_and_beat_report(
     evil = '"><script>alert(1)</script><img src=x onerror=alert(2)>\u202e'
     view = WorkerView(node=f"w{evil}@h", host=f"h{evil}", pid=7, jobs=1,
                       lease_deadline_ms=1, last_heartbeat_ms=1, queues=[f"q{evil}"])
-    monkeypatch.setattr(workers, "workers", lambda admin, timeout=1.0: [view])
+    monkeypatch.setattr(workers, "workers", lambda admin, now_ms=None: [view])
     store.backend.schedule_register(f"n{evil}", 1_796_000_000_000, f"t{evil}", f"s{evil}")
     pages = [call(web, "/workers", headers=OPERATOR)[2], call(web, "/schedules")[2]]
     session = browser_session(web, "/workers")

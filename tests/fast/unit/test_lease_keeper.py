@@ -26,9 +26,10 @@ class RecordingStore(MemoryBackend):
         super().__init__()
         self.beats: list[float] = []
 
-    def heartbeat(self, held: Sequence[tuple[str, int]]) -> list[Verdict]:
+    def heartbeat(self, held: Sequence[tuple[str, int]],
+                  starts: Sequence[int | None] | None = None) -> list[Verdict]:
         self.beats.append(time.monotonic())
-        return super().heartbeat(held)
+        return super().heartbeat(held, starts)
 
 
 class RecordingHoldings(Holdings):

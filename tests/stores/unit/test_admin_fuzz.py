@@ -61,11 +61,12 @@ values = st.one_of(
 )
 PARAMS = ("page", "per_page", "task", "queue", "text", "older_than", "since", "until", "search",
           "sort", "refresh", "range", "msg", "sig", "id", "raw", "select", "type", "message",
-          "empty", "window")
+          "empty", "window", "ask", "top")
 PATHS = ["/", "/jobs/failed", "/jobs/enqueued", "/jobs/completed", "/api/jobs/failed",
          "/api/status", "/api/throughput", "/api/activity", "/api/latency", "/failed",
          "/metrics", "/job", "/api/job", "/login", "/workers", "/api/workers", "/schedules",
-         "/api/schedules", "/errors", "/errors/jobs", "/tasks", "/api/tasks"]
+         "/api/schedules", "/errors", "/errors/jobs", "/tasks", "/api/tasks", "/limits",
+         "/api/limits"]
 
 
 def encoded(value: str) -> str:
@@ -137,9 +138,9 @@ def web(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         store.job("waiting-1")
     dashboard = make_app(app)
     with pytest.MonkeyPatch.context() as patch:
-        # no worker runs here: Celery's remote control answers at once, with nobody (not
-        # after its 1 s wait), so the worker pages and actions take any value quickly
-        patch.setattr("celery_plus.admin.workers._broadcast", lambda *args: {})
+        # no worker runs here: Celery's remote control (asked on demand) answers at once,
+        # with nobody (not after its 1 s wait), so the worker pages take any value quickly
+        patch.setattr("celery_plus.admin.workers.ask", lambda admin, views, *args: views)
         yield dashboard
     dashboard.close()
     app.close()

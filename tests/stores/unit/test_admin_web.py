@@ -28,6 +28,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from wsgiref.util import setup_testing_defaults
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from celery_plus import Celery
 from celery_plus.admin import connect
@@ -229,19 +230,22 @@ def test_metrics_in_prometheus_text_format(store: Store, web: Dashboard) -> None
     assert not store.backend.publish(duplicate).accepted
     status, headers, text = call(web, "/metrics")
     assert status == "200 OK" and headers["Content-Type"].startswith("text/plain; version=0.0.4")
-    lines = text.splitlines()
-    assert "# TYPE celery_plus_jobs gauge" in lines
-    assert 'celery_plus_jobs{state="failed"} 2' in lines
-    assert 'celery_plus_jobs{state="enqueued"} 2' in lines
-    assert 'celery_plus_queue_jobs{queue="mail",state="failed"} 2' in lines
-    assert 'celery_plus_queue_jobs{queue="we\\"ird",state="enqueued"} 1' in lines
-    assert "celery_plus_dead_letters 2" in lines
-    assert "celery_plus_dead_lettered_total 2" in lines
-    assert "celery_plus_deduplicated_total 1" in lines
+    # the series names of earlier releases; values as prometheus_client writes them (2.0)
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    kinds = {family.name: family.type for family in text_string_to_metric_families(text)}
+    assert kinds["celery_plus_jobs"] == "gauge"
+    assert samples[("celery_plus_jobs", (("state", "failed"),))] == 2
+    assert samples[("celery_plus_jobs", (("state", "enqueued"),))] == 2
+    assert samples[("celery_plus_queue_jobs", (("queue", "mail"), ("state", "failed")))] == 2
+    assert samples[("celery_plus_queue_jobs", (("queue", 'we"ird'), ("state", "enqueued")))] == 1
+    assert 'celery_plus_queue_jobs{queue="we\\"ird",state="enqueued"} 1.0' in text.splitlines()
+    assert samples[("celery_plus_dead_letters", ())] == 2
+    assert samples[("celery_plus_dead_lettered_total", ())] == 2
+    assert samples[("celery_plus_deduplicated_total", ())] == 1
     for name in ("recovered", "deduplicated", "blocked"):
-        assert f"# TYPE celery_plus_{name}_total counter" in lines
-    for line in lines:
-        assert line.startswith("#") or line.rsplit(" ", 1)[1].replace(".", "").isdigit(), line
+        assert kinds[f"celery_plus_{name}"] == "counter"
+        assert ("celery_plus_" + name + "_total", ()) in samples
 
 
 def test_a_bad_admin_token_setting_stops_the_dashboard(store: Store, tmp_path: Path) -> None:

@@ -10,11 +10,11 @@
 -- window is full is parked (rate_park) and counts nothing; a claim counts in its group's
 -- window; rate groups whose window has room get their parked jobs back first (release_rate).
 -- A paused queue (paused_queues, looked at under its shared pause lock: pause_lock()) is
--- skipped: its jobs stay enqueued.
+-- skipped: its jobs stay enqueued. p_run_ms: the settles' run times (settle()).
 CREATE OR REPLACE FUNCTION claim(p_queues text[], p_worker text, p_max integer,
                                  p_scan_limit integer, p_lease_ms bigint, p_backstop bigint,
                                  p_ids text[], p_tokens bigint[], p_actions text[],
-                                 p_details text[])
+                                 p_details text[], p_run_ms bigint[])
 RETURNS TABLE (o_kind text, o_id text, o_token bigint, o_msg bytea, o_deliveries integer,
                o_queue text)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
@@ -35,7 +35,8 @@ DECLARE
 BEGIN
     IF NOT v_locking THEN
         FOR o_id, o_queue IN SELECT s.o_id, s.o_reason
-                             FROM settle(p_ids, p_tokens, p_actions, p_details, p_backstop) s
+                             FROM settle(p_ids, p_tokens, p_actions, p_details, p_backstop,
+                                         p_run_ms) s
         LOOP
             o_kind := 'd';
             RETURN NEXT;
@@ -140,4 +141,17 @@ BEGIN
         RETURN NEXT;
     END IF;
 END
+$$;
+
+-- The form of functions release 6 and earlier (settles without run times), for their workers
+-- during a rolling upgrade.
+CREATE OR REPLACE FUNCTION claim(p_queues text[], p_worker text, p_max integer,
+                                 p_scan_limit integer, p_lease_ms bigint, p_backstop bigint,
+                                 p_ids text[], p_tokens bigint[], p_actions text[],
+                                 p_details text[])
+RETURNS TABLE (o_kind text, o_id text, o_token bigint, o_msg bytea, o_deliveries integer,
+               o_queue text)
+LANGUAGE sql SET search_path FROM CURRENT AS $$
+    SELECT * FROM claim(p_queues, p_worker, p_max, p_scan_limit, p_lease_ms, p_backstop,
+                        p_ids, p_tokens, p_actions, p_details, NULL::bigint[]);
 $$;

@@ -7,8 +7,10 @@
 -- its token (a recovery, whatever the job became since); 'lost': anything else
 -- (celery_plus/model/rules.py heartbeat_verdict, Redis heartbeat.lua). A renewed claim that counts
 -- in its rate group's window as not started yet (rate_claims, started = false) keeps counting
--- until the new deadline.
-CREATE OR REPLACE FUNCTION heartbeat_verdicts(p_ids text[], p_tokens bigint[], p_lease_ms bigint)
+-- until the new deadline. p_starts: the worker's start mark of each claim (NULL: not known),
+-- applied to the renewed ones (mark_start()).
+CREATE OR REPLACE FUNCTION heartbeat_verdicts(p_ids text[], p_tokens bigint[], p_lease_ms bigint,
+                                              p_starts bigint[])
 RETURNS TABLE (o_n integer, o_verdict text)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
@@ -26,6 +28,12 @@ BEGIN
     WHERE r.rate_group IS NOT NULL AND rc.rate_group = r.rate_group
       AND rc.job_id = r.id AND rc.token = r.token AND NOT rc.started
       AND rc.at_ms >= v_now;  -- a lapsed claim is not revived
+    IF p_starts IS NOT NULL THEN
+        PERFORM mark_start(h.id, h.token, h.mark, v_now)
+        FROM unnest(p_ids, p_tokens, p_starts) AS h(id, token, mark)
+        JOIN jobs j ON j.id = h.id AND j.state = 'running' AND j.token = h.token
+        WHERE h.mark IS NOT NULL;
+    END IF;
     RETURN QUERY
     SELECT h.n::integer, CASE
         WHEN j.id IS NULL THEN 'lost'
@@ -48,4 +56,12 @@ BEGIN
     WHERE j.id IS NULL OR j.state <> 'running' OR j.token IS DISTINCT FROM h.token
     ORDER BY h.n;
 END
+$$;
+
+-- The form of functions release 6 and earlier (no start marks), for their workers during a
+-- rolling upgrade.
+CREATE OR REPLACE FUNCTION heartbeat_verdicts(p_ids text[], p_tokens bigint[], p_lease_ms bigint)
+RETURNS TABLE (o_n integer, o_verdict text)
+LANGUAGE sql SET search_path FROM CURRENT AS $$
+    SELECT * FROM heartbeat_verdicts(p_ids, p_tokens, p_lease_ms, NULL::bigint[]);
 $$;

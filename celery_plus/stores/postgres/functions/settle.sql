@@ -1,9 +1,10 @@
 -- End claims, fenced by (id, token); stale settles change nothing. Returns the dead-lettered
 -- (id, reason) pairs. Rows are locked in id order, then their groups in name order, so
 -- concurrent settles never deadlock each other. Details are decoded with safe_jsonb(): a detail
--- that is not JSON is a note, never an error that aborts the batch.
+-- that is not JSON is a note, never an error that aborts the batch. p_run_ms: per settle, how
+-- long its task ran (NULL: not known): the job's start moves to now - that (mark_start()).
 CREATE OR REPLACE FUNCTION settle(p_ids text[], p_tokens bigint[], p_actions text[], p_details text[],
-                       p_backstop bigint)
+                       p_backstop bigint, p_run_ms bigint[])
 RETURNS TABLE (o_id text, o_reason text)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
@@ -35,6 +36,9 @@ BEGIN
         INTO v_lock, v_window, v_dl, v_mdl, v_group
         FROM jobs j WHERE j.id = v_id AND j.state = 'running' AND j.token = p_tokens[v_i];
         CONTINUE WHEN NOT FOUND;  -- stale: the claim ended or was taken over
+        IF p_run_ms IS NOT NULL THEN
+            PERFORM mark_start(v_id, p_tokens[v_i], p_run_ms[v_i], v_now);
+        END IF;
         v_action := p_actions[v_i];
         IF v_action = 'ack' THEN
             -- The hot path in one UPDATE: completed, lease dropped (end_claim), slot freed.
@@ -83,4 +87,13 @@ BEGIN
         END IF;
     END LOOP;
 END
+$$;
+
+-- The form of functions release 6 and earlier (no start marks), for their workers during a
+-- rolling upgrade.
+CREATE OR REPLACE FUNCTION settle(p_ids text[], p_tokens bigint[], p_actions text[], p_details text[],
+                       p_backstop bigint)
+RETURNS TABLE (o_id text, o_reason text)
+LANGUAGE sql SET search_path FROM CURRENT AS $$
+    SELECT * FROM settle(p_ids, p_tokens, p_actions, p_details, p_backstop, NULL::bigint[]);
 $$;

@@ -1,6 +1,7 @@
 --[[ heartbeat: renew the leases of claims a worker still holds, and say what became of the
 others, in the same step.
-ARGV: 1 prefix, 2 lease ms, 3.. pairs of id, token
+ARGV: 1 prefix, 2 lease ms, 3.. triples of id, token, start mark ('' = not known, -1 = not
+started yet, n = started n ms ago: lib.lua mark_start, applied to renewed claims only)
 A claim of a rate group not started yet keeps counting in its group's window while its
 lease is renewed (P:ratep:{group}): a job prefetched behind a long task never lets the window
 take more than its limit. Returns, for each pair NOT renewed (its job does not run under
@@ -39,11 +40,12 @@ local function verdict(id, tok)
 end
 
 local out = {}
-for i = 3, #ARGV, 2 do
+for i = 3, #ARGV, 3 do
   local id, tok = ARGV[i], ARGV[i + 1]
   local f = redis.call('HMGET', jkey(id), 'st', 'tok', 'rg')
   if f[1] == 'running' and f[2] == tok then
     redis.call('ZADD', P .. ':lease', 'XX', NOW + lease_ms, id)
+    mark_start(jkey(id), tok, ARGV[i + 2])
     if f[3] and f[3] ~= '' then
       -- Renewed unless it lapsed already (dropped from the window or not yet).
       local pk, member = P .. ':ratep:' .. f[3], id .. ':' .. tok
@@ -54,7 +56,7 @@ for i = 3, #ARGV, 2 do
       end
     end
   else
-    out[#out + 1] = (i - 1) / 2
+    out[#out + 1] = i / 3
     out[#out + 1] = verdict(id, tok)
   end
 end

@@ -16,6 +16,10 @@ called with KEYS[1] = ARGV[1] = P; keys are built here from P, so they share KEY
                        uk uw ut  unique lock key, window (pending|running|ttl), ttl ms
                        cg cl  concurrency group, slot limit
                        due enq start fin  ms timestamps    wk  worker holding the claim
+                       sm     start mark of the claim `tok` (the worker's, carried by its
+                              heartbeats and settles): tok = its task started at `start`;
+                              -tok = not started yet (reserved); absent or another token's:
+                              not known (`start` is the claim's time): mark_start
                        reason etype emsg tb  dead-letter details      hist  JSON array of attempts
                        msg    the envelope, in records stored by releases before the compact
                               layout or with plus_redis_compact_records off (then no P:m:{id});
@@ -263,6 +267,24 @@ local function begin_claim(id, lock, window, deliveries, worker, lease_ms, backs
   redis.call('HSET', jk, 'st', 'running', 'wk', worker, 'start', NOW, 'dl', dl)
   redis.call('ZADD', P .. ':lease', NOW + lease_ms, id)
   return tok, dl
+end
+
+-- Apply a worker's start mark `age` to the running claim `tok` of job hash `jk` (a
+-- heartbeat's or a settle's): '' = not known (nothing); -1 = not started yet (reserved);
+-- n >= 0 = its task started n ms ago: `start` moves there (never before the claim, never
+-- after now), once per claim. (celery_plus/model/store.py start_time)
+local function mark_start(jk, tok, age)
+  if age == nil or age == '' then return end
+  local n = tonumber(age)
+  if not n then return end
+  local sm = redis.call('HGET', jk, 'sm')
+  if sm == tostring(tok) then return end
+  if n < 0 then
+    redis.call('HSET', jk, 'sm', '-' .. tok)
+    return
+  end
+  local claimed = tonumber(redis.call('HGET', jk, 'start') or NOW) or NOW
+  redis.call('HSET', jk, 'start', math.max(claimed, math.min(NOW, NOW - n)), 'sm', tok)
 end
 
 -- Release a non-TTL unique hold, but only if `id` holds it.

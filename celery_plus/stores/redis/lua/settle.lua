@@ -1,17 +1,20 @@
 --[[ settle: end claims, fenced by (id, token). Stale settles change nothing.
-ARGV: 1 prefix, 2 hold backstop ms, 3.. groups of 4: id, token, action, detail JSON ('' = none;
-      text values; anything else is kept as text or a note, never an error)
+ARGV: 1 prefix, 2 hold backstop ms, 3.. groups of 5: id, token, action, detail JSON ('' = none;
+      text values; anything else is kept as text or a note, never an error), run ms (how
+      long its task ran: the job's start moves to now - run ms, lib.lua mark_start; '' = not
+      known)
 actions: ack (completed), fail / reject (dead letter), requeue (back to enqueued, or dead letter
 once deliveries reach the limit), release (back to enqueued, delivery not counted).
 Returns {applied count, {dead-lettered id, reason, ...}}. ]]
 local backstop = tonumber(ARGV[2])
 local applied, dead = 0, {}
-for i = 3, #ARGV, 4 do
+for i = 3, #ARGV, 5 do
   local id, tok, action, raw = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local jk = jkey(id)
   local f = redis.call('HMGET', jk, 'st', 'tok', 'uk', 'uw', 'dl', 'mdl')
   if f[1] == 'running' and f[2] == tok then
     applied = applied + 1
+    mark_start(jk, tok, ARGV[i + 4])
     -- Decoded before anything is written: a bad detail is a note, never an error that
     -- would leave this claim half-ended or fail the batch.
     local detail = decode_detail(raw)

@@ -5,7 +5,8 @@ ARGV: 1 prefix, 2 longest text (characters of name, q, reason, etype, emsg sent)
       4.. job ids
 A listing of dead letters whose errors or arguments are megabytes each costs the page it
 shows, not the records: Redis cuts them before they are sent.
-Returns per id {st, name, q, enq, due, start, fin, dl, reason, etype, emsg, msg, msglen}
+Returns per id {st, name, q, enq, due, start, fin, dl, reason, etype, emsg, msg, msglen,
+tok, sm, rp} (rp = '1': blocked in its rate group's P:rblk, not behind a concurrency group)
 (st = false: no such record; msg = false: larger than ARGV[3]). ]]
 local text_max, msg_max = tonumber(ARGV[2]), tonumber(ARGV[3])
 local out = {}
@@ -30,6 +31,16 @@ for i = 4, #ARGV do
   end
   f[12] = msg
   f[13] = size
+  local mark = redis.call('HMGET', jk, 'tok', 'sm')
+  f[14] = mark[1]
+  f[15] = mark[2]
+  f[16] = false
+  if f[1] == 'blocked' then
+    local rg = redis.call('HGET', jk, 'rg')
+    if rg and rg ~= '' and redis.call('ZSCORE', P .. ':rblk:' .. rg, ARGV[i]) then
+      f[16] = '1'
+    end
+  end
   out[#out + 1] = f
 end
 return out
