@@ -201,6 +201,12 @@ ADDED_SINCE_LEGACY = {
     "relation paused_queues", "relation paused_queues_pkey", "index paused_queues_pkey",
     "column paused_queues.queue", "column paused_queues.paused_ms",
     "constraint <schema>.paused_queues.paused_queues_pkey",
+    # release 7: a batch publish in one statement (publish_many).
+    "function publish_batch(p_ids text[], p_queues text[], p_msgs bytea[], p_names text[], "
+    "p_priorities integer[], p_etas bigint[], p_locks text[], p_windows text[], "
+    "p_ttls bigint[], p_groups text[], p_limits integer[], p_mdls integer[], "
+    "p_backstop bigint, p_continues bigint[], p_rate_groups text[], "
+    "p_rate_limits integer[], p_rate_windows bigint[])",
 }
 
 

@@ -56,6 +56,7 @@ from celery_plus.model.store import (
 from celery_plus.runtime.helper_threads import green_patcher
 from celery_plus.runtime.throttled import Throttled
 from celery_plus.settings import PlusConfig
+from celery_plus.stores.postgres import arrays
 from celery_plus.stores.postgres import migrations as pg_migrations
 from celery_plus.stores.postgres import pool as pg_pool
 from celery_plus.stores.postgres.bounds import (
@@ -90,6 +91,11 @@ RECORD_COLUMNS = ", ".join("history::text" if c == "history" else c for c in COL
 _PUBLISH_ARGS = ("%s, %s, %s, %s, %s::integer, %s::bigint, %s, %s, %s::bigint, %s, "
                  "%s::integer, %s::integer, %s::bigint, %s::bigint, %s, %s::integer, %s::bigint")
 _PUBLISH = f"SELECT * FROM publish({_PUBLISH_ARGS})"
+_PUBLISH_BATCH = (
+    "SELECT * FROM publish_batch(%s::text[], %s::text[], %s::bytea[], %s::text[], "
+    "%s::integer[], %s::bigint[], %s::text[], %s::text[], %s::bigint[], %s::text[], "
+    "%s::integer[], %s::integer[], %s::bigint, %s::bigint[], %s::text[], %s::integer[], "
+    "%s::bigint[])")
 #: Milliseconds a shared publish transaction (group commit) waits for a lock before its
 #: callers publish alone.
 GROUP_LOCK_TIMEOUT = 100
@@ -407,20 +413,31 @@ class PostgresBackend(OptionsView, Backend):
                          "alone", len(batch), exc_info=True)
         return [pg_pool.ALONE] * len(batch)
 
+    def _batch_params(self, jobs: Sequence[NewJob]) -> list[Any]:
+        """``publish_batch``'s arguments: ``publish``'s, one array literal per argument."""
+        text, num = arrays.text_array, arrays.int_array
+        return [text(j.id for j in jobs), text(j.queue for j in jobs),
+                arrays.bytea_array(_as_bytes(j.message) for j in jobs),
+                text(j.name for j in jobs), num(j.priority for j in jobs),
+                num(j.eta_ms for j in jobs), text(j.unique_lock for j in jobs),
+                text(j.unique_window for j in jobs), num(j.unique_ttl_ms for j in jobs),
+                text(j.concurrency_group for j in jobs),
+                num(j.concurrency_limit for j in jobs), num(j.max_deliveries for j in jobs),
+                self.backstop_ms, num(j.lease_token for j in jobs),
+                text(j.rate_group for j in jobs), num(j.rate_limit for j in jobs),
+                num(j.rate_window_ms for j in jobs)]
+
     def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
-        """Publish several jobs in one transaction and one round trip; outcomes in order."""
+        """Publish several jobs in one transaction and one statement; outcomes in order.
+
+        One ``publish_batch`` call: the plain jobs (no key, group or lease token; new ids) are
+        stored by one ``INSERT``, the others by ``publish`` each, in order."""
         if not jobs:
             return []
-        sql = _PUBLISH
-
-        def run() -> list[PublishOutcome]:
-            with self._pool().connection() as conn, conn.transaction():
-                with conn.pipeline():
-                    cursors = [conn.execute(sql, self._publish_params(job)) for job in jobs]
-                return [self._outcome(job, cur.fetchone())
-                        for job, cur in zip(jobs, cursors, strict=True)]
-
-        return _retrying(run, self._renew_pool)
+        params = self._batch_params(jobs)
+        rows = self._rows(_PUBLISH_BATCH, params)
+        by_ord = {int(row[0]): row[1:] for row in rows}
+        return [self._outcome(job, by_ord[i]) for i, job in enumerate(jobs, start=1)]
 
     def publish_on(self, conn: Any, job: NewJob) -> PublishOutcome:
         """Publish with the CALLER's DB-API connection, in their open transaction.
