@@ -182,6 +182,13 @@ CHANGED_SINCE_LEGACY = {
     "p_eta bigint, p_lock text, p_window text, p_ttl bigint, p_group text, p_limit integer, "
     "p_mdl integer, p_backstop bigint, OUT o_holder text, OUT o_state text, "
     "OUT o_continued boolean)",
+    # release 7: the 17-argument publish() writes the rate fields only when there are some to
+    # write or clear (no second row version per publish).
+    "function publish(p_id text, p_queue text, p_msg bytea, p_name text, p_priority integer, "
+    "p_eta bigint, p_lock text, p_window text, p_ttl bigint, p_group text, p_limit integer, "
+    "p_mdl integer, p_backstop bigint, p_continues bigint, p_rate_group text, "
+    "p_rate_limit integer, p_rate_window bigint, OUT o_holder text, OUT o_state text, "
+    "OUT o_continued boolean, OUT o_fenced boolean)",
 }
 #: Definitions added since the legacy layout (a fresh and an upgraded store have them alike).
 ADDED_SINCE_LEGACY = {
