@@ -182,6 +182,10 @@ CHANGED_SINCE_LEGACY = {
     "p_eta bigint, p_lock text, p_window text, p_ttl bigint, p_group text, p_limit integer, "
     "p_mdl integer, p_backstop bigint, OUT o_holder text, OUT o_state text, "
     "OUT o_continued boolean)",
+    # release 7: settle() finds the rows it locks by id alone (not through jobs_leases, whose
+    # bitmap scan read every entry left since the last VACUUM: a drain slowed as it went).
+    "function settle(p_ids text[], p_tokens bigint[], p_actions text[], p_details text[], "
+    "p_backstop bigint)",
     # release 7: the 17-argument publish() writes the rate fields only when there are some to
     # write or clear (no second row version per publish).
     "function publish(p_id text, p_queue text, p_msg bytea, p_name text, p_priority integer, "
