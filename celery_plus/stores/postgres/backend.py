@@ -386,7 +386,8 @@ class PostgresBackend(OptionsView, Backend):
         return self._outcome(job, row)
 
     def _publish_rows(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
-        """The ``publish`` rows of ``batch`` (parameter lists), committed in one transaction;
+        """The ``publish`` rows of ``batch`` (parameter lists), committed in one transaction
+        (one ``publish_batch`` statement: the same outcomes as ``publish`` for each in turn);
         ``ALONE`` for each if that transaction failed for another reason than the connection
         (a lock wait longer than :data:`GROUP_LOCK_TIMEOUT` included: the lock may be held by
         one of these callers' own open transaction)."""
@@ -399,10 +400,11 @@ class PostgresBackend(OptionsView, Backend):
                 try:
                     with conn.pipeline():
                         conn.execute(_GROUP_LOCK_TIMEOUT)
-                        cursors = [conn.execute(_PUBLISH, params) for params in batch]
+                        cursor = conn.execute(_PUBLISH_BATCH, self._batch_arrays(batch))
                 except errors.LockNotAvailable as exc:  # not a connection failure
                     raise _SharedLockWait() from exc
-                return [cur.fetchone() for cur in cursors]
+                by_ord = {int(row[0]): row[1:] for row in cursor.fetchall()}
+                return [by_ord[i] for i in range(1, len(batch) + 1)]
 
         try:
             return _retrying(run, self._renew_pool)
@@ -414,18 +416,19 @@ class PostgresBackend(OptionsView, Backend):
         return [pg_pool.ALONE] * len(batch)
 
     def _batch_params(self, jobs: Sequence[NewJob]) -> list[Any]:
-        """``publish_batch``'s arguments: ``publish``'s, one array literal per argument."""
+        """``publish_batch``'s arguments for ``jobs``."""
+        return self._batch_arrays([self._publish_params(job) for job in jobs])
+
+    @staticmethod
+    def _batch_arrays(batch: Sequence[Sequence[Any]]) -> list[Any]:
+        """``publish_batch``'s arguments: those of ``publish`` (a parameter list per job, as
+        :meth:`_publish_params` makes them), one array literal per argument."""
+        cols = list(zip(*batch, strict=True))
         text, num = arrays.text_array, arrays.int_array
-        return [text(j.id for j in jobs), text(j.queue for j in jobs),
-                arrays.bytea_array(_as_bytes(j.message) for j in jobs),
-                text(j.name for j in jobs), num(j.priority for j in jobs),
-                num(j.eta_ms for j in jobs), text(j.unique_lock for j in jobs),
-                text(j.unique_window for j in jobs), num(j.unique_ttl_ms for j in jobs),
-                text(j.concurrency_group for j in jobs),
-                num(j.concurrency_limit for j in jobs), num(j.max_deliveries for j in jobs),
-                self.backstop_ms, num(j.lease_token for j in jobs),
-                text(j.rate_group for j in jobs), num(j.rate_limit for j in jobs),
-                num(j.rate_window_ms for j in jobs)]
+        return [text(cols[0]), text(cols[1]), arrays.bytea_array(cols[2]), text(cols[3]),
+                num(cols[4]), num(cols[5]), text(cols[6]), text(cols[7]), num(cols[8]),
+                text(cols[9]), num(cols[10]), num(cols[11]), cols[12][0], num(cols[13]),
+                text(cols[14]), num(cols[15]), num(cols[16])]
 
     def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
         """Publish several jobs in one transaction and one statement; outcomes in order.
