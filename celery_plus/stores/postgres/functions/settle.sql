@@ -22,7 +22,7 @@ BEGIN
     IF COALESCE(cardinality(p_ids), 0) = 0 THEN
         RETURN;
     END IF;
-    -- The rows are found by id alone: the state is tested as COALESCE(state, '') (state is
+    -- Rows are found by id alone: the state is tested as COALESCE(state, '') (state is
     -- NOT NULL), which the planner cannot match to the partial index jobs_leases. With
     -- "state = 'running'" it ANDed a bitmap scan of that index with the ids', and a bitmap
     -- scan reads every entry the claims and settles since the last VACUUM left in it (never
@@ -39,7 +39,8 @@ BEGIN
         v_id := p_ids[v_i];
         SELECT j.unique_lock, j.unique_window, j.deliveries, j.max_deliveries, j.conc_group
         INTO v_lock, v_window, v_dl, v_mdl, v_group
-        FROM jobs j WHERE j.id = v_id AND j.state = 'running' AND j.token = p_tokens[v_i];
+        FROM jobs j
+        WHERE j.id = v_id AND COALESCE(j.state, '') = 'running' AND j.token = p_tokens[v_i];
         CONTINUE WHEN NOT FOUND;  -- stale: the claim ended or was taken over
         v_action := p_actions[v_i];
         IF v_action = 'ack' THEN
