@@ -105,17 +105,21 @@ def _run(system: System, servers: Servers, jobs: int, figures: Figures, mode: st
         clean(system, run, servers)
 
 
-def run_round(index: int, systems: list[System], servers: Servers, jobs: int) -> Round:
+def run_round(index: int, systems: list[System], servers: Servers, jobs: int,
+              columns: tuple[str, ...] = COLUMNS, batch_fill: bool = False) -> Round:
     """Round ``index``: column by column, every system that has it once, in an order rotated
     by ``index``. A system's first queue is filled one call at a time, the next ones with its
-    batch enqueue where it has one (a system with one column gets a batch fill alone)."""
+    batch enqueue where it has one (a system with one column gets a batch fill alone).
+    ``columns``: the drain columns measured (all by default); ``batch_fill``: every queue
+    filled with the batch enqueue where there is one (a quicker fill for the drains)."""
     shift = index % len(systems)
     order = systems[shift:] + systems[:shift]
     start = os.getloadavg()[0]
     figures = {system.key: Figures() for system in order}
-    for column in COLUMNS:
+    for column in columns:
         for system in (s for s in order if column in s.drains):
-            mode = "batch" if system.has_batch and figures[system.key].rates else "single"
+            mode = ("batch" if system.has_batch and (batch_fill or figures[system.key].rates)
+                    else "single")
             _run(system, servers, jobs, figures[system.key], mode, column)
     for system in (s for s in order if s.has_batch and "batch" not in figures[s.key].rates):
         _run(system, servers, jobs, figures[system.key], "batch", None)

@@ -183,9 +183,18 @@ CHANGED_SINCE_LEGACY = {
     "p_mdl integer, p_backstop bigint, OUT o_holder text, OUT o_state text, "
     "OUT o_continued boolean)",
     # release 7: the settles' and heartbeats' forms without start marks answer from the forms
-    # with them (docs/admin.md "Reserved and running"), for workers of earlier releases.
+    # with them (docs/admin.md "Reserved and running"), for workers of earlier releases;
+    # settle() finds the rows it locks by id alone (not through jobs_leases, whose bitmap
+    # scan read every entry left since the last VACUUM: a drain slowed as it went).
     "function settle(p_ids text[], p_tokens bigint[], p_actions text[], p_details text[], "
     "p_backstop bigint)",
+    # release 7: the 17-argument publish() writes the rate fields only when there are some to
+    # write or clear (no second row version per publish).
+    "function publish(p_id text, p_queue text, p_msg bytea, p_name text, p_priority integer, "
+    "p_eta bigint, p_lock text, p_window text, p_ttl bigint, p_group text, p_limit integer, "
+    "p_mdl integer, p_backstop bigint, p_continues bigint, p_rate_group text, "
+    "p_rate_limit integer, p_rate_window bigint, OUT o_holder text, OUT o_state text, "
+    "OUT o_continued boolean, OUT o_fenced boolean)",
 }
 #: Definitions added since the legacy layout (a fresh and an upgraded store have them alike).
 ADDED_SINCE_LEGACY = {
@@ -221,6 +230,12 @@ ADDED_SINCE_LEGACY = {
     "relation workers", "relation workers_pkey", "index workers_pkey", "column workers.node",
     "column workers.info", "column workers.started_ms", "column workers.at_ms",
     "constraint <schema>.workers.workers_pkey",
+    # release 7: a batch publish in one statement (publish_many).
+    "function publish_batch(p_ids text[], p_queues text[], p_msgs bytea[], p_names text[], "
+    "p_priorities integer[], p_etas bigint[], p_locks text[], p_windows text[], "
+    "p_ttls bigint[], p_groups text[], p_limits integer[], p_mdls integer[], "
+    "p_backstop bigint, p_continues bigint[], p_rate_groups text[], "
+    "p_rate_limits integer[], p_rate_windows bigint[])",
 }
 
 

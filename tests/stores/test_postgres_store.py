@@ -509,3 +509,26 @@ def test_a_start_is_stamped_when_it_is_recorded_not_before_its_wait_for_the_grou
     started.join(timeout=10)
     [(at_ms,)] = query(pg, "SELECT at_ms FROM rate_claims WHERE started AND job_id = 'r'")
     assert at_ms >= released_at, (at_ms, released_at)
+
+
+def test_a_settle_never_reads_the_lease_index_whatever_a_drain_left_in_it(
+        pg: PostgresBackend) -> None:
+    """settle() finds its rows by id: a scan of ``jobs_leases`` (partial on running jobs) would
+    read every entry the drain's claims left there until VACUUM, so each settle of a long
+    drain would cost more than the last (issue #29: 999 -> 645 jobs/s from 3,000 to 20,000)."""
+    pg.publish_many([NewJob(id=f"j{i}", queue=Q, message="m" * 300) for i in range(2000)])
+    settles: list[Settle] = []
+    while got := pg.claim([Q], "w1", 50, settles).claims:
+        settles = [Settle(c.job_id, c.token, "ack") for c in got]
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"ANALYZE {pg.qschema}.jobs")
+    publish(pg, "last")
+    last = claim(pg).claims[0]
+    with psycopg.connect(PG_URL) as conn:  # one transaction: its own scan counts
+        conn.execute(f"SET search_path TO {pg.qschema}")
+        conn.execute("SELECT * FROM settle(ARRAY[%s, %s], ARRAY[%s, %s]::bigint[], "
+                     "ARRAY['ack', 'ack'], ARRAY[NULL, NULL]::text[], 1000)",
+                     [last.job_id, settles[0].job_id, last.token, settles[0].token])
+        scans = conn.execute("SELECT pg_stat_get_xact_numscans('jobs_leases'::regclass)")
+        assert scans.fetchone() == (0,)
+    assert record(pg, "last").state == "completed"

@@ -61,6 +61,7 @@ from celery_plus.runtime.helper_threads import green_patcher
 from celery_plus.runtime.throttled import Throttled
 from celery_plus.settings import PlusConfig
 from celery_plus.stores import sql_rates
+from celery_plus.stores.postgres import arrays
 from celery_plus.stores.postgres import migrations as pg_migrations
 from celery_plus.stores.postgres import pool as pg_pool
 from celery_plus.stores.postgres.bounds import (
@@ -95,6 +96,11 @@ RECORD_COLUMNS = ", ".join("history::text" if c == "history" else c for c in COL
 _PUBLISH_ARGS = ("%s, %s, %s, %s, %s::integer, %s::bigint, %s, %s, %s::bigint, %s, "
                  "%s::integer, %s::integer, %s::bigint, %s::bigint, %s, %s::integer, %s::bigint")
 _PUBLISH = f"SELECT * FROM publish({_PUBLISH_ARGS})"
+_PUBLISH_BATCH = (
+    "SELECT * FROM publish_batch(%s::text[], %s::text[], %s::bytea[], %s::text[], "
+    "%s::integer[], %s::bigint[], %s::text[], %s::text[], %s::bigint[], %s::text[], "
+    "%s::integer[], %s::integer[], %s::bigint, %s::bigint[], %s::text[], %s::integer[], "
+    "%s::bigint[])")
 #: Milliseconds a shared publish transaction (group commit) waits for a lock before its
 #: callers publish alone.
 GROUP_LOCK_TIMEOUT = 100
@@ -393,7 +399,8 @@ class PostgresBackend(OptionsView, Backend):
         return self._outcome(job, row)
 
     def _publish_rows(self, batch: Sequence[Sequence[Any]]) -> list[Any]:
-        """The ``publish`` rows of ``batch`` (parameter lists), committed in one transaction;
+        """The ``publish`` rows of ``batch`` (parameter lists), committed in one transaction
+        (one ``publish_batch`` statement: the same outcomes as ``publish`` for each in turn);
         ``ALONE`` for each if that transaction failed for another reason than the connection
         (a lock wait longer than :data:`GROUP_LOCK_TIMEOUT` included: the lock may be held by
         one of these callers' own open transaction)."""
@@ -406,10 +413,11 @@ class PostgresBackend(OptionsView, Backend):
                 try:
                     with conn.pipeline():
                         conn.execute(_GROUP_LOCK_TIMEOUT)
-                        cursors = [conn.execute(_PUBLISH, params) for params in batch]
+                        cursor = conn.execute(_PUBLISH_BATCH, self._batch_arrays(batch))
                 except errors.LockNotAvailable as exc:  # not a connection failure
                     raise _SharedLockWait() from exc
-                return [cur.fetchone() for cur in cursors]
+                by_ord = {int(row[0]): row[1:] for row in cursor.fetchall()}
+                return [by_ord[i] for i in range(1, len(batch) + 1)]
 
         try:
             return _retrying(run, self._renew_pool)
@@ -420,20 +428,32 @@ class PostgresBackend(OptionsView, Backend):
                          "alone", len(batch), exc_info=True)
         return [pg_pool.ALONE] * len(batch)
 
+    def _batch_params(self, jobs: Sequence[NewJob]) -> list[Any]:
+        """``publish_batch``'s arguments for ``jobs``."""
+        return self._batch_arrays([self._publish_params(job) for job in jobs])
+
+    @staticmethod
+    def _batch_arrays(batch: Sequence[Sequence[Any]]) -> list[Any]:
+        """``publish_batch``'s arguments: those of ``publish`` (a parameter list per job, as
+        :meth:`_publish_params` makes them), one array literal per argument."""
+        cols = list(zip(*batch, strict=True))
+        text, num = arrays.text_array, arrays.int_array
+        return [text(cols[0]), text(cols[1]), arrays.bytea_array(cols[2]), text(cols[3]),
+                num(cols[4]), num(cols[5]), text(cols[6]), text(cols[7]), num(cols[8]),
+                text(cols[9]), num(cols[10]), num(cols[11]), cols[12][0], num(cols[13]),
+                text(cols[14]), num(cols[15]), num(cols[16])]
+
     def publish_many(self, jobs: Sequence[NewJob]) -> list[PublishOutcome]:
-        """Publish several jobs in one transaction and one round trip; outcomes in order."""
+        """Publish several jobs in one transaction and one statement; outcomes in order.
+
+        One ``publish_batch`` call: the plain jobs (no key, group or lease token; new ids) are
+        stored by one ``INSERT``, the others by ``publish`` each, in order."""
         if not jobs:
             return []
-        sql = _PUBLISH
-
-        def run() -> list[PublishOutcome]:
-            with self._pool().connection() as conn, conn.transaction():
-                with conn.pipeline():
-                    cursors = [conn.execute(sql, self._publish_params(job)) for job in jobs]
-                return [self._outcome(job, cur.fetchone())
-                        for job, cur in zip(jobs, cursors, strict=True)]
-
-        return _retrying(run, self._renew_pool)
+        params = self._batch_params(jobs)
+        rows = self._rows(_PUBLISH_BATCH, params)
+        by_ord = {int(row[0]): row[1:] for row in rows}
+        return [self._outcome(job, by_ord[i]) for i, job in enumerate(jobs, start=1)]
 
     def publish_on(self, conn: Any, job: NewJob) -> PublishOutcome:
         """Publish with the CALLER's DB-API connection, in their open transaction.

@@ -72,3 +72,63 @@ def test_publish_many_continues_a_running_job_like_a_single_publish(backend: Bac
 def test_publish_many_of_no_jobs_does_nothing(backend: Backend) -> None:
     assert backend.publish_many([]) == []
     assert backend.size(Q) == 0 and backend.stats() == {}
+
+
+def test_a_batch_mixing_plain_and_keyed_jobs_is_claimed_in_batch_order(
+        backend: Backend) -> None:
+    out = backend.publish_many([
+        job("p1"), job("k1", unique_lock="K1", unique_window="pending"), job("p2"),
+        job("g1", concurrency_group="g", concurrency_limit=5), job("p3", priority=0)])
+    assert all(o.accepted for o in out)
+    assert ids(claim(backend)) == ["p1", "k1", "p2", "g1", "p3"]
+
+
+def test_an_id_twice_in_one_batch_is_published_twice_in_order(backend: Backend,
+                                                               inspect: Inspector) -> None:
+    out = backend.publish_many([
+        NewJob(id="a", queue=Q, message="first", unique_lock="K", unique_window="pending"),
+        NewJob(id="b", queue=Q, message="b"),
+        NewJob(id="a", queue=Q, message="second")])
+    assert [(o.job_id, o.accepted, o.holder_id) for o in out] == [
+        ("a", True, None), ("b", True, None), ("a", True, None)]
+    assert inspect.holds() == {}, "the replacement without a key frees the first one's key"
+    assert [(c.job_id, c.message) for c in claim(backend).claims] == [
+        ("b", b"b"), ("a", b"second")]
+    backend.publish_many([
+        NewJob(id="c", queue=Q, message="first"), NewJob(id="d", queue=Q, message="d"),
+        NewJob(id="c", queue=Q, message="second", unique_lock="K", unique_window="pending")])
+    assert inspect.holds() == {"K": "c"}
+    assert [(c.job_id, c.message) for c in claim(backend).claims] == [
+        ("d", b"d"), ("c", b"second")]
+
+
+def test_a_batch_replaces_waiting_ids_and_is_fenced_by_running_ones(backend: Backend) -> None:
+    publish(backend, "running")
+    assert ids(claim(backend, max_jobs=1)) == ["running"]
+    publish(backend, "waiting", "old")
+    publish(backend, "waiting-2", "old")
+    out = backend.publish_many([job("new"), job("waiting"), job("running")])
+    assert [(o.job_id, o.accepted, o.fenced) for o in out] == [
+        ("new", True, False), ("waiting", True, False), ("running", False, True)]
+    assert [(c.job_id, c.message) for c in claim(backend).claims] == [
+        ("waiting-2", b"old"), ("new", b"m-new"), ("waiting", b"m-waiting")]
+    assert record(backend, "running").state == "running"
+
+
+def test_a_batch_stores_rate_limits_as_single_publishes_do(backend: Backend) -> None:
+    rate = {"rate_group": "t:", "rate_limit": 1, "rate_window_ms": 60_000}
+    backend.publish_many([job("r0", **rate), job("r1", **rate), job("plain")])
+    rec = record(backend, "r0")
+    assert (rec.rate_group, rec.rate_limit, rec.rate_window_ms) == ("t:", 1, 60_000)
+    result = claim(backend)
+    assert ids(result) == ["r0", "plain"] and result.blocked == ["r1"]
+
+
+def test_a_batch_keeps_quotes_backslashes_braces_and_unicode_as_sent(backend: Backend) -> None:
+    odd = 'a "quoted" \\ back,slash {brace} NULL é中'
+    out = backend.publish_many([NewJob(id=odd, queue=Q, message=odd, name=odd),
+                                NewJob(id="NULL", queue=Q, message="")])
+    assert [o.accepted for o in out] == [True, True]
+    assert [(c.job_id, c.message) for c in claim(backend).claims] == [
+        (odd, odd.encode()), ("NULL", b"")]
+    assert record(backend, odd).name == odd

@@ -15,12 +15,14 @@ from celery_plus.exceptions import DuplicateTask
 from celery_plus.model.store import Backend
 from celery_plus.settings import resolve
 from celery_plus.stores.registry import open_store
+from tests.fast.conformance.stores import PG_URL
 from tests.inspectors import inspector_for
+from tests.support import drop_pg_schema
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
-@pytest.fixture(params=["redis", "sqlite"])
+@pytest.fixture(params=["redis", "sqlite", "postgres"])
 def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
     prefix = f"batch{uuid.uuid4().hex[:8]}"
     if request.param == "redis":
@@ -29,6 +31,9 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
         for key in client.scan_iter(f"{prefix}:*"):
             client.delete(key)
         client.close()
+    elif request.param == "postgres":  # the prefix names the schema (one statement a batch)
+        yield f"plus+{PG_URL}", prefix
+        drop_pg_schema(PG_URL, prefix)
     else:
         yield f"plus+sqlite:///{tmp_path}/broker.db", prefix
 
@@ -37,6 +42,7 @@ def make(broker: tuple[str, str]) -> tuple[Celery, Backend, dict[str, Any]]:
     url, prefix = broker
     app = Celery("batch", broker=url, set_as_current=False)
     app.conf.plus_key_prefix = prefix
+    app.conf.plus_pg_schema = prefix
     calls: dict[str, Any] = {}
 
     @app.task(name="b.unique", unique_by=["key"])
@@ -49,7 +55,8 @@ def make(broker: tuple[str, str]) -> tuple[Celery, Backend, dict[str, Any]]:
     def plain(n: int) -> None: ...
 
     calls.update(unique=unique, strict=strict, plain=plain)
-    backend = open_store(url.removeprefix("plus+"), resolve({"plus_key_prefix": prefix}))
+    backend = open_store(url.removeprefix("plus+"),
+                         resolve({"plus_key_prefix": prefix, "plus_pg_schema": prefix}))
     return app, backend, calls
 
 

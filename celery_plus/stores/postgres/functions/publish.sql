@@ -141,7 +141,8 @@ END
 $$;
 
 -- The current one: 0004's (above), then the job's rate fields (p_rate_group, p_rate_limit,
--- p_rate_window; NULL = none).
+-- p_rate_window; NULL = none). A job without rate fields, new or replacing one without them,
+-- is not written again (no second row version per publish).
 CREATE OR REPLACE FUNCTION publish(p_id text, p_queue text, p_msg bytea, p_name text, p_priority integer,
                         p_eta bigint, p_lock text, p_window text, p_ttl bigint, p_group text,
                         p_limit integer, p_mdl integer, p_backstop bigint, p_continues bigint,
@@ -159,7 +160,9 @@ BEGIN
                         rate_limit = CASE WHEN p_rate_group <> '' THEN p_rate_limit END,
                         rate_window_ms = CASE WHEN p_rate_group <> '' THEN p_rate_window END,
                         rate_parked = false
-        WHERE id = p_id;
+        WHERE id = p_id
+          AND (p_rate_group <> '' OR rate_group IS NOT NULL OR rate_limit IS NOT NULL
+               OR rate_window_ms IS NOT NULL OR rate_parked);
     END IF;
 END
 $$;
