@@ -99,6 +99,13 @@ def asked_store(heartbeat: Heartbeat, tag: str, claim: tuple[str, int],
     if book is not None:
         if verdict == Verdict.RENEWED:
             book.confirmed([claim], [verdict], asked_at)
+            sure = book.sure_until(tag)
+            if sure is not None and sure <= clock():
+                # The renewal counts from when it was sent: an answer that came after the
+                # margin is no proof that the lease still holds (fail closed).
+                raise LeaseUnknown(f"the store's answer on the lease of job {claim[0]} came "
+                                   f"{clock() - asked_at:.1f} s after it was asked, past "
+                                   "the lease's safety margin: not starting it")
         else:
             book.mark_lost(tag)
     return verdict == Verdict.LOST

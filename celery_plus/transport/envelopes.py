@@ -53,7 +53,8 @@ def read_envelope(message: str | bytes | None) -> dict[str, Any]:
             MISSING, exc_type="MessageMissing",
             exc_message="the job's message is missing from the store"))
     if message[:1] in (b"\x00", "\x00"):
-        head = message[:4].encode() if isinstance(message, str) else bytes(message[:4])
+        head = (message[:4].encode("utf-8", "backslashreplace") if isinstance(message, str)
+                else bytes(message[:4]))
         raise Unreadable(failure_detail(
             UNKNOWN_FORMAT, exc_type="UnknownFormat",
             exc_message=f"the message is stored in a format this release does not read "

@@ -1,0 +1,45 @@
+"""The start check fails closed on an answer that came too late (issue #27): a renewal counts
+from when it was sent, so one answered past the lease's safety margin proves nothing."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from celery_plus.leases.holdings import Holdings
+from celery_plus.leases.keeper import clock
+from celery_plus.leases.start_check import LeaseUnknown, asked_store
+from celery_plus.leases.tokens import delivery_tag
+from celery_plus.model.store import Verdict
+
+LEASE_S = 0.2
+
+
+def booked(job_id: str, token: int) -> tuple[Holdings, str]:
+    book = Holdings(LEASE_S)
+    book.hold(job_id, token, clock())
+    return book, delivery_tag(job_id, token)
+
+
+def test_a_prompt_renewal_lets_the_task_start() -> None:
+    book, tag = booked("j1", 3)
+    assert asked_store(lambda claims: [Verdict.RENEWED], tag, ("j1", 3), book) is False
+    assert book.is_lost(tag) is False
+
+
+def test_a_renewal_answered_past_the_margin_does_not_let_the_task_start() -> None:
+    book, tag = booked("j2", 4)
+
+    def slow_heartbeat(claims: list[tuple[str, int]]) -> list[Verdict]:
+        time.sleep(LEASE_S)  # the answer itself is late: this is the fault under test
+        return [Verdict.RENEWED]
+
+    with pytest.raises(LeaseUnknown, match="past the lease's safety margin"):
+        asked_store(slow_heartbeat, tag, ("j2", 4), book)
+
+
+def test_a_lost_lease_is_lost_and_marked() -> None:
+    book, tag = booked("j3", 5)
+    assert asked_store(lambda claims: [Verdict.LOST], tag, ("j3", 5), book) is True
+    assert book.is_lost(tag) is True
