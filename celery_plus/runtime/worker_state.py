@@ -167,13 +167,14 @@ def stop_overdue_runs(overdue: dict[str, float], running: dict[str, Any], lease_
 
 
 def _active_requests() -> list[Any]:
-    """A copy of Celery's set of executing requests (the main thread changes it meanwhile)."""
+    """A copy of Celery's set of executing requests (other threads change it meanwhile).
+
+    Celery keeps them in a ``WeakSet``, whose Python-level iteration fails when the set
+    changes size meanwhile; its ``data`` (a set of weak references) is copied in one call
+    under the GIL, so the copy never fails, and never comes back empty by mistake (an empty
+    scan would tell the lease watch that no run goes on)."""
     from celery.worker import state
 
-    for _ in range(10):
-        try:
-            return list(state.active_requests)
-        except RuntimeError:  # changed size during the copy: try again
-            continue
-    return []
+    refs = state.active_requests.data.copy()
+    return [request for ref in refs if (request := ref()) is not None]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -32,3 +33,29 @@ def test_a_green_pools_task_is_logged_not_signalled(monkeypatch: pytest.MonkeyPa
     worker_state.stop_stale_runs({"2:job"})
     assert killed == []
     assert "cannot be stopped from outside" in caplog.text
+
+
+
+class _Request:
+    """A stand-in for Celery's request (weakly referenced, as in its ``active_requests``)."""
+
+
+class _ChangingWeakSet(weakref.WeakSet):  # type: ignore[type-arg]
+    """A WeakSet whose every iteration meets another thread's change (the race, made sure)."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise RuntimeError("Set changed size during iteration")
+
+
+def test_the_scan_of_running_requests_never_comes_back_empty_while_the_set_changes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # An empty scan tells the lease watch that no run goes on (its guard would then let a
+    # run outlive its lease). Iterating Celery's WeakSet while pool threads add and discard
+    # requests raises "changed size"; ten such failures in a row used to give an empty scan.
+    from celery.worker import state
+
+    steady = _Request()
+    changing = _ChangingWeakSet()
+    changing.add(steady)
+    monkeypatch.setattr(state, "active_requests", changing)
+    assert worker_state._active_requests() == [steady]
