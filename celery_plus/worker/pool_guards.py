@@ -144,6 +144,8 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     if not isinstance(transport, Transport):
         # Another broker: the coordination store's claims are under the same lease watch.
         if _coordinated(consumer):
+            if not isinstance(pool, Prefork) and callable(getattr(pool, "on_apply", None)):
+                report_base_exceptions(pool)  # else a SystemExit run keeps its claim for ever
             deadline.start(in_process_pool=not isinstance(pool, Prefork))
         return
     if isinstance(pool, Prefork):
