@@ -29,8 +29,9 @@ F = TypeVar("F", bound=Callable[..., object])
 FULL_MATRIX_ENV = "PLUS_FULL_MATRIX"
 #: Set to "1" to run the tests marked ``long``.
 LONG_ENV = "PLUS_LONG"
-#: The parameters that name a test's store.
-STORE_PARAMS = ("broker_kind", "store")
+#: The parameters that name a test's store (``deployment``: the browser operator features'
+#: module-wide deployment, one per store).
+STORE_PARAMS = ("broker_kind", "store", "deployment")
 
 
 def pools(*names: str) -> Callable[[F], F]:
