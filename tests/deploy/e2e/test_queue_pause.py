@@ -36,6 +36,8 @@ QUEUE = pause_proj.QUEUE
 #: How long the queue stays paused once the claims made before the pause are done: the
 #: window in which the ledger must not grow.
 HOLD_S = 1.0
+#: Jobs a solo worker of concurrency 1 claims ahead (Celery's worker_prefetch_multiplier, 4).
+PREFETCH_WINDOW = 4
 
 
 @dataclass
@@ -93,10 +95,16 @@ def drain_with_a_pause(prefix: str, view: Backend, start_worker: Callable[..., W
         time.sleep(HOLD_S)  # the paused window itself (the observation, not a wait for it)
         assert ledger_size(prefix) == len(before), "a job ran while the queue was paused"
         assert operator.counts().enqueued == left
-        late = [(job_id, rec.started_ms) for job_id, *_ in before
-                if (rec := view.record(job_id)) is not None
-                and rec.started_ms >= acknowledged]
+        records = [rec for job_id, *_ in before if (rec := view.record(job_id)) is not None]
+        # A record's started_ms is its claim's time unless the worker's start mark moved it
+        # to the task's real start (start_mark == lease_token): those may start after the
+        # pause, having been claimed before it, at most one prefetch window per worker.
+        late = [(rec.id, rec.started_ms) for rec in records
+                if rec.started_ms >= acknowledged and rec.start_mark != rec.lease_token]
         assert late == [], f"claimed after the pause was acknowledged ({acknowledged})"
+        prefetched = [rec.id for rec in records
+                      if rec.started_ms >= acknowledged and rec.start_mark == rec.lease_token]
+        assert len(prefetched) <= len(workers) * PREFETCH_WINDOW, prefetched
         resumed_at = time.time()
         resumed = operator.resume_queue(QUEUE)
         assert not resumed.paused
