@@ -44,9 +44,10 @@ def test_the_base_task_is_retried_with_backoff_until_it_succeeds():
     member = Member.objects.create(username="ada")
     row = wait_for_result(tasks.flaky_sync.delay(member.pk, failures=1).id)
     assert (row.status, json.loads(row.result)) == ("SUCCESS", {"attempts": 2, "retries": 1})
-    # retry_backoff=True, no jitter: the retry ran 1 s after the failure (the row is written
-    # just after the retry's ETA is set, hence not a full second).
-    assert (row.date_done - row.date_created).total_seconds() >= 0.8
+    # retry_backoff=True, no jitter: the retry ran 1 s after the failure. The row is written
+    # after the retry's ETA is set, later still on a loaded machine (0.77 s was seen): half a
+    # second tells the backoff from an immediate retry (milliseconds).
+    assert (row.date_done - row.date_created).total_seconds() >= 0.5
 
 
 def test_the_decorator_class_task_leaves_one_note_after_a_retry():
