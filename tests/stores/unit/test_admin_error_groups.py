@@ -6,33 +6,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from celery_plus.admin import connect
-from celery_plus.admin.web import Dashboard, make_app
+from celery_plus.admin.web import Dashboard
 from celery_plus.model.error_groups import normalize
 from celery_plus.model.store import Settle
 from tests.fast.unit.test_admin_cli import Store, run
-from tests.fast.unit.test_admin_web_security import OPERATOR, READ_TOKEN, security_store
+from tests.fast.unit.test_admin_web_security import OPERATOR, READ_TOKEN
 from tests.stores.unit.test_admin_web import basic, browser_post, browser_session, call
 
 LONG = "é" * 150 + "x" * 100  # 250 characters, 400 bytes: cut at 200 characters
-
-
-@pytest.fixture(params=["sqlite", "redis", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    with security_store(request.param, tmp_path) as made:
-        yield made
-
-
-@pytest.fixture
-def web(store: Store) -> Iterator[Dashboard]:
-    dashboard = make_app(store.app)
-    yield dashboard
-    dashboard.close()
 
 
 def fail(store: Store, job_id: str, exc_type: str, message: str, queue: str = "celery") -> None:

@@ -5,30 +5,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from celery_plus.admin import connect
-from celery_plus.admin.web import Dashboard, make_app
+from celery_plus.admin.web import Dashboard
 from celery_plus.model.store import Settle
 from tests.fast.unit.test_admin_cli import Store, run
-from tests.fast.unit.test_admin_web_security import OPERATOR, security_store
+from tests.fast.unit.test_admin_web_security import OPERATOR
 from tests.stores.unit.test_admin_web import call
-
-
-@pytest.fixture(params=["sqlite", "redis", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    with security_store(request.param, tmp_path) as made:
-        yield made
-
-
-@pytest.fixture
-def web(store: Store) -> Iterator[Dashboard]:
-    dashboard = make_app(store.app)
-    yield dashboard
-    dashboard.close()
 
 
 def seed(store: Store) -> None:
