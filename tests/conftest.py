@@ -22,9 +22,12 @@ programs (``initdb``) the suite uses ``127.0.0.1:5432/test``.
 from __future__ import annotations
 
 import atexit
+import compileall
 import json
 import os
+import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -82,6 +85,24 @@ def _stop_private_cluster() -> None:
         os.environ.pop("PLUS_TEST_PG", None)
 
 
+def _cache_bytecode() -> None:
+    """Let this session and every process it starts keep compiled modules (``__pycache__``).
+
+    The CI machine's image sets ``PYTHONDONTWRITEBYTECODE``, so each of the suite's hundreds of
+    ``celery-plus worker``, CLI and publisher processes compiled ``celery_plus`` and the test
+    apps from source again: 0.2 s of CPU per process, a third of the CPU of an end-to-end module
+    (docs/tests.md). The session's first process compiles them once, before any xdist worker
+    starts; the ``.gitignore`` keeps ``__pycache__`` out of the history."""
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    root = Path(__file__).resolve().parent.parent
+    for folder in ("celery_plus", "tests", "compat_suite"):
+        compileall.compile_dir(root / folder, quiet=1, workers=0)
+
+
+_cache_bytecode()
 _port = _reserve_private_cluster()
 _cluster: Any = None
 #: Also when the session ends before ``pytest_configure`` (a usage error), which calls no
