@@ -1,0 +1,91 @@
+"""``SIGSTOP`` of a coordinated prefork worker's own process while its pool runs on.
+
+Coordination mode (a RabbitMQ broker; the extensions' claims in a Redis or PostgreSQL
+coordination store): worker A (prefork, one process, one delivery prefetched at a time) runs
+a job of a ``concurrency=1`` group, longer than the lease; a second job of the group waits
+for the slot on worker B (blocked, given back to the broker and tried again every
+``plus_coordination_retry_delay``). Then A's own process alone stops (a debugger,
+``SIGSTOP`` of its pid) for longer than the lease, while its pool process runs the job on.
+The worker's coordination keeper lives in the stopped process; the pool process renews the
+claim of the task it runs itself (``worker/thaw_guard.py``), so the claim never lapses and B
+gets the slot only once A's run ended. The oracle is the ledger the tasks write (start, end):
+**the group never runs two jobs at once, nothing runs twice, nothing is lost.**
+
+Before the pool process renewed coordination claims, A's claim lapsed while its run went on,
+B's maintenance freed the slot and B ran the second job beside it: docs/coordination.md
+gives the figures.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import wait_until
+
+from .harness import MAINTENANCE_S, Deployment, check
+from .proxy import FaultProxy
+
+#: The lease (the heartbeat interval is a third of it).
+LEASE_S = 2.0
+#: How long A's run goes on after its worker's process runs again.
+RUNS_ON_S = 1.0
+
+
+def _main_process_stopped(coordinated: Callable[..., tuple[Deployment, FaultProxy,
+                                                           dict[str, Any]]],
+                          store: str, folder: Path) -> None:
+    deployment, _, _ = coordinated(store, "amqp", LEASE_S, "coordinated main process stopped")
+    # Past the lease, B's maintenance and B's next try at the slot (given back for
+    # ``plus_coordination_retry_delay``, 0.5 s, jittered up to half as much again).
+    freeze_s = LEASE_S + 2 * MAINTENANCE_S + 1.5
+    # One delivery at a time: A holds the running one, so the broker hands the second to B.
+    a = deployment.start_worker(pool="prefork", concurrency=1,
+                                conf={"worker_prefetch_multiplier": 1})
+    group = f"g-{uuid.uuid4().hex[:4]}"
+    marker = folder / "first-may-end"
+    deployment.publish_limited(group, "first", str(marker), 60.0, task="fault.limited_until")
+    deployment.wait_running(1, prefix="first")
+    pool_pid = next(r.pid for r in deployment.runs() if r.label == "first")
+    # The same task (a group is a task's) that ends at once once the marker exists.
+    second = deployment.publish_limited(group, "second", str(marker), 60.0,
+                                        task="fault.limited_until")
+    b = deployment.start_worker(pool="prefork", concurrency=1)
+    wait_until(lambda: second in b.log(), timeout=30, interval=0.05,
+               message="B received the second job")
+    with deployment.deaths_watched():
+        frozen_at = time.time()
+        with deployment.frozen(a, main_only=True):
+            time.sleep(freeze_s)
+        thawed_at = deployment.fault_ended = time.time()
+        time.sleep(RUNS_ON_S)  # A's own keeper and lease watch look at the claim again
+        marker.touch()
+        report = deployment.finish(f"A's own process stopped {thawed_at - frozen_at:.1f} s, "
+                                   f"lease {LEASE_S:.0f} s, its prefork pool running",
+                                   timeout=60)
+    print(report.line(), deployment.overlapping_runs())
+    runs = {r.label: r for r in deployment.runs()}
+    assert not deployment.overlapping_runs(), deployment.overlapping_runs()
+    check(report, allow_twice=(), overlap_s=0.0)
+    # The first job ran on through the stop in A's pool process, to its end; the second
+    # started on B after it.
+    first, later = runs["first"], runs["second"]
+    assert first.pid == pool_pid and not first.stopped, runs
+    assert first.ended is not None and first.ended >= thawed_at + RUNS_ON_S, runs
+    assert later.pid != pool_pid and later.started >= first.ended, runs
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("store", ["redis", "postgres"])
+def test_a_coordinated_worker_whose_own_process_stops_keeps_the_claim_its_pool_runs(
+        coordinated: Callable[..., tuple[Deployment, FaultProxy, dict[str, Any]]],
+        store: str, tmp_path: Path) -> None:
+    """About 12 s of two worker start-ups, a stop past the lease and the runs: ``long``
+    (the README suite keeps the renewal's unit test,
+    ``tests/stores/test_coordination_leases.py``)."""
+    _main_process_stopped(coordinated, store, tmp_path)
