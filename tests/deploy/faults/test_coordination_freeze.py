@@ -1,4 +1,4 @@
-"""``SIGSTOP`` of a coordinated prefork worker's own process while its pool runs on.
+"""``SIGSTOP`` of a coordinated prefork worker: of its own process alone, or of all of it.
 
 Coordination mode (a RabbitMQ broker; the extensions' claims in a Redis or PostgreSQL
 coordination store): worker A (prefork, one process, one delivery prefetched at a time) runs
@@ -11,9 +11,14 @@ claim of the task it runs itself (``worker/thaw_guard.py``), so the claim never 
 gets the slot only once A's run ended. The oracle is the ledger the tasks write (start, end):
 **the group never runs two jobs at once, nothing runs twice, nothing is lost.**
 
-Before the pool process renewed coordination claims, A's claim lapsed while its run went on,
-B's maintenance freed the slot and B ran the second job beside it: docs/coordination.md
-gives the figures.
+Frozen as a whole instead (``SIGSTOP`` of its process group) past the lease, A's claim
+lapses and B runs the group's second job; A thaws while it runs. A's pool process asks the
+coordination store as it thaws, before its task's code runs again, and holds the task until
+A's keeper stops it: the stale run's code never runs again beside B's.
+
+Before the pool process kept coordination claims (renewal and thaw check), A's claim lapsed
+while its run went on and B ran the second job beside it; and a thawed pool process's task
+ran on until A's keeper stopped it: docs/coordination.md gives the figures.
 """
 
 from __future__ import annotations
@@ -28,13 +33,16 @@ import pytest
 
 from tests.support import wait_until
 
-from .harness import MAINTENANCE_S, Deployment, check
+from .harness import FROZE, MAINTENANCE_S, Deployment, check
+from .ledger import Run
 from .proxy import FaultProxy
 
 #: The lease (the heartbeat interval is a third of it).
 LEASE_S = 2.0
 #: How long A's run goes on after its worker's process runs again.
 RUNS_ON_S = 1.0
+#: How long into B's run of the group's next job a frozen A thaws.
+THAWED_INSIDE_S = 0.3
 
 
 def _main_process_stopped(coordinated: Callable[..., tuple[Deployment, FaultProxy,
@@ -49,12 +57,11 @@ def _main_process_stopped(coordinated: Callable[..., tuple[Deployment, FaultProx
                                 conf={"worker_prefetch_multiplier": 1})
     group = f"g-{uuid.uuid4().hex[:4]}"
     marker = folder / "first-may-end"
-    deployment.publish_limited(group, "first", str(marker), 60.0, task="fault.limited_until")
+    _publish_until(deployment, group, "first", marker)
     deployment.wait_running(1, prefix="first")
     pool_pid = next(r.pid for r in deployment.runs() if r.label == "first")
     # The same task (a group is a task's) that ends at once once the marker exists.
-    second = deployment.publish_limited(group, "second", str(marker), 60.0,
-                                        task="fault.limited_until")
+    second = _publish_until(deployment, group, "second", marker)
     b = deployment.start_worker(pool="prefork", concurrency=1)
     wait_until(lambda: second in b.log(), timeout=30, interval=0.05,
                message="B received the second job")
@@ -80,6 +87,55 @@ def _main_process_stopped(coordinated: Callable[..., tuple[Deployment, FaultProx
     assert later.pid != pool_pid and later.started >= first.ended, runs
 
 
+def _whole_worker_frozen(coordinated: Callable[..., tuple[Deployment, FaultProxy,
+                                                          dict[str, Any]]],
+                         store: str, folder: Path) -> None:
+    deployment, _, _ = coordinated(store, "amqp", LEASE_S, "coordinated worker frozen")
+    a = deployment.start_worker(pool="prefork", concurrency=1,
+                                conf={"worker_prefetch_multiplier": 1})
+    group = f"g-{uuid.uuid4().hex[:4]}"
+    marker = folder / "runs-may-end"
+    _publish_until(deployment, group, "first", marker)
+    deployment.wait_running(1, prefix="first")
+    pool_pid = next(r.pid for r in deployment.runs() if r.label == "first")
+    second = _publish_until(deployment, group, "second", marker)
+    b = deployment.start_worker(pool="prefork", concurrency=1)
+    wait_until(lambda: second in b.log(), timeout=30, interval=0.05,
+               message="B received the second job")
+    with deployment.deaths_watched():
+        deployment.note_in_flight({a.proc.pid, *a.children()})
+        with deployment.frozen(a):
+            # The claim lapses, B's maintenance frees the slot, B runs the second job.
+            deployment.wait_running(2, prefix="", timeout=LEASE_S + 2 * MAINTENANCE_S + 10)
+            time.sleep(THAWED_INSIDE_S)
+        deployment.fault_ended = time.time()
+        # A's pool process holds its task as it thaws; A's keeper learns the claim was lost
+        # and stops it.
+        wait_until(lambda: _run(deployment, "first", pool_pid).ended is not None,
+                   timeout=10, interval=0.05, message="A's stale run stopped")
+        marker.touch()
+        report = deployment.finish("A frozen whole past its lease, then thawed while B ran "
+                                   "the group's next job", timeout=60)
+    print(report.line(), deployment.overlapping_runs())
+    # Stopped without its code running again (the thaw check held it until A's SIGTERM,
+    # which may come while the store is still being asked).
+    stale = _run(deployment, "first", pool_pid)
+    assert stale.stopped and stale.resumed is None, (stale, a.log())
+    check(report, allow_twice=(FROZE,), overlap_s=0.0)
+
+
+def _publish_until(deployment: Deployment, group: str, label: str, marker: Path) -> str:
+    """A job of concurrency group ``group`` that runs until ``marker`` exists."""
+    job_id = str(deployment.app.send_task("fault.limited_until",
+                                          (group, label, str(marker), 60.0)).id)
+    deployment.note_published(label, job_id)
+    return job_id
+
+
+def _run(deployment: Deployment, label: str, pid: int) -> Run:
+    return next(r for r in deployment.runs() if r.label == label and r.pid == pid)
+
+
 @pytest.mark.long
 @pytest.mark.parametrize("store", ["redis", "postgres"])
 def test_a_coordinated_worker_whose_own_process_stops_keeps_the_claim_its_pool_runs(
@@ -89,3 +145,17 @@ def test_a_coordinated_worker_whose_own_process_stops_keeps_the_claim_its_pool_r
     (the README suite keeps the renewal's unit test,
     ``tests/stores/test_coordination_leases.py``)."""
     _main_process_stopped(coordinated, store, tmp_path)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("store", ["redis", "postgres"])
+def test_a_coordinated_prefork_worker_thawed_past_its_claim_stops_its_run_before_it_goes_on(
+        coordinated: Callable[..., tuple[Deployment, FaultProxy, dict[str, Any]]],
+        store: str, tmp_path: Path) -> None:
+    """A frozen as a whole (``SIGSTOP`` of its process group) past the lease while its pool
+    runs a job of a ``concurrency=1`` group; B takes the lapsed slot over and runs the
+    group's next job; A thaws while it runs. A's pool process asks the coordination store
+    as it thaws, before its task's code runs again, and holds the task until A's keeper
+    stops it: the group never runs two jobs at once (the stale job runs again later, after
+    B's: a worker froze mid-job)."""
+    _whole_worker_frozen(coordinated, store, tmp_path)
