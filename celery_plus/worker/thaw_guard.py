@@ -10,14 +10,14 @@ and a ``concurrency=1`` group ran two jobs at once.
 So each pool process watches its own thaw: the kernel sends ``SIGCONT`` to every process it
 continues, and Python runs the handler before the task's next bytecode. While a claimed
 task runs here and its lease is not certainly still ours (the claim's sure time, handed to
-the task with its delivery, has passed), the handler asks the store, the task paused meanwhile (a
-heartbeat of that one claim, as ``start_check`` does, from a helper thread with a time limit:
-the paused task may hold a lock the call needs). A lost lease keeps the task paused until the
-keeper's SIGTERM, which the worker sends as it learns the same (billiard's handler raises
-SystemExit in the pause, the parent reports the job's worker lost, its settle is a fenced
-no-op, and a new process takes its place); should it not come, the process stops itself
-after ``STOP_WAIT_S``. A lease still ours, or a store that does not answer in time, lets the
-task go on (the keeper still stops it if the lease turns out lost).
+the task with its delivery, has passed), the handler asks the store, the task paused
+meanwhile (a heartbeat of that one claim, as ``start_check`` does, from a helper thread with
+a time limit: the paused task may hold a lock the call needs). A lost lease keeps the task
+paused until the keeper's SIGTERM, which the worker sends as it learns the same
+(billiard's handler raises SystemExit in the pause, the parent reports the job's worker
+lost, its settle is a fenced no-op, and a new process takes its place); should it not come,
+the process stops itself after ``STOP_WAIT_S``. A lease still ours, or a store that does not
+answer in time, lets the task go on (the keeper still stops it if the lease turns out lost).
 
 A worker whose own process alone stops (a debugger attached to it, ``SIGSTOP`` of its pid)
 while its pool process runs on is the other way round: nothing renewed
@@ -116,9 +116,11 @@ def _claimed_run(task: Any) -> _Running | None:
 def _coordinated_run(task: Any, request: Any) -> _Running | None:
     """The gate handed the claim's token and sure time to the request (``start_check``)."""
     claimed = coordinated_claim(request)
-    store = None if claimed is None else coordination_heartbeat(task.app)
-    if claimed is None or store is None:
+    if claimed is None:
         return None
+    store = coordination_heartbeat(task.app)
+    if store is None:
+        return None  # an app with no coordination store: nothing to renew in
     job_id, token, sure_until = claimed
     heartbeat, interval = store
     return _Running(delivery_tag(job_id, token), (job_id, token), sure_until, task.name,
