@@ -33,7 +33,7 @@ import pytest
 
 from tests.support import wait_until
 
-from .harness import FROZE, MAINTENANCE_S, Deployment, check
+from .harness import FROZE, MAINTENANCE_S, Deployment, Worker, check
 from .ledger import Run
 from .proxy import FaultProxy
 
@@ -52,19 +52,7 @@ def _main_process_stopped(coordinated: Callable[..., tuple[Deployment, FaultProx
     # Past the lease, B's maintenance and B's next try at the slot (given back for
     # ``plus_coordination_retry_delay``, 0.5 s, jittered up to half as much again).
     freeze_s = LEASE_S + 2 * MAINTENANCE_S + 1.5
-    # One delivery at a time: A holds the running one, so the broker hands the second to B.
-    a = deployment.start_worker(pool="prefork", concurrency=1,
-                                conf={"worker_prefetch_multiplier": 1})
-    group = f"g-{uuid.uuid4().hex[:4]}"
-    marker = folder / "first-may-end"
-    _publish_until(deployment, group, "first", marker)
-    deployment.wait_running(1, prefix="first")
-    pool_pid = next(r.pid for r in deployment.runs() if r.label == "first")
-    # The same task (a group is a task's) that ends at once once the marker exists.
-    second = _publish_until(deployment, group, "second", marker)
-    b = deployment.start_worker(pool="prefork", concurrency=1)
-    wait_until(lambda: second in b.log(), timeout=30, interval=0.05,
-               message="B received the second job")
+    a, pool_pid, marker = _first_running_second_waiting(deployment, folder)
     with deployment.deaths_watched():
         frozen_at = time.time()
         with deployment.frozen(a, main_only=True):
@@ -91,17 +79,7 @@ def _whole_worker_frozen(coordinated: Callable[..., tuple[Deployment, FaultProxy
                                                           dict[str, Any]]],
                          store: str, folder: Path) -> None:
     deployment, _, _ = coordinated(store, "amqp", LEASE_S, "coordinated worker frozen")
-    a = deployment.start_worker(pool="prefork", concurrency=1,
-                                conf={"worker_prefetch_multiplier": 1})
-    group = f"g-{uuid.uuid4().hex[:4]}"
-    marker = folder / "runs-may-end"
-    _publish_until(deployment, group, "first", marker)
-    deployment.wait_running(1, prefix="first")
-    pool_pid = next(r.pid for r in deployment.runs() if r.label == "first")
-    second = _publish_until(deployment, group, "second", marker)
-    b = deployment.start_worker(pool="prefork", concurrency=1)
-    wait_until(lambda: second in b.log(), timeout=30, interval=0.05,
-               message="B received the second job")
+    a, pool_pid, marker = _first_running_second_waiting(deployment, folder)
     with deployment.deaths_watched():
         deployment.note_in_flight({a.proc.pid, *a.children()})
         with deployment.frozen(a):
@@ -124,6 +102,26 @@ def _whole_worker_frozen(coordinated: Callable[..., tuple[Deployment, FaultProxy
     check(report, allow_twice=(FROZE,), overlap_s=0.0)
 
 
+def _first_running_second_waiting(deployment: Deployment, folder: Path
+                                  ) -> tuple[Worker, int, Path]:
+    """A runs the group's first job; B has received the second, which waits for the slot.
+    Returns A, the pid of A's pool process running the first job, and the marker that lets
+    both jobs end (each runs until it exists)."""
+    # One delivery at a time: A holds the running one, so the broker hands the second to B.
+    a = deployment.start_worker(pool="prefork", concurrency=1,
+                                conf={"worker_prefetch_multiplier": 1})
+    group = f"g-{uuid.uuid4().hex[:4]}"
+    marker = folder / "runs-may-end"
+    _publish_until(deployment, group, "first", marker)
+    deployment.wait_running(1, prefix="first")
+    pool_pid = next(r.pid for r in deployment.runs() if r.label == "first")
+    second = _publish_until(deployment, group, "second", marker)  # the same task: its group
+    b = deployment.start_worker(pool="prefork", concurrency=1)
+    wait_until(lambda: second in b.log(), timeout=30, interval=0.05,
+               message="B received the second job")
+    return a, pool_pid, marker
+
+
 def _publish_until(deployment: Deployment, group: str, label: str, marker: Path) -> str:
     """A job of concurrency group ``group`` that runs until ``marker`` exists."""
     job_id = str(deployment.app.send_task("fault.limited_until",
@@ -141,9 +139,10 @@ def _run(deployment: Deployment, label: str, pid: int) -> Run:
 def test_a_coordinated_worker_whose_own_process_stops_keeps_the_claim_its_pool_runs(
         coordinated: Callable[..., tuple[Deployment, FaultProxy, dict[str, Any]]],
         store: str, tmp_path: Path) -> None:
-    """About 12 s of two worker start-ups, a stop past the lease and the runs: ``long``
-    (the README suite keeps the renewal's unit test,
-    ``tests/stores/test_coordination_leases.py``)."""
+    """A's own process stopped for two leases while its pool runs the group's first job:
+    the job runs on to its end, and B runs the second after it. 7 to 15 s of two worker
+    start-ups, the stop and the runs: ``long`` (the README suite keeps the renewal's unit
+    test, ``tests/stores/test_coordination_leases.py``)."""
     _main_process_stopped(coordinated, store, tmp_path)
 
 
