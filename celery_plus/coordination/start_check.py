@@ -15,10 +15,14 @@ recovered would finish a job that never ran (``Coordinator.finish_orphan``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from celery_plus.leases.start_check import claim_lost_before_start
+from celery_plus.leases.start_check import Heartbeat, claim_lost_before_start
 from celery_plus.leases.tokens import LEASE_HEADER, delivery_tag
+
+if TYPE_CHECKING:
+    from celery_plus.coordination.coordinator import Coordinator
+    from celery_plus.model.store import Verdict
 
 #: The request field of a coordinated delivery: until when its claim is certainly its own.
 COORDINATED_SURE_UNTIL = "plus_coordinated_sure_until"
@@ -42,12 +46,30 @@ def claim_lost(app: Any, job_id: str, token: int, sure_until: float) -> bool:
     coordinator = coordinator_for(app)
     if coordinator is None:
         return False  # not coordinated (a client app): nothing to check against
+    return claim_lost_before_start(delivery_tag(job_id, token), (job_id, token), sure_until,
+                                   coordinator_heartbeat(coordinator), coordinator.holdings)
 
-    def heartbeat(claims: list[tuple[str, int]]) -> Any:
+
+def coordination_heartbeat(app: Any) -> tuple[Heartbeat, float] | None:
+    """The heartbeat of claims in ``app``'s coordination store and its interval
+    (``plus_heartbeat_interval``, as the worker's coordination keeper renews); None when
+    ``app`` is not in coordinated mode."""
+    from celery_plus.coordination.coordinator import coordinator_for
+
+    coordinator = coordinator_for(app)
+    if coordinator is None:
+        return None
+    return coordinator_heartbeat(coordinator), float(coordinator.config.heartbeat_interval)
+
+
+def coordinator_heartbeat(coordinator: Coordinator) -> Heartbeat:
+    """The heartbeat of claims in ``coordinator``'s store (the process's own client)."""
+
+    def heartbeat(claims: list[tuple[str, int]]) -> list[Verdict]:
         return coordinator.backend.heartbeat(claims)
 
-    return claim_lost_before_start(delivery_tag(job_id, token), (job_id, token), sure_until,
-                                   heartbeat, coordinator.holdings)
+    return heartbeat
 
 
-__all__ = ["COORDINATED_SURE_UNTIL", "claim_lost", "coordinated_claim"]
+__all__ = ["COORDINATED_SURE_UNTIL", "claim_lost", "coordinated_claim",
+           "coordination_heartbeat"]

@@ -45,8 +45,7 @@ def lease_lost_before_start(app: Any, properties: dict[str, Any]) -> bool:
     parsed = parse_delivery_tag(tag)
     if parsed is None:
         return False
-    return claim_lost_before_start(tag, parsed, sure_until,
-                                   lambda claims: _broker_heartbeat(app, claims))
+    return claim_lost_before_start(tag, parsed, sure_until, broker_heartbeat(app))
 
 
 def claim_lost_before_start(tag: str, claim: tuple[str, int], sure_until: float,
@@ -72,17 +71,16 @@ def claim_lost_before_start(tag: str, claim: tuple[str, int], sure_until: float,
 Heartbeat = Callable[[list[tuple[str, int]]], list[Verdict]]
 
 
-def _broker_heartbeat(app: Any, claims: list[tuple[str, int]]) -> list[Verdict]:
-    with app.pool.acquire(block=True) as connection:
-        verdicts: list[Verdict] = connection.default_channel.backend.heartbeat(claims)
-        return verdicts
+def broker_heartbeat(app: Any) -> Heartbeat:
+    """The heartbeat of claims in the store of ``app``'s ``plus`` transport (through a
+    connection of the app's pool)."""
 
+    def heartbeat(claims: list[tuple[str, int]]) -> list[Verdict]:
+        with app.pool.acquire(block=True) as connection:
+            verdicts: list[Verdict] = connection.default_channel.backend.heartbeat(claims)
+            return verdicts
 
-def lost_in_store(app: Any, tag: str, claim: tuple[str, int],
-                  book: holdings.Holdings | None) -> bool:
-    """Whether the ``plus`` transport's store says the lease of ``claim`` is lost
-    (:func:`asked_store`)."""
-    return asked_store(lambda claims: _broker_heartbeat(app, claims), tag, claim, book)
+    return heartbeat
 
 
 def asked_store(heartbeat: Heartbeat, tag: str, claim: tuple[str, int],

@@ -8,16 +8,16 @@ those milliseconds (0.3 s on a loaded machine) the stale run went on beside the 
 and a ``concurrency=1`` group ran two jobs at once.
 
 So each pool process watches its own thaw: the kernel sends ``SIGCONT`` to every process it
-continues, and Python runs the handler before the task's next bytecode. While a task of a
-plus delivery runs here and its lease is not certainly still ours (the delivery's
-``SURE_UNTIL`` stamp has passed), the handler asks the store, the task paused meanwhile (a
-heartbeat of that one claim, as ``start_check`` does, from a helper thread with a time limit:
-the paused task may hold a lock the call needs). A lost lease keeps the task paused until the
-keeper's SIGTERM, which the worker sends as it learns the same (billiard's handler raises
-SystemExit in the pause, the parent reports the job's worker lost, its settle is a fenced
-no-op, and a new process takes its place); should it not come, the process stops itself
-after ``STOP_WAIT_S``. A lease still ours, or a store that does not answer in time, lets the
-task go on (the keeper still stops it if the lease turns out lost).
+continues, and Python runs the handler before the task's next bytecode. While a claimed
+task runs here and its lease is not certainly still ours (the claim's sure time, handed to
+the task with its delivery, has passed), the handler asks the store, the task paused
+meanwhile (a heartbeat of that one claim, as ``start_check`` does, from a helper thread with
+a time limit: the paused task may hold a lock the call needs). A lost lease keeps the task
+paused until the keeper's SIGTERM, which the worker sends as it learns the same
+(billiard's handler raises SystemExit in the pause, the parent reports the job's worker
+lost, its settle is a fenced no-op, and a new process takes its place); should it not come,
+the process stops itself after ``STOP_WAIT_S``. A lease still ours, or a store that does not
+answer in time, lets the task go on (the keeper still stops it if the lease turns out lost).
 
 A worker whose own process alone stops (a debugger attached to it, ``SIGSTOP`` of its pid)
 while its pool process runs on is the other way round: nothing renewed
@@ -27,6 +27,13 @@ interval (``_renew``: one heartbeat of that claim, as the worker's keeper sends;
 together cost the store one more heartbeat per running task and interval). A lease the store
 says is lost is stopped as at a thaw: the worker's keeper stops it, or the process itself
 after ``STOP_WAIT_S``.
+
+A claimed task is one of two kinds, each kept by the same rules here (``_Running``: the
+claim, its sure time, and how to renew it in its store): a delivery of the ``plus``
+transport (tag and sure time in the message's properties; renewed through the app's broker
+connection), or, on another broker, a delivery the coordination gate claimed in the
+coordination store (token and sure time in the request, ``coordination/start_check.py``;
+renewed through the process's own client of that store).
 
 The solo, threads and green pools run tasks in the worker's own process, where a signal
 handler cannot tell which task it would stop: their stale runs go on (``docs/reliability.md``);
@@ -40,13 +47,20 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from celery import signals
 
+from celery_plus.coordination.start_check import coordinated_claim, coordination_heartbeat
 from celery_plus.leases.keeper import clock
-from celery_plus.leases.start_check import LeaseUnknown, lost_in_store
-from celery_plus.leases.tokens import SURE_UNTIL, parse_delivery_tag
+from celery_plus.leases.start_check import (
+    Heartbeat,
+    LeaseUnknown,
+    asked_store,
+    broker_heartbeat,
+)
+from celery_plus.leases.tokens import SURE_UNTIL, delivery_tag, parse_delivery_tag
 from celery_plus.runtime.helper_threads import HelperThread
 
 logger = logging.getLogger("celery_plus.transport")
@@ -59,15 +73,19 @@ STOP_WAIT_S = 5.0
 
 
 class _Running:
-    """The plus delivery whose task runs in this pool process, if any."""
+    """The claimed task running in this pool process, if any: its claim (a delivery of the
+    ``plus`` transport, or a claim in the coordination store) and how to ask its store."""
 
-    def __init__(self, app: Any, tag: str, claim: tuple[str, int], sure_until: float,
-                 name: str) -> None:
-        self.app = app
+    def __init__(self, tag: str, claim: tuple[str, int], sure_until: float, name: str,
+                 heartbeat: Heartbeat, interval: Callable[[], float]) -> None:
         self.tag = tag
         self.claim = claim
         self.sure_until = sure_until
         self.name = name
+        #: Renews the claim and answers its verdict (``JobStore.heartbeat``).
+        self.heartbeat = heartbeat
+        #: The heartbeat interval of the claim's store (its worker's keeper renews at it).
+        self.interval = interval
 
 
 _running: _Running | None = None
@@ -79,17 +97,48 @@ def _task_started(sender: Any = None, task_id: str = "", task: Any = None,
                   **_: Any) -> None:
     global _running
     _running = None
-    properties = getattr(getattr(task, "request", None), "properties", None)
-    if not isinstance(properties, dict):
+    running = _claimed_run(task)
+    if running is None:
         return
+    if not getattr(task.request, "acks_late", getattr(task, "acks_late", True)):
+        return  # acked as it was received (acks_late=False): no lease left to keep or lose
+    _running = running
+    _started.set()
+
+
+def _claimed_run(task: Any) -> _Running | None:
+    """The claim of ``task``'s run: a coordinated delivery's claim in the coordination
+    store, or a delivery of the ``plus`` transport; None for any other run."""
+    request = getattr(task, "request", None)
+    return _coordinated_run(task, request) or _plus_run(task, request)
+
+
+def _coordinated_run(task: Any, request: Any) -> _Running | None:
+    """The gate handed the claim's token and sure time to the request (``start_check``)."""
+    claimed = coordinated_claim(request)
+    if claimed is None:
+        return None
+    store = coordination_heartbeat(task.app)
+    if store is None:
+        return None  # an app with no coordination store: nothing to renew in
+    job_id, token, sure_until = claimed
+    heartbeat, interval = store
+    return _Running(delivery_tag(job_id, token), (job_id, token), sure_until, task.name,
+                    heartbeat, lambda: interval)
+
+
+def _plus_run(task: Any, request: Any) -> _Running | None:
+    """The delivery's tag and sure time are message properties of the ``plus`` transport."""
+    properties = getattr(request, "properties", None)
+    if not isinstance(properties, dict):
+        return None
     tag, sure_until = properties.get("delivery_tag"), properties.get(SURE_UNTIL)
     claim = parse_delivery_tag(tag) if isinstance(tag, str) else None
     if claim is None or not isinstance(sure_until, (int, float)):
-        return  # not a delivery of the plus transport
-    if not getattr(task.request, "acks_late", getattr(task, "acks_late", True)):
-        return  # acked as it was received (acks_late=False): no lease left to keep or lose
-    _running = _Running(task.app, str(tag), claim, float(sure_until), task.name)
-    _started.set()
+        return None  # not a delivery of the plus transport
+    app = task.app
+    return _Running(str(tag), claim, float(sure_until), task.name, broker_heartbeat(app),
+                    lambda: _interval(app))
 
 
 def _task_ended(**_: Any) -> None:
@@ -132,27 +181,31 @@ def _interval(app: Any) -> float:
 
 
 def _renew() -> None:
-    """Renew the lease of the plus task running in this process, every heartbeat interval
-    from its start, while it runs; stop a task whose lease the store says is lost."""
+    """Keep the claim of each task that starts in this process (:func:`_keep`)."""
     while True:
         _started.wait()
         _started.clear()
         running = _running
-        if running is None:
-            continue
-        try:
-            interval = _interval(running.app)
-        except Exception:  # no store to ask: the worker's own keeper renews, as before
-            continue
-        while not _started.wait(interval):
-            if _running is not running:
-                break  # the task ended (the next start sets the event)
-            if _asked_lost(running):
-                if _running is running:
-                    _stop_lost(running)
-                break
-        else:
-            _started.set()  # another task started meanwhile: watch it from its start
+        if running is not None:
+            _keep(running)
+
+
+def _keep(running: _Running) -> None:
+    """Renew the claim of ``running`` every heartbeat interval of its store from its start,
+    while it runs here (until another task starts); stop it if the store says its lease is
+    lost."""
+    try:
+        interval = running.interval()
+    except Exception:  # no store to ask: the worker's own keeper renews, as before
+        return
+    while not _started.wait(interval):
+        if _running is not running:
+            return  # the task ended (the next start sets the event)
+        if _asked_lost(running):
+            if _running is running:
+                _stop_lost(running)
+            return
+    _started.set()  # another task started meanwhile: watch it from its start
 
 
 def _stop_lost(running: _Running) -> None:
@@ -174,7 +227,7 @@ def _asked_lost(running: _Running) -> bool:
     """Whether the store says the running task's lease is lost; a store that does not answer
     says nothing here (the worker's lease watch stops the run at its deadline)."""
     try:
-        return lost_in_store(running.app, running.tag, running.claim, None)
+        return asked_store(running.heartbeat, running.tag, running.claim, None)
     except LeaseUnknown as exc:
         logger.info("celery-plus: %s", exc)
         return False

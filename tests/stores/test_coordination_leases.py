@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,8 +44,9 @@ from celery_plus.leases.holdings import SURE_SHARE
 from celery_plus.leases.keeper import clock
 from celery_plus.leases.start_check import LeaseUnknown
 from celery_plus.leases.tokens import LEASE_HEADER, delivery_tag
-from celery_plus.model.store import NewJob
+from celery_plus.model.store import NewJob, Settle
 from celery_plus.runtime.worker_state import running_tags
+from celery_plus.worker import thaw_guard
 from tests.fast.conformance.stores import PG_URL, REDIS_URL
 from tests.redis_servers import redis_server
 from tests.support import drop_pg_schema, set_pg_read_only, wait_until
@@ -148,6 +151,42 @@ def test_a_coordinated_task_checks_its_claim_before_it_starts(
     # Recovered meanwhile (its lease lapsed): lost, it does not start.
     wait_until(lambda: coordinator.backend.recover(), timeout=10, message="lease recovery")
     assert claim_lost(app, "a", token, float("-inf")) is True
+
+
+def test_a_pool_process_renews_the_coordinated_claim_it_runs_and_stops_it_once_lost(
+        coordinator: Coordinator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool-side renewal (``worker/thaw_guard.py``) of a claim in the coordination store,
+    as a prefork pool process keeps it while its worker's own process is stopped: nothing
+    else renews the claim here (no keeper runs), yet the store recovers nothing for three
+    leases; once another claim took the job over, the run is stopped (as at a thaw)."""
+    token = _claimed(coordinator)
+    request = _task_request("a", token, clock())
+    running = thaw_guard._claimed_run(SimpleNamespace(app=coordinator.app, name="t",
+                                                      request=request))
+    assert running is not None and running.claim == ("a", token)
+    stopped: list[Any] = []
+    monkeypatch.setattr(thaw_guard, "_stop_lost", stopped.append)
+    monkeypatch.setattr(thaw_guard, "_running", running)
+    keeping = threading.Thread(target=thaw_guard._keep, args=(running,), daemon=True)
+    keeping.start()
+    try:
+        until = clock() + 3 * LEASE_S
+        while clock() < until:  # each look a recovery pass, as another worker's keeper
+            assert coordinator.backend.recover() == []
+            time.sleep(0.05)
+        record = coordinator.backend.record("a")
+        assert record is not None and record.state == "running", record
+        assert not stopped
+        # Taken over: given back under its token, claimed anew by another worker.
+        coordinator.backend.settle([Settle("a", token, "requeue", None)])
+        assert coordinator.backend.claim_job("a", "other").outcome == "claimed"
+        wait_until(lambda: stopped, timeout=5, interval=0.02, message="the run stopped")
+        assert stopped == [running]
+        keeping.join(timeout=5)
+        assert not keeping.is_alive()
+    finally:
+        monkeypatch.setattr(thaw_guard, "_running", None)  # a keep still going returns
+        keeping.join(timeout=5)
 
 
 def _unreachable(*args: Any, **kwargs: Any) -> Any:

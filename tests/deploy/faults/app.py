@@ -101,6 +101,20 @@ def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
         run(self.request.id, label, seconds, group=key)
         return label
 
+    @app.task(name="fault.limited_until", bind=True, concurrency=LIMIT, concurrency_key="key")
+    def limited_until(self: Any, key: str, label: str, marker: str, most_s: float) -> str:
+        """A job of concurrency group ``key`` that runs until the file ``marker`` exists
+        (at most ``most_s``): a run that lasts as long as the scenario needs it to."""
+        run_id = ledger.start(self.request.id, label, key)
+
+        def wait(progress: Progress) -> None:
+            deadline = time.monotonic() + most_s
+            while time.monotonic() < deadline and not os.path.exists(marker):
+                progress.step(0.05)
+
+        stopped(Progress(ledger, run_id), wait)
+        return label
+
     @app.task(name="fault.hold_gil", bind=True)
     def hold_gil(self: Any, label: str, count: int) -> str:
         run_id = ledger.start(self.request.id, label)

@@ -24,9 +24,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from kombu import Connection, Exchange, Queue
 
 from celery_plus.model.options import StoreOptions
 from celery_plus.model.store import Backend
+from tests.fast.conformance.stores import PG_URL
+from tests.support import drop_pg_schema
 
 from .harness import Deployment
 from .proxy import FaultProxy
@@ -150,3 +153,61 @@ def deploy(request: pytest.FixtureRequest, tmp_path: Path, prefix: str,
                 conn.execute(f'DROP SCHEMA IF EXISTS "{prefix}" CASCADE')
     for proxy in proxies:
         proxy.close()
+
+
+AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
+
+
+def _proxied(url: str, proxy: FaultProxy) -> str:
+    port = urlsplit(url).port
+    return url.replace(f":{port}", f":{proxy.port}", 1)
+
+
+def _drop_queue(name: str) -> None:
+    with contextlib.suppress(Exception), Connection(AMQP_URL, connect_timeout=2) as conn:
+        channel = conn.channel()
+        Queue(name, Exchange(name), channel=channel).delete()
+        Exchange(name, channel=channel).delete()
+
+
+@pytest.fixture
+def coordinated(tmp_path: Path, prefix: str, redis_servers: Callable[..., RedisServer]
+                ) -> Iterator[Callable[..., tuple[Deployment, FaultProxy, dict[str, Any]]]]:
+    """``coordinated(store, broker, lease_s, scenario)``: a deployment whose app keeps its broker
+    (``amqp`` or plain ``redis``) and names a coordination store (``redis``: a private
+    redis-server; ``postgres``: a schema of the shared server); a proxy in front of that
+    store, and the settings worker A needs to reach it through the proxy."""
+    made: list[tuple[Deployment, FaultProxy, str, str]] = []
+
+    def make(store: str, broker: str, lease_s: float,
+             scenario: str = "coordination partition"
+             ) -> tuple[Deployment, FaultProxy, dict[str, Any]]:
+        server = redis_servers() if store == "redis" or broker == "redis" else None
+        url = server.url if store == "redis" and server else PG_URL
+        broker_url = AMQP_URL if broker == "amqp" else server.url.rsplit("/", 1)[0] + "/1"
+        parts = urlsplit(url)
+        proxy = FaultProxy(parts.hostname or "127.0.0.1", parts.port or 0)
+        # Short reply bounds: a stalled call gives up well within a lease.
+        conf: dict[str, Any] = {"plus_coordination_url": url, "task_default_queue": prefix,
+                                "plus_pg_reply_timeout": lease_s / 3,
+                                "plus_pg_connect_timeout": 1.0}
+        deployment = Deployment(f"{scenario} ({broker})", f"coord-{store}",
+                                broker_url, prefix, tmp_path,
+                                lambda: open_view(store, url, prefix), lease_s, None, conf)
+        made.append((deployment, proxy, store, broker))
+        return deployment, proxy, {"plus_coordination_url": _proxied(url, proxy)}
+
+    yield make
+    for deployment, proxy, store, broker in made:
+        proxy.resume()  # a worker stuck on a stalled link stops
+        deployment.stop_workers()
+        deployment.ledger_anchor.close()
+        with contextlib.suppress(Exception):
+            deployment.app.close()
+        with contextlib.suppress(Exception):
+            deployment.view.close()
+        proxy.close()
+        if broker == "amqp":
+            _drop_queue(prefix)
+        if store == "postgres":
+            drop_pg_schema(PG_URL, prefix)
