@@ -20,8 +20,10 @@ from celery_plus.model.job_record import JobRecord
 __all__ = ["JobRecord", "clean_detail", "encode_detail"]
 
 #: Settle actions: ack = completed; fail/reject = dead letter; requeue = back to enqueued
-#: (dead letter once deliveries reach the limit); release = back to enqueued, uncounted.
-SETTLE_ACTIONS = ("ack", "fail", "reject", "requeue", "release")
+#: (dead letter once deliveries reach the limit); defer = as requeue, but scheduled after a
+#: back-off growing with the deliveries (``rules.defer_ms``); release = back to enqueued,
+#: uncounted.
+SETTLE_ACTIONS = ("ack", "fail", "reject", "requeue", "defer", "release")
 
 
 @dataclass(frozen=True)
