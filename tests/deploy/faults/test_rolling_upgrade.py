@@ -9,7 +9,8 @@ groups, and two jobs no release can read (a later release's format, no message),
 dead letters with their reason. Checked: each release ran the other's jobs; no worker exits
 but the one stopped (with 0); by the external ledger nothing is lost, no job runs more often
 than it asked (a retry: twice), no two runs of a job overlap and no group is ever over its
-limit. The README suite runs one old and one new worker on Redis; the long run two of each on
+limit; this release's workers announce the formats they read, the old ones nothing. The
+README suite runs one old and one new worker on Redis; the long run two of each on
 every store, and once across a Redis restart."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from celery_plus.model import formats
 from tests.support import wait_until
 
 from .harness import RETRIED, Deployment, Worker, check
@@ -105,6 +107,12 @@ def run_rolling_upgrade(deployment: Deployment, release: Path,
         deployment.wait_ready(worker)
     for worker in old:
         assert f"{IMPORTED}{release}" in worker.log(), worker.log()[:2000]
+    # This release's workers announce the stored formats they read; the previous release
+    # keeps no worker record, so no publisher sees its workers (docs/upgrading.md).
+    wait_until(lambda: len(deployment.view.worker_beats()) >= len(new), timeout=30,
+               message="this release's workers recorded")
+    beats = deployment.view.worker_beats()
+    assert len(beats) == len(new) and all(b.reads == formats.READS for b in beats), beats
     old_pids = {pid for worker in old for pid in worker.children()}
     new_pids = {pid for worker in new for pid in worker.children()}
     publish_mix(deployment, jobs, seconds=0.05, first=jobs)
