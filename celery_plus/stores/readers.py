@@ -51,12 +51,13 @@ class Readers:
     def all_read(self, fmt: str) -> bool:
         """Whether every live worker reads ``fmt`` (as of the last look; the fast path is a
         clock read and a dict lookup)."""
-        answer = self._answers.get(fmt) if self._clock() < self._next_look else None
+        due = self._clock() >= self._next_look
+        answer = None if due else self._answers.get(fmt)
         if answer is not None:
             return answer
+        if due:
+            self._look()
         with self._lock:
-            if self._clock() >= self._next_look:
-                self._look()
             unable = tuple(b.node for b in self._live if not b.can_read(fmt))
             if unable != self._unable.get(fmt, ()):
                 self._unable[fmt] = unable
@@ -65,15 +66,20 @@ class Readers:
         return not unable
 
     def _look(self) -> None:
-        self._next_look = self._clock() + self._every
-        self._answers = {}
+        """Read the records, once per interval whichever thread asks first; the store call
+        is made outside the lock (a fork or a slow store never leaves it held)."""
+        with self._lock:
+            if self._clock() < self._next_look:
+                return  # another thread looked meanwhile
+            self._next_look = self._clock() + self._every
         try:
             beats, now = self._records(), self._now_ms()
         except Exception as exc:  # the publish itself meets the outage, if any
             logger.debug("celery-plus: could not read the workers' records: %r", exc)
             return
-        self._live = [b for b in beats
-                      if worker_health(b.at_ms, b.interval_ms, now) != "gone"]
+        live = [b for b in beats if worker_health(b.at_ms, b.interval_ms, now) != "gone"]
+        with self._lock:
+            self._live, self._answers = live, {}
 
 
 def _log_change(fmt: str, unable: tuple[str, ...], setting: str) -> None:
