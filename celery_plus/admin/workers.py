@@ -11,10 +11,11 @@ The list comes from the store, with no broadcast and no wait:
   worker holds (by the worker id its claims carry, ``host:pid:nonce``: matched to a record
   by host and pid) and its newest lease deadline.
 
-**Health**, from the last beat and the worker's own interval: ``alive`` (a beat within two
-intervals and a second), ``late`` (within :data:`LATE_INTERVALS` intervals: a stalled or
-busy process), ``gone`` (no beat since: stopped, killed or cut off; its record is dropped
-after a day), ``unknown`` (no record: a worker of an earlier release, seen by its leases only).
+**Health**, from the last beat and the worker's own interval
+(:func:`~celery_plus.model.store.worker_health`): ``alive`` (a beat within two intervals and a
+second), ``late`` (within six: a stalled or busy process), ``gone`` (no beat since: stopped,
+killed or cut off; its record is dropped after a day), ``unknown`` (no record: a worker of an
+earlier release, seen by its leases only).
 
 **Remote control only on demand, once**: :func:`ask` sends one ``active_queues`` broadcast
 and marks the workers that answered (with the queues they consume now). The actions go to
@@ -30,15 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from celery_plus.admin.api import Admin, connect
+from celery_plus.model.store import worker_health
 
 logger = logging.getLogger("celery_plus.admin")
 
 #: How long the dashboard waits for workers to answer a remote-control broadcast (seconds).
 REPLY_TIMEOUT = 1.0
-#: A beat within this many intervals (and a second) is ``alive``.
-ALIVE_INTERVALS = 2
-#: A beat within this many intervals is ``late``; older is ``gone``.
-LATE_INTERVALS = 6
 #: Health values.
 HEALTH = ("alive", "late", "gone", "unknown")
 
@@ -81,14 +79,6 @@ class WorkerView:
                 "answered": self.answered}
 
 
-def health(last_beat_ms: int, interval_ms: int, now_ms: int) -> str:
-    """``alive``, ``late`` or ``gone`` for a worker whose last beat was at ``last_beat_ms``."""
-    since = now_ms - last_beat_ms
-    if since <= ALIVE_INTERVALS * interval_ms + 1000:
-        return "alive"
-    return "late" if since <= LATE_INTERVALS * interval_ms + 1000 else "gone"
-
-
 def node_host(node: str) -> str:
     return node.partition("@")[2]
 
@@ -98,7 +88,7 @@ def workers(admin: Admin, now_ms: int | None = None) -> list[WorkerView]:
     now = admin.store.now_ms() if now_ms is None else now_ms
     views = [WorkerView(node=r.node, host=r.host, pid=r.pid or None, last_heartbeat_ms=r.at_ms,
                         started_ms=r.started_ms, interval_ms=r.interval_ms,
-                        queues=list(r.queues), health=health(r.at_ms, r.interval_ms, now))
+                        queues=list(r.queues), health=worker_health(r.at_ms, r.interval_ms, now))
              for r in admin.worker_records()]
     lease_ms = admin.lease_ms
     for lease in admin.worker_leases():

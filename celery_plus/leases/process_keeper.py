@@ -27,6 +27,7 @@ from celery_plus.leases.holdings import Holdings
 from celery_plus.leases.keeper import LeaseKeeper, announce_lost, clock
 from celery_plus.leases.settles import flush, report_dead_letters
 from celery_plus.leases.tokens import delivery_tag
+from celery_plus.model import formats
 from celery_plus.model.store import WorkerBeat
 from celery_plus.runtime.helper_threads import native_lock
 from celery_plus.runtime.worker_state import (
@@ -156,7 +157,8 @@ class TransportKeeper(LeaseKeeper):
 
     def _worker_beat(self, backend: JobStore) -> None:
         """In a Celery worker, its record in the store every heartbeat interval (its node
-        name, host, pid, queues: the admin's workers page and health; ``WorkerRecords``)."""
+        name, host, pid, queues: the admin's workers page and health; the stored formats
+        it reads: publishers, ``stores/readers.py``; ``WorkerRecords``)."""
         node = worker_node()
         now = time.monotonic()
         if node is None or not self.users or now < self._next_beat:
@@ -166,7 +168,8 @@ class TransportKeeper(LeaseKeeper):
         record = getattr(backend, "worker_beat", None)
         if record is not None:
             record(WorkerBeat(node=node[0], host=socket.gethostname(), pid=os.getpid(),
-                              queues=node[1], interval_ms=round(interval * 1000)))
+                              queues=node[1], interval_ms=round(interval * 1000),
+                              reads=formats.READS))
 
     def maintains(self) -> bool:
         return self.users > 0

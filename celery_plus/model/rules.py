@@ -30,6 +30,11 @@ WINDOWS = ("pending", "running", "ttl")
 PRIORITY_FACTOR = 1 << 40
 #: Attempts kept in a job's history.
 HISTORY_MAX = 50
+#: A job given back with a back-off (settle action ``defer``: a message this release cannot
+#: read, for a worker of another release) waits this long after its first delivery, twice as
+#: long after each next one, never longer than :data:`DEFER_MAX_MS` (:func:`defer_ms`).
+DEFER_BASE_MS = 1000
+DEFER_MAX_MS = 60_000
 
 #: The constants above as the stores use them: written here only, and rendered into each
 #: store's own language when it loads (the Redis Lua library: ``stores/redis/scripts.py``;
@@ -38,6 +43,8 @@ HISTORY_MAX = 50
 RENDERED: Mapping[str, int | tuple[str, ...]] = {
     "PRIORITY_FACTOR": PRIORITY_FACTOR,
     "HISTORY_MAX": HISTORY_MAX,
+    "DEFER_BASE_MS": DEFER_BASE_MS,
+    "DEFER_MAX_MS": DEFER_MAX_MS,
     "WAITING": WAITING,
     "FINISHED": FINISHED,
 }
@@ -157,6 +164,11 @@ RULES: Mapping[str, Rule] = {
     "requeue": Rule(("running",), "enqueued", hold=_BACK_TO_WAIT, slot=Slot.FREE,
                     lease=Lease.DROP, history="(reason, default 'requeued')",
                     note="at the delivery limit: 'delivery limit' instead"),
+    "defer": Rule(("running",), "scheduled", hold=_BACK_TO_WAIT, slot=Slot.FREE,
+                  lease=Lease.DROP, history="(reason, default 'deferred')",
+                  note="due now + defer_ms(deliveries): a give-back that is no hot loop (a "
+                       "message this worker cannot read waits for one that can, while the "
+                       "jobs behind it run); at the delivery limit: 'delivery limit' instead"),
     "release": Rule(("running",), "enqueued", hold=_BACK_TO_WAIT, slot=Slot.FREE,
                     lease=Lease.DROP, deliveries=Count.UNDO,
                     note="a delivery given back unstarted: not counted, no history entry"),
@@ -205,7 +217,7 @@ RULES: Mapping[str, Rule] = {
 
 #: The settle actions (``Backend.settle``) and the rule each applies.
 SETTLE_RULES = {"ack": "ack", "fail": "fail", "reject": "reject", "requeue": "requeue",
-                "release": "release"}
+                "defer": "defer", "release": "release"}
 
 
 # -- decisions ------------------------------------------------------------------------------
@@ -257,6 +269,12 @@ def lease_expired(deadline: int, now: int) -> bool:
 
 def at_delivery_limit(deliveries: int, max_deliveries: int) -> bool:
     return max_deliveries > 0 and deliveries >= max_deliveries
+
+
+def defer_ms(deliveries: int) -> int:
+    """How long a job given back by ``defer`` after its ``deliveries``-th delivery waits:
+    :data:`DEFER_BASE_MS` doubled per delivery after the first, at most :data:`DEFER_MAX_MS`."""
+    return min(DEFER_BASE_MS << min(max(deliveries - 1, 0), 30), DEFER_MAX_MS)
 
 
 def score(priority: int, seq: int) -> int:

@@ -14,14 +14,17 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
+from celery_plus.model import formats
 from celery_plus.model.details import clean_detail, encode_detail
 from celery_plus.model.job_record import JobRecord
 
 __all__ = ["JobRecord", "clean_detail", "encode_detail"]
 
 #: Settle actions: ack = completed; fail/reject = dead letter; requeue = back to enqueued
-#: (dead letter once deliveries reach the limit); release = back to enqueued, uncounted.
-SETTLE_ACTIONS = ("ack", "fail", "reject", "requeue", "release")
+#: (dead letter once deliveries reach the limit); defer = as requeue, but scheduled after a
+#: back-off growing with the deliveries (``rules.defer_ms``); release = back to enqueued,
+#: uncounted.
+SETTLE_ACTIONS = ("ack", "fail", "reject", "requeue", "defer", "release")
 
 
 @dataclass(frozen=True)
@@ -404,6 +407,18 @@ class ScheduleStore(Store, Protocol):
 
 #: A worker record with no beat for this long is dropped (the workers page forgets it).
 WORKER_RECORD_KEEP_MS = 24 * 3600 * 1000
+#: A beat within this many of the worker's intervals (and a second) is ``alive``.
+ALIVE_INTERVALS = 2
+#: A beat within this many intervals is ``late``; older is ``gone``.
+LATE_INTERVALS = 6
+
+
+def worker_health(last_beat_ms: int, interval_ms: int, now_ms: int) -> str:
+    """``alive``, ``late`` or ``gone`` for a worker whose last beat was at ``last_beat_ms``."""
+    since = now_ms - last_beat_ms
+    if since <= ALIVE_INTERVALS * interval_ms + 1000:
+        return "alive"
+    return "late" if since <= LATE_INTERVALS * interval_ms + 1000 else "gone"
 
 
 @dataclass(frozen=True)
@@ -421,11 +436,22 @@ class WorkerBeat:
     #: Store times (ms): its first beat as this process (a new pid starts anew), its last.
     started_ms: int = 0
     at_ms: int = 0
+    #: The stored message formats it reads (``model/formats.py``); () = not announced (a
+    #: record of an earlier release): taken as ``formats.UNANNOUNCED``.
+    reads: tuple[str, ...] = ()
 
     def info(self) -> dict[str, Any]:
         """What the store keeps as given (the times are the store's)."""
-        return {"host": self.host, "pid": self.pid, "queues": list(self.queues),
-                "interval_ms": self.interval_ms}
+        info: dict[str, Any] = {"host": self.host, "pid": self.pid, "queues": list(self.queues),
+                                "interval_ms": self.interval_ms}
+        if self.reads:
+            info["reads"] = list(self.reads)
+        return info
+
+    def can_read(self, fmt: str) -> bool:
+        """Whether this worker reads stored format ``fmt``, as it announced (or, announcing
+        nothing, as every release that keeps records does)."""
+        return fmt in (self.reads or formats.UNANNOUNCED)
 
     @classmethod
     def of(cls, node: str, info: Any, started_ms: int, at_ms: int) -> WorkerBeat:
@@ -437,12 +463,13 @@ class WorkerBeat:
                 info = {}
         if not isinstance(info, dict):
             info = {}
-        queues = info.get("queues")
+        queues, reads = info.get("queues"), info.get("reads")
         return cls(node=node, host=str(info.get("host") or ""),
                    pid=_int(info.get("pid")),
                    queues=tuple(str(q) for q in queues) if isinstance(queues, list) else (),
                    interval_ms=_int(info.get("interval_ms")), started_ms=int(started_ms),
-                   at_ms=int(at_ms))
+                   at_ms=int(at_ms),
+                   reads=tuple(str(f) for f in reads) if isinstance(reads, list) else ())
 
 
 def _int(value: Any) -> int:

@@ -31,6 +31,7 @@ from celery_plus.leases.holdings import SURE_SHARE, Holdings
 from celery_plus.leases.keeper import clock
 from celery_plus.leases.settles import flush, report_dead_letters
 from celery_plus.leases.tokens import SURE_UNTIL, add_lease_header, delivery_tag, parse_delivery_tag
+from celery_plus.model.rules import defer_ms
 from celery_plus.model.store import Backend, Claim, ClaimResult
 from celery_plus.runtime.helper_threads import native_lock
 from celery_plus.runtime.worker_state import worker_running, worker_stopping
@@ -448,19 +449,23 @@ class Channel(virtual.Channel):
             self.qos.holdings.settle(parsed[0], parsed[1], "ack")
 
     def _settle_unreadable(self, tag: str, unreadable: Unreadable, deliveries: int) -> None:
-        """A claimed job this release cannot read: back to its queue (a delivery counted)
-        or a dead letter, with the reason (``envelopes.py``). Back at most until its
-        ``deliveries`` reach this worker's ``plus_max_deliveries``, whatever the job's own
-        limit (none, for a job stored by ``push_raw``): never a loop between workers that
-        cannot read it."""
-        if not unreadable.requeue \
+        """A claimed job this release cannot read: given back after a back-off (settle
+        ``defer``: scheduled ``rules.defer_ms(deliveries)`` ahead, a delivery counted, the
+        jobs behind it claimed meanwhile) or a dead letter, with the reason
+        (``envelopes.py``). Given back at most until its ``deliveries`` reach this worker's
+        ``plus_max_deliveries``, whatever the job's own limit (none, for a job stored by
+        ``push_raw``): never a loop between workers that cannot read it, never a hot one
+        that spends its deliveries in milliseconds before a worker that reads it claims it."""
+        if not unreadable.give_back \
                 or deliveries >= self.open_transport.config.max_deliveries:
             self._dead_letter_now(tag, unreadable.detail)
             return
         parsed = parse_delivery_tag(tag)
         if parsed is not None:
-            self.qos.holdings.settle(parsed[0], parsed[1], "requeue", unreadable.detail)
-            logger.warning("celery-plus: job %s given back: %s", parsed[0], unreadable)
+            self.qos.holdings.settle(parsed[0], parsed[1], "defer", unreadable.detail)
+            logger.warning("celery-plus: job %s given back for %.0f s (delivery %d of %d): %s",
+                           parsed[0], defer_ms(deliveries) / 1000, deliveries,
+                           self.open_transport.config.max_deliveries, unreadable)
 
     def _dead_letter_now(self, tag: Any, detail: dict[str, Any]) -> None:
         parsed = parse_delivery_tag(tag) if tag else None

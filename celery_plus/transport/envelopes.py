@@ -9,10 +9,12 @@ again). Each case is a delivery: the claim counted it.
   :data:`MISSING`;
 * a stored format this release does not know: the message starts with a NUL byte, which no
   JSON envelope does (the mark of a layout, e.g. the Redis compact layout's ``\\0z1``, which
-  the store inflates before this; a later release's mark stays as it is) → back to its queue
-  for a worker that reads it (``requeue``, reason :data:`UNKNOWN_FORMAT`); a dead letter
-  with that reason once its deliveries reach the worker's ``plus_max_deliveries`` (or the
-  job's own limit first: reason ``delivery limit``);
+  the store inflates before this; a later release's mark stays as it is) → given back for a
+  worker that reads it (settle ``defer``: scheduled after a back-off growing with its
+  deliveries, ``rules.defer_ms``, so the jobs behind it run meanwhile and its deliveries last
+  while a rolling upgrade brings up such a worker; reason :data:`UNKNOWN_FORMAT`); a dead
+  letter with that reason once its deliveries reach the worker's ``plus_max_deliveries`` (or
+  the job's own limit first: reason ``delivery limit``);
 * anything else that is no kombu envelope (not JSON, not an object, without ``properties``,
   nested past Python's recursion limit) → a dead letter, reason ``malformed message``.
 
@@ -37,13 +39,13 @@ UNKNOWN_FORMAT = "unreadable by this release"
 
 
 class Unreadable(Exception):
-    """A claimed message this release cannot deliver: settle it with ``detail``, by
-    ``requeue`` if a worker of another release may read it, else as a dead letter."""
+    """A claimed message this release cannot deliver: settle it with ``detail``, given back
+    (``give_back``) if a worker of another release may read it, else as a dead letter."""
 
-    def __init__(self, detail: dict[str, Any], requeue: bool = False) -> None:
+    def __init__(self, detail: dict[str, Any], give_back: bool = False) -> None:
         super().__init__(detail.get("exc_message") or detail["reason"])
         self.detail = detail
-        self.requeue = requeue
+        self.give_back = give_back
 
 
 def read_envelope(message: str | bytes | None) -> dict[str, Any]:
@@ -59,7 +61,7 @@ def read_envelope(message: str | bytes | None) -> dict[str, Any]:
             UNKNOWN_FORMAT, exc_type="UnknownFormat",
             exc_message=f"the message is stored in a format this release does not read "
                         f"(it starts with {head!r}; a later release's layout?): it goes back "
-                        "for a worker that reads it; upgrade this worker"), requeue=True)
+                        "for a worker that reads it; upgrade this worker"), give_back=True)
     try:
         raw = json.loads(message)
         if not isinstance(raw, dict) or not isinstance(raw.get("properties"), dict):

@@ -236,6 +236,8 @@ ADDED_SINCE_LEGACY = {
     "p_ttls bigint[], p_groups text[], p_limits integer[], p_mdls integer[], "
     "p_backstop bigint, p_continues bigint[], p_rate_groups text[], "
     "p_rate_limits integer[], p_rate_windows bigint[])",
+    # release 8: the settle action defer (a requeue scheduled after a growing back-off).
+    "function defer_ms(p_deliveries integer)", "function schedule(p_id text, p_due bigint)",
 }
 
 

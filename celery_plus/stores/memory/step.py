@@ -161,6 +161,8 @@ class Step:
             return "coalesced"
         if rule.target == "enqueued":
             self.enqueue(job)
+        elif rule.target == "scheduled":  # defer: back after a back-off (rules.defer_ms)
+            job.state, job.due_ms = "scheduled", self.now + rules.defer_ms(job.deliveries)
         elif rule.target in rules.FINISHED:
             job.state, job.finished_ms = rule.target, self.now
         if rule.target == "failed":
@@ -314,17 +316,18 @@ class Step:
                 self.apply(job, RULES["ack"])
             elif s.action == "release":
                 self.apply(job, RULES["release"])
-            elif s.action == "requeue" and rules.at_delivery_limit(job.deliveries,
-                                                                   job.max_deliveries):
+            elif s.action in ("requeue", "defer") and rules.at_delivery_limit(
+                    job.deliveries, job.max_deliveries):
                 detail = dict(detail or {}, reason="delivery limit")
                 if not _truthy(detail.get("exc_message")):
                     detail["exc_message"] = rules.delivery_limit_message(job.deliveries,
                                                                          False)
                 self.dead_letter(job, detail)
                 dead.append((job.id, "delivery limit"))
-            elif s.action == "requeue":
-                self.apply(job, RULES["requeue"],
-                           _text((detail or {}).get("reason")) or "requeued", detail)
+            elif s.action in ("requeue", "defer"):
+                default = "requeued" if s.action == "requeue" else "deferred"
+                self.apply(job, RULES[s.action], _text((detail or {}).get("reason")) or default,
+                           detail)
             else:  # fail, reject
                 detail = dict(detail or {})
                 if s.action == "reject" and not _truthy(detail.get("reason")):

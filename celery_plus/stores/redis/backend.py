@@ -16,6 +16,7 @@ from typing import Any
 import redis
 from celery.exceptions import ImproperlyConfigured
 
+from celery_plus.model import formats
 from celery_plus.model.details import encode_detail
 from celery_plus.model.options import DEFAULT_OPTIONS, OptionsView, StoreOptions
 from celery_plus.model.store import (
@@ -38,6 +39,7 @@ from celery_plus.model.store import (
     rate_usage_of,
 )
 from celery_plus.settings import PlusConfig
+from celery_plus.stores.readers import Readers
 from celery_plus.stores.redis.connect import RedisConnect, from_kombu
 from celery_plus.stores.redis.envelope import deflated, envelope_bytes, envelope_or_none
 from celery_plus.stores.redis.eviction import check_policy
@@ -140,6 +142,7 @@ class RedisBackend(OptionsView, Backend):
         connector: RedisConnect | None = None,
         client: Any = None,
         allow_eviction: bool | None = None,
+        readers: Readers | None = None,
     ) -> None:
         self.url = url
         #: ``plus_redis_allow_eviction``: :meth:`connect` refuses (False) or warns about (True)
@@ -158,6 +161,10 @@ class RedisBackend(OptionsView, Backend):
         self._bindings_script = self.client.register_script(_BINDINGS)
         self._pause_script = self.client.register_script(_PAUSE)
         self._deadline_script = self.client.register_script(_DEADLINE)
+        #: Whether the live workers read the compact layout (``stores/readers.py``): a
+        #: publish writes it only then (a Redis Cluster's scopes share their store's).
+        self.readers = readers or Readers(self.worker_beats, self.now_ms,
+                                          "plus_redis_compact_records = False")
         self._publish_lock = threading.Lock()
         self._publish_conn: Any = None
         self._publish_pid = 0
@@ -217,15 +224,21 @@ class RedisBackend(OptionsView, Backend):
         replies = self.scripts.pipeline([("publish", self._publish_args(job)) for job in jobs])
         return [self._outcome(job, reply) for job, reply in zip(jobs, replies, strict=True)]
 
+    def writes_compact(self) -> bool:
+        """Whether a publish now writes the compact layout: ``plus_redis_compact_records``,
+        and every live worker reads it (its record says so: ``stores/readers.py``)."""
+        return self.options.compact_records and self.readers.all_read(formats.Z1)
+
     def _publish_args(self, job: NewJob) -> list[Any]:
         # Numbers travel together (fewer arguments keep the client's cost down); every text
         # field is an argument of its own, so a key or name may hold any character.
+        compact = self.writes_compact()
         numbers = (f"{int(job.priority)} {int(job.eta_ms)} {int(job.unique_ttl_ms)} "
                    f"{int(job.concurrency_limit)} {int(job.max_deliveries)} "
                    f"{int(self.backstop_ms)} {int(job.lease_token)} "
                    f"{int(job.rate_limit)} {int(job.rate_window_ms)} "
-                   f"{1 if self.options.compact_records else 0}")
-        message = deflated(job.message) if self.options.compact_records else job.message
+                   f"{1 if compact else 0}")
+        message = deflated(job.message) if compact else job.message
         return [self.prefix, job.id, job.queue, message, numbers, job.name,
                 job.unique_lock, job.unique_window, job.concurrency_group, job.rate_group]
 

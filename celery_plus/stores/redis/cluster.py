@@ -101,13 +101,16 @@ class RedisClusterBackend(OptionsView, Backend):
 
     # -- scopes -------------------------------------------------------------------------
     def _scope(self, scope: str) -> RedisBackend:
+        # The worker records are the global scope's: every scope's publishes ask its readers.
+        readers = None if scope == GLOBAL else self.store.readers
         with self._lock:
             backend = self._scopes.get(scope)
             if backend is None:
                 prefixed = StoreOptions(**{**vars(self.options),
                                            "prefix": scoped_prefix(self.prefix, scope)})
                 backend = self._scopes[scope] = RedisBackend(
-                    self.url, prefixed, connector=self.connector, client=self.client)
+                    self.url, prefixed, connector=self.connector, client=self.client,
+                    readers=readers)
             return backend
 
     def queue(self, name: str) -> RedisBackend:

@@ -402,8 +402,16 @@ class _Tx:
                  "WHERE id = ?", self.now, job_id)
         self.stat("deduplicated")
 
-    def requeue(self, job_id: str) -> str:
-        """A running job goes back to waiting; returns 'requeued' or 'coalesced'.
+    def schedule(self, job_id: str, due_ms: int) -> None:
+        """Waiting, scheduled until ``due_ms`` (it keeps its score); waiters wake to learn
+        the due time."""
+        self.run("UPDATE jobs SET state = 'scheduled', due_ms = ?, rate_parked = 0 "
+                 "WHERE id = ?", due_ms, job_id)
+        self.woke = True
+
+    def requeue(self, job_id: str, due_ms: int = 0) -> str:
+        """A running job goes back to waiting (scheduled until ``due_ms`` if given); returns
+        'requeued' or 'coalesced'.
 
         The pending window's hold is taken again; if another job took it meanwhile, this one
         coalesces into it.
@@ -419,7 +427,10 @@ class _Tx:
                 self.set_hold(lock, job_id, self.backstop)
             elif window == "running":
                 self.refresh_hold(lock, job_id)
-        self.enqueue(job_id)
+        if due_ms:
+            self.schedule(job_id, due_ms)
+        else:
+            self.enqueue(job_id)
         return "requeued"
 
     # -- cluster rate limits (lib.lua's rate_* helpers) ----------------------------------
@@ -830,8 +841,8 @@ class SQLiteBackend(OptionsView, Backend):
                 tx.run("UPDATE jobs SET deliveries = ? WHERE id = ?",
                        max(int(deliveries) - 1, 0), s.job_id)
                 tx.requeue(s.job_id)
-            elif s.action == "requeue":
-                if limit > 0 and deliveries >= limit:
+            elif s.action in ("requeue", "defer"):
+                if rules.at_delivery_limit(deliveries, limit):
                     detail = detail or {}
                     detail["reason"] = "delivery limit"
                     if not _truthy(detail.get("exc_message")):
@@ -840,9 +851,11 @@ class SQLiteBackend(OptionsView, Backend):
                     tx.dead_letter(s.job_id, detail)
                     dead.append((s.job_id, "delivery limit"))
                 else:
-                    reason = _text((detail or {}).get("reason")) or "requeued"
+                    defer = s.action == "defer"
+                    reason = (_text((detail or {}).get("reason"))
+                              or ("deferred" if defer else "requeued"))
                     tx.push_history(s.job_id, tx.attempt_entry(s.job_id, reason, detail))
-                    tx.requeue(s.job_id)
+                    tx.requeue(s.job_id, tx.now + rules.defer_ms(deliveries) if defer else 0)
             else:  # fail, reject
                 detail = detail or {}
                 if s.action == "reject" and not _truthy(detail.get("reason")):

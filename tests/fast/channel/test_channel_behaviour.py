@@ -14,6 +14,7 @@ queue, and its ack dead-letters it
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import random
 import threading
@@ -27,6 +28,7 @@ import kombu
 import pytest
 from kombu import Consumer, Exchange, Producer, Queue
 
+from celery_plus.model import rules
 from celery_plus.model.store import NewJob
 from celery_plus.transport.channel import ChannelClosed
 from tests.support import wait_until
@@ -436,24 +438,35 @@ def test_an_unreadable_message_is_dead_lettered_with_its_reason_and_the_consumer
     assert int(record["dl"]) == 1, record  # its claim counted as a delivery
 
 
-def test_a_message_in_a_later_release_s_format_goes_back_counted_then_dead_letters(
+def test_a_message_in_a_later_release_s_format_goes_back_after_a_growing_back_off(
         store: Store) -> None:
     """A stored format this release does not read (a NUL-led mark, as a later release's
-    layout would start) goes back with its reason for a worker that reads it, each time a
-    delivery; at the worker's ``plus_max_deliveries`` (3 here) it is a dead letter."""
+    layout would start) is given back with its reason for a worker that reads it, each time
+    a delivery, but not at the head of its queue at once: it waits a back-off that grows
+    with its deliveries (``rules.defer_ms``: 1 s, then 2 s), while the jobs behind it run.
+    At the worker's ``plus_max_deliveries`` (3 here) it is a dead letter."""
     store.view.push_raw("work", "later", b"\x00z9 a later release's layout")
     with store.connection(plus_max_deliveries=3) as conn:
-        job_id = publish(conn.default_channel, "work")
-        [got], _ = consume(conn, "work", 1)
-        assert got.headers["id"] == job_id
-        got.ack()
-        drain(conn, lambda: store.state("later") == "failed")  # claims it again meanwhile
+        behind = [publish(conn.default_channel, "work") for _ in range(4)]
+        got, _ = consume(conn, "work", len(behind))
+        assert job_ids(got) == behind
+        for message in got:
+            message.ack()
+        # Every job behind it ran while it waits its first back-off, one delivery spent.
+        drain(conn, lambda: store.state("later") != "running")  # the settle stored
+        record = store.inspect.job("later") or {}
+        assert (record.get("st"), int(record.get("dl") or 0)) == ("scheduled", 1), record
+        drain(conn, lambda: store.state("later") == "failed", timeout=20)
         nothing_more(conn, 0.3)
     record = store.inspect.job("later") or {}
     assert record["reason"] == "unreadable by this release", record
     assert int(record["dl"]) == 3, record
-    history = json.loads(record["hist"])
-    assert [e.get("outcome") for e in history][-3:] == ["unreadable by this release"] * 3, history
+    history = json.loads(record["hist"])[-3:]
+    assert [e.get("outcome") for e in history] == ["unreadable by this release"] * 3, history
+    ends = [int(e["finished_ms"]) for e in history]
+    gaps = [b - a for a, b in itertools.pairwise(ends)]
+    assert gaps[0] >= rules.defer_ms(1) and gaps[1] >= rules.defer_ms(2), gaps
+    assert rules.defer_ms(2) > rules.defer_ms(1) and max(gaps) < 10_000, gaps
 
 
 def test_a_body_that_cannot_be_decoded_is_dead_lettered(store: Store) -> None:

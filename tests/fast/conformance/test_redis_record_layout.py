@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from celery_plus.admin import Admin, admin_for
-from celery_plus.model.store import Backend, Settle
+from celery_plus.model import formats
+from celery_plus.model.store import Backend, Settle, WorkerBeat
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.envelope import MARK, envelope_bytes
 from tests.inspectors import inspector_for
@@ -162,3 +163,27 @@ def test_the_setting_reaches_the_store_options() -> None:
     assert StoreOptions().compact_records is True
     off = settings.resolve({"plus_redis_compact_records": False})
     assert StoreOptions.of(off).compact_records is False
+
+
+def test_a_publisher_writes_the_hash_layout_while_a_live_worker_cannot_read_the_compact_one(
+        redis_backend: RedisBackend, make_backend: Callable[..., Backend]) -> None:
+    """A live worker whose record says it reads JSON only (not ``z1``): a publisher with
+    the compact layout on writes the envelope in the hash, which every release reads, until
+    a look at the records (a new publisher here: one look per ``readers.LOOK_EVERY``) finds
+    no such worker."""
+    redis_backend.worker_beat(WorkerBeat(node="old@h", host="h", pid=1, interval_ms=60_000,
+                                         reads=(formats.JSON,)))
+    redis_backend.worker_beat(WorkerBeat(node="new@h", host="h", pid=2, interval_ms=60_000,
+                                         reads=formats.READS))
+    message = envelope("held", TASK, [1])
+    assert publish(redis_backend, "held", message, name=TASK).accepted
+    assert redis_backend.client.hget(redis_backend.key("job", "held"), "msg") == message.encode()
+    assert not redis_backend.client.exists(redis_backend.key("m", "held"))
+    assert [c.message for c in claim(redis_backend).claims] == [message.encode()]
+    # The old worker upgraded: a look after it finds every live worker reading z1.
+    redis_backend.worker_beat(WorkerBeat(node="old@h", host="h", pid=3, interval_ms=60_000,
+                                         reads=formats.READS))
+    upgraded = make_backend(compact_records=True)
+    assert isinstance(upgraded, RedisBackend) and upgraded.writes_compact()
+    assert publish(upgraded, "compact", envelope("compact", TASK, [1]), name=TASK).accepted
+    assert stored_envelope(upgraded, "compact") == envelope("compact", TASK, [1]).encode()

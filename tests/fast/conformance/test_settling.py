@@ -4,13 +4,15 @@ Rules: a settle applies only while its (job, token) claim is current — a stale
 or a finished job, changes nothing; settles sent with a claim take effect before it; ack
 completes; fail/reject dead-letter with the message, the reason, the exception details and an
 attempt in the history; requeue goes back to enqueued and records an attempt, or dead-letters
-once deliveries reach the limit; release goes back without counting the delivery.
+once deliveries reach the limit; defer does the same but waits scheduled for a back-off that
+grows with the deliveries; release goes back without counting the delivery.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from celery_plus.model import rules
 from celery_plus.model.store import SETTLE_ACTIONS, Backend, Settle
 from tests.inspectors import Inspector
 
@@ -118,6 +120,36 @@ def test_requeue_goes_back_to_enqueued_and_records_an_attempt(backend: Backend,
     assert [h["outcome"] for h in hist] == ["worker lost", "requeued"]
     assert hist[0]["exc_type"] == "WL" and "exc_type" not in hist[1]
     assert [h["delivery"] for h in hist] == [1, 2]
+
+
+def test_defer_schedules_the_job_after_a_back_off_that_grows_with_its_deliveries(
+        backend: Backend, inspect: Inspector) -> None:
+    """defer: a counted give-back, not to the head of the queue but scheduled
+    ``rules.defer_ms(deliveries)`` ahead (its slot freed, the jobs behind it claimable at
+    once); dead-lettered at the delivery limit like requeue."""
+    publish(backend, "a", max_deliveries=3, concurrency_group="g", concurrency_limit=1)
+    publish(backend, "b", concurrency_group="g", concurrency_limit=1)
+    tok = claim(backend, max_jobs=1).claims[0].token
+    for delivery in (1, 2):
+        detail = {"reason": "unreadable by this release"} if delivery == 1 else None
+        assert backend.settle([Settle("a", tok, "defer", detail)]) == []
+        rec = record(backend, "a")
+        settled_at = rec.history[-1]["finished_ms"]
+        assert (rec.state, rec.deliveries) == ("scheduled", delivery)
+        assert rec.due_ms == settled_at + rules.defer_ms(delivery)
+        assert inspect.lease_deadline("a") is None
+        if delivery == 1:  # not due: the job behind it is claimed, its slot free
+            result = claim(backend)
+            assert ids(result) == ["b"] and result.next_due is not None
+            backend.settle([Settle("b", result.claims[0].token, "ack")])
+        got = backend.claim_job("a", "w1")  # by id, due or not: the next delivery
+        assert (got.outcome, got.deliveries) == ("claimed", delivery + 1)
+        tok = got.token
+    assert [h["outcome"] for h in history(backend, "a")] == [
+        "unreadable by this release", "deferred"]
+    assert rules.defer_ms(1) < rules.defer_ms(2) <= rules.DEFER_MAX_MS == rules.defer_ms(99)
+    assert backend.settle([Settle("a", tok, "defer")]) == [("a", "delivery limit")]
+    assert record(backend, "a").state == "failed"
 
 
 def test_release_does_not_count_a_delivery(backend: Backend) -> None:

@@ -2,11 +2,13 @@
 
 Rules: a beat stores the worker's info under its node name, stamped with the store's time
 (``at_ms``); ``started_ms`` is its first beat, kept while the pid stays the same (a new pid
-under the same node name starts anew); records list by node name.
+under the same node name starts anew); records list by node name; a record keeps the stored
+formats its worker announces it reads.
 """
 
 from __future__ import annotations
 
+from celery_plus.model import formats
 from celery_plus.model.store import Backend, WorkerBeat
 
 from .support import wait_until
@@ -39,3 +41,15 @@ def test_started_is_kept_for_the_same_pid_and_starts_anew_for_another(backend: B
     backend.worker_beat(_beat("w1@h1", 99))
     [restarted] = backend.worker_beats()
     assert restarted.pid == 99 and restarted.started_ms == restarted.at_ms > again.at_ms
+
+
+def test_a_record_keeps_the_formats_its_worker_reads(backend: Backend) -> None:
+    """A worker announces the stored formats it reads (publishers look: ``stores/readers.py``);
+    a record of an earlier release announces none and is taken to read what all of them do."""
+    backend.worker_beat(WorkerBeat(node="w1@h1", host="h1", pid=10, interval_ms=2000,
+                                   reads=(formats.JSON, "z9")))
+    backend.worker_beat(_beat("w2@h1", 11))
+    announced, earlier = backend.worker_beats()
+    assert announced.reads == (formats.JSON, "z9") and earlier.reads == ()
+    assert announced.can_read("z9") and not announced.can_read(formats.Z1)
+    assert all(earlier.can_read(f) for f in formats.UNANNOUNCED) and not earlier.can_read("z9")

@@ -6,7 +6,7 @@ a random sequence of what clients, workers, operators and time do to a store: pu
 (unique windows and TTLs, concurrency groups, ETAs, priorities, delivery limits,
 continuations carrying the current, an old or no lease token, the same message sent again),
 claims by several workers (with settles piggybacked), claims by id, heartbeats, acks, fails,
-rejects, requeues and releases with current and stale tokens, worker crashes (its claims
+rejects, requeues, deferrals and releases with current and stale tokens, worker crashes (its claims
 stop being renewed; its late settles may still come), clock jumps past leases, holds and
 TTLs, recovery, maintenance, admin retry / cancel / discard, and purge. Every operation's
 reply must be the model's, and after every step what a user can observe must be the same:
@@ -59,7 +59,7 @@ WORKERS = ("w1", "w2", "w3")
 #: ETA relative to now (None: no ETA).
 ETAS = (None, None, None, None, -1_000, 5_000, 45_000, 200_000)
 STEPS = (1, 1_001, 10_003, 30_001, 30_001, 61_003, 120_007, 400_009)
-ACTIONS = ("ack", "fail", "reject", "requeue", "release")
+ACTIONS = ("ack", "fail", "reject", "requeue", "defer", "release")
 DETAILS: tuple[dict[str, Any] | None, ...] = (
     None,
     {"reason": "task failed", "exc_type": "ValueError", "exc_message": "boom",

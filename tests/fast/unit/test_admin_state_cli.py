@@ -85,8 +85,7 @@ def test_dlq_show_names_a_reserved_job_reserved(store: Store) -> None:
 
 # -- workers by Celery name, with health ---------------------------------------------------
 def test_workers_are_listed_by_node_name_with_health_from_the_store(store: Store) -> None:
-    from celery_plus.admin.workers import health
-    from celery_plus.model.store import WorkerBeat
+    from celery_plus.model.store import WorkerBeat, worker_health
 
     store.backend.worker_beat(WorkerBeat(node="w1@h1", host="h1", pid=4242,
                                          queues=("celery", "mail"), interval_ms=2000))
@@ -106,7 +105,7 @@ def test_workers_are_listed_by_node_name_with_health_from_the_store(store: Store
     [data] = as_json(run(store, "workers", "--json"))
     assert (data["node"], data["health"], data["jobs"]) == ("w1@h1", "alive", 1)
     # health from the last beat and the worker's own interval
-    assert [health(0, 2000, now) for now in (5000, 5001, 13000, 13001)] == [
+    assert [worker_health(0, 2000, now) for now in (5000, 5001, 13000, 13001)] == [
         "alive", "late", "late", "gone"]
 
 

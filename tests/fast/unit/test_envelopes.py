@@ -13,7 +13,7 @@ from celery_plus.transport.envelopes import Unreadable, read_envelope
 def test_a_nul_led_message_goes_back_for_another_release(stored: str | bytes) -> None:
     with pytest.raises(Unreadable) as caught:
         read_envelope(stored)
-    assert caught.value.requeue is True
+    assert caught.value.give_back is True
 
 
 @pytest.mark.parametrize("stored", ["\ud800 not json", b"\xff\xfe", "[" * 100_000, "[]",
@@ -21,7 +21,7 @@ def test_a_nul_led_message_goes_back_for_another_release(stored: str | bytes) ->
 def test_anything_else_unreadable_is_a_dead_letter(stored: str | bytes) -> None:
     with pytest.raises(Unreadable) as caught:
         read_envelope(stored)
-    assert caught.value.requeue is False
+    assert caught.value.give_back is False
 
 
 def test_a_kombu_envelope_is_read() -> None:

@@ -12,6 +12,14 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT {{PRIORITY_FACTOR}}::bigint $$
 CREATE OR REPLACE FUNCTION history_max() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT {{HISTORY_MAX}}::integer $$;
 
+-- How long a job given back by settle's 'defer' after its p_deliveries-th delivery waits:
+-- DEFER_BASE_MS doubled per delivery after the first, at most DEFER_MAX_MS (rules.defer_ms).
+CREATE OR REPLACE FUNCTION defer_ms(p_deliveries integer) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT least({{DEFER_BASE_MS}}::bigint * (1::bigint << least(greatest(p_deliveries - 1, 0), 30)),
+                 {{DEFER_MAX_MS}}::bigint)
+$$;
+
 -- States in which a job waits for a worker.
 CREATE OR REPLACE FUNCTION waiting_states() RETURNS text[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT {{WAITING}}::text[] $$;
@@ -25,6 +33,8 @@ CREATE OR REPLACE FUNCTION rules() RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT jsonb_build_object('PRIORITY_FACTOR', {{PRIORITY_FACTOR}}::bigint,
                               'HISTORY_MAX', {{HISTORY_MAX}}::integer,
+                              'DEFER_BASE_MS', {{DEFER_BASE_MS}}::bigint,
+                              'DEFER_MAX_MS', {{DEFER_MAX_MS}}::bigint,
                               'WAITING', to_jsonb({{WAITING}}::text[]),
                               'FINISHED', to_jsonb({{FINISHED}}::text[]))
 $$;

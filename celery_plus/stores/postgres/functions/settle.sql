@@ -1,4 +1,5 @@
--- End claims, fenced by (id, token); stale settles change nothing. Returns the dead-lettered
+-- End claims, fenced by (id, token); stale settles change nothing. Actions: ack, fail, reject,
+-- requeue, defer (a requeue scheduled after defer_ms(deliveries)), release. Returns the dead-lettered
 -- (id, reason) pairs. Rows are locked in id order, then their groups in name order, so
 -- concurrent settles never deadlock each other. Details are decoded with safe_jsonb(): a detail
 -- that is not JSON is a note, never an error that aborts the batch. p_run_ms: per settle, how
@@ -64,7 +65,7 @@ BEGIN
         IF v_action = 'release' THEN
             UPDATE jobs SET deliveries = greatest(v_dl - 1, 0) WHERE id = v_id;
             PERFORM requeue(v_id, v_now, p_backstop);
-        ELSIF v_action = 'requeue' THEN
+        ELSIF v_action IN ('requeue', 'defer') THEN
             IF v_mdl > 0 AND v_dl >= v_mdl THEN
                 v_detail := COALESCE(v_detail, '{}'::jsonb)
                             || jsonb_build_object('reason', 'delivery limit');
@@ -78,9 +79,12 @@ BEGIN
                 o_reason := 'delivery limit';
                 RETURN NEXT;
             ELSE
-                v_reason := COALESCE(NULLIF(jtext(v_detail, 'reason'), ''), 'requeued');
+                v_reason := COALESCE(NULLIF(jtext(v_detail, 'reason'), ''),
+                                     CASE v_action WHEN 'defer' THEN 'deferred' ELSE 'requeued' END);
                 PERFORM push_history(v_id, attempt_entry(v_id, v_reason, v_detail, v_now));
-                PERFORM requeue(v_id, v_now, p_backstop);
+                IF requeue(v_id, v_now, p_backstop) = 'requeued' AND v_action = 'defer' THEN
+                    PERFORM schedule(v_id, v_now + defer_ms(v_dl));
+                END IF;
             END IF;
         ELSE  -- fail, reject
             v_detail := COALESCE(v_detail, '{}'::jsonb);

@@ -375,10 +375,23 @@ local function coalesce(id)
   redis.call('HINCRBY', P .. ':stats', 'deduplicated', 1)
 end
 
--- A running job goes back to waiting (reject+requeue, lease expiry, graceful release).
--- The pending window's hold is taken again; if another job took it meanwhile, this one
--- coalesces into it. Returns 'requeued' or 'coalesced'.
-local function requeue(id, backstop)
+-- Waiting, scheduled until `due` (it keeps its score); a waiting consumer wakes to learn
+-- the due time (as publish.lua's scheduled job).
+local function schedule(id, queue, due)
+  redis.call('HSET', jkey(id), 'st', 'scheduled', 'due', due)
+  redis.call('ZADD', P .. ':sched', due, id)
+  wake(queue)
+end
+
+-- How long a job given back by `defer` after its `dl`-th delivery waits (rules.defer_ms).
+local function defer_ms(dl)
+  return math.min(DEFER_BASE_MS * 2 ^ math.min(math.max(dl - 1, 0), 30), DEFER_MAX_MS)
+end
+
+-- A running job goes back to waiting (reject+requeue, lease expiry, graceful release;
+-- scheduled until `due` if given: defer). The pending window's hold is taken again; if
+-- another job took it meanwhile, this one coalesces into it. Returns 'requeued' or 'coalesced'.
+local function requeue(id, backstop, due)
   local jk = jkey(id)
   local f = redis.call('HMGET', jk, 'uk', 'uw', 'q', 'score')
   if f[1] and f[1] ~= '' then
@@ -394,7 +407,11 @@ local function requeue(id, backstop)
       refresh_hold(f[1], id, backstop)
     end
   end
-  enqueue(id, f[3], f[4])
+  if due then
+    schedule(id, f[3], due)
+  else
+    enqueue(id, f[3], f[4])
+  end
   return 'requeued'
 end
 

@@ -4,7 +4,8 @@ ARGV: 1 prefix, 2 hold backstop ms, 3.. groups of 5: id, token, action, detail J
       long its task ran: the job's start moves to now - run ms, lib.lua mark_start; '' = not
       known)
 actions: ack (completed), fail / reject (dead letter), requeue (back to enqueued, or dead letter
-once deliveries reach the limit), release (back to enqueued, delivery not counted).
+once deliveries reach the limit), defer (as requeue, but scheduled after defer_ms(deliveries)),
+release (back to enqueued, delivery not counted).
 Returns {applied count, {dead-lettered id, reason, ...}}. ]]
 local backstop = tonumber(ARGV[2])
 local applied, dead = 0, {}
@@ -23,7 +24,7 @@ for i = 3, #ARGV, 5 do
       release_hold(f[3], f[4], id)
       redis.call('HSET', jk, 'st', 'completed', 'fin', NOW)
       redis.call('ZADD', P .. ':done', NOW, id)
-    elseif action == 'requeue' or action == 'release' then
+    elseif action == 'requeue' or action == 'defer' or action == 'release' then
       local dl, mdl = tonumber(f[5] or '0'), tonumber(f[6] or '0')
       if action == 'release' then
         redis.call('HSET', jk, 'dl', math.max(dl - 1, 0))
@@ -37,6 +38,9 @@ for i = 3, #ARGV, 5 do
         dead_letter(id, detail)
         dead[#dead + 1] = id
         dead[#dead + 1] = 'delivery limit'
+      elseif action == 'defer' then
+        push_history(jk, attempt_entry(jk, (detail and detail['reason']) or 'deferred', detail))
+        requeue(id, backstop, NOW + defer_ms(dl))
       else
         push_history(jk, attempt_entry(jk, (detail and detail['reason']) or 'requeued', detail))
         requeue(id, backstop)
