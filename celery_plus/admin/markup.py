@@ -156,6 +156,7 @@ def layout(urls: Urls, title: str, body: str, counts: Counts | None = None,
     nav += f' <a href="{attr(urls.schedules())}" id="nav-schedules">schedules</a>'
     nav += f' <a href="{attr(urls("/errors"))}" id="nav-errors">errors</a>'
     nav += f' <a href="{attr(urls("/tasks"))}" id="nav-tasks">tasks</a>'
+    nav += f' <a href="{attr(urls("/history"))}" id="nav-history">history</a>'
     head = ""
     if live is not None:
         seconds, reload_url, choices = live

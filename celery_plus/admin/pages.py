@@ -193,7 +193,9 @@ def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Acti
            f"<h2>Throughput</h2>{throughput}<h2>Queues</h2>{queues}"
            "<p class=\"more\">wait: from enqueued (or due) to started, of the jobs started "
            "in the last hour (the newest 5,000); a paused queue's jobs are claimed by no "
-           "worker until it is resumed (running ones finish, new ones wait)</p>"
+           "worker until it is resumed (running ones finish, new ones wait); "
+           f'<a href="{attr(urls("/history"))}" id="history-link">depth and wait over '
+           "time</a></p>"
            f"<h2>Jobs</h2>{counts}")
     if st.groups:
         out += "<h2>Concurrency groups</h2>" + table(

@@ -35,6 +35,7 @@ from celery.exceptions import ImproperlyConfigured
 from celery_plus.admin import api
 from celery_plus.admin.job_states import shown_state
 from celery_plus.admin.params import MAX_PAGE, parse_duration, parse_moment
+from celery_plus.admin.queue_history import DEFAULT_RANGE, RANGES
 from celery_plus.admin.schedules import Schedule, ScheduleNotFound
 from celery_plus.admin.search import TEXT_WINDOW
 from celery_plus.admin.text import age, one_line, visible, when
@@ -728,6 +729,27 @@ def queues_pause(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> N
 def queues_resume(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
     """Resume paused queues: their jobs are claimable at once."""
     _pause(ctx, names, False, as_json)
+
+
+@queues.command(cls=CeleryCommand, name="history")
+@click.option("--queue", default=None, help="One queue (default: every queue added up).")
+@click.option("--range", "range_key", type=click.Choice(list(RANGES)), default=DEFAULT_RANGE,
+              show_default=True, help="How far back.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def queues_history(ctx: click.Context, queue: str | None, range_key: str,
+                   as_json: bool) -> None:
+    """Jobs enqueued and the oldest one's wait, one sample a minute (recorded by the
+    workers' maintenance, kept a day), oldest first; the last line is now."""
+    with _admin(ctx) as admin:
+        found = admin.queue_history(queue, RANGES[range_key])
+    if as_json:
+        _emit_json(found.to_dict())
+        return
+    _echo(table(["SAMPLED", "ENQUEUED", "OLDEST WAITED"],
+                [[when(p.at_ms) + (" (now)" if p.live else ""), p.waiting,
+                  "-" if p.oldest_wait_s is None else age(p.oldest_wait_s)]
+                 for p in found.points]))
 
 
 #: The commands the ``plus`` group registers.

@@ -39,6 +39,7 @@ from celery_plus.model.capped import CAPPED, is_capped
 from celery_plus.stores.admin_base.aggregates import StatusRows
 from celery_plus.stores.admin_base.listing import Record
 from celery_plus.stores.admin_base.orchestration import B, StoreAdmin
+from celery_plus.stores.admin_base.queue_history import DepthRow
 from celery_plus.stores.sql_record import row_record
 
 #: The ``jobs`` columns a text search reads of each record (whole: it searches all of them).
@@ -311,6 +312,21 @@ class SqlAdmin(StoreAdmin[B]):
                 f"{self.MARK} ORDER BY score LIMIT {HEAD}")
         found = ((q, self._all(f"SELECT {since} FROM ({head}) AS h", q)[0][0]) for q in queues)
         return [(q, int(at)) for q, at in found if at is not None]
+
+    def queue_depth_rows(self) -> list[DepthRow]:
+        rows, over = self._depth("enqueued")
+        oldest = dict(self._oldest("enqueued", [q for q, _, _ in rows] if over else None))
+        return [(q, n, None if oldest.get(q) is None else int(oldest[q]))
+                for q, _, n in rows if n]
+
+    # -- the queue history (table queue_history) ---------------------------------------
+    keeps_history = True
+
+    def history_rows(self, since_ms: int, until_ms: int) -> list[tuple[int, int, str]]:
+        mark = self.MARK
+        return [(int(b), int(at), str(sample)) for b, at, sample in self._all(
+            f"SELECT bucket_ms, at_ms, sample FROM queue_history WHERE bucket_ms >= {mark} "
+            f"AND bucket_ms <= {mark} ORDER BY bucket_ms", since_ms, until_ms)]
 
     def finished_since(self, since_ms: int) -> tuple[int, int]:
         # The states spelled literally, so that the finish-time index serves both counts.

@@ -18,6 +18,7 @@ from celery_plus.stores.admin_base.aggregates import StatusRows
 from celery_plus.stores.admin_base.error_groups import RecordErrorGroups
 from celery_plus.stores.admin_base.listing import Record, listed
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
+from celery_plus.stores.admin_base.queue_history import DepthRow
 from celery_plus.stores.memory.backend import MemoryBackend
 from celery_plus.stores.memory.state import Job
 from celery_plus.stores.memory.step import Step
@@ -146,6 +147,33 @@ class MemoryAdmin(RecordErrorGroups, StoreAdmin[MemoryBackend]):
                     if j.state in ("enqueued", "blocked")],
             blocked=[(j.group, 1, j.limit) for j in jobs if j.state == "blocked" and j.group],
             running=[(j.group, 1, j.limit) for j in jobs if j.state == "running" and j.group])
+
+    def queue_depth_rows(self) -> list[DepthRow]:
+        per: dict[str, list[int]] = {}
+        for j in self._jobs():
+            if j.state == "enqueued":
+                entry = per.setdefault(j.queue, [0, max(j.enqueued_ms, j.due_ms)])
+                entry[0] += 1
+                entry[1] = min(entry[1], max(j.enqueued_ms, j.due_ms))
+        return [(q, n, at) for q, (n, at) in sorted(per.items())]
+
+    keeps_history = True
+
+    def history_rows(self, since_ms: int, until_ms: int) -> list[tuple[int, int, str]]:
+        with self.backend.store.lock:
+            return sorted((b, at, s) for b, (at, s) in self.backend.store.history.items()
+                          if since_ms <= b <= until_ms)
+
+    def history_put(self, bucket_ms: int, at_ms: int, sample: str, keep_from_ms: int
+                    ) -> bool:
+        with self.backend.store.lock:
+            history = self.backend.store.history
+            for old in [b for b in history if b < keep_from_ms]:
+                del history[old]
+            if bucket_ms in history:
+                return False
+            history[bucket_ms] = (at_ms, sample)
+            return True
 
     def finished_since(self, since_ms: int) -> tuple[int, int]:
         finished = [j.state for j in self._jobs() if (j.finished_ms or 0) >= since_ms]

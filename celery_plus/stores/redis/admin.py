@@ -39,6 +39,7 @@ from celery_plus.model.admin import (
 from celery_plus.stores.admin_base.aggregates import GroupRow, StatusRows
 from celery_plus.stores.admin_base.listing import Record, listed
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
+from celery_plus.stores.admin_base.queue_history import DepthRow
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.envelope import envelope_bytes
 from celery_plus.stores.redis.error_groups import RedisErrorGroups
@@ -485,6 +486,37 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
             ids += [as_text(m) for m in self.client.zrangebyscore(
                 key, low, f"({high}", start=0, num=HEAD)]
             low = high
+
+    def queue_depth_rows(self) -> list[DepthRow]:
+        out: list[DepthRow] = []
+        for queue in self._queues():
+            enqueued = int(self.client.zcard(self.key("q", queue)))
+            if enqueued:
+                since = [max(int(rec.get("enq") or 0), int(rec.get("due") or 0))
+                         for rec in self._records(self._queue_heads(queue), ("st", "enq", "due"))
+                         if rec.get("st") == "enqueued"]
+                out.append((queue, enqueued, min(since) if since else None))
+        return out
+
+    # -- the queue history (hash P:qhist: bucket ms -> "at ms|sample JSON") -------------
+    keeps_history = True
+
+    def history_rows(self, since_ms: int, until_ms: int) -> list[tuple[int, int, str]]:
+        buckets = sorted(int(b) for b in self.client.hkeys(self.key("qhist"))
+                         if since_ms <= int(b) <= until_ms)
+        if not buckets:
+            return []
+        out: list[tuple[int, int, str]] = []
+        for bucket, value in zip(buckets, self.client.hmget(self.key("qhist"), buckets),
+                                 strict=True):
+            if value is not None:
+                at, _, sample = as_text(value).partition("|")
+                out.append((bucket, int(at), sample))
+        return out
+
+    def history_put(self, bucket_ms: int, at_ms: int, sample: str, keep_from_ms: int
+                    ) -> bool:
+        return bool(self._call("history_put", bucket_ms, f"{at_ms}|{sample}", keep_from_ms))
 
     def status_rows(self) -> StatusRows:
         depth: list[tuple[str, str, int]] = []
