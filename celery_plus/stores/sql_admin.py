@@ -48,6 +48,8 @@ SEARCH_COLUMNS = ("state", "name", "queue", "enqueued_ms", "due_ms", "started_ms
                   "traceback", "token", "start_mark", "rate_parked")
 #: A running job that has started (not reserved: its worker's start mark is not -token).
 NOT_RESERVED = " AND (start_mark IS NULL OR start_mark <> -token)"
+#: A running job its worker claimed and has not started (reserved: start mark -token).
+RESERVED = "state = 'running' AND start_mark = -token"
 #: States whose per-queue depth ``status`` shows.
 DEPTH_STATES = ("enqueued", "scheduled", "blocked", "running", "failed")
 #: Jobs looked at from the head of each queue for "oldest waiting" when a state is over the cap.
@@ -270,7 +272,8 @@ class SqlAdmin(StoreAdmin[B]):
     # -- rows for the summaries --------------------------------------------------------
     def count_rows(self) -> list[tuple[str, int]]:
         return self._all(" UNION ALL ".join(
-            f"SELECT '{state}', {capped_count(state_is(state))}" for state in STATES))
+            [f"SELECT '{state}', {capped_count(state_is(state))}" for state in STATES]
+            + [f"SELECT 'reserved', {capped_count(RESERVED)}"]))
 
     def status_rows(self) -> StatusRows:
         depth: list[tuple[str, str, int]] = []
@@ -280,6 +283,9 @@ class SqlAdmin(StoreAdmin[B]):
             depth += rows
             if state in ("enqueued", "blocked"):
                 oldest += self._oldest(state, [q for q, _, _ in rows] if over else None)
+        depth += [(str(q), "reserved", int(n)) for q, n in self._all(
+            f"SELECT queue, count(*) FROM (SELECT queue FROM jobs WHERE {RESERVED} "
+            f"LIMIT {CAPPED}) AS sample GROUP BY queue")]
         return StatusRows(
             depth=depth, oldest=oldest,
             blocked=self._all(

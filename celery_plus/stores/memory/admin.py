@@ -27,6 +27,11 @@ from celery_plus.stores.memory.step import Step
 Change = Callable[[Step, Job], tuple[str, str]]
 
 
+def _reserved(job: Job) -> bool:
+    """Claimed by a worker that has not started it (its start mark is -token)."""
+    return job.state == "running" and bool(job.token) and job.start_mark == -(job.token or 0)
+
+
 class MemoryAdmin(RecordErrorGroups, StoreAdmin[MemoryBackend]):
     """:class:`~celery_plus.model.admin.AdminStore` on a :class:`MemoryBackend`'s store."""
 
@@ -136,13 +141,16 @@ class MemoryAdmin(RecordErrorGroups, StoreAdmin[MemoryBackend]):
 
     # -- rows for the summaries --------------------------------------------------------
     def count_rows(self) -> Iterable[tuple[str, int]]:
-        return [(job.state, 1) for job in self._jobs()]
+        jobs = self._jobs()
+        return ([(job.state, 1) for job in jobs]
+                + [("reserved", 1) for job in jobs if _reserved(job)])
 
     def status_rows(self) -> StatusRows:
         jobs = self._jobs()
         return StatusRows(
             depth=[(j.queue, j.state, 1) for j in jobs
-                   if j.state in (*WAITING, "running", "failed")],
+                   if j.state in (*WAITING, "running", "failed")]
+            + [(j.queue, "reserved", 1) for j in jobs if _reserved(j)],
             oldest=[(j.queue, max(j.enqueued_ms, j.due_ms)) for j in jobs
                     if j.state in ("enqueued", "blocked")],
             blocked=[(j.group, 1, j.limit) for j in jobs if j.state == "blocked" and j.group],
@@ -189,7 +197,7 @@ class MemoryAdmin(RecordErrorGroups, StoreAdmin[MemoryBackend]):
         return [(j.started_ms, j.queue, j.started_ms - max(j.enqueued_ms, j.due_ms))
                 for j in self._jobs() if j.state in ("running", "completed", "failed")
                 and j.started_ms is not None and j.started_ms >= since_ms
-                and not (j.state == "running" and j.token and j.start_mark == -j.token)]
+                and not _reserved(j)]
 
     def runtime_rows(self, since_ms: int, limit: int) -> Iterable[tuple[int, str, int | None]]:
         return [(j.finished_ms, j.queue, j.finished_ms - j.started_ms) for j in self._jobs()

@@ -72,6 +72,14 @@ SYNC_BATCH = 5000
 #: A sync re-reads members finished this long below the highest one indexed (a clock step).
 SYNC_MARGIN_MS = 1000
 
+
+def _reserved(rec: dict[str, str], check_state: bool = True) -> bool:
+    """A record (its ``st``, ``tok`` and ``sm`` fields) of a running job its worker claimed
+    and has not started: a start mark of -token."""
+    return (bool(rec.get("sm")) and rec.get("sm") == f"-{rec.get('tok')}"
+            and (not check_state or rec.get("st") == "running"))
+
+
 class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
     """:class:`~celery_plus.model.admin.AdminStore` on a :class:`RedisBackend`'s store."""
 
@@ -150,9 +158,12 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
             pipe.zcard(key)
         replies = [int(r) for r in pipe.execute()]
         per_index = replies[len(queues) + len(groups):]
+        # The running jobs not started yet: their records say so (a start mark of -token).
+        leased = self._records(self._zall(self.key("lease")), ("st", "tok", "sm"))
         return [("enqueued", sum(replies[:len(queues)])),
                 ("blocked", sum(replies[len(queues):len(queues) + len(groups)])),
-                *zip(indexes, per_index, strict=True)]
+                *zip(indexes, per_index, strict=True),
+                ("reserved", sum(1 for rec in leased if _reserved(rec)))]
 
     # -- listings -----------------------------------------------------------------------
     def page(self, state: str, query: Query, offset: int, limit: int
@@ -451,7 +462,7 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
         # A reserved job (claimed, its task not started: start mark -token) has not started.
         starts = [(int(rec.get("start") or 0), rec)
                   for rec in self._records(ids, ("q", "enq", "due", "start", "tok", "sm"))
-                  if not (rec.get("sm") and rec.get("sm") == f"-{rec.get('tok')}")]
+                  if not _reserved(rec, check_state=False)]
         return [(start, rec.get("q", ""),
                  start - max(int(rec.get("enq") or 0), int(rec.get("due") or 0)))
                 for start, rec in starts if start >= since_ms]
@@ -546,9 +557,10 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
         # running jobs, not by scanning the keyspace for P:slot:* sets).
         running_ids = self._zall(self.key("lease"))
         running = [(i, r) for i, r in zip(
-            running_ids, self._records(running_ids, ("st", "q", "cg", "cl")), strict=True)
-            if r.get("st") == "running"]
+            running_ids, self._records(running_ids, ("st", "q", "cg", "cl", "tok", "sm")),
+            strict=True) if r.get("st") == "running"]
         depth += [(rec["q"], "running", 1) for _, rec in running]
+        depth += [(rec["q"], "reserved", 1) for _, rec in running if _reserved(rec)]
         pipe = self.client.pipeline(transaction=False)
         for job_id, rec in running:
             if rec.get("cg"):

@@ -265,7 +265,8 @@ OPTION_COMMANDS = {
     "--allowed-host": ["admin"], "--trusted-proxy": ["admin"], "--limit": ["dlq", "groups"],
     # (no --yes and no terminal: the confirmation declines, nothing is discarded)
     "--type": ["dlq", "discard-group", "--message", "m"],
-    "--message": ["dlq", "discard-group", "--type", "T"], "--window": ["tasks"]}
+    "--message": ["dlq", "discard-group", "--type", "T"], "--window": ["tasks"],
+    "--range": ["queues", "history"]}
 OPTIONS = list(OPTION_COMMANDS)
 FLAGS = ["--json", "--yes", "--all"]
 
