@@ -22,13 +22,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from celery_plus import signals
 from celery_plus.model.admin import UnsupportedStore
+from celery_plus.model.store import WorkerBeat
 from celery_plus.runtime.helper_threads import HelperThread, NativeEvent
+from celery_plus.runtime.worker_state import worker_node
 from celery_plus.stores.admin_base.queue_history import HistoryStore, record_sample
 from celery_plus.stores.registry import admin_for
 
@@ -91,6 +95,8 @@ class LeaseKeeper(HelperThread):
         self._wake = NativeEvent()
         #: time.monotonic() of the last failed store call (-inf: none yet).
         self._failed_at = float("-inf")
+        #: time.monotonic() of the next worker record beat (:meth:`beat_worker`).
+        self._next_beat = 0.0
         #: The store the queue history is sampled in, and its admin (None: it has none).
         self._history: tuple[JobStore, HistoryStore | None] | None = None
 
@@ -130,6 +136,24 @@ class LeaseKeeper(HelperThread):
     def finished(self) -> bool:
         """Whether to stop by itself (checked each turn)."""
         return False
+
+    def records_worker(self) -> bool:
+        """Whether this keeper writes the worker's record (:meth:`beat_worker`) now."""
+        return True
+
+    def beat_worker(self, backend: JobStore) -> None:
+        """In a Celery worker, its record in the store every heartbeat interval (its node
+        name, host, pid, queues: the admin's workers page and health; ``WorkerRecords``)."""
+        node = worker_node()
+        now = time.monotonic()
+        if node is None or not self.records_worker() or now < self._next_beat:
+            return
+        interval = self.config.heartbeat_interval
+        self._next_beat = now + interval
+        record = getattr(backend, "worker_beat", None)
+        if record is not None:
+            record(WorkerBeat(node=node[0], host=socket.gethostname(), pid=os.getpid(),
+                              queues=node[1], interval_ms=round(interval * 1000)))
 
     def closing(self) -> None:
         """Called once in the keeper's thread as it ends."""

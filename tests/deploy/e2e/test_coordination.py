@@ -223,10 +223,14 @@ def _dlq_ls(prefix: str) -> subprocess.CompletedProcess[str]:
 def test_a_failure_is_a_dead_letter_in_the_admin_and_a_retry_republishes_it(
         app: Any, view: Backend, start: Callable[..., Worker], prefix: str,
         store: redis.Redis) -> None:
-    start()
+    worker = start()
     failing = app.tasks["proj.fail_until_fixed"].delay("inv-7")
     wait_until(lambda: _state(view, failing.id) == "failed", timeout=30,
                message="dead-lettered")
+    # a coordinated worker keeps its record in the coordination store too (the admin's
+    # workers page, issue #28)
+    wait_until(lambda: worker.proc.pid in [b.pid for b in view.worker_beats()], timeout=30,
+               message="the worker's record")
     page = admin.jobs(app, "failed")
     assert [j.id for j in page.items] == [failing.id]
     detail = admin.show(app, failing.id)
