@@ -66,7 +66,7 @@ PATHS = ["/", "/jobs/failed", "/jobs/enqueued", "/jobs/completed", "/api/jobs/fa
          "/api/status", "/api/throughput", "/api/activity", "/api/latency", "/failed",
          "/metrics", "/job", "/api/job", "/login", "/workers", "/api/workers", "/schedules",
          "/api/schedules", "/errors", "/errors/jobs", "/tasks", "/api/tasks", "/limits",
-         "/api/limits"]
+         "/api/limits", "/history", "/api/history"]
 
 
 def encoded(value: str) -> str:
