@@ -499,9 +499,12 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
             low = high
 
     def queue_depth_rows(self) -> list[DepthRow]:
+        queues = self._queues()
+        pipe = self.client.pipeline(transaction=False)
+        for queue in queues:
+            pipe.zcard(self.key("q", queue))
         out: list[DepthRow] = []
-        for queue in self._queues():
-            enqueued = int(self.client.zcard(self.key("q", queue)))
+        for queue, enqueued in zip(queues, (int(n) for n in pipe.execute()), strict=True):
             if enqueued:
                 since = [max(int(rec.get("enq") or 0), int(rec.get("due") or 0))
                          for rec in self._records(self._queue_heads(queue), ("st", "enq", "due"))
