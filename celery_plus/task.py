@@ -119,9 +119,11 @@ class Request(CeleryRequest):
         its next heartbeat or its settle to carry to the store."""
         message = self.message
         qos = getattr(getattr(message, "channel", None), "qos", None)
+        ran = max(time.monotonic() - float(time_accepted), 0.0)
         if isinstance(qos, QoS):
-            ran = max(time.monotonic() - float(time_accepted), 0.0)
             qos.mark_started(message.delivery_tag, clock() - ran)
+        elif self.plus_claim is not None:  # coordinated mode: the claim's own ledger entry
+            self.plus_claim.started(clock() - ran)
 
     def reject(self, requeue: bool = False) -> None:
         if self.plus_claim is not None and not self.acknowledged:

@@ -25,6 +25,7 @@ from celery_plus.admin.api import (
     pause_schedule,
     paused_queues,
     purge,
+    queue_history,
     resume_queue,
     resume_schedule,
     retry,
@@ -37,6 +38,7 @@ from celery_plus.admin.api import (
     throughput,
 )
 from celery_plus.admin.limits import KeyUsage, TaskLimits, list_limits
+from celery_plus.admin.queue_history import QueueHistory, QueuePoint
 from celery_plus.admin.queue_pause import QueuePause
 from celery_plus.admin.schedules import Schedule, ScheduleNotFound
 from celery_plus.admin.workers import WorkerView, list_workers
@@ -62,11 +64,11 @@ from celery_plus.model.admin import (
 
 __all__ = [
     "STATES", "Admin", "AdminError", "AdminStore", "BulkResult", "Counts", "GroupStatus",
-    "JobDetail", "JobNotFound", "JobSummary", "KeyUsage", "OpResult", "Page", "QueuePause",
-    "QueueStatus", "RetryConflict", "Schedule", "ScheduleNotFound", "Status", "TaskLimits",
-    "Throughput", "UnscopedOperation", "UnsupportedStore", "WorkerView", "admin_for", "cancel",
-    "connect", "counts", "discard", "discard_group", "error_groups", "jobs", "list_limits",
-    "list_workers", "pause_queue", "pause_schedule", "paused_queues", "purge", "resume_queue",
-    "resume_schedule", "retry", "retry_group", "retry_many", "schedules", "show", "status",
-    "task_breakdown", "throughput",
+    "JobDetail", "JobNotFound", "JobSummary", "KeyUsage", "OpResult", "Page", "QueueHistory",
+    "QueuePause", "QueuePoint", "QueueStatus", "RetryConflict", "Schedule", "ScheduleNotFound",
+    "Status", "TaskLimits", "Throughput", "UnscopedOperation", "UnsupportedStore", "WorkerView",
+    "admin_for", "cancel", "connect", "counts", "discard", "discard_group", "error_groups", "jobs",
+    "list_limits", "list_workers", "pause_queue", "pause_schedule", "paused_queues", "purge",
+    "queue_history", "resume_queue", "resume_schedule", "retry", "retry_group", "retry_many",
+    "schedules", "show", "status", "task_breakdown", "throughput",
 ]

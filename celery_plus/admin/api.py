@@ -21,6 +21,7 @@
     admin.pause_queue(app, "mail")                  # workers claim none of its jobs
     admin.resume_queue(app, "mail")                 # its jobs are claimable at once
     admin.paused_queues(app)                        # {"mail": paused at (store ms)}
+    admin.queue_history(app, "mail", range_s=3600)  # enqueued and oldest wait, per minute
 
 Each function opens the app's store (its ``broker_url``, resolved by the transport's
 ``open_store`` with the app's ``plus_*`` settings), does one operation and closes it;
@@ -44,6 +45,7 @@ from typing import Any, TypeVar
 
 from celery_plus.admin import filter_actions, grouped_errors, search, task_stats
 from celery_plus.admin.params import MAX_DURATION_S, check_page, check_text
+from celery_plus.admin.queue_history import QueueHistory, read_history
 from celery_plus.admin.queue_pause import QueuePause, set_queue_paused
 from celery_plus.admin.queue_pause import paused_queues as _paused_queues
 from celery_plus.admin.schedules import Schedule, forget, list_schedules, set_paused
@@ -456,6 +458,12 @@ class Admin:
         p50 / p95 over the last ``window_s`` seconds (bounded samples: admin/task_stats.py)."""
         return task_stats.breakdown(self, window_s, sample)
 
+    def queue_history(self, queue: str | None = None, range_s: int = 3600) -> QueueHistory:
+        """Jobs enqueued and the oldest one's wait, per minute over the last ``range_s``
+        seconds (at most a day), of ``queue`` or of every queue (docs/admin.md, "Queue depth
+        and wait over time")."""
+        return read_history(self.store, queue, range_s)
+
     def act_on_filter(self, action: str, state: str, *, task: str | None = None,
                       queue: str | None = None, since: Moment = None, until: Moment = None,
                       text: str | None = None, result: BulkResult | None = None
@@ -611,6 +619,10 @@ def task_breakdown(app: Any, window_s: int = 3600) -> task_stats.TaskBreakdown:
     return _once(app, lambda a: a.task_breakdown(window_s))
 
 
+def queue_history(app: Any, queue: str | None = None, range_s: int = 3600) -> QueueHistory:
+    return _once(app, lambda a: a.queue_history(queue, range_s))
+
+
 def throughput(app: Any, windows: Sequence[int] = WINDOWS) -> list[Throughput]:
     with connect(app) as a:
         return a.throughput(windows)
@@ -618,5 +630,6 @@ def throughput(app: Any, windows: Sequence[int] = WINDOWS) -> list[Throughput]:
 
 __all__ = ["STATES", "Admin", "admin_for", "cancel", "connect", "counts", "discard",
            "discard_group", "error_groups", "jobs", "pause_queue", "paused_queues", "purge",
+           "queue_history",
            "resume_queue", "retry", "retry_group", "retry_many", "show", "status",
            "task_breakdown", "throughput"]

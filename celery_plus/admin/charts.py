@@ -1,14 +1,17 @@
-"""The overview's chart, drawn on the server as inline SVG (the pages allow no script).
+"""The overview's chart and the queue history's, drawn on the server as inline SVG (the pages
+allow no script).
 
-One bar pair per time bucket: completed (green) and failed (red), stacked, with the scale, the
-time axis and a ``<title>`` per bucket (a browser shows it on hover). Only numbers and
-fixed words go into the SVG; the text it carries is escaped like any page text.
+The overview's: one bar pair per time bucket, completed (green) and failed (red), stacked,
+with the scale, the time axis and a ``<title>`` per bucket (a browser shows it on hover).
+Only numbers and fixed words go into the SVG; the text it carries is escaped like any page
+text. The queue history's (:func:`series_svg`): one value per sample, a bar at the sample's time.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import html
+from collections.abc import Sequence
 
 from celery_plus.model.admin import Activity
 
@@ -73,5 +76,44 @@ def activity_svg(activity: Activity) -> str:
         anchor = "start" if n == 0 else "end" if n == ticks else "middle"
         parts.append(f'<text x="{x:.1f}" y="{HEIGHT - 6}" text-anchor="{anchor}" fill="#555">'
                      f"{_clock(activity.since_ms + index * bucket_ms, with_date)}</text>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def series_svg(ident: str, title: str, points: Sequence[tuple[int, float | None]],
+               since_ms: int, until_ms: int, step_ms: int, unit: str, color: str) -> str:
+    """One value over time as an inline ``<svg>``: a bar per sample at its time (``step_ms``
+    wide; a missing value: no bar), the scale in ``unit`` and a ``<title>`` per sample."""
+    top_value = max((v for _, v in points if v is not None), default=0.0)
+    top = _nice_ceiling(int(-(-top_value // 1)))
+    plot_w, plot_h = WIDTH - LEFT - 4, HEIGHT - BOTTOM - TOP
+    span = max(until_ms - since_ms, 1)
+    bar = max(plot_w * step_ms / span * 0.8, 1.0)
+    with_date = span > 86_400_000
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" id="{html.escape(ident)}" role="img" '
+             f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
+             f'font-family="sans-serif" font-size="10"><title>{html.escape(title)}</title>']
+    for fraction in (0, 0.5, 1):
+        y = TOP + plot_h * (1 - fraction)
+        parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - 4}" y2="{y:.1f}" '
+                     'stroke="#ddd"/>')
+        parts.append(f'<text x="{LEFT - 4}" y="{y + 3:.1f}" text-anchor="end" fill="#555">'
+                     f"{round(top * fraction)}</text>")
+    base = TOP + plot_h
+    for at, value in points:
+        if value is None or not since_ms <= at <= until_ms:
+            continue
+        x = LEFT + plot_w * (at - since_ms) / span - bar
+        h = plot_h * value / top
+        label = html.escape(f"{_clock(at, True)} UTC: {value:g} {unit}")
+        parts.append(f'<g class="sample"><title>{label}</title><rect x="{max(x, LEFT):.1f}" '
+                     f'y="{base - h:.1f}" width="{bar:.1f}" height="{h:.1f}" '
+                     f'fill="{color}"/></g>')
+    ticks = 6
+    for n in range(ticks + 1):
+        x = LEFT + plot_w * n / ticks
+        anchor = "start" if n == 0 else "end" if n == ticks else "middle"
+        parts.append(f'<text x="{x:.1f}" y="{HEIGHT - 6}" text-anchor="{anchor}" fill="#555">'
+                     f"{_clock(since_ms + span * n // ticks, with_date)}</text>")
     parts.append("</svg>")
     return "".join(parts)

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from celery_plus.admin.text import clip, visible
-from celery_plus.model.admin import STATES, Counts
+from celery_plus.model.admin import COUNTED, Counts
 
 #: Characters of one value in a listing's cell.
 CELL_CHARS = 160
@@ -148,14 +148,16 @@ def layout(urls: Urls, title: str, body: str, counts: Counts | None = None,
     the page's URL to reload, (seconds, URL) of each refresh choice): a ``<meta refresh>``
     reloads the page (no script needed); ``logout_token``: an operator's page, with a log-out
     button."""
+    # (reserved jobs are listed with the running ones, marked)
     nav = " ".join(
-        f'<a href="{attr(urls.jobs(s))}" id="nav-{s}">{e(s)}'
-        + (f" ({counts[s]:,})" if counts is not None else "") + "</a>" for s in STATES)
+        f'<a href="{attr(urls.jobs("running" if s == "reserved" else s))}" id="nav-{s}">{e(s)}'
+        + (f" ({counts[s]:,})" if counts is not None else "") + "</a>" for s in COUNTED)
     nav += f' <a href="{attr(urls.workers())}" id="nav-workers">workers</a>'
     nav += f' <a href="{attr(urls("/limits"))}" id="nav-limits">limits</a>'
     nav += f' <a href="{attr(urls.schedules())}" id="nav-schedules">schedules</a>'
     nav += f' <a href="{attr(urls("/errors"))}" id="nav-errors">errors</a>'
     nav += f' <a href="{attr(urls("/tasks"))}" id="nav-tasks">tasks</a>'
+    nav += f' <a href="{attr(urls("/history"))}" id="nav-history">history</a>'
     head = ""
     if live is not None:
         seconds, reload_url, choices = live

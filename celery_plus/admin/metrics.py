@@ -23,14 +23,13 @@ from prometheus_client.registry import Collector
 
 from celery_plus.admin import api, workers
 from celery_plus.admin.group_labels import group_label
-from celery_plus.model.admin import STATES
+from celery_plus.model.admin import COUNTED, QUEUE_COUNTED
 
 #: The content type of the exposition.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Jobs the latency quantiles of a scrape are computed from (the newest; bounds a scrape).
 METRICS_SAMPLES = 1000
 #: Per-queue depth states.
-QUEUE_STATES = ("enqueued", "scheduled", "blocked", "running", "failed")
 COUNTERS = (("recovered", "Deliveries recovered after an expired lease."),
             ("deduplicated", "Publishes answered with the holder of a unique key."),
             ("dead_lettered", "Jobs that became dead letters."),
@@ -62,7 +61,7 @@ class AdminCollector(Collector):
     def _jobs(self, st: Any) -> Iterator[Metric]:
         jobs = GaugeMetricFamily("celery_plus_jobs", "Jobs in the store by state.",
                                  labels=["state"])
-        for state in STATES:
+        for state in COUNTED:
             jobs.add_metric([state], st.counts[state])
         yield jobs
         per_queue = GaugeMetricFamily("celery_plus_queue_jobs", "Jobs of a queue by state.",
@@ -71,7 +70,7 @@ class AdminCollector(Collector):
                                 "Age of a queue's longest-waiting ready job (0: none waits).",
                                 labels=["queue"])
         for q in st.queues:
-            for state in QUEUE_STATES:
+            for state in QUEUE_COUNTED:
                 per_queue.add_metric([q.queue, state], getattr(q, state))
             waited = 0.0 if q.oldest_waiting_ms is None else max(
                 st.now_ms - q.oldest_waiting_ms, 0) / 1000

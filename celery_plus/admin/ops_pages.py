@@ -1,11 +1,13 @@
 """The dashboard's operator pages: dead letters grouped by error (``/errors``), one group's
-dead letters (``/errors/jobs``) and their confirmations, the per-task breakdown (``/tasks``);
+dead letters (``/errors/jobs``) and their confirmations, the per-task breakdown (``/tasks``),
+queue depth and wait over time (``/history``);
 built from ``markup.py``'s blocks, with the same rules as ``pages.py`` (every value escaped;
 action forms only with the operator's token).
 """
 
 from __future__ import annotations
 
+from celery_plus.admin.charts import series_svg
 from celery_plus.admin.markup import (
     Urls,
     attr,
@@ -16,12 +18,15 @@ from celery_plus.admin.markup import (
     table,
     token_field,
 )
+from celery_plus.admin.queue_history import DEFAULT_RANGE, RANGES, QueueHistory
 from celery_plus.admin.task_stats import WINDOWS, TaskBreakdown
-from celery_plus.admin.text import when
+from celery_plus.admin.text import age, when
 from celery_plus.model.admin import Page
 from celery_plus.model.capped import count_text
 from celery_plus.model.error_groups import MESSAGE_CHARS, ErrorGroup, ErrorGroups
 
+#: Samples the history page lists (the newest).
+HISTORY_ROWS = 15
 #: Verbs of a group action.
 GROUP_VERBS = {"retry": "Retry", "discard": "Discard"}
 
@@ -144,3 +149,36 @@ def tasks_page(urls: Urls, found: TaskBreakdown, window: str) -> str:
     return (f"<p>window: {choices}</p>{note}" + table(
         ["task", "waiting", "running", "succeeded", "failed", "dead", "failure rate",
          "p50 runtime", "p95 runtime"], rows, ident="tasks"))
+
+
+def history_page(urls: Urls, found: QueueHistory, range_key: str) -> str:
+    """Queue depth and the oldest job's wait over time: the queue and range choices, a chart
+    of each, and the newest samples as a table."""
+    def link(queue: str | None, key: str) -> str:
+        return urls("/history", queue=queue, range=None if key == DEFAULT_RANGE else key)
+
+    ranges = " ".join(f"<b>{e(name)}</b>" if name == range_key else
+                      f'<a href="{attr(link(found.queue, name))}" id="range-{e(name)}">'
+                      f"{e(name)}</a>" for name in RANGES)
+    queues = " ".join(
+        f"<b>{cell(q or 'every queue', 60)}</b>" if q == found.queue else
+        f'<a href="{attr(link(q, range_key))}" class="queue">{cell(q or "every queue", 60)}</a>'
+        for q in [None, *found.queues])
+    step_ms = found.step_s * 1000
+    depth = series_svg("depth", "jobs enqueued", [(p.at_ms, p.waiting) for p in found.points],
+                       found.since_ms, found.now_ms, step_ms, "jobs enqueued", "#3a6d8d")
+    wait = series_svg("wait", "oldest job's wait (s)",
+                      [(p.at_ms, p.oldest_wait_s) for p in found.points], found.since_ms,
+                      found.now_ms, step_ms, "s waited by the oldest", "#8d6d3a")
+    rows = [[e(when(p.at_ms)) + (" (now)" if p.live else ""), e(f"{p.waiting:,}"),
+             e("-" if p.oldest_wait_s is None else age(p.oldest_wait_s))]
+            for p in reversed(found.points[-HISTORY_ROWS:])]
+    recorded = sum(1 for p in found.points if not p.live)
+    note = (f"<p>{recorded:,} samples recorded in the last {e(range_key)} (one a minute, taken "
+            "by the worker whose maintenance turn it is; none while no worker runs), and one "
+            "taken now. Enqueued: ready jobs no worker claimed yet (scheduled, blocked and "
+            "running ones are not counted).</p>")
+    return (f"<p>queue: {queues}</p><p>last {ranges}</p>{note}"
+            f"<h2>Jobs enqueued</h2>{depth}<h2>Oldest job's wait</h2>{wait}"
+            f"<h2>Newest samples</h2>"
+            + table(["sampled", "enqueued", "oldest waited"], rows, ident="history"))

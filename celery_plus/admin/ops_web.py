@@ -1,5 +1,6 @@
 """The dashboard's operator routes (``web.py`` hands them over): ``GET /errors``,
 ``GET /errors/jobs?type=&message=``, ``GET /tasks?window=1h`` (and ``/api/tasks``),
+``GET /history?queue=&range=1h`` (and ``/api/history``),
 ``POST /errors/retry`` and ``/errors/discard`` (a confirmation page with the count first, then
 the action with ``confirm=1``). Access, the form token and the origin checks are ``web.py``'s,
 done before these run; ``dash`` is the :class:`~celery_plus.admin.web.Dashboard`.
@@ -12,6 +13,7 @@ from typing import Any
 
 from celery_plus.admin import ops_pages
 from celery_plus.admin.params import parse_int, shown
+from celery_plus.admin.queue_history import DEFAULT_RANGE, RANGES
 from celery_plus.admin.task_stats import WINDOWS
 from celery_plus.model.admin import MAX_PER_PAGE
 
@@ -58,6 +60,18 @@ def get(dash: Any, r: Any, parts: list[str], refresh: int) -> Handled:
             return "200 OK", [("Content-Type", "application/json")], json.dumps(found.to_dict())
         return dash._html(r, "tasks", ops_pages.tasks_page(r.urls, found, window), refresh,
                           lambda n: r.urls("/tasks", window=window, refresh=n or None))
+    if parts == ["history"]:
+        key = r.query.get("range") or DEFAULT_RANGE
+        if key not in RANGES:
+            raise ValueError(f"range: one of {', '.join(RANGES)} (got {shown(key)})")
+        queue = r.text("queue", 1000) or None
+        history = admin.queue_history(queue, RANGES[key])
+        if r.path.startswith("/api/"):
+            return ("200 OK", [("Content-Type", "application/json")],
+                    json.dumps(history.to_dict()))
+        return dash._html(r, "queue history", ops_pages.history_page(r.urls, history, key),
+                          refresh, lambda n: r.urls("/history", queue=queue, range=key,
+                                                    refresh=n or None))
     return None
 
 

@@ -33,7 +33,7 @@ from celery_plus.admin.text import age, visible, when
 from celery_plus.admin.workers import WorkerView
 from celery_plus.admin.workers_page import worker_table
 from celery_plus.model.admin import (
-    STATES,
+    COUNTED,
     Activity,
     JobDetail,
     Page,
@@ -167,7 +167,8 @@ def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Acti
           e(t.failed), e(_per_min(t.failed_per_min))] for t in rates], ident="throughput")
     counts = table(
         ["state", "jobs"],
-        [[f'<a href="{attr(urls.jobs(s))}">{e(s)}</a>', num(st.counts[s])] for s in STATES])
+        [[f'<a href="{attr(urls.jobs("running" if s == "reserved" else s))}">{e(s)}</a>',
+          num(st.counts[s])] for s in COUNTED], ident="counts")
     now = st.now_ms
     waits = {q.queue: q for q in latency}
     paused = paused or {}
@@ -178,13 +179,14 @@ def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Acti
         q, w = by_name.get(name), waits.get(name)
         rows.append([
             cell(name), *(num(getattr(q, s) if q else 0)
-                          for s in ("enqueued", "scheduled", "blocked", "running")),
+                          for s in ("enqueued", "scheduled", "blocked", "running",
+                                    "reserved")),
             f'<a href="{attr(urls.jobs("failed", queue=name))}">{num(q.failed if q else 0)}</a>',
             e(age(None if q is None or q.oldest_waiting_ms is None
                   else (now - q.oldest_waiting_ms) / 1000)),
             e(_seconds(w.p50_s)) if w else "-", e(_seconds(w.p95_s)) if w else "-",
             e(w.samples) if w else "0", _pause_cell(urls, name, paused, token)])
-    queues = table(["queue", "enqueued", "scheduled", "blocked", "running", "failed",
+    queues = table(["queue", "enqueued", "scheduled", "blocked", "running", "reserved", "failed",
                     "oldest waiting", "wait p50", "wait p95", "started (1 h)", "state"], rows,
                    ident="queues")
     out = (f"{message(msg)}<p>dead letters: <a href=\"{attr(urls.jobs('failed'))}\">"
@@ -193,7 +195,9 @@ def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Acti
            f"<h2>Throughput</h2>{throughput}<h2>Queues</h2>{queues}"
            "<p class=\"more\">wait: from enqueued (or due) to started, of the jobs started "
            "in the last hour (the newest 5,000); a paused queue's jobs are claimed by no "
-           "worker until it is resumed (running ones finish, new ones wait)</p>"
+           "worker until it is resumed (running ones finish, new ones wait); "
+           f'<a href="{attr(urls("/history"))}" id="history-link">depth and wait over '
+           "time</a></p>"
            f"<h2>Jobs</h2>{counts}")
     if st.groups:
         out += "<h2>Concurrency groups</h2>" + table(

@@ -342,7 +342,7 @@ class Dashboard:
             return self._listing(r, parts[1], refresh)
         if parts == ["workers"]:
             return self._workers(r, refresh)
-        if parts[0] == "errors" or parts == ["tasks"]:
+        if parts[0] == "errors" or parts in (["tasks"], ["history"]):
             answer = ops_web.get(self, r, parts, refresh)
             if answer is None:
                 raise HttpError("404 Not Found", "no such page")
@@ -479,7 +479,7 @@ class Dashboard:
             data = [t.to_dict() for t in limits.limits(admin, _top(r.query.get("top")))]
         elif parts == ["schedules"]:
             data = [s.to_dict() for s in admin.schedules()]
-        elif parts == ["tasks"]:
+        elif parts in (["tasks"], ["history"]):
             return ops_web.get(self, r, parts, 0) or ("404 Not Found", _TEXT, "no such page")
         elif len(parts) == 2 and parts[0] == "jobs":
             data = self._page(self._listing_view(r, parts[1])).to_dict()

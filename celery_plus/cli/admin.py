@@ -35,12 +35,15 @@ from celery.exceptions import ImproperlyConfigured
 from celery_plus.admin import api
 from celery_plus.admin.job_states import shown_state
 from celery_plus.admin.params import MAX_PAGE, parse_duration, parse_moment
+from celery_plus.admin.queue_history import DEFAULT_RANGE, RANGES
 from celery_plus.admin.schedules import Schedule, ScheduleNotFound
 from celery_plus.admin.search import TEXT_WINDOW
 from celery_plus.admin.text import age, one_line, visible, when
 from celery_plus.model.admin import (
     BATCH,
+    COUNTED,
     PURGEABLE,
+    QUEUE_COUNTED,
     STATES,
     AdminError,
     BulkResult,
@@ -207,12 +210,11 @@ def detail_text(d: JobDetail) -> str:
 
 def status_text(st: Status) -> str:
     now = st.now_ms
-    rows = [[q.queue, *(count_text(getattr(q, s)) for s in
-                       ("enqueued", "scheduled", "blocked", "running", "failed")),
+    rows = [[q.queue, *(count_text(getattr(q, s)) for s in QUEUE_COUNTED),
              age(None if q.oldest_waiting_ms is None else (now - q.oldest_waiting_ms) / 1000)]
             for q in st.queues]
-    out = [table(["QUEUE", "ENQUEUED", "SCHEDULED", "BLOCKED", "RUNNING", "FAILED",
-                  "OLDEST WAITING"], rows) if rows else "no queued, running or failed jobs"]
+    out = [table(["QUEUE", *(s.upper() for s in QUEUE_COUNTED), "OLDEST WAITING"], rows)
+           if rows else "no queued, running or failed jobs"]
     if st.groups:
         out += ["", table(["CONCURRENCY GROUP", "RUNNING", "LIMIT", "BLOCKED"],
                           [[g.group, g.running, g.limit, g.blocked] for g in st.groups])]
@@ -504,7 +506,7 @@ def jobs(ctx: click.Context, state: str | None, as_json: bool, **filters: Any) -
     if as_json:
         _emit_json(counts.to_dict())
     else:
-        _echo(table(["STATE", "JOBS"], [[s, count_text(counts[s])] for s in STATES]))
+        _echo(table(["STATE", "JOBS"], [[s, count_text(counts[s])] for s in COUNTED]))
 
 
 @click.command(cls=CeleryCommand, name="cancel")
@@ -668,17 +670,18 @@ def queue_rows(st: Status, paused: dict[str, int]) -> list[dict[str, Any]]:
         q = by_name.get(name)
         rows.append({"queue": name, "paused": name in paused, "paused_ms": paused.get(name),
                      **{s: getattr(q, s) if q else 0
-                        for s in ("enqueued", "scheduled", "running")}})
+                        for s in ("enqueued", "scheduled", "running", "reserved")}})
     return rows
 
 
 def queues_text(rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return "no queues in the store"
-    return table(["QUEUE", "STATE", "PAUSED SINCE", "ENQUEUED", "SCHEDULED", "RUNNING"],
+    return table(["QUEUE", "STATE", "PAUSED SINCE", "ENQUEUED", "SCHEDULED", "RUNNING",
+                  "RESERVED"],
                  [[visible(r["queue"]), "paused" if r["paused"] else "active",
                    when(r["paused_ms"]), count_text(r["enqueued"]), count_text(r["scheduled"]),
-                   count_text(r["running"])] for r in rows])
+                   count_text(r["running"]), count_text(r["reserved"])] for r in rows])
 
 
 @click.group(name="queues")
@@ -728,6 +731,27 @@ def queues_pause(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> N
 def queues_resume(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
     """Resume paused queues: their jobs are claimable at once."""
     _pause(ctx, names, False, as_json)
+
+
+@queues.command(cls=CeleryCommand, name="history")
+@click.option("--queue", default=None, help="One queue (default: every queue added up).")
+@click.option("--range", "range_key", type=click.Choice(list(RANGES)), default=DEFAULT_RANGE,
+              show_default=True, help="How far back.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def queues_history(ctx: click.Context, queue: str | None, range_key: str,
+                   as_json: bool) -> None:
+    """Jobs enqueued and the oldest one's wait, one sample a minute (recorded by the
+    workers' maintenance, kept a day), oldest first; the last line is now."""
+    with _admin(ctx) as admin:
+        found = admin.queue_history(queue, RANGES[range_key])
+    if as_json:
+        _emit_json(found.to_dict())
+        return
+    _echo(table(["SAMPLED", "ENQUEUED", "OLDEST WAITED"],
+                [[when(p.at_ms) + (" (now)" if p.live else ""), p.waiting,
+                  "-" if p.oldest_wait_s is None else age(p.oldest_wait_s)]
+                 for p in found.points]))
 
 
 #: The commands the ``plus`` group registers.

@@ -47,7 +47,7 @@ class PlusBroker:
         for name in names:
             row = rows.get(name)
             ready = row.enqueued if row else 0
-            running = row.running if row else 0
+            running = (row.running + row.reserved) if row else 0  # both claimed, unacked
             waiting = (row.scheduled + row.blocked) if row else 0
             out.append({"name": name, "messages": ready + running + waiting,
                         "messages_ready": ready, "messages_unacknowledged": running})

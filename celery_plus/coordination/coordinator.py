@@ -244,10 +244,15 @@ class Coordinator:
         or not confirmed within the sure share of its lease (``holdings.SURE_SHARE``) — is
         checked afterwards: see :meth:`finish_orphan`.
         """
-        sure_until = self.holdings.forget(delivery_tag(job_id, token))
+        tag = delivery_tag(job_id, token)
+        held = self.holdings.get(tag)
+        # How long its task ran (from Claimed.started): the store keeps its real start.
+        run_ms = (None if held is None or held.started is None
+                  else max(round((clock() - held.started) * 1000), 0))
+        sure_until = self.holdings.forget(tag)
         suspect = sure_until is None or clock() >= sure_until
         try:
-            dead = self.backend.settle([Settle(job_id, token, action, detail)])
+            dead = self.backend.settle([Settle(job_id, token, action, detail, run_ms=run_ms)])
         except Exception:
             with self._lock:
                 self._unsettled.append((job_id, token, action, detail, task_name))

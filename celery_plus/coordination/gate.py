@@ -64,6 +64,11 @@ class Claimed:
         self.failure: dict[str, Any] | None = None
         self._ended = False
 
+    def started(self, at: float) -> None:
+        """Its task started at ``at`` (a ``clock()`` time): the next heartbeat or the settle
+        carries the start to the store."""
+        self.coordinator.holdings.started(self.tag, at)
+
     def end(self, broker_action: str) -> None:
         """Settle as the broker action ``ack``, ``requeue`` or ``reject`` implies."""
         if self._ended:

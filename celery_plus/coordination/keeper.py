@@ -5,7 +5,9 @@ lost leases, the store's throttled maintenance and lease recovery, which frees a
 worker's slots) over the claims a :class:`~celery_plus.coordination.coordinator.Coordinator`
 holds (its ``holdings``, the leases' one ledger: fed the heartbeat's verdicts as the
 transport's keeper feeds its own, ``leases/process_keeper.py``); after each heartbeat it also
-sends again the settles a store error kept back.
+sends again the settles a store error kept back. Its heartbeats carry the claims' start marks
+and its turns write the worker's record, as the transport's keeper does (docs/admin.md
+"Reserved and running", "Workers").
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from celery_plus.leases.keeper import LeaseKeeper
+from celery_plus.leases.keeper import LeaseKeeper, clock
 from celery_plus.leases.process_keeper import report_lost
+from celery_plus.runtime.worker_state import worker_running
 
 if TYPE_CHECKING:
     from celery_plus.coordination.coordinator import Coordinator
@@ -53,6 +56,16 @@ class CoordinationKeeper(LeaseKeeper):
     def heartbeat(self, backend: JobStore) -> None:
         super().heartbeat(backend)
         self.coordinator.retry_unsettled()
+
+    def start_marks(self, held: Sequence[tuple[str, int]]) -> Sequence[int | None] | None:
+        """Each claim's start (its request's ``on_accepted``: ``Claimed.started``) or, in a
+        Celery worker, not started yet: claimed as the delivery went to the pool, waiting
+        there (reserved); None when no mark is known (not a worker, no start noted)."""
+        marks = self.coordinator.holdings.start_marks(held, clock(), {}, worker_running())
+        return marks if any(mark is not None for mark in marks) else None
+
+    def each_turn(self, backend: JobStore) -> None:
+        self._step(self.beat_worker, backend)
 
     def report_dead_letters(self, dead: list[tuple[str, str]]) -> None:
         self.coordinator.report_dead_letters(dead)

@@ -20,16 +20,25 @@ and holds no process-wide state: whoever starts keepers resets its own registry 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from celery_plus import signals
+from celery_plus.model import formats
+from celery_plus.model.admin import UnsupportedStore
+from celery_plus.model.store import WorkerBeat
 from celery_plus.runtime.helper_threads import HelperThread, NativeEvent
+from celery_plus.runtime.worker_state import worker_node
+from celery_plus.stores.admin_base.queue_history import HistoryStore, record_sample
+from celery_plus.stores.registry import admin_for
 
 if TYPE_CHECKING:
-    from celery_plus.model.store import JobStore, Verdict
+    from celery_plus.model.store import Backend, JobStore, Verdict
 
 logger = logging.getLogger("celery_plus.keeper")
 
@@ -87,6 +96,10 @@ class LeaseKeeper(HelperThread):
         self._wake = NativeEvent()
         #: time.monotonic() of the last failed store call (-inf: none yet).
         self._failed_at = float("-inf")
+        #: time.monotonic() of the next worker record beat (:meth:`beat_worker`).
+        self._next_beat = 0.0
+        #: The store the queue history is sampled in, and its admin (None: it has none).
+        self._history: tuple[JobStore, HistoryStore | None] | None = None
 
     # -- what differs --------------------------------------------------------------------
     def store(self) -> JobStore:
@@ -124,6 +137,26 @@ class LeaseKeeper(HelperThread):
     def finished(self) -> bool:
         """Whether to stop by itself (checked each turn)."""
         return False
+
+    def records_worker(self) -> bool:
+        """Whether this keeper writes the worker's record (:meth:`beat_worker`) now."""
+        return True
+
+    def beat_worker(self, backend: JobStore) -> None:
+        """In a Celery worker, its record in the store every heartbeat interval (its node
+        name, host, pid, queues: the admin's workers page and health; the stored formats
+        it reads: publishers, ``stores/readers.py``; ``WorkerRecords``)."""
+        node = worker_node()
+        now = time.monotonic()
+        if node is None or not self.records_worker() or now < self._next_beat:
+            return
+        interval = self.config.heartbeat_interval
+        self._next_beat = now + interval
+        record = getattr(backend, "worker_beat", None)
+        if record is not None:
+            record(WorkerBeat(node=node[0], host=socket.gethostname(), pid=os.getpid(),
+                              queues=node[1], interval_ms=round(interval * 1000),
+                              reads=formats.READS))
 
     def closing(self) -> None:
         """Called once in the keeper's thread as it ends."""
@@ -174,6 +207,18 @@ class LeaseKeeper(HelperThread):
                 next_maintenance = now + self.config.maintenance_interval
                 self._step(self.maintain, backend)
 
+    def sample_queues(self, backend: JobStore) -> None:
+        """On the turn that ran the store's maintenance (one worker per interval,
+        cluster-wide): the queue history's sample of this minute, unless the store has it
+        (stores/admin_base/queue_history.py)."""
+        if self._history is None or self._history[0] is not backend:
+            admin: HistoryStore | None = None
+            with contextlib.suppress(UnsupportedStore):  # not served by the admin: no history
+                admin = cast("HistoryStore", admin_for(cast("Backend", backend)))
+            self._history = (backend, admin)
+        if self._history[1] is not None:
+            record_sample(self._history[1])
+
     def _step(self, step: Callable[..., object], *args: Any) -> bool:
         try:
             step(*args)
@@ -197,10 +242,12 @@ class LeaseKeeper(HelperThread):
         self.renewed(held, verdicts, asked_at)
 
     def maintain(self, backend: JobStore) -> None:
-        """The store's throttled maintenance, then recovery of expired leases (held off
-        for a while after a failed store call: live workers renew their claims first)."""
+        """The store's throttled maintenance, then the queue history's sample and recovery
+        of expired leases (held off for a while after a failed store call: live workers renew
+        their claims first)."""
         if not backend.maintain(self.worker_id):
             return
+        self._step(self.sample_queues, backend)
         hold_off = max(RECOVERY_HOLD_OFF_S, self.config.heartbeat_interval)
         if time.monotonic() - self._failed_at < hold_off:
             return

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import time
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -27,13 +26,10 @@ from celery_plus.leases.holdings import Holdings
 from celery_plus.leases.keeper import LeaseKeeper, announce_lost, clock
 from celery_plus.leases.settles import flush, report_dead_letters
 from celery_plus.leases.tokens import delivery_tag
-from celery_plus.model import formats
-from celery_plus.model.store import WorkerBeat
 from celery_plus.runtime.helper_threads import native_lock
 from celery_plus.runtime.worker_state import (
     running_tags,
     stop_stale_runs,
-    worker_node,
     worker_running,
 )
 
@@ -108,8 +104,6 @@ class TransportKeeper(LeaseKeeper):
         #: transient bindings); both guarded by the module's ``_lock``.
         self.users = 0
         self.transports: weakref.WeakSet[Attached] = weakref.WeakSet()
-        #: time.monotonic() of the next worker record beat (``_worker_beat``).
-        self._next_beat = 0.0
 
     def run(self) -> None:
         self.holdings.on_settle(self._settle_queued)
@@ -153,23 +147,10 @@ class TransportKeeper(LeaseKeeper):
         self._step(flush, backend, self.holdings, self.connection_errors)
         self._step(self._renew_transient)
         self._step(self.holdings.collect_kept)  # dropped deliveries released
-        self._step(self._worker_beat, backend)
+        self._step(self.beat_worker, backend)
 
-    def _worker_beat(self, backend: JobStore) -> None:
-        """In a Celery worker, its record in the store every heartbeat interval (its node
-        name, host, pid, queues: the admin's workers page and health; the stored formats
-        it reads: publishers, ``stores/readers.py``; ``WorkerRecords``)."""
-        node = worker_node()
-        now = time.monotonic()
-        if node is None or not self.users or now < self._next_beat:
-            return
-        interval = self.config.heartbeat_interval
-        self._next_beat = now + interval
-        record = getattr(backend, "worker_beat", None)
-        if record is not None:
-            record(WorkerBeat(node=node[0], host=socket.gethostname(), pid=os.getpid(),
-                              queues=node[1], interval_ms=round(interval * 1000),
-                              reads=formats.READS))
+    def records_worker(self) -> bool:
+        return self.users > 0
 
     def maintains(self) -> bool:
         return self.users > 0

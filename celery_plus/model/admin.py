@@ -50,7 +50,7 @@ import base64
 import json
 import math
 from collections.abc import Iterable, Iterator, Sequence, Sized
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
 from celery_plus.model import rules
@@ -305,12 +305,15 @@ class Found:
 
 @dataclass(frozen=True)
 class Counts:
-    """Number of jobs per state."""
+    """Number of jobs per state. The store's ``running`` state is counted in two: ``running``
+    (its task started, or not known: a worker of an earlier release) and ``reserved`` (claimed
+    by a worker that has not started it: prefetched; docs/admin.md "Reserved and running")."""
 
     enqueued: int = 0
     scheduled: int = 0
     blocked: int = 0
     running: int = 0
+    reserved: int = 0
     completed: int = 0
     failed: int = 0
     canceled: int = 0
@@ -323,15 +326,24 @@ class Counts:
         return int(getattr(self, state))
 
 
+#: What :class:`Counts` tells apart, in order: the states, the running jobs in two.
+COUNTED = tuple(f.name for f in fields(Counts))
+#: The depths a :class:`QueueStatus` tells apart, in order.
+QUEUE_COUNTED = ("enqueued", "scheduled", "blocked", "running", "reserved", "failed")
+
+
 @dataclass(frozen=True)
 class QueueStatus:
-    """Depth of one queue by state, and since when its oldest waiting job waits."""
+    """Depth of one queue by state (the running jobs in two, as in :class:`Counts`), and since
+    when its oldest waiting job waits."""
 
     queue: str
     enqueued: int = 0
     scheduled: int = 0
     blocked: int = 0
+    #: Claimed and started (``reserved``: claimed, not started yet; as in :class:`Counts`).
     running: int = 0
+    reserved: int = 0
     failed: int = 0
     #: When the longest-waiting enqueued or blocked job became ready (ms; None: none waits).
     oldest_waiting_ms: int | None = None

@@ -39,6 +39,7 @@ from celery_plus.model.capped import CAPPED, is_capped
 from celery_plus.stores.admin_base.aggregates import StatusRows
 from celery_plus.stores.admin_base.listing import Record
 from celery_plus.stores.admin_base.orchestration import B, StoreAdmin
+from celery_plus.stores.admin_base.queue_history import DepthRow
 from celery_plus.stores.sql_record import row_record
 
 #: The ``jobs`` columns a text search reads of each record (whole: it searches all of them).
@@ -47,6 +48,8 @@ SEARCH_COLUMNS = ("state", "name", "queue", "enqueued_ms", "due_ms", "started_ms
                   "traceback", "token", "start_mark", "rate_parked")
 #: A running job that has started (not reserved: its worker's start mark is not -token).
 NOT_RESERVED = " AND (start_mark IS NULL OR start_mark <> -token)"
+#: A running job its worker claimed and has not started (reserved: start mark -token).
+RESERVED = "state = 'running' AND start_mark = -token"
 #: States whose per-queue depth ``status`` shows.
 DEPTH_STATES = ("enqueued", "scheduled", "blocked", "running", "failed")
 #: Jobs looked at from the head of each queue for "oldest waiting" when a state is over the cap.
@@ -269,7 +272,8 @@ class SqlAdmin(StoreAdmin[B]):
     # -- rows for the summaries --------------------------------------------------------
     def count_rows(self) -> list[tuple[str, int]]:
         return self._all(" UNION ALL ".join(
-            f"SELECT '{state}', {capped_count(state_is(state))}" for state in STATES))
+            [f"SELECT '{state}', {capped_count(state_is(state))}" for state in STATES]
+            + [f"SELECT 'reserved', {capped_count(RESERVED)}"]))
 
     def status_rows(self) -> StatusRows:
         depth: list[tuple[str, str, int]] = []
@@ -279,6 +283,9 @@ class SqlAdmin(StoreAdmin[B]):
             depth += rows
             if state in ("enqueued", "blocked"):
                 oldest += self._oldest(state, [q for q, _, _ in rows] if over else None)
+        depth += [(str(q), "reserved", int(n)) for q, n in self._all(
+            f"SELECT queue, count(*) FROM (SELECT queue FROM jobs WHERE {RESERVED} "
+            f"LIMIT {CAPPED}) AS sample GROUP BY queue")]
         return StatusRows(
             depth=depth, oldest=oldest,
             blocked=self._all(
@@ -311,6 +318,21 @@ class SqlAdmin(StoreAdmin[B]):
                 f"{self.MARK} ORDER BY score LIMIT {HEAD}")
         found = ((q, self._all(f"SELECT {since} FROM ({head}) AS h", q)[0][0]) for q in queues)
         return [(q, int(at)) for q, at in found if at is not None]
+
+    def queue_depth_rows(self) -> list[DepthRow]:
+        rows, over = self._depth("enqueued")
+        oldest = dict(self._oldest("enqueued", [q for q, _, _ in rows] if over else None))
+        return [(q, n, None if oldest.get(q) is None else int(oldest[q]))
+                for q, _, n in rows if n]
+
+    # -- the queue history (table queue_history) ---------------------------------------
+    keeps_history = True
+
+    def history_rows(self, since_ms: int, until_ms: int) -> list[tuple[int, int, str]]:
+        mark = self.MARK
+        return [(int(b), int(at), str(sample)) for b, at, sample in self._all(
+            f"SELECT bucket_ms, at_ms, sample FROM queue_history WHERE bucket_ms >= {mark} "
+            f"AND bucket_ms <= {mark} ORDER BY bucket_ms", since_ms, until_ms)]
 
     def finished_since(self, since_ms: int) -> tuple[int, int]:
         # The states spelled literally, so that the finish-time index serves both counts.

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from celery_plus.model.admin import Counts, GroupStatus, QueueStatus, Status, WorkerLeases
+from celery_plus.model.capped import is_capped
 
 #: Per concurrency group: (group, jobs, slot limit).
 GroupRow = tuple[str, int, int | None]
@@ -18,8 +19,9 @@ GroupRow = tuple[str, int, int | None]
 
 class StatusRows(NamedTuple):
     """What ``status`` reads: (queue, state, count) depths of the waiting, running and failed
-    states; (queue, since when a job waits) of enqueued and blocked jobs; and per concurrency
-    group, its blocked jobs and its running jobs holding one of its slots."""
+    states (and ``reserved``: the running jobs not started yet, counted as running too);
+    (queue, since when a job waits) of enqueued and blocked jobs; and per concurrency group,
+    its blocked jobs and its running jobs holding one of its slots."""
 
     depth: Iterable[tuple[str, str, int]]
     oldest: Iterable[tuple[str, int]]
@@ -27,12 +29,21 @@ class StatusRows(NamedTuple):
     running: Iterable[GroupRow]
 
 
+def _started_apart(counts: dict[str, int]) -> None:
+    """``running`` rows count every running job and ``reserved`` rows the ones not started
+    yet: running keeps the others (a capped count, "more than the cap", is kept as it is)."""
+    if counts.get("reserved") and not is_capped(counts.get("running", 0)):
+        counts["running"] = max(counts.get("running", 0) - counts["reserved"], 0)
+
+
 def counts_from_rows(rows: Iterable[tuple[str, int]]) -> Counts:
-    """Jobs per state from (state, count) rows (unknown states left out)."""
+    """Jobs per state from (state, count) rows (unknown states left out); ``reserved`` rows
+    count running jobs not started yet, taken out of ``running``."""
     found = dict.fromkeys(Counts.__dataclass_fields__, 0)
     for state, n in rows:
         if state in found:
             found[state] += int(n)
+    _started_apart(found)
     return Counts(**found)
 
 
@@ -85,6 +96,8 @@ def status_from_rows(now_ms: int, counts: Counts, rows: StatusRows) -> Status:
             g = groups.setdefault(group, {"blocked": 0, "limit": 0, "running": 0})
             g[kind] += int(n)
             g["limit"] = max(g["limit"], int(limit or 0))
+    for states in per.values():
+        _started_apart(states)
     queues = [QueueStatus(queue=q, oldest_waiting_ms=oldest.get(q), **per[q])
               for q in sorted(per)]
     group_status = [GroupStatus(group=g, running=v["running"], limit=v["limit"],

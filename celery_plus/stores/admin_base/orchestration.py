@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from celery_plus.model.admin import (
     PURGEABLE,
@@ -55,6 +55,7 @@ from celery_plus.stores.admin_base.aggregates import (
     status_from_rows,
 )
 from celery_plus.stores.admin_base.listing import Record
+from celery_plus.stores.admin_base.queue_history import DepthRow
 
 #: A change primitive's answer for one job: (job id, outcome, extra).
 Outcome = tuple[str, str, str]
@@ -172,6 +173,35 @@ class StoreAdmin(ABC, Generic[B]):
     @abstractmethod
     def lease_rows(self) -> Iterable[tuple[str, int, int | None, int | None]]:
         """(worker id, running jobs, newest lease deadline, oldest start) rows."""
+
+    def queue_depth_rows(self) -> Iterable[DepthRow]:
+        """(queue, enqueued jobs, since when its oldest enqueued job waits) of each queue
+        with jobs enqueued (the queue history's sample: admin_base/queue_history.py); from
+        the status rows unless the store reads it more cheaply."""
+        rows = self.status_rows()
+        oldest: dict[str, int] = {}
+        for queue, since in rows.oldest:
+            oldest[queue] = min(int(since), oldest.get(queue, int(since)))
+        depth: dict[str, int] = {}
+        for queue, state, n in rows.depth:
+            if state == "enqueued":
+                depth[queue] = depth.get(queue, 0) + int(n)
+        return [(q, n, oldest.get(q)) for q, n in sorted(depth.items()) if n]
+
+    # -- the store's primitives: the queue history (admin_base/queue_history.py) ---------
+    #: Whether this store keeps the queue history.
+    keeps_history: ClassVar[bool] = False
+
+    def history_rows(self, since_ms: int, until_ms: int) -> list[tuple[int, int, str]]:
+        """(bucket ms, sampled at ms, sample JSON) of the samples whose bucket is in
+        [since_ms, until_ms], oldest first (none for a store that keeps no history)."""
+        return []
+
+    def history_put(self, bucket_ms: int, at_ms: int, sample: str, keep_from_ms: int
+                    ) -> bool:
+        """Store the sample of ``bucket_ms`` unless the store has one (True: stored) and
+        drop the samples of buckets before ``keep_from_ms``, in one atomic step."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no queue history")
 
     def runtime_rows(self, since_ms: int, limit: int) -> Iterable[tuple[int, str, int | None]]:
         """(finished ms, queue, ms from started to finished) rows of (at least) the newest

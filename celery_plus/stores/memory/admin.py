@@ -18,12 +18,18 @@ from celery_plus.stores.admin_base.aggregates import StatusRows
 from celery_plus.stores.admin_base.error_groups import RecordErrorGroups
 from celery_plus.stores.admin_base.listing import Record, listed
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
+from celery_plus.stores.admin_base.queue_history import DepthRow
 from celery_plus.stores.memory.backend import MemoryBackend
 from celery_plus.stores.memory.state import Job
 from celery_plus.stores.memory.step import Step
 
 #: A change to one job inside a step: (outcome, extra).
 Change = Callable[[Step, Job], tuple[str, str]]
+
+
+def _reserved(job: Job) -> bool:
+    """Claimed by a worker that has not started it (its start mark is -token)."""
+    return job.state == "running" and bool(job.token) and job.start_mark == -(job.token or 0)
 
 
 class MemoryAdmin(RecordErrorGroups, StoreAdmin[MemoryBackend]):
@@ -135,17 +141,47 @@ class MemoryAdmin(RecordErrorGroups, StoreAdmin[MemoryBackend]):
 
     # -- rows for the summaries --------------------------------------------------------
     def count_rows(self) -> Iterable[tuple[str, int]]:
-        return [(job.state, 1) for job in self._jobs()]
+        jobs = self._jobs()
+        return ([(job.state, 1) for job in jobs]
+                + [("reserved", 1) for job in jobs if _reserved(job)])
 
     def status_rows(self) -> StatusRows:
         jobs = self._jobs()
         return StatusRows(
             depth=[(j.queue, j.state, 1) for j in jobs
-                   if j.state in (*WAITING, "running", "failed")],
+                   if j.state in (*WAITING, "running", "failed")]
+            + [(j.queue, "reserved", 1) for j in jobs if _reserved(j)],
             oldest=[(j.queue, max(j.enqueued_ms, j.due_ms)) for j in jobs
                     if j.state in ("enqueued", "blocked")],
             blocked=[(j.group, 1, j.limit) for j in jobs if j.state == "blocked" and j.group],
             running=[(j.group, 1, j.limit) for j in jobs if j.state == "running" and j.group])
+
+    def queue_depth_rows(self) -> list[DepthRow]:
+        per: dict[str, list[int]] = {}
+        for j in self._jobs():
+            if j.state == "enqueued":
+                entry = per.setdefault(j.queue, [0, max(j.enqueued_ms, j.due_ms)])
+                entry[0] += 1
+                entry[1] = min(entry[1], max(j.enqueued_ms, j.due_ms))
+        return [(q, n, at) for q, (n, at) in sorted(per.items())]
+
+    keeps_history = True
+
+    def history_rows(self, since_ms: int, until_ms: int) -> list[tuple[int, int, str]]:
+        with self.backend.store.lock:
+            return sorted((b, at, s) for b, (at, s) in self.backend.store.history.items()
+                          if since_ms <= b <= until_ms)
+
+    def history_put(self, bucket_ms: int, at_ms: int, sample: str, keep_from_ms: int
+                    ) -> bool:
+        with self.backend.store.lock:
+            history = self.backend.store.history
+            for old in [b for b in history if b < keep_from_ms]:
+                del history[old]
+            if bucket_ms in history:
+                return False
+            history[bucket_ms] = (at_ms, sample)
+            return True
 
     def finished_since(self, since_ms: int) -> tuple[int, int]:
         finished = [j.state for j in self._jobs() if (j.finished_ms or 0) >= since_ms]
@@ -161,7 +197,7 @@ class MemoryAdmin(RecordErrorGroups, StoreAdmin[MemoryBackend]):
         return [(j.started_ms, j.queue, j.started_ms - max(j.enqueued_ms, j.due_ms))
                 for j in self._jobs() if j.state in ("running", "completed", "failed")
                 and j.started_ms is not None and j.started_ms >= since_ms
-                and not (j.state == "running" and j.token and j.start_mark == -j.token)]
+                and not _reserved(j)]
 
     def runtime_rows(self, since_ms: int, limit: int) -> Iterable[tuple[int, str, int | None]]:
         return [(j.finished_ms, j.queue, j.finished_ms - j.started_ms) for j in self._jobs()

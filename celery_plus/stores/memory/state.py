@@ -148,6 +148,8 @@ class MemoryState:
     paused: dict[str, int] = field(default_factory=dict)
     #: The Celery workers' records by node name (``WorkerRecords``).
     workers: dict[str, Any] = field(default_factory=dict)
+    #: The queue history: bucket ms -> (sampled at ms, sample JSON) (admin_base/queue_history).
+    history: dict[int, tuple[int, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         #: Notified after every change that may make work available (``wait``).

@@ -58,6 +58,16 @@ class PostgresAdmin(SqlErrorGroups, SqlAdmin[PostgresBackend]):
     def _among(self, ids: Sequence[str]) -> tuple[str, list[Any]]:
         return "id = ANY (%s::text[])", [list(ids)]
 
+    def history_put(self, bucket_ms: int, at_ms: int, sample: str, keep_from_ms: int
+                    ) -> bool:
+        # One statement: the sample inserted unless its bucket has one, the old ones dropped.
+        [(stored,)] = self._all(
+            "WITH old AS (DELETE FROM queue_history WHERE bucket_ms < %s::bigint), "
+            "ins AS (INSERT INTO queue_history (bucket_ms, at_ms, sample) VALUES "
+            "(%s::bigint, %s::bigint, %s) ON CONFLICT (bucket_ms) DO NOTHING RETURNING 1) "
+            "SELECT count(*) FROM ins", keep_from_ms, bucket_ms, at_ms, sample)
+        return bool(stored)
+
     def holder(self, lock: str) -> str | None:
         holder = self._all("SELECT live_holder(store_key(%s), now_ms())", lock)[0][0]
         return None if holder is None else str(holder)

@@ -39,6 +39,7 @@ from celery_plus.model.admin import (
 from celery_plus.stores.admin_base.aggregates import GroupRow, StatusRows
 from celery_plus.stores.admin_base.listing import Record, listed
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
+from celery_plus.stores.admin_base.queue_history import DepthRow
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.envelope import envelope_bytes
 from celery_plus.stores.redis.error_groups import RedisErrorGroups
@@ -70,6 +71,14 @@ BAND = rules.PRIORITY_FACTOR
 SYNC_BATCH = 5000
 #: A sync re-reads members finished this long below the highest one indexed (a clock step).
 SYNC_MARGIN_MS = 1000
+
+
+def _reserved(rec: dict[str, str], check_state: bool = True) -> bool:
+    """A record (its ``st``, ``tok`` and ``sm`` fields) of a running job its worker claimed
+    and has not started: a start mark of -token."""
+    return (bool(rec.get("sm")) and rec.get("sm") == f"-{rec.get('tok')}"
+            and (not check_state or rec.get("st") == "running"))
+
 
 class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
     """:class:`~celery_plus.model.admin.AdminStore` on a :class:`RedisBackend`'s store."""
@@ -149,9 +158,12 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
             pipe.zcard(key)
         replies = [int(r) for r in pipe.execute()]
         per_index = replies[len(queues) + len(groups):]
+        # The running jobs not started yet: their records say so (a start mark of -token).
+        leased = self._records(self._zall(self.key("lease")), ("st", "tok", "sm"))
         return [("enqueued", sum(replies[:len(queues)])),
                 ("blocked", sum(replies[len(queues):len(queues) + len(groups)])),
-                *zip(indexes, per_index, strict=True)]
+                *zip(indexes, per_index, strict=True),
+                ("reserved", sum(1 for rec in leased if _reserved(rec)))]
 
     # -- listings -----------------------------------------------------------------------
     def page(self, state: str, query: Query, offset: int, limit: int
@@ -450,7 +462,7 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
         # A reserved job (claimed, its task not started: start mark -token) has not started.
         starts = [(int(rec.get("start") or 0), rec)
                   for rec in self._records(ids, ("q", "enq", "due", "start", "tok", "sm"))
-                  if not (rec.get("sm") and rec.get("sm") == f"-{rec.get('tok')}")]
+                  if not _reserved(rec, check_state=False)]
         return [(start, rec.get("q", ""),
                  start - max(int(rec.get("enq") or 0), int(rec.get("due") or 0)))
                 for start, rec in starts if start >= since_ms]
@@ -486,6 +498,40 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
                 key, low, f"({high}", start=0, num=HEAD)]
             low = high
 
+    def queue_depth_rows(self) -> list[DepthRow]:
+        queues = self._queues()
+        pipe = self.client.pipeline(transaction=False)
+        for queue in queues:
+            pipe.zcard(self.key("q", queue))
+        out: list[DepthRow] = []
+        for queue, enqueued in zip(queues, (int(n) for n in pipe.execute()), strict=True):
+            if enqueued:
+                since = [max(int(rec.get("enq") or 0), int(rec.get("due") or 0))
+                         for rec in self._records(self._queue_heads(queue), ("st", "enq", "due"))
+                         if rec.get("st") == "enqueued"]
+                out.append((queue, enqueued, min(since) if since else None))
+        return out
+
+    # -- the queue history (hash P:qhist: bucket ms -> "at ms|sample JSON") -------------
+    keeps_history = True
+
+    def history_rows(self, since_ms: int, until_ms: int) -> list[tuple[int, int, str]]:
+        buckets = sorted(int(b) for b in self.client.hkeys(self.key("qhist"))
+                         if since_ms <= int(b) <= until_ms)
+        if not buckets:
+            return []
+        out: list[tuple[int, int, str]] = []
+        for bucket, value in zip(buckets, self.client.hmget(self.key("qhist"), buckets),
+                                 strict=True):
+            if value is not None:
+                at, _, sample = as_text(value).partition("|")
+                out.append((bucket, int(at), sample))
+        return out
+
+    def history_put(self, bucket_ms: int, at_ms: int, sample: str, keep_from_ms: int
+                    ) -> bool:
+        return bool(self._call("history_put", bucket_ms, f"{at_ms}|{sample}", keep_from_ms))
+
     def status_rows(self) -> StatusRows:
         depth: list[tuple[str, str, int]] = []
         waiting: list[dict[str, str]] = []
@@ -514,9 +560,10 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
         # running jobs, not by scanning the keyspace for P:slot:* sets).
         running_ids = self._zall(self.key("lease"))
         running = [(i, r) for i, r in zip(
-            running_ids, self._records(running_ids, ("st", "q", "cg", "cl")), strict=True)
-            if r.get("st") == "running"]
+            running_ids, self._records(running_ids, ("st", "q", "cg", "cl", "tok", "sm")),
+            strict=True) if r.get("st") == "running"]
         depth += [(rec["q"], "running", 1) for _, rec in running]
+        depth += [(rec["q"], "reserved", 1) for _, rec in running if _reserved(rec)]
         pipe = self.client.pipeline(transaction=False)
         for job_id, rec in running:
             if rec.get("cg"):

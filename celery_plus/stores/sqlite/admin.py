@@ -56,6 +56,16 @@ class SQLiteAdmin(SqlErrorGroups, SqlAdmin[SQLiteBackend]):
     def _among(self, ids: Sequence[str]) -> tuple[str, list[Any]]:
         return f"id IN ({', '.join('?' * len(ids))})", list(ids)
 
+    def history_put(self, bucket_ms: int, at_ms: int, sample: str, keep_from_ms: int
+                    ) -> bool:
+        def body(tx: _Tx) -> bool:
+            tx.run("DELETE FROM queue_history WHERE bucket_ms < ?", keep_from_ms)
+            return tx.run("INSERT INTO queue_history (bucket_ms, at_ms, sample) VALUES "
+                          "(?, ?, ?) ON CONFLICT (bucket_ms) DO NOTHING",
+                          bucket_ms, at_ms, sample) == 1
+
+        return self.backend._write(body)
+
     def holder(self, lock: str) -> str | None:
         rows = self._all("SELECT holder FROM holds WHERE lock = ? AND expires_ms >= ?", lock,
                          self.now_ms())

@@ -202,3 +202,11 @@ CREATE TABLE IF NOT EXISTS schedules (
     last_job    TEXT NOT NULL DEFAULT '',
     fired       INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
+
+-- the admin's queue history (stores/admin_base/queue_history.py): one sample per minute
+-- bucket, {"queue": [enqueued jobs, oldest waiting since ms]} as JSON, kept a day.
+CREATE TABLE IF NOT EXISTS queue_history (
+    bucket_ms   INTEGER PRIMARY KEY,
+    at_ms       INTEGER NOT NULL,
+    sample      TEXT NOT NULL
+);

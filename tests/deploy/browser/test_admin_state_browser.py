@@ -173,6 +173,13 @@ def test_reserved_and_running_on_the_pages_cheap(dashboard: Site, browser: Brows
     assert browser.fact("state") == "reserved"
     browser.open(site.operator_url + f"/job/{started}")
     assert browser.fact("state") == "running"
+    # the overview counts them apart: one running, one reserved (in the navigation too)
+    browser.open(site.operator_url + "/")
+    counts = {tr.find_element("css selector", "a").text: tr.text.split()[-1]
+              for tr in browser.find_all("table#counts tr")[1:]}
+    assert (counts["running"], counts["reserved"]) == ("1", "1"), counts
+    assert browser.find("#nav-reserved").text == "reserved (1)"
+    assert browser.find("#nav-running").text == "running (1)"
 
 
 @pytest.mark.parametrize("broker_kind", STORES, indirect=True)

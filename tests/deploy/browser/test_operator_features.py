@@ -13,6 +13,8 @@ a page load, a click or a form as an operator does it:
 * the completed / failed chart (server-rendered SVG) and its time ranges, throughput, per-queue
   latency (and the oldest waiting job of a queue nobody consumes);
 * page numbers, oldest-first order, a time range (since, then until);
+* queue depth and wait over time (``/history``: a worker's maintenance turn records the
+  samples; the charts of one queue and their ranges);
 * stopping a running job (``revoke(terminate=True)``);
 * a job's result and runtime.
 
@@ -21,25 +23,31 @@ With ``CELERY_PLUS_DOC_IMAGES=1`` the Redis run copies its screenshots to ``docs
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
+import psycopg
 import pytest
 import redis
 
 from celery_plus import Celery
 from celery_plus.model.options import StoreOptions
 from celery_plus.model.store import Backend
+from celery_plus.stores.admin_base.queue_history import decode, encode
 from celery_plus.stores.postgres.backend import PostgresBackend
 from celery_plus.stores.redis.backend import RedisBackend
+from celery_plus.stores.registry import admin_for
 from celery_plus.stores.sqlite.backend import SQLiteBackend
 from tests.deploy.browser.conftest import ADMIN_TOKEN, Browser, Served, launch
 from tests.deploy.e2e import proj
@@ -288,11 +296,13 @@ def test_the_activity_chart_throughput_and_queue_latency(deployment: Deployment,
     buckets = re.findall(r"(\d+) completed, (\d+) failed", browser.driver.page_source)
     assert sum(int(c) for c, _ in buckets) >= 3 and sum(int(f) for _, f in buckets) >= 2
     [queue] = [row for row in rows(browser, "queues") if row[0] == "celery"]
-    assert re.fullmatch(r"\d+\.\d s|\d+m\d+s", queue[7]) and re.fullmatch(
-        r"\d+\.\d s|\d+m\d+s", queue[8]), queue
-    assert int(queue[9]) >= 5
+    # (columns: queue, enqueued, scheduled, blocked, running, reserved, failed, oldest
+    # waiting, wait p50, wait p95, started, state)
+    assert re.fullmatch(r"\d+\.\d s|\d+m\d+s", queue[8]) and re.fullmatch(
+        r"\d+\.\d s|\d+m\d+s", queue[9]), queue
+    assert int(queue[10]) >= 5
     [idle] = [row for row in rows(browser, "queues") if row[0] == idle_queue]
-    assert idle[1] == "1" and re.fullmatch(r"\d+s", idle[6]) and idle[7] == "-", idle
+    assert idle[1] == "1" and re.fullmatch(r"\d+s", idle[7]) and idle[8] == "-", idle
     assert dep.state(waiting) == "enqueued"
     [five, hour] = rows(browser, "throughput")
     assert int(five[1]) >= 3 and int(five[3]) >= 2 and int(hour[1]) >= 3
@@ -301,6 +311,57 @@ def test_the_activity_chart_throughput_and_queue_latency(deployment: Deployment,
     assert "range=24h" in browser.driver.current_url
     assert browser.find("svg#activity") and "<b>24h</b>" in browser.driver.page_source
     assert len(browser.find_all("svg#activity g.bucket")) == 96
+
+
+# -- queue depth and wait over time ------------------------------------------------------------
+def _forget_sample(dep: Deployment, bucket: int) -> None:
+    """Delete the store's sample of ``bucket`` (as if no worker had taken it yet)."""
+    if dep.kind == "redis":
+        client = redis.Redis.from_url(REDIS_URL)
+        client.hdel(f"{dep.prefix}:qhist", str(bucket))
+        client.close()
+    elif dep.kind == "sqlite":
+        with contextlib.closing(sqlite3.connect(dep.broker.removeprefix("plus+sqlite:///"))
+                                ) as db, db:
+            db.execute("DELETE FROM queue_history WHERE bucket_ms = ?", (bucket,))
+    else:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f"DELETE FROM {proj.pg_schema(dep.prefix)}.queue_history "
+                         "WHERE bucket_ms = %s", [bucket])
+
+
+def test_the_queue_history_chart(deployment: Deployment, chromium: Browser) -> None:
+    dep, browser = deployment, chromium
+    idle_queue = f"backlog-{uuid.uuid4().hex[:6]}"
+    for n in range(3):
+        dep.app.tasks["proj.add"].apply_async((n, n), queue=idle_queue)
+    history: Any = admin_for(dep.view)
+    now = dep.view.now_ms()
+    earlier = now - 10 * 60_000  # a sample of ten minutes ago, as a worker would have taken
+    history.history_put(earlier - earlier % 60_000, earlier,
+                        encode([(idle_queue, 5, earlier - 30_000)]), now - 86_400_000)
+    # this minute's sample is taken again by a worker's next maintenance turn (every second)
+    bucket = now - now % 60_000
+    _forget_sample(dep, bucket)
+
+    def recorded() -> bool:
+        rows = history.history_rows(bucket, dep.view.now_ms())
+        return any(decode(sample).get(idle_queue, (0, None))[0] == 3 for _, _, sample in rows)
+
+    wait_until(recorded, timeout=30, message="a worker records the backlog's sample")
+    browser.open(dep.operator_url + "/")
+    browser.click("#history-link")
+    browser.click(f"a.queue[href*='{idle_queue}']")
+    assert f"queue={idle_queue}" in browser.driver.current_url
+    assert len(browser.find_all("svg#depth g.sample rect")) >= 3  # 10 min ago, now, live
+    assert len(browser.find_all("svg#wait g.sample rect")) >= 3
+    assert "5 jobs enqueued" in browser.driver.page_source
+    samples = rows(browser, "history")
+    assert samples[0][0].endswith("(now)") and samples[0][1] == "3", samples
+    assert samples[1][1] == "3" and samples[-1][1] == "5", samples
+    dep.screenshot(browser, "history.png")
+    browser.click("#range-6h")
+    assert "range=6h" in browser.driver.current_url and "<b>6h</b>" in browser.driver.page_source
 
 
 # -- listings: page numbers, order, time range -----------------------------------------------

@@ -29,6 +29,7 @@ from kombu import Connection, Exchange, Queue
 from celery_plus import admin
 from celery_plus.coordination import coordinator_for
 from celery_plus.model.store import Backend
+from celery_plus.stores.registry import admin_for
 from tests.fast.conformance.stores import PG_URL
 from tests.inspectors import inspector_for
 from tests.support import drop_pg_schema
@@ -223,10 +224,17 @@ def _dlq_ls(prefix: str) -> subprocess.CompletedProcess[str]:
 def test_a_failure_is_a_dead_letter_in_the_admin_and_a_retry_republishes_it(
         app: Any, view: Backend, start: Callable[..., Worker], prefix: str,
         store: redis.Redis) -> None:
-    start()
+    worker = start()
     failing = app.tasks["proj.fail_until_fixed"].delay("inv-7")
     wait_until(lambda: _state(view, failing.id) == "failed", timeout=30,
                message="dead-lettered")
+    # a coordinated worker keeps its record in the coordination store too (the admin's
+    # workers page), and its maintenance turn records the queue history (issue #28)
+    wait_until(lambda: worker.proc.pid in [b.pid for b in view.worker_beats()], timeout=30,
+               message="the worker's record")
+    history: Any = admin_for(view)
+    wait_until(lambda: history.history_rows(0, 2**62), timeout=30,
+               message="a queue history sample")
     page = admin.jobs(app, "failed")
     assert [j.id for j in page.items] == [failing.id]
     detail = admin.show(app, failing.id)

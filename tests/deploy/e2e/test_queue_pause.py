@@ -58,6 +58,11 @@ def ledger(prefix: str) -> list[list[Any]]:
         client.close()
 
 
+def _claimed(counts: admin.Counts) -> int:
+    """Jobs claimed by a worker: running, or reserved (prefetched, not started)."""
+    return counts.running + counts.reserved
+
+
 def ledger_size(prefix: str) -> int:
     client = redis.Redis.from_url(REDIS_URL)
     try:
@@ -87,7 +92,7 @@ def drain_with_a_pause(prefix: str, view: Backend, start_worker: Callable[..., W
     with admin.connect(client) as operator:
         acknowledged = operator.pause_queue(QUEUE).acknowledged_ms
         # The claims made before the pause run to their end and are settled.
-        wait_until(lambda: operator.counts().running == 0, timeout=60,
+        wait_until(lambda: _claimed(operator.counts()) == 0, timeout=60,
                    message="the claims made before the pause settled")
         before = ledger(prefix)
         left = operator.counts().enqueued
@@ -111,7 +116,7 @@ def drain_with_a_pause(prefix: str, view: Backend, start_worker: Callable[..., W
 
     wait_until(lambda: ledger_size(prefix) >= jobs, timeout=timeout, interval=0.2,
                message="the rest drained after the resume")
-    wait_until(lambda: admin.counts(client).running == 0, timeout=60, message="all settled")
+    wait_until(lambda: _claimed(admin.counts(client)) == 0, timeout=60, message="all settled")
     runs = ledger(prefix)
     counted = Counter(job_id for job_id, *_ in runs)
     assert [job_id for job_id, n in counted.items() if n > 1] == [], "run twice"

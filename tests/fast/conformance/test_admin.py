@@ -37,7 +37,7 @@ from celery_plus.admin import (
     admin_for,
 )
 from celery_plus.model.details import clean_text
-from celery_plus.model.store import Backend, Settle
+from celery_plus.model.store import NOT_STARTED, Backend, Settle
 from tests.inspectors import Inspector
 
 from .support import Q, claim, history, ids, maintain, publish, record, wait_until
@@ -134,8 +134,31 @@ def test_counts_count_the_jobs_of_every_state(backend: Backend, admin: Admin) ->
     admin.cancel("c1")
     counts = admin.counts()
     assert counts.to_dict() == {"enqueued": 2, "scheduled": 1, "blocked": 1, "running": 1,
-                                "completed": 1, "failed": 2, "canceled": 1, "discarded": 1}
+                                "reserved": 0, "completed": 1, "failed": 2, "canceled": 1,
+                                "discarded": 1}
     assert counts["failed"] == 2
+
+
+def test_counts_and_status_tell_reserved_jobs_from_running_ones(backend: Backend,
+                                                                admin: Admin) -> None:
+    job(backend, "r1")
+    job(backend, "r2")
+    job(backend, "s1")
+    job(backend, "m1", queue="mail")
+    claims = {c.job_id: c.token for c in claim(backend, max_jobs=3).claims}
+    [mail] = claim(backend, queues=["mail"]).claims
+    # the worker's heartbeat: r1, r2 and m1 not started (prefetched), s1 started
+    backend.heartbeat([("r1", claims["r1"]), ("r2", claims["r2"]), ("s1", claims["s1"]),
+                       ("m1", mail.token)], [NOT_STARTED, NOT_STARTED, 0, NOT_STARTED])
+    counts = admin.counts()
+    assert (counts.running, counts.reserved) == (1, 3)
+    queues = {q.queue: q for q in admin.status().queues}
+    assert (queues[Q].running, queues[Q].reserved) == (1, 2)
+    assert (queues["mail"].running, queues["mail"].reserved) == (0, 1)
+    backend.heartbeat([("r1", claims["r1"])], [5])  # r1's task started
+    backend.settle([Settle("r2", claims["r2"], "ack", run_ms=1)])  # r2 ran and ended
+    counts = admin.counts()
+    assert (counts.running, counts.reserved) == (2, 1)
 
 
 def test_a_listing_is_newest_first_and_paged(backend: Backend, admin: Admin) -> None:
@@ -547,8 +570,8 @@ def test_purge_deletes_finished_records_in_scope(backend: Backend, admin: Admin)
     assert admin.purge("completed", task="proj.work").changed == ["ok"]
     assert admin.purge("failed", older_than=3600).changed == []
     assert admin.counts().to_dict() == {
-        "enqueued": 0, "scheduled": 0, "blocked": 0, "running": 0, "completed": 0,
-        "failed": 1, "canceled": 0, "discarded": 0}
+        "enqueued": 0, "scheduled": 0, "blocked": 0, "running": 0, "reserved": 0,
+        "completed": 0, "failed": 1, "canceled": 0, "discarded": 0}
     with pytest.raises(ValueError, match="unknown state"):
         admin.purge("running", all=True)
 

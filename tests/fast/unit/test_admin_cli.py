@@ -282,7 +282,8 @@ def test_jobs_counts_states_and_lists_one(store: Store) -> None:
     assert counts.exit_code == 0
     rows = dict(line.split() for line in counts.stdout.splitlines()[1:])
     assert rows == {"enqueued": "1", "scheduled": "1", "blocked": "0", "running": "0",
-                    "completed": "0", "failed": "1", "canceled": "0", "discarded": "0"}
+                    "reserved": "0", "completed": "0", "failed": "1", "canceled": "0",
+                    "discarded": "0"}
     assert as_json(run(store, "jobs", "--json"))["failed"] == 1
     listing = run(store, "jobs", "enqueued")
     assert listing.exit_code == 0
@@ -303,9 +304,9 @@ def test_status_shows_queues_groups_and_dead_letters(store: Store) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["QUEUE", "ENQUEUED", "SCHEDULED", "BLOCKED", "RUNNING",
-                                "FAILED", "OLDEST", "WAITING"]
-    assert lines[1].split()[:6] == ["celery", "0", "0", "1", "1", "0"]
-    assert lines[2].split()[:6] == ["mail", "1", "0", "0", "0", "1"]
+                                "RESERVED", "FAILED", "OLDEST", "WAITING"]
+    assert lines[1].split()[:7] == ["celery", "0", "0", "1", "1", "0", "0"]
+    assert lines[2].split()[:7] == ["mail", "1", "0", "0", "0", "0", "1"]
     assert "CONCURRENCY GROUP" in result.stdout and "dead letters: 1" in result.stdout
     report = as_json(run(store, "store-status", "--json"))
     assert report["dead_letters"] == 1 and report["groups"] == [

@@ -55,10 +55,10 @@ def test_the_cli_lists_pauses_and_resumes_queues(store: Store) -> None:  # noqa:
                         r"store clock\)\n", result.stdout)
     lines = run(store, "queues", "ls").stdout.splitlines()
     assert lines[0].split() == ["QUEUE", "STATE", "PAUSED", "SINCE", "ENQUEUED", "SCHEDULED",
-                                "RUNNING"]
+                                "RUNNING", "RESERVED"]
     assert lines[1].split()[:2] == ["celery", "active"]
-    assert lines[2].split()[:2] == ["mail", "paused"] and lines[2].split()[-3:] == ["1", "0",
-                                                                                   "0"]
+    assert lines[2].split()[:2] == ["mail", "paused"] and lines[2].split()[-4:] == ["1", "0",
+                                                                                   "0", "0"]
     rows = json.loads(run(store, "queues", "ls", "--json").stdout)
     assert [(r["queue"], r["paused"]) for r in rows] == [("celery", False), ("mail", True)]
     assert claimed(store) == []

@@ -223,3 +223,63 @@ def test_the_metrics_key_labels_setting_is_checked_and_used(store: Store) -> Non
         assert web.metrics_key_labels is True
     finally:
         web.close()
+
+
+def test_counts_status_and_metrics_tell_reserved_from_running(store: Store) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from celery_plus.admin.metrics import metrics_text
+
+    _reserved_and_running(store)
+    store.job("w")  # one waiting
+    counts = admin.counts(store.app)
+    assert (counts.enqueued, counts.running, counts.reserved) == (1, 1, 1)
+    [queue] = admin.status(store.app).queues
+    assert (queue.queue, queue.enqueued, queue.running, queue.reserved) == ("celery", 1, 1, 1)
+    lines = run(store, "jobs").stdout.splitlines()
+    assert [line.split() for line in lines[4:6]] == [["running", "1"], ["reserved", "1"]]
+    assert as_json(run(store, "jobs", "--json"))["reserved"] == 1
+    status = run(store, "store-status").stdout.splitlines()
+    assert status[0].split()[:7] == ["QUEUE", "ENQUEUED", "SCHEDULED", "BLOCKED", "RUNNING",
+                                     "RESERVED", "FAILED"]
+    assert status[1].split()[:7] == ["celery", "1", "0", "0", "1", "1", "0"]
+    with admin.connect(store.app) as a:
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for f in text_string_to_metric_families(metrics_text(a)) for s in f.samples}
+    assert samples[("celery_plus_jobs", (("state", "running"),))] == 1
+    assert samples[("celery_plus_jobs", (("state", "reserved"),))] == 1
+    assert samples[("celery_plus_queue_jobs", (("queue", "celery"), ("state", "reserved")))] == 1
+    # its task starts: running, no longer reserved
+    [got] = [c for c in [store.backend.record("r")] if c is not None]
+    store.backend.heartbeat([("r", got.lease_token)], [0])
+    counts = admin.counts(store.app)
+    assert (counts.running, counts.reserved) == (2, 0)
+
+
+def test_the_overview_shows_reserved_apart_from_running(store: Store) -> None:
+    import re
+
+    from celery_plus.admin.web import Dashboard
+    from tests.fast.unit.test_admin_web_security import OPERATOR
+    from tests.stores.unit.test_admin_web import ADMIN_TOKEN, call
+
+    _reserved_and_running(store)
+    store.app.conf.plus_admin_token = ADMIN_TOKEN
+    web = Dashboard(store.app)
+    try:
+        status, _, page = call(web, "/", headers=OPERATOR)
+    finally:
+        web.close()
+    assert status == "200 OK", page
+    counts = re.search(r'<table id="counts">(.*?)</table>', page, re.S)
+    assert counts is not None
+    cells = dict(re.findall(r"<tr><td><a [^>]*>(\w+)</a></td><td>(\d+)</td></tr>",
+                            counts.group(1)))
+    assert (cells["running"], cells["reserved"]) == ("1", "1")
+    queues = re.search(r'<table id="queues">(.*?)</table>', page, re.S)
+    assert queues is not None
+    header = re.findall(r"<th>([^<]*)</th>", queues.group(1))
+    row = re.findall(r"<td>([^<]*)</td>", queues.group(1).split("</tr>")[1])
+    assert header[4:6] == ["running", "reserved"] and row[4:6] == ["1", "1"], (header, row)
+    assert re.search(r'id="nav-running">running \(1\)</a>', page)
+    assert re.search(r'id="nav-reserved">reserved \(1\)</a>', page)

@@ -160,3 +160,26 @@ def test_a_coordinator_holds_its_claims_in_the_leases_ledger_and_checks_suspect_
     coordinator.settle("never-held", 1, "ack")
     assert checked == ["late", "over", "never-held"]
     assert coordinator.holdings.renewable() == [] and len(coordinator.holdings) == 0
+
+
+def test_a_coordinated_settle_carries_how_long_its_task_ran() -> None:
+    # Coordinated mode (issue #28): the request's start (Claimed.started, from Celery's
+    # on_accepted) reaches the store with the settle, so the record's start is the task's,
+    # not the claim's, as on the durable transport.
+    app = _app(AMQP, unique=False, plus_coordination_url="redis://h:6379/0")
+    coordinator = coordinator_for(app)
+    assert coordinator is not None
+    now_ms = [1_000_000]
+    coordinator._backend = store = MemoryBackend(clock=lambda: now_ms[0])
+    store.publish(NewJob(id="late", queue="q", message="{}"))
+    store.publish(NewJob(id="unmarked", queue="q", message="{}"))
+    late, unmarked = coordinator.claim("late").token, coordinator.claim("unmarked").token
+    now_ms[0] += 10_000  # ten seconds after the claims (in the pool's queue) ...
+    # ... the task started two seconds ago
+    coordinator.holdings.started(delivery_tag("late", late), leases_keeper.clock() - 2.0)
+    coordinator.settle("late", late, "ack")
+    coordinator.settle("unmarked", unmarked, "ack")
+    rec, plain = store.record("late"), store.record("unmarked")
+    assert rec is not None and plain is not None
+    assert 1_900 <= rec.finished_ms - rec.started_ms <= 2_500, rec
+    assert plain.started_ms == 1_000_000  # no start known: the claim's time, as before

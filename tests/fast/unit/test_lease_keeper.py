@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from celery_plus import signals
 from celery_plus.coordination.keeper import CoordinationKeeper
 from celery_plus.leases.holdings import Ends, Holdings
@@ -109,3 +111,30 @@ def test_the_coordination_keeper_forgets_ended_claims_and_announces_only_lost_on
         signals.task_lease_lost.disconnect(lost)
     assert announced == ["other"]
     assert coordinator.claims == [] and coordinator.renewals == [[]]
+
+
+def test_the_coordination_keeper_carries_start_marks_and_writes_the_worker_record(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Coordinated mode (issue #28): the claims' start marks ride on its heartbeats, as the
+    transport keeper's do (reserved until the task starts, then started when it did), and
+    its turns write the worker's record (the admin's workers page)."""
+    from celery_plus.coordination import keeper as coordination_keeper
+    from celery_plus.leases import keeper as leases_keeper
+    from celery_plus.leases.tokens import delivery_tag
+
+    monkeypatch.setattr(coordination_keeper, "worker_running", lambda: True)
+    monkeypatch.setattr(leases_keeper, "worker_node", lambda: ("w1@host", ("q",)))
+    coordinator = HoldingCoordinator()
+    store, [(job_id, token)] = coordinator.backend, coordinator.claims
+    keeper = CoordinationKeeper(coordinator)  # type: ignore[arg-type]
+    claimed_at = store.record(job_id).started_ms  # type: ignore[union-attr]
+    keeper.heartbeat(store)
+    assert store.record(job_id).reserved  # type: ignore[union-attr]  # claimed, not started
+    time.sleep(0.05)
+    coordinator.holdings.started(delivery_tag(job_id, token), clock() - 0.02)
+    keeper.heartbeat(store)
+    rec = store.record(job_id)
+    assert rec is not None and not rec.reserved and rec.started_ms > claimed_at
+    keeper.each_turn(store)
+    [beat] = store.worker_beats()
+    assert (beat.node, beat.queues) == ("w1@host", ("q",))

@@ -66,7 +66,7 @@ PATHS = ["/", "/jobs/failed", "/jobs/enqueued", "/jobs/completed", "/api/jobs/fa
          "/api/status", "/api/throughput", "/api/activity", "/api/latency", "/failed",
          "/metrics", "/job", "/api/job", "/login", "/workers", "/api/workers", "/schedules",
          "/api/schedules", "/errors", "/errors/jobs", "/tasks", "/api/tasks", "/limits",
-         "/api/limits"]
+         "/api/limits", "/history", "/api/history"]
 
 
 def encoded(value: str) -> str:
@@ -265,7 +265,8 @@ OPTION_COMMANDS = {
     "--allowed-host": ["admin"], "--trusted-proxy": ["admin"], "--limit": ["dlq", "groups"],
     # (no --yes and no terminal: the confirmation declines, nothing is discarded)
     "--type": ["dlq", "discard-group", "--message", "m"],
-    "--message": ["dlq", "discard-group", "--type", "T"], "--window": ["tasks"]}
+    "--message": ["dlq", "discard-group", "--type", "T"], "--window": ["tasks"],
+    "--range": ["queues", "history"]}
 OPTIONS = list(OPTION_COMMANDS)
 FLAGS = ["--json", "--yes", "--all"]
 

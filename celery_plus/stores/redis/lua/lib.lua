@@ -49,6 +49,8 @@ called with KEYS[1] = ARGV[1] = P; keys are built here from P, so they share KEY
   P:discarded        ZSET    discarded dead letters by discard ms (admin discard)
   P:wake:{queue}     LIST    wake-up tokens for idle consumers
   P:paused           HASH    paused queues: queue -> ms it was paused (claim.lua skips them)
+  P:qhist            HASH    the admin's queue history: bucket ms -> "at ms|sample JSON", one a
+                             minute, a day kept (admin/history_put.lua)
   P:stats            HASH    cluster counters (deduplicated, recovered, dead_lettered, blocked)
   job fields of a cluster rate limit: rg (rate group), rl (starts allowed per window), rw
                      (window ms)
