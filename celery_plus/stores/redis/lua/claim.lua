@@ -31,8 +31,9 @@ for qi = 7, #ARGV do
       scanned = scanned + 1
       local jk = jkey(id)
       local f = redis.call('HMGET', jk, 'st', 'cg', 'cl', 'uk', 'uw', 'msg', 'dl', 'rg', 'rl',
-                           'rw')
-      if f[1] == 'enqueued' and not f[6] and redis.call('EXISTS', mkey(id)) == 0 then
+                           'rw', 'tok')
+      local body = f[1] == 'enqueued' and (f[6] or redis.call('GET', mkey(id)))
+      if f[1] == 'enqueued' and not body then
         -- Its message is gone (evicted by a maxmemory-policy other than noeviction): a dead
         -- letter saying so, never a claim without a body.
         dead_letter(id, {reason = 'message missing', exc_type = 'MessageMissing',
@@ -50,11 +51,11 @@ for qi = 7, #ARGV do
           blocked[#blocked + 1] = id
         end
         if free then
-          local tok, dl = begin_claim(id, f[4], f[5], f[7], worker, lease_ms, backstop)
+          local tok, dl = begin_claim(id, f[4], f[5], f[7], worker, lease_ms, backstop, f[11])
           if rg ~= '' then rate_take(rg, id, tok, tonumber(f[10]), lease_ms) end
           out[#out + 1] = id
           out[#out + 1] = tok
-          out[#out + 1] = f[6] or redis.call('GET', mkey(id))
+          out[#out + 1] = body
           out[#out + 1] = dl
           out[#out + 1] = queue
           n = n + 1
