@@ -15,8 +15,16 @@ local max_n, scan_limit, backstop = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumb
 -- After a restart (check_boot): no claim for one lease; the grace left is the next due.
 local grace = check_boot(lease_ms)
 if grace > 0 then return {{}, {}, grace} end
-promote_due(100)
-release_rate(20)
+-- The first scheduled job and the first rate group to reopen, read once: promoting and
+-- releasing only when one is due (then read again), and the next due time from them.
+local function first_of(key) return redis.call('ZRANGE', P .. key, 0, 0, 'WITHSCORES') end
+local sched_first, opens = first_of(':sched'), first_of(':rwake')
+if sched_first[2] and tonumber(sched_first[2]) <= NOW then
+  promote_due(100)
+  sched_first = first_of(':sched')
+end
+if opens[2] and tonumber(opens[2]) <= NOW then release_rate(20) end
+local parked = false  -- a job rate-parked below moves P:rwake: read it again at the end
 local out, blocked = {}, {}
 local n, scanned = 0, 0
 for qi = 7, #ARGV do
@@ -45,6 +53,7 @@ for qi = 7, #ARGV do
         if rg ~= '' and rate_room(rg, tonumber(f[9]), tonumber(f[10])) <= 0 then
           free = false
           rate_park(id, rg, score, tonumber(f[10]))
+          parked = true
           blocked[#blocked + 1] = id
         elseif not take_slot(id, f[2], f[3], score) then
           free = false
@@ -65,9 +74,8 @@ for qi = 7, #ARGV do
   end
 end
 local next_due = -1
-local first = redis.call('ZRANGE', P .. ':sched', 0, 0, 'WITHSCORES')
-if first[2] then next_due = math.max(tonumber(first[2]) - NOW, 0) end
-local opens = redis.call('ZRANGE', P .. ':rwake', 0, 0, 'WITHSCORES')
+if sched_first[2] then next_due = math.max(tonumber(sched_first[2]) - NOW, 0) end
+if parked or (opens[2] and tonumber(opens[2]) <= NOW) then opens = first_of(':rwake') end
 if opens[2] and (next_due < 0 or tonumber(opens[2]) - NOW < next_due) then
   next_due = math.max(tonumber(opens[2]) - NOW, 0)
 end
