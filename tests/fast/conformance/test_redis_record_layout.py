@@ -1,8 +1,8 @@
 """Conformance (Redis): job records stored by a release before the compact layout (issue #17).
 
-The compact layout keeps a job's envelope (as published, or deflated with ``plus_redis_deflate``:
-``stores/redis/envelope.py``) in its own string key ``P:m:{id}`` next to the hash ``P:job:{id}`` (so the hash stays a listpack); an
-older release kept it in the hash's
+The compact layout keeps a job's envelope (as published, or deflated with
+``plus_redis_deflate``: ``stores/redis/envelope.py``) in its own string key ``P:m:{id}`` next to
+the hash ``P:job:{id}`` (so the hash stays a listpack); an older release kept it in the hash's
 ``msg`` field. During a rolling upgrade the new scripts meet such records: they must be
 claimed (their message delivered as stored), acked, dead-lettered, shown and searched by the
 admin, purged, replaced by a publish of the same id, and pruned with nothing left behind. The
