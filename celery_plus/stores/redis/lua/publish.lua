@@ -95,7 +95,7 @@ if compact then
   set_msg(id, msg, prev[1] ~= false)
 else
   -- (plus_redis_compact_records off: workers of an earlier release read only the hash)
-  if prev[1] then redis.call('DEL', mkey(id)) end
+  redis.call('DEL', mkey(id))
   put('msg', msg)
 end
 if rate_group ~= '' then
