@@ -50,6 +50,8 @@ if KIND.startswith("plus"):
     app.conf.plus_pg_schema = pg_schema(RUN)
     if KIND == "plus-hash":  # plus_redis_compact_records off (docs/redis-transport.md)
         app.conf.plus_redis_compact_records = False
+    if KIND == "plus-deflate":  # plus_redis_deflate on (docs/configuration.md)
+        app.conf.plus_redis_deflate = True
     if KIND == "plus-pg-async":  # plus_pg_synchronous_commit opted in (docs/postgres.md)
         app.conf.plus_pg_synchronous_commit = "off"
     app.conf.plus_visibility_timeout = float(os.environ.get("BENCH_VISIBILITY_TIMEOUT", 30))

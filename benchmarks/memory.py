@@ -38,6 +38,7 @@ CONFIGS = {
     "celery": "plain Celery, redis://",
     "plus": "celery-plus, plus+redis:// (compact)",
     "plus-hash": "celery-plus, plus+redis://, hash layout",
+    "plus-deflate": "celery-plus, plus+redis://, compact, plus_redis_deflate = True",
     "plus-pg": "celery-plus, plus+postgresql://",
     "plus-sqlite": "celery-plus, plus+sqlite://",
 }
@@ -153,16 +154,19 @@ def _cleanup(kind: str, run: str, redis_url: str, schema: str, sqlite_file: Path
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--configs", default=",".join(CONFIGS),
+                        help="the configurations to measure (plain Celery's always is)")
     args = parser.parse_args()
+    kinds = ["celery", *(k for k in args.configs.split(",") if k != "celery")]
     figures: dict[str, float] = {}
     with private_redis() as url:
-        for kind in CONFIGS:
+        for kind in kinds:
             figures[kind] = measure(kind, args.jobs, url)
     base = figures["celery"]
     print(f"{args.jobs} waiting noop.delay(i, n) jobs, no worker; store growth per job")
     print(f"{'configuration':40} {'bytes/job':>10} {'vs plain Celery':>16}")
-    for kind, label in CONFIGS.items():
-        print(f"{label:40} {figures[kind]:10.0f} {figures[kind] / base:15.2f}x")
+    for kind in kinds:
+        print(f"{CONFIGS[kind]:40} {figures[kind]:10.0f} {figures[kind] / base:15.2f}x")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ PAIRS = (
     ("plus", ("celery", "dramatiq", "huey")),
     ("plus-pg", ("pgqueuer", "procrastinate")),
     ("plus-sqlite", ("celery",)),
+    ("plus", ("plus-hash", "plus-deflate")),
 )
 
 
@@ -66,11 +67,11 @@ def print_report(rounds: list[Round], systems: list[System], jobs: int) -> None:
         found = ratios(rounds, s.key, s.key, "prefork -c 2", "solo")
         if found:
             print(f"  {s.key} prefork -c 2 / own solo: {_ratio_text(found)}")
-    print("\nRedis store server per job while draining (INFO commandstats, medians): "
-          "script calls / other commands (those inside scripts too) / server µs")
+    print("\nRedis store server per job while enqueuing and draining (INFO commandstats, "
+          "medians): script calls / other commands (those inside scripts too) / server µs")
     for s in (s for s in systems if s.store == "redis"):
         cells = []
-        for column in COLUMNS:
+        for column in ("enqueue", "batch", *COLUMNS):
             calls = [r.figures[s.key].calls[column] for r in rounds
                      if s.key in r.figures and column in r.figures[s.key].calls]
             if calls:

@@ -87,7 +87,14 @@ SYSTEMS = (
                             "worker", "--concurrency", "8", "--queues", "bench"),
            }, "a dead worker's jobs stay 'doing' until the user's stalled-job task retries them"),
 )
-BY_KEY = {system.key: system for system in SYSTEMS}
+#: The other Redis layouts, run when named (``--systems plus,plus-hash,plus-deflate``): the
+#: envelope in the job hash (``plus_redis_compact_records = False``) and deflated
+#: (``plus_redis_deflate = True``).
+LAYOUTS = (
+    _plus("plus-hash", "celery-plus plus+redis://, hash layout", "redis", PLUS_NOTE),
+    _plus("plus-deflate", "celery-plus plus+redis://, deflated", "redis", PLUS_NOTE),
+)
+BY_KEY = {system.key: system for system in (*SYSTEMS, *LAYOUTS)}
 
 
 def based(system: System, checkout: str) -> System:

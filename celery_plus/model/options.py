@@ -32,9 +32,11 @@ class StoreOptions:
     retention: Retention = (86_400_000, 100_000, 604_800_000, 100_000)
     #: Least time between two maintenance passes of one store.
     maintenance_interval_ms: int = 1000
-    #: Redis: a job's envelope deflated in its own key next to a small hash
+    #: Redis: a job's envelope in its own key next to a small hash
     #: (``plus_redis_compact_records``; False: in the hash, as releases before it read it).
     compact_records: bool = True
+    #: Redis, compact layout: the envelope deflated (``plus_redis_deflate``).
+    deflate: bool = True
     #: Redis Cluster: replicas that must have a publish before it is acknowledged (WAIT).
     wait_replicas: int = 0
     wait_timeout_ms: int = 1000
@@ -52,6 +54,7 @@ class StoreOptions:
             ),
             maintenance_interval_ms=int(config.maintenance_interval * 1000),
             compact_records=config.redis_compact_records,
+            deflate=config.redis_deflate,
             wait_replicas=config.redis_wait_replicas,
             wait_timeout_ms=int(config.redis_wait_timeout * 1000),
         )

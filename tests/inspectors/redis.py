@@ -1,8 +1,8 @@
 """The Redis store's inspector: its keys as ``stores/redis/lua/lib.lua`` lays them out.
 
-A record is the hash ``P:job:{id}``; its envelope is in ``P:m:{id}`` (deflated in the compact
-layout, ``plus_redis_compact_records``) or, in the hash layout of older records, the hash's
-``msg`` field.
+A record is the hash ``P:job:{id}``; its envelope is in ``P:m:{id}`` (the compact layout,
+``plus_redis_compact_records``; deflated with ``plus_redis_deflate``) or, in the hash layout of
+older records, the hash's ``msg`` field.
 """
 
 from __future__ import annotations

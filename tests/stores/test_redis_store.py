@@ -16,7 +16,7 @@ import redis
 
 from celery_plus.model.store import Settle
 from celery_plus.stores.redis.backend import RedisBackend
-from celery_plus.stores.redis.envelope import MARK, envelope_bytes
+from celery_plus.stores.redis.envelope import MARK, deflated, envelope_bytes
 from tests.fast.conformance.stores import REDIS_URL
 from tests.fast.conformance.support import Q, claim, ids, maintain, publish
 
@@ -70,22 +70,48 @@ def test_key_layout_follows_the_schema_in_lib_lua(
 
 def test_the_message_is_stored_as_its_exact_bytes_next_to_the_job_hash(
         redis_store: RedisBackend) -> None:
+    redis_store.options = dataclasses.replace(redis_store.options, deflate=False)
     message = b"\xff\xfe{\"not\": utf8} \x00" + MARK  # bytes as they come, the mark too
     redis_store.push_raw(Q, "raw", message)
     client = redis.Redis.from_url(REDIS_URL)
     try:
-        stored = client.get(redis_store.key("m", "raw"))
-        assert stored.startswith(MARK) and envelope_bytes(stored) == message
+        assert client.get(redis_store.key("m", "raw")) == message  # plus_redis_deflate off
         assert not client.hexists(redis_store.key("job", "raw"), "msg")
     finally:
         client.close()
     assert claim(redis_store).claims[0].message == message
 
 
+def test_a_message_that_starts_as_a_deflated_one_is_delivered_exact(
+        redis_store: RedisBackend) -> None:
+    """Undeflated envelopes and deflated ones share a key: a published message that starts
+    with the deflated form's mark (and inflates) is deflated itself, so it comes back as sent."""
+    message = deflated(b'{"a": 1}')
+    assert envelope_bytes(message) != message
+    redis_store.push_raw(Q, "marked", message)
+    assert claim(redis_store).claims[0].message == message
+
+
+def test_envelopes_are_deflated_by_default(make_redis: Callable[..., RedisBackend]) -> None:
+    store = make_redis()  # plus_redis_deflate's default (issue #17's memory bound)
+    message = b'{"body": "e30=", "headers": {}}'
+    store.push_raw(Q, "deflated", message)
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        stored = client.get(store.key("m", "deflated"))
+        assert stored.startswith(MARK) and envelope_bytes(stored) == message
+    finally:
+        client.close()
+    assert claim(store).claims[0].message == message
+
+
 def test_wake_up_lists_are_capped(redis_store: RedisBackend, raw: redis.Redis) -> None:
+    lengths = []
     for i in range(100):
         publish(redis_store, f"j{i}")
-    assert raw.llen(redis_store.key("wake", Q)) == 64
+        lengths.append(raw.llen(redis_store.key("wake", Q)))
+    assert lengths[:64] == list(range(1, 65))
+    assert max(lengths) == 64 and lengths[64] == 32  # cut back to 32 past the cap
 
 
 def test_purge_leaves_no_index_entry_of_the_purged_jobs(

@@ -41,7 +41,7 @@ from celery_plus.model.store import (
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.readers import Readers
 from celery_plus.stores.redis.connect import RedisConnect, from_kombu
-from celery_plus.stores.redis.envelope import deflated, envelope_bytes, envelope_or_none
+from celery_plus.stores.redis.envelope import MARK, deflated, envelope_bytes, envelope_or_none
 from celery_plus.stores.redis.eviction import check_policy
 from celery_plus.stores.redis.record import job_record
 from celery_plus.stores.redis.scripts import ScriptLibrary, pack, store_sources
@@ -99,6 +99,20 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then return {value, -1} end
 return {value, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl}
 """
+
+
+#: The defaults of publish.lua's arguments 10 to 19, which a publish may leave out.
+_PUBLISH_DEFAULTS = (1, 0, "", "", 0, "", 0, "", 0, 0)
+
+
+_TEXT_MARK = MARK.decode()
+
+
+def _marked(message: str | bytes) -> bool:
+    """True for a message that begins with the deflated envelope's mark (``envelope.py``)."""
+    if isinstance(message, str):
+        return message.startswith(_TEXT_MARK)  # (the mark is ASCII: the same in UTF-8)
+    return bytes(message[:len(MARK)]) == MARK
 
 
 def _text(value: Any) -> str:
@@ -229,18 +243,27 @@ class RedisBackend(OptionsView, Backend):
         and every live worker reads it (its record says so: ``stores/readers.py``)."""
         return self.options.compact_records and self.readers.all_read(formats.Z1)
 
-    def _publish_args(self, job: NewJob) -> list[Any]:
-        # Numbers travel together (fewer arguments keep the client's cost down); every text
-        # field is an argument of its own, so a key or name may hold any character.
+    def _publish_args(self, job: NewJob, whole: bool = False) -> list[Any]:
+        """publish.lua's arguments for ``job``: every field one argument (the script parses
+        nothing), those after the 9th left out while they hold their default (the server
+        takes in each argument; a plain ``delay()`` needs 9) unless ``whole``."""
         compact = self.writes_compact()
-        numbers = (f"{int(job.priority)} {int(job.eta_ms)} {int(job.unique_ttl_ms)} "
-                   f"{int(job.concurrency_limit)} {int(job.max_deliveries)} "
-                   f"{int(self.backstop_ms)} {int(job.lease_token)} "
-                   f"{int(job.rate_limit)} {int(job.rate_window_ms)} "
-                   f"{1 if compact else 0}")
-        message = deflated(job.message) if compact else job.message
-        return [self.prefix, job.id, job.queue, message, numbers, job.name,
-                job.unique_lock, job.unique_window, job.concurrency_group, job.rate_group]
+        message: str | bytes = job.message
+        if compact and (self.options.deflate or _marked(message)):
+            # Deflated unless plus_redis_deflate is False: it halves the memory of a waiting
+            # job for some of the publisher's CPU (docs/decisions.md). A message that starts
+            # as a deflated one is deflated too, so it comes back exact; every release since
+            # the compact layout reads both.
+            message = deflated(message)
+        args: list[Any] = [
+            self.prefix, job.id, job.queue, message, job.name, int(self.backstop_ms),
+            int(job.priority), int(job.eta_ms), int(job.max_deliveries), 1 if compact else 0,
+            int(job.lease_token), job.unique_lock, job.unique_window, int(job.unique_ttl_ms),
+            job.concurrency_group, int(job.concurrency_limit), job.rate_group,
+            int(job.rate_limit), int(job.rate_window_ms)]
+        while not whole and len(args) > 9 and args[-1] == _PUBLISH_DEFAULTS[len(args) - 10]:
+            args.pop()
+        return args
 
     @staticmethod
     def _outcome(job: NewJob, reply: Any) -> PublishOutcome:
@@ -363,8 +386,8 @@ class RedisBackend(OptionsView, Backend):
 
     def schedule_fire(self, name: str, expected_last_ms: int, due_ms: int, next_ms: int,
                       job: NewJob | None) -> str:
-        publish = self._publish_args(job) if job is not None else [
-            self.prefix, "", "", "", "0 0 0 0 0 0 0 0 0", "", "", "", "", ""]
+        publish = self._publish_args(job, whole=True) if job is not None else [
+            self.prefix, "", "", "", "", 0, 0, 0, 0, 1, 0, "", "", 0, "", 0, "", 0, 0]
         reply = self.scripts.run("fire", [*publish, name, int(expected_last_ms), int(due_ms),
                                           int(next_ms), "1" if job is not None else "0"])
         if isinstance(reply, list) and reply and _text(reply[0]) == "beat":

@@ -1,13 +1,14 @@
-"""The envelope as the compact Redis layout stores it: deflated against a fixed dictionary.
+"""The envelope as the compact Redis layout may store it: deflated against a fixed dictionary.
 
 A waiting job's kombu envelope is about 0.9 KB of JSON of which most is the same text in every
-message (the envelope's and Celery's header names, ``null``, ``"base64"`` …). The compact layout
-(``plus_redis_compact_records``) stores it raw-deflated with :data:`DICTIONARY` as the preset
-dictionary, behind the mark :data:`MARK`, in ``P:m:{id}``: about a quarter of its size (see
-docs/benchmarks.md, "Memory"). Lua never reads an envelope's content, so only this module
-knows the format; every read of an envelope from Redis goes through :func:`envelope_bytes`,
-which passes a stored JSON envelope (the default layout, or a record of an earlier release)
-through unchanged.
+message (the envelope's and Celery's header names, ``null``, ``"base64"`` …). With
+``plus_redis_deflate`` the compact layout (``plus_redis_compact_records``) stores it
+raw-deflated with :data:`DICTIONARY` as the preset dictionary, behind the mark :data:`MARK`, in
+``P:m:{id}``: about a quarter of its size, for some µs of the publisher's CPU (see
+docs/benchmarks.md); by default it stores the envelope as published. Lua never reads an
+envelope's content, so only this module knows the format; every read of an envelope from
+Redis goes through :func:`envelope_bytes`, which passes a stored JSON envelope (the default,
+the hash layout, or a record of an earlier release) through unchanged.
 
 The mark names the dictionary: :data:`DICTIONARY` must never change. A better one is a new
 mark (``\\0z2``) beside this one, read by every release before any writes it.

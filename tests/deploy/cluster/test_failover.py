@@ -81,7 +81,7 @@ def _backend(cluster: LocalCluster, wait_replicas: int, prefix: str) -> RedisClu
 
 def _publish(backend: RedisClusterBackend, run: Run, size: int) -> None:
     for n in range(JOBS):
-        # Random text: the store deflates envelopes, and what the replica misses must be big.
+        # Random text (a store may deflate envelopes): what the replica misses must be big.
         job = NewJob(id=f"job-{n}", queue=QUEUES[n % len(QUEUES)],
                      message=f"m{n}:{secrets.token_hex(size // 2)}")
         deadline = time.monotonic() + 60

@@ -1,8 +1,8 @@
 """Conformance (Redis): job records stored by a release before the compact layout (issue #17).
 
-The compact layout keeps a job's envelope, deflated (``stores/redis/envelope.py``), in its own
-string key ``P:m:{id}`` next to the hash ``P:job:{id}`` (so the hash stays a listpack); an
-older release kept it in the hash's
+The compact layout keeps a job's envelope (as published, or deflated with
+``plus_redis_deflate``: ``stores/redis/envelope.py``) in its own string key ``P:m:{id}`` next to
+the hash ``P:job:{id}`` (so the hash stays a listpack); an older release kept it in the hash's
 ``msg`` field. During a rolling upgrade the new scripts meet such records: they must be
 claimed (their message delivered as stored), acked, dead-lettered, shown and searched by the
 admin, purged, replaced by a publish of the same id, and pruned with nothing left behind. The
@@ -34,11 +34,11 @@ TASK = "proj.old"
 
 @pytest.fixture
 def redis_backend(backend_kind: str, make_backend: Callable[..., Backend]) -> RedisBackend:
-    """A backend writing the compact layout (on both Redis variants: scripts as functions and
-    with EVALSHA)."""
+    """A backend writing the compact layout, its envelopes deflated (on both Redis variants:
+    scripts as functions and with EVALSHA)."""
     if not backend_kind.startswith("redis"):
         pytest.skip("the record layout of the Redis store")
-    backend = make_backend(compact_records=True)
+    backend = make_backend(compact_records=True, deflate=True)
     assert isinstance(backend, RedisBackend)
     return backend
 
@@ -86,6 +86,19 @@ def test_a_new_job_keeps_its_envelope_out_of_a_small_hash(redis_backend: RedisBa
     assert client.object("encoding", redis_backend.key("job", "new")) == b"listpack"
     assert inspector_for(redis_backend).job("new")["msg"] == message  # type: ignore[index]
     assert redis_backend.raw_message("new") == message.encode()
+
+
+def test_with_deflate_off_the_envelope_is_kept_as_published_out_of_a_small_hash(
+        redis_backend: RedisBackend, make_backend: Callable[..., Backend]) -> None:
+    backend = make_backend(compact_records=True, deflate=False)  # plus_redis_deflate = False
+    message = envelope("plain", TASK, [1]) + " " * 200
+    assert publish(backend, "plain", message, name=TASK).accepted
+    client = redis_backend.client
+    assert client.get(redis_backend.key("m", "plain")) == message.encode()
+    assert client.object("encoding", redis_backend.key("job", "plain")) == b"listpack"
+    assert redis_backend.raw_message("plain") == message.encode()  # read by the deflating one
+    got = claim(redis_backend).claims
+    assert [c.job_id for c in got] == ["plain"] and got[0].message == message.encode()
 
 
 def test_an_old_record_is_claimed_acked_shown_and_pruned(

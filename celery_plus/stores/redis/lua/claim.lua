@@ -15,8 +15,16 @@ local max_n, scan_limit, backstop = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumb
 -- After a restart (check_boot): no claim for one lease; the grace left is the next due.
 local grace = check_boot(lease_ms)
 if grace > 0 then return {{}, {}, grace} end
-promote_due(100)
-release_rate(20)
+-- The first scheduled job and the first rate group to reopen, read once: promoting and
+-- releasing only when one is due (then read again), and the next due time from them.
+local function first_of(key) return redis.call('ZRANGE', P .. key, 0, 0, 'WITHSCORES') end
+local sched_first, opens = first_of(':sched'), first_of(':rwake')
+if sched_first[2] and tonumber(sched_first[2]) <= NOW then
+  promote_due(100)
+  sched_first = first_of(':sched')
+end
+if opens[2] and tonumber(opens[2]) <= NOW then release_rate(20) end
+local parked = false  -- a job rate-parked below moves P:rwake: read it again at the end
 local out, blocked = {}, {}
 local n, scanned = 0, 0
 for qi = 7, #ARGV do
@@ -31,8 +39,9 @@ for qi = 7, #ARGV do
       scanned = scanned + 1
       local jk = jkey(id)
       local f = redis.call('HMGET', jk, 'st', 'cg', 'cl', 'uk', 'uw', 'msg', 'dl', 'rg', 'rl',
-                           'rw')
-      if f[1] == 'enqueued' and not f[6] and redis.call('EXISTS', mkey(id)) == 0 then
+                           'rw', 'tok')
+      local body = f[1] == 'enqueued' and (f[6] or redis.call('GET', mkey(id)))
+      if f[1] == 'enqueued' and not body then
         -- Its message is gone (evicted by a maxmemory-policy other than noeviction): a dead
         -- letter saying so, never a claim without a body.
         dead_letter(id, {reason = 'message missing', exc_type = 'MessageMissing',
@@ -44,17 +53,18 @@ for qi = 7, #ARGV do
         if rg ~= '' and rate_room(rg, tonumber(f[9]), tonumber(f[10])) <= 0 then
           free = false
           rate_park(id, rg, score, tonumber(f[10]))
+          parked = true
           blocked[#blocked + 1] = id
         elseif not take_slot(id, f[2], f[3], score) then
           free = false
           blocked[#blocked + 1] = id
         end
         if free then
-          local tok, dl = begin_claim(id, f[4], f[5], f[7], worker, lease_ms, backstop)
+          local tok, dl = begin_claim(id, f[4], f[5], f[7], worker, lease_ms, backstop, f[11])
           if rg ~= '' then rate_take(rg, id, tok, tonumber(f[10]), lease_ms) end
           out[#out + 1] = id
           out[#out + 1] = tok
-          out[#out + 1] = f[6] or redis.call('GET', mkey(id))
+          out[#out + 1] = body
           out[#out + 1] = dl
           out[#out + 1] = queue
           n = n + 1
@@ -64,9 +74,8 @@ for qi = 7, #ARGV do
   end
 end
 local next_due = -1
-local first = redis.call('ZRANGE', P .. ':sched', 0, 0, 'WITHSCORES')
-if first[2] then next_due = math.max(tonumber(first[2]) - NOW, 0) end
-local opens = redis.call('ZRANGE', P .. ':rwake', 0, 0, 'WITHSCORES')
+if sched_first[2] then next_due = math.max(tonumber(sched_first[2]) - NOW, 0) end
+if parked or (opens[2] and tonumber(opens[2]) <= NOW) then opens = first_of(':rwake') end
 if opens[2] and (next_due < 0 or tonumber(opens[2]) - NOW < next_due) then
   next_due = math.max(tonumber(opens[2]) - NOW, 0)
 end

@@ -10,7 +10,7 @@ finished | missing. ]]
 local id, worker = ARGV[2], ARGV[3]
 local lease_ms, backstop = tonumber(ARGV[4]), tonumber(ARGV[5])
 local jk = jkey(id)
-local f = redis.call('HMGET', jk, 'st', 'q', 'cg', 'cl', 'uk', 'uw', 'dl', 'rg')
+local f = redis.call('HMGET', jk, 'st', 'q', 'cg', 'cl', 'uk', 'uw', 'dl', 'rg', 'tok')
 local st = f[1]
 if not st then return {'missing', '', 0, 0, 0} end
 if st == 'running' then
@@ -30,5 +30,5 @@ if group ~= '' and st == 'blocked' then
   forget_if_unblocked(group)
 end
 if st == 'blocked' then rate_unpark(id, f[8]) end
-local tok, dl = begin_claim(id, f[5], f[6], f[7], worker, lease_ms, backstop)
+local tok, dl = begin_claim(id, f[5], f[6], f[7], worker, lease_ms, backstop, f[9])
 return {'claimed', 'running', tok, dl, 0}

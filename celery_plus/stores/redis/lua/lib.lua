@@ -24,10 +24,11 @@ called with KEYS[1] = ARGV[1] = P; keys are built here from P, so they share KEY
                        msg    the envelope, in records stored by releases before the compact
                               layout or with plus_redis_compact_records off (then no P:m:{id});
                               read first when present
-  P:m:{id}           STRING  the job's kombu envelope, deflated by the client ("\0z1" + raw
-                             deflate against a fixed dictionary: stores/redis/envelope.py;
-                             the scripts never read its content); written, read and deleted
-                             with P:job:{id} by the same scripts
+  P:m:{id}           STRING  the job's kombu envelope, as published or (plus_redis_deflate)
+                             deflated by the client ("\0z1" + raw deflate against a fixed
+                             dictionary: stores/redis/envelope.py; the scripts never read
+                             its content); written, read and deleted with P:job:{id} by the
+                             same scripts
   P:q:{queue}        ZSET    enqueued job ids by score
   P:sched            ZSET    scheduled (eta/countdown/retry) job ids by due ms
   P:blk:{group}      ZSET    blocked job ids by their queue score
@@ -78,7 +79,9 @@ local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- in place of the next line (PRIORITY_FACTOR, HISTORY_MAX, and the state sets WAITING and
 -- FINISHED as tables {[state] = true}).
 -- @rules
-local WAKE_CAP = 63
+-- A queue's wake-up list holds at most WAKE_CAP + 1 tokens; past that it is cut back to
+-- WAKE_KEEP + 1, so a publish to a queue nobody waits on trims once in 32, not every time.
+local WAKE_CAP, WAKE_KEEP = 63, 31
 
 local function jkey(id) return P .. ':job:' .. id end
 local function mkey(id) return P .. ':m:' .. id end
@@ -100,7 +103,7 @@ local function wake(queue)
   if redis.call('HEXISTS', P .. ':paused', queue) == 1 then return end
   local k = P .. ':wake:' .. queue
   if redis.call('RPUSH', k, '1') > WAKE_CAP + 1 then
-    redis.call('LTRIM', k, 0, WAKE_CAP)
+    redis.call('LTRIM', k, 0, WAKE_KEEP)
   end
 end
 
@@ -238,23 +241,24 @@ local function check_boot(lease_ms)
   return math.max(tonumber(f[2] or '0') + lease_ms - NOW, 0)
 end
 
--- The next lease token of job key `jk`: from the store-wide counter, and above the job's
--- last token (a record older than the counter).
-local function next_token(jk)
+-- The next lease token of a job whose last token is `old` (its hash's `tok`; nil: none):
+-- from the store-wide counter, and above `old` (a record older than the counter). The
+-- caller stores it in the job's hash.
+local function next_token(old)
   local tok = redis.call('INCR', P .. ':tok')
-  local old = tonumber(redis.call('HGET', jk, 'tok') or '0')
+  old = tonumber(old or '0')
   if tok <= old then
     tok = old + 1
     redis.call('SET', P .. ':tok', tok)
   end
-  redis.call('HSET', jk, 'tok', tok)
   return tok
 end
 
 -- Make a waiting job running under a new claim (slot already taken by the caller): the
--- pending window's hold is released, the running window's refreshed; token+1, deliveries+1,
--- lease = now + lease_ms. Returns token, deliveries.
-local function begin_claim(id, lock, window, deliveries, worker, lease_ms, backstop)
+-- pending window's hold is released, the running window's refreshed; token+1 (above
+-- `old_tok`, the hash's `tok`), deliveries+1, lease = now + lease_ms. Returns token,
+-- deliveries.
+local function begin_claim(id, lock, window, deliveries, worker, lease_ms, backstop, old_tok)
   local jk = jkey(id)
   if lock and lock ~= '' then
     local lk = P .. ':u:' .. lock
@@ -264,9 +268,9 @@ local function begin_claim(id, lock, window, deliveries, worker, lease_ms, backs
       refresh_hold(lock, id, backstop)
     end
   end
-  local tok = next_token(jk)
+  local tok = next_token(old_tok)
   local dl = tonumber(deliveries or '0') + 1
-  redis.call('HSET', jk, 'st', 'running', 'wk', worker, 'start', NOW, 'dl', dl)
+  redis.call('HSET', jk, 'tok', tok, 'st', 'running', 'wk', worker, 'start', NOW, 'dl', dl)
   redis.call('ZADD', P .. ':lease', NOW + lease_ms, id)
   return tok, dl
 end
@@ -417,10 +421,12 @@ local function requeue(id, backstop, due)
   return 'requeued'
 end
 
--- Leave the running state: drop the lease and free the slot. Caller has checked the fence.
-local function end_claim(id)
+-- Leave the running state: drop the lease and free the slot of concurrency `group` (the
+-- hash's `cg`, read here when the caller did not: nil). Caller has checked the fence.
+local function end_claim(id, group)
   redis.call('ZREM', P .. ':lease', id)
-  free_slot(redis.call('HGET', jkey(id), 'cg'), id)
+  if group == nil then group = redis.call('HGET', jkey(id), 'cg') end
+  free_slot(group, id)
 end
 
 -- Renew the non-TTL holds lapsing within half a backstop whose job still needs them: a

@@ -1,10 +1,12 @@
 --[[ publish: store one task message as a job, deciding uniqueness atomically.
-ARGV: 1 prefix, 2 id, 3 queue, 4 msg, 5 the numbers, separated by spaces: priority, eta ms
-      (0 = now), unique ttl ms, slot limit, delivery limit (0 = none), hold backstop ms, lease
-      token continued (0 = none), rate limit, rate window ms, compact layout (0 = the
-      envelope in the hash's msg field, as releases before it; absent = 1); 6 task name, 7 unique lock
-      ('' = none), 8 window, 9 concurrency group ('' = none), 10 rate group ('' = none). Text fields are separate arguments: a key or a name
-      may contain any character.
+ARGV: 1 prefix, 2 id, 3 queue, 4 msg, 5 task name, 6 hold backstop ms, 7 priority, 8 eta ms
+      (0 = now), 9 delivery limit (0 = none), 10 compact layout ('0' = the envelope in the
+      hash's msg field, as releases before it; absent = 1), 11 lease token continued
+      (0 = none), 12 unique lock ('' = none), 13 window, 14 unique ttl ms, 15 concurrency
+      group ('' = none), 16 slot limit, 17 rate group ('' = none), 18 rate limit, 19 rate
+      window ms. Every field is an argument of its own, so a key or a name may contain any
+      character and nothing is parsed: a number is one tonumber, or stored as it came.
+      Arguments after the 9th may be left out when they hold their default (0, '', compact).
 Returns 1 (enqueued), 2 (scheduled), +10 when the publish continued a running job, the
 holder's id (a string) when the key is held by another job, or {'fenced', state} when the
 message may not change the job: its id is running and it does not carry that claim's lease
@@ -12,15 +14,16 @@ token, or it continues a claim that is no longer current (a job its own delivery
 by an early ack, is published anew).
 A continuation (retry / Task.replace: the running delivery's lease token) settles the running
 claim (slot freed, lease dropped) and the new message takes the job's place. A message with
-another unique key than the job's releases the old key once the new one is decided. ]]
-local id, queue, msg = ARGV[2], ARGV[3], ARGV[4]
-local n = {}
-for field in string.gmatch(ARGV[5], '%S+') do n[#n + 1] = tonumber(field) end
-local pri, eta, ttl, limit, mdl, backstop, continues = n[1], n[2], n[3], n[4], n[5], n[6], n[7]
-local rate_limit, rate_window = n[8] or 0, n[9] or 0
-local compact = n[10] ~= 0
-local name, lock, window, group = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
-local rate_group = ARGV[10] or ''
+another unique key than the job's releases the old key once the new one is decided.
+A new job with no unique key, group or rate group costs ten commands: TIME, the boot mark's
+HEXISTS, HMGET, INCR, SET, one HSET, SADD, ZADD and the wake-up's HEXISTS and RPUSH. ]]
+local id, queue, msg, name = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local backstop, pri, eta = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local compact = ARGV[10] ~= '0'
+local continues = tonumber(ARGV[11] or 0)
+local lock, window, ttl = ARGV[12] or '', ARGV[13] or '', tonumber(ARGV[14] or 0)
+local group, limit = ARGV[15] or '', tonumber(ARGV[16] or 0)
+local rate_group, rate_limit, rate_window = ARGV[17] or '', ARGV[18] or '0', ARGV[19] or '0'
 mark_boot()
 local jk = jkey(id)
 local prev = redis.call('HMGET', jk, 'st', 'q', 'cg', 'tok', 'uk', 'uw', 'rg')
@@ -35,7 +38,7 @@ end
 local old_lock, old_window = prev[5] or '', prev[6] or ''
 
 if continued then
-  end_claim(id)
+  end_claim(id, prev[3] or '')
   push_history(jk, attempt_entry(jk, 'retried', nil))
 end
 
@@ -75,28 +78,32 @@ local seq = redis.call('INCR', P .. ':seq')
 local score = string.format('%.0f', pri * PRIORITY_FACTOR + seq)
 local state = 'enqueued'
 if eta > NOW then state = 'scheduled' end
-if prev[1] then
-  redis.call('HSET', jk, 'uk', lock, 'uw', window, 'ut', ttl, 'cg', group, 'cl', limit)
-  if not continued then
-    redis.call('HDEL', jk, 'reason', 'etype', 'emsg', 'tb', 'start', 'fin', 'wk')
-  end
-elseif lock ~= '' or group ~= '' then
-  redis.call('HSET', jk, 'uk', lock, 'uw', window, 'ut', ttl, 'cg', group, 'cl', limit)
+-- The record's fields, written by one HSET.
+-- (numbers as they came: a Lua number would be formatted again)
+local fields = {'q', queue, 'name', name, 'score', score, 'dl', '0', 'mdl', ARGV[9],
+                'enq', NOW, 'due', ARGV[8], 'st', state}
+local function put(...)
+  for _, v in ipairs({...}) do fields[#fields + 1] = v end
+end
+if prev[1] or lock ~= '' or group ~= '' then
+  put('uk', lock, 'uw', window, 'ut', ttl, 'cg', group, 'cl', limit)
+end
+if prev[1] and not continued then
+  redis.call('HDEL', jk, 'reason', 'etype', 'emsg', 'tb', 'start', 'fin', 'wk')
 end
 if compact then
   set_msg(id, msg, prev[1] ~= false)
 else
   -- (plus_redis_compact_records off: workers of an earlier release read only the hash)
   redis.call('DEL', mkey(id))
-  redis.call('HSET', jk, 'msg', msg)
+  put('msg', msg)
 end
-redis.call('HSET', jk, 'q', queue, 'name', name, 'score', score, 'dl', 0,
-           'mdl', mdl, 'enq', NOW, 'due', eta, 'st', state)
 if rate_group ~= '' then
-  redis.call('HSET', jk, 'rg', rate_group, 'rl', rate_limit, 'rw', rate_window)
+  put('rg', rate_group, 'rl', rate_limit, 'rw', rate_window)
 elseif prev[7] then
   redis.call('HDEL', jk, 'rg', 'rl', 'rw')
 end
+redis.call('HSET', jk, unpack(fields))
 local bonus = continued and 10 or 0
 redis.call('SADD', P .. ':queues', queue)
 if state == 'scheduled' then

@@ -12,14 +12,14 @@ local applied, dead = 0, {}
 for i = 3, #ARGV, 5 do
   local id, tok, action, raw = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local jk = jkey(id)
-  local f = redis.call('HMGET', jk, 'st', 'tok', 'uk', 'uw', 'dl', 'mdl')
+  local f = redis.call('HMGET', jk, 'st', 'tok', 'uk', 'uw', 'dl', 'mdl', 'cg')
   if f[1] == 'running' and f[2] == tok then
     applied = applied + 1
     mark_start(jk, tok, ARGV[i + 4])
     -- Decoded before anything is written: a bad detail is a note, never an error that
     -- would leave this claim half-ended or fail the batch.
     local detail = decode_detail(raw)
-    end_claim(id)
+    end_claim(id, f[7] or '')
     if action == 'ack' then
       release_hold(f[3], f[4], id)
       redis.call('HSET', jk, 'st', 'completed', 'fin', NOW)
