@@ -26,7 +26,10 @@ So each pool process also renews the lease of the task it runs itself, every hea
 interval (``_renew``: one heartbeat of that claim, as the worker's keeper sends; the two
 together cost the store one more heartbeat per running task and interval). A lease the store
 says is lost is stopped as at a thaw: the worker's keeper stops it, or the process itself
-after ``STOP_WAIT_S``.
+after ``STOP_WAIT_S``. A task's start only notes it in a global: the renewal thread wakes on
+its own timer (an interval after the start it saw), so a task costs the pool process no
+thread wake-up or lock that plain Celery's does not pay (issue #29; the first plus task of the
+process alone starts the timer).
 
 The solo, threads and green pools run tasks in the worker's own process, where a signal
 handler cannot tell which task it would stop: their stale runs go on (``docs/reliability.md``);
@@ -68,11 +71,13 @@ class _Running:
         self.claim = claim
         self.sure_until = sure_until
         self.name = name
+        #: When its lease was last known renewed here (its start, then each renewal).
+        self.renewed = time.monotonic()
 
 
 _running: _Running | None = None
-#: Set when a task starts: the renewal thread's wake-up.
-_started = threading.Event()
+#: Set once, by the first plus task of this process: the renewal thread's start.
+_first = threading.Event()
 
 
 def _task_started(sender: Any = None, task_id: str = "", task: Any = None,
@@ -89,7 +94,8 @@ def _task_started(sender: Any = None, task_id: str = "", task: Any = None,
     if not getattr(task.request, "acks_late", getattr(task, "acks_late", True)):
         return  # acked as it was received (acks_late=False): no lease left to keep or lose
     _running = _Running(task.app, str(tag), claim, float(sure_until), task.name)
-    _started.set()
+    if not _first.is_set():  # a flag read: no lock after the first task
+        _first.set()
 
 
 def _task_ended(**_: Any) -> None:
@@ -133,26 +139,41 @@ def _interval(app: Any) -> float:
 
 def _renew() -> None:
     """Renew the lease of the plus task running in this process, every heartbeat interval
-    from its start, while it runs; stop a task whose lease the store says is lost."""
+    from its start, while it runs; stop a task whose lease the store says is lost.
+
+    It looks at the running task at least every interval and sleeps until that task's next
+    renewal is due, so a task started while it slept is renewed an interval after its start,
+    as the worker's keeper would, without a wake-up per task."""
     while True:
-        _started.wait()
-        _started.clear()
+        _first.wait()
         running = _running
         if running is None:
+            time.sleep(0.05)  # the first task ended already: look again shortly
             continue
         try:
             interval = _interval(running.app)
         except Exception:  # no store to ask: the worker's own keeper renews, as before
+            _first.clear()  # the next plus task tries again
             continue
-        while not _started.wait(interval):
-            if _running is not running:
-                break  # the task ended (the next start sets the event)
-            if _asked_lost(running):
-                if _running is running:
-                    _stop_lost(running)
-                break
-        else:
-            _started.set()  # another task started meanwhile: watch it from its start
+        _watch(interval)
+
+
+def _watch(interval: float) -> None:
+    """The renewal loop of :func:`_renew` once the heartbeat interval is known."""
+    while True:
+        running = _running
+        if running is None:
+            time.sleep(interval)
+            continue
+        wait = running.renewed + interval - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+            continue
+        if _asked_lost(running):
+            if _running is running:
+                _stop_lost(running)
+            continue
+        running.renewed = time.monotonic()
 
 
 def _stop_lost(running: _Running) -> None:
