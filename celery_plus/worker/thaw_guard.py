@@ -78,11 +78,13 @@ class _Running:
 _running: _Running | None = None
 #: Set once, by the first plus task of this process: the renewal thread's start.
 _first = threading.Event()
+#: The app of that first task (its transport's heartbeat interval paces the renewals).
+_first_app: Any = None
 
 
 def _task_started(sender: Any = None, task_id: str = "", task: Any = None,
                   **_: Any) -> None:
-    global _running
+    global _running, _first_app
     _running = None
     properties = getattr(getattr(task, "request", None), "properties", None)
     if not isinstance(properties, dict):
@@ -95,6 +97,7 @@ def _task_started(sender: Any = None, task_id: str = "", task: Any = None,
         return  # acked as it was received (acks_late=False): no lease left to keep or lose
     _running = _Running(task.app, str(tag), claim, float(sure_until), task.name)
     if not _first.is_set():  # a flag read: no lock after the first task
+        _first_app = task.app
         _first.set()
 
 
@@ -146,12 +149,8 @@ def _renew() -> None:
     as the worker's keeper would, without a wake-up per task."""
     while True:
         _first.wait()
-        running = _running
-        if running is None:
-            time.sleep(0.05)  # the first task ended already: look again shortly
-            continue
         try:
-            interval = _interval(running.app)
+            interval = _interval(_first_app)
         except Exception:  # no store to ask: the worker's own keeper renews, as before
             _first.clear()  # the next plus task tries again
             continue
