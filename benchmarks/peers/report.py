@@ -67,15 +67,17 @@ def print_report(rounds: list[Round], systems: list[System], jobs: int) -> None:
         found = ratios(rounds, s.key, s.key, "prefork -c 2", "solo")
         if found:
             print(f"  {s.key} prefork -c 2 / own solo: {_ratio_text(found)}")
-    print("\nRedis store server per job while enqueuing and draining (INFO commandstats, "
-          "medians): script calls / other commands (those inside scripts too) / server µs")
+    print("\nRedis store server per job while enqueuing and draining (INFO commandstats and "
+          "stats, medians): round trips (requests read) / script calls / other commands (those "
+          "inside scripts too) / server µs")
     for s in (s for s in systems if s.store == "redis"):
         cells = []
         for column in ("enqueue", "batch", *COLUMNS):
             calls = [r.figures[s.key].calls[column] for r in rounds
                      if s.key in r.figures and column in r.figures[s.key].calls]
             if calls:
-                cells.append(f"{column} {statistics.median(c.scripts for c in calls):.2f} / "
+                cells.append(f"{column} {statistics.median(c.trips for c in calls):.2f} / "
+                             f"{statistics.median(c.scripts for c in calls):.2f} / "
                              f"{statistics.median(c.commands for c in calls):.2f} / "
                              f"{statistics.median(c.server_us for c in calls):.1f}")
         print(f"  {s.label}: {'; '.join(cells)}")

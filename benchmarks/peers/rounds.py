@@ -28,6 +28,9 @@ class Calls:
     scripts: float  # FCALL / EVALSHA / EVAL calls
     commands: float  # every other command, those the scripts run included
     server_us: float  # server time of all of them
+    #: round trips: the server's reads of requests (``total_reads_processed``), every client
+    #: of the worker's together; a pipeline sent at once is one (the store calls per job)
+    trips: float = 0.0
 
 
 @dataclass
@@ -53,18 +56,27 @@ def _fill(system: System, run: str, servers: Servers, jobs: int, mode: str) -> f
     return (jobs - 1) / float(out.stdout.strip().splitlines()[-1])
 
 
+#: The key under which :func:`_commandstats` keeps the server's reads of requests.
+READS = "stat_total_reads_processed"
+
+
 def _commandstats(client: redis.Redis) -> dict[str, tuple[int, int]]:
+    reads = int(client.info("stats")["total_reads_processed"])
     stats = client.info("commandstats")
-    return {name: (int(v["calls"]), int(v["usec"])) for name, v in stats.items()}
+    return {READS: (reads, 0),
+            **{name: (int(v["calls"]), int(v["usec"])) for name, v in stats.items()}}
 
 
 def _calls(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]],
            jobs: int) -> Calls:
     delta = {k: (c - before.get(k, (0, 0))[0], u - before.get(k, (0, 0))[1])
              for k, (c, u) in after.items() if k != "cmdstat_info"}
+    # Less the readings' own INFO requests: the first reading's second, the second's first.
+    trips = delta.pop(READS)[0] - 2
     scripts = sum(c for k, (c, _) in delta.items() if k in SCRIPT_COMMANDS)
     others = sum(c for k, (c, _) in delta.items() if k not in SCRIPT_COMMANDS)
-    return Calls(scripts / jobs, others / jobs, sum(u for _, u in delta.values()) / jobs)
+    return Calls(scripts / jobs, others / jobs, sum(u for _, u in delta.values()) / jobs,
+                 trips / jobs)
 
 
 def _drain(system: System, column: str, run: str, servers: Servers, jobs: int,

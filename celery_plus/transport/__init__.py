@@ -237,10 +237,15 @@ class Transport(virtual.Transport):
     def _live_channels(self) -> list[PlusChannel]:
         return [c for c in list(self.channels) if c is not None and not c.closed]
 
-    def _drain_ready(self) -> int:
-        """Deliver what every channel has ready; the number of messages delivered."""
+    def _drain_ready(self, transient_watched: bool = False) -> int:
+        """Deliver what every channel has ready; the number of messages delivered.
+
+        ``transient_watched``: a store wait in flight watches every transient queue consumed
+        here (``event_loop.py``), so popping them too would only cost a round trip: the wait
+        returns their next message itself."""
         now = time.monotonic()
-        transient = not self._jobs_flowing or now >= self._transient_due
+        transient = not transient_watched and (not self._jobs_flowing
+                                               or now >= self._transient_due)
         delivered = jobs = 0
         for channel in self._live_channels():
             count, claimed = channel.drain_ready(transient)

@@ -19,7 +19,10 @@ pollable:
 * a settle queued while the prefetch window has no room to claim waits up to
   :data:`SETTLE_RIDE_S` for the claim that the next freed slots bring, and rides on it (one
   store call for both) instead of going alone (issue #29: a prefork worker sent most settles
-  alone).
+  alone);
+* while the wait in flight watches every transient queue (remote control), a drain does not
+  pop them as well: the wait returns their next message (issue #29: those pops were a quarter
+  of a prefork drain's store calls).
 """
 
 from __future__ import annotations
@@ -155,6 +158,8 @@ class LoopDriver:
         self.waiter = Waiter(transport.new_backend, self.pipe)
         self._more = True  # drain on the first turn
         self._armed_busy = False
+        #: The transient queues the wait in flight watches (while ``waiter.armed``).
+        self._armed_transient: frozenset[str] = frozenset()
         #: With nothing to wait on in the store: when to look again (time.monotonic()).
         self._idle_until: float | None = None
         #: When this loop first saw the queued settles it holds back (time.monotonic()).
@@ -219,7 +224,7 @@ class LoopDriver:
         if due or more or settles:
             self._idle_until = None
             self._settles_since = None
-            delivered = transport._drain_ready()
+            delivered = transport._drain_ready(self._transient_watched())
             self._more = delivered > 0
             if freed and not delivered:
                 self._armed_busy = False  # nothing to fill it with: the next wait will see
@@ -246,6 +251,14 @@ class LoopDriver:
             self._settles_since = float("-inf")
         self.pipe.wake()
 
+    def _transient_watched(self) -> bool:
+        """Whether the wait in flight watches every transient queue consumed now (a message
+        pushed to one is then the wait's answer, delivered on the next turn)."""
+        if not self.waiter.armed or not self._armed_transient:
+            return False
+        return all(q in self._armed_transient
+                   for c in self.transport._live_channels() for q in c.transient_queues)
+
     def _has_capacity(self) -> bool:
         return any(c.wants_jobs() for c in self.transport._live_channels())
 
@@ -259,5 +272,6 @@ class LoopDriver:
             self._idle_until = time.monotonic() + wait
             self.hub.call_later(wait, self.pipe.wake)
             return
+        self._armed_transient = frozenset(transient)
         self.waiter.arm(durable, transient, wait)
 

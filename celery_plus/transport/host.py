@@ -68,8 +68,9 @@ class Host(Protocol):
     def _deliver(self, message: Any, queue: str) -> None:
         """Hand ``message`` to the consumer of ``queue`` (kombu's virtual transport)."""
 
-    def _drain_ready(self) -> int:
-        """Deliver what every channel has ready; the number delivered."""
+    def _drain_ready(self, transient_watched: bool = False) -> int:
+        """Deliver what every channel has ready; the number delivered (transient queues
+        not popped while ``transient_watched``: a store wait in flight watches them)."""
 
     def _wait_plan(self, wait: float) -> tuple[list[str], list[str], float, bool]:
         """What the next store wait watches, and for how long."""

@@ -26,7 +26,10 @@ So each pool process also renews the lease of the task it runs itself, every hea
 interval (``_renew``: one heartbeat of that claim, as the worker's keeper sends; the two
 together cost the store one more heartbeat per running task and interval). A lease the store
 says is lost is stopped as at a thaw: the worker's keeper stops it, or the process itself
-after ``STOP_WAIT_S``.
+after ``STOP_WAIT_S``. A task's start only notes it in a global: the renewal thread wakes on
+its own timer (an interval after the start it saw), so a task costs the pool process no
+thread wake-up or lock that plain Celery's does not pay (issue #29; the first claimed task of
+the process alone starts the thread's loop).
 
 A claimed task is one of two kinds, each kept by the same rules here (``_Running``: the
 claim, its sure time, and how to renew it in its store): a delivery of the ``plus``
@@ -86,11 +89,16 @@ class _Running:
         self.heartbeat = heartbeat
         #: The heartbeat interval of the claim's store (its worker's keeper renews at it).
         self.interval = interval
+        #: When the task started here: its first renewal is due an interval later.
+        self.started = time.monotonic()
 
 
 _running: _Running | None = None
-#: Set when a task starts: the renewal thread's wake-up.
-_started = threading.Event()
+#: Set once, by the first claimed task of this process: the renewal loop's start.
+_first = threading.Event()
+#: How long the renewal loop sleeps while no claimed task runs: the shortest heartbeat
+#: interval seen (a task started meanwhile is still renewed an interval after its start).
+_idle_s = 1.0
 
 
 def _task_started(sender: Any = None, task_id: str = "", task: Any = None,
@@ -103,7 +111,8 @@ def _task_started(sender: Any = None, task_id: str = "", task: Any = None,
     if not getattr(task.request, "acks_late", getattr(task, "acks_late", True)):
         return  # acked as it was received (acks_late=False): no lease left to keep or lose
     _running = running
-    _started.set()
+    if not _first.is_set():  # a flag read: no lock after the first task
+        _first.set()
 
 
 def _claimed_run(task: Any) -> _Running | None:
@@ -181,31 +190,42 @@ def _interval(app: Any) -> float:
 
 
 def _renew() -> None:
-    """Keep the claim of each task that starts in this process (:func:`_keep`)."""
+    """Keep the claim of each task that runs in this process (:func:`_keep`), from the first
+    claimed task on, looking for it on its own timer (no wake-up per task)."""
+    _first.wait()
     while True:
-        _started.wait()
-        _started.clear()
         running = _running
-        if running is not None:
+        if running is None:
+            time.sleep(_idle_s)
+        else:
             _keep(running)
 
 
 def _keep(running: _Running) -> None:
     """Renew the claim of ``running`` every heartbeat interval of its store from its start,
-    while it runs here (until another task starts); stop it if the store says its lease is
-    lost."""
+    while it runs here; stop it if the store says its lease is lost. It sleeps until the
+    next renewal is due and returns once another task (or none) runs here: a task that ended
+    meanwhile ended before that renewal was due, so the next one is still kept from its own
+    start."""
+    global _idle_s
     try:
         interval = running.interval()
     except Exception:  # no store to ask: the worker's own keeper renews, as before
+        while _running is running:
+            time.sleep(_idle_s)
         return
-    while not _started.wait(interval):
-        if _running is not running:
-            return  # the task ended (the next start sets the event)
+    _idle_s = min(_idle_s, interval)
+    due = running.started + interval
+    while _running is running:
+        wait = due - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+            continue
+        due = time.monotonic() + interval
         if _asked_lost(running):
             if _running is running:
                 _stop_lost(running)
             return
-    _started.set()  # another task started meanwhile: watch it from its start
 
 
 def _stop_lost(running: _Running) -> None:

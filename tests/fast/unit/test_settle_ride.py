@@ -62,7 +62,7 @@ class Transport:
     def _live_channels(self) -> list[Channel]:
         return [self.channel]
 
-    def _drain_ready(self) -> int:
+    def _drain_ready(self, transient_watched: bool = False) -> int:
         self.drains.append((self.holdings.pending, self.channel.room))
         self.holdings.pending = 0
         return 0
