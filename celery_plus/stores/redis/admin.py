@@ -12,9 +12,11 @@ filters from the state's own index; by task and/or queue from the admin's listin
 (``lua/admin/index_*.lua``: sets per queue and per task, synced from the state's index by finish
 score and cut down to its current members before each count), which also gives ``status`` its
 per-queue dead-letter counts. Listings of waiting states read every record of the state to
-order it by time — up to :data:`ORDERED_MAX` jobs; a larger waiting listing with no filter but
-the queue is paged in its indexes' own order, reading only the page (the order they run in:
-queue by queue, priority then arrival; scheduled jobs by due time), as are its text searches.
+order it by time — up to :data:`ORDERED_MAX` jobs; a larger waiting listing with no time
+filter is paged in its indexes' own order, reading only the page (the order they run in:
+queue by queue, priority then arrival; scheduled jobs by due time), as are its text searches;
+with a task filter Redis walks the indexes keeping that task's jobs (``task_walk.lua``) and
+counts them up to ``CAPPED``.
 The orchestration (checks, batches, results, summaries) is
 :class:`~celery_plus.stores.admin_base.orchestration.StoreAdmin`'s.
 """
@@ -36,6 +38,7 @@ from celery_plus.model.admin import (
     as_text,
     batches,
 )
+from celery_plus.model.capped import CAPPED
 from celery_plus.stores.admin_base.aggregates import GroupRow, StatusRows
 from celery_plus.stores.admin_base.listing import Record, listed
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
@@ -60,6 +63,8 @@ SUMMARY_REPLY = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason"
 ORDERED_MAX = 10_000
 #: Ids read from an index per command when paging in index order.
 ID_CHUNK = 1000
+#: Index members a task walk (``task_walk.lua``) reads per call (bounds how long Redis is busy).
+WALK_CHUNK = 5000
 #: Waiting states and whether a queue filter can be answered from their indexes alone.
 WAITING_BY_INDEX = {"enqueued": True, "scheduled": False, "blocked": False}
 #: Jobs looked at from the head of each priority band of a queue for "oldest waiting".
@@ -165,6 +170,10 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
             keys, sizes = large
             ids = list(self._in_index_order(keys, sizes, query.oldest_first, offset, limit))
             return self._summary_records(ids), sum(sizes)
+        if query.task:
+            large = self._large_waiting(state, replace(query, task=None))
+            if large is not None:
+                return self._task_page(state, query, *large, offset, limit)
         ordered = self._ordered(state, query)
         return self._summary_records(ordered[offset:offset + limit]), len(ordered)
 
@@ -191,18 +200,36 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
         """Whole records of ``query.task``'s jobs in the indexes' order, up to the query's
         ``text_limit`` and one more."""
         assert query.text_limit is not None
-        wanted = query.text_limit + 1
-        ids = self._in_index_order(keys, sizes, query.oldest_first, 0, sum(sizes))
-        while wanted > 0:
-            chunk = list(itertools.islice(ids, SEARCH_CHUNK * 4))
-            if not chunk:
-                return
-            for rec in self._whole_records(chunk, state):
-                if rec.name == query.task:
-                    yield rec
-                    wanted -= 1
-                    if wanted == 0:
-                        return
+        ids = self._task_ids(state, str(query.task), keys, sizes, query.oldest_first)
+        wanted = list(itertools.islice(ids, query.text_limit + 1))
+        for rec in self._whole_records(wanted, state):
+            if rec.name == query.task:
+                yield rec
+
+    def _task_page(self, state: str, query: Query, keys: list[str], sizes: list[int],
+                   offset: int, limit: int) -> tuple[list[Record], int]:
+        """A page of one task's jobs of a large waiting state, in the indexes' order (as
+        the listing without the task pages them); its total counted up to CAPPED (shown
+        ``10000+``, as the SQL stores count), so a page reads the indexes only as far as
+        it and the count need."""
+        ids = self._task_ids(state, str(query.task), keys, sizes, query.oldest_first)
+        matched = list(itertools.islice(ids, max(offset + limit, CAPPED)))
+        total = CAPPED if len(matched) >= CAPPED else len(matched)
+        return self._summary_records(matched[offset:offset + limit]), total
+
+    def _task_ids(self, state: str, task: str, keys: Sequence[str], sizes: Sequence[int],
+                  oldest_first: bool) -> Iterator[str]:
+        """Ids of ``task``'s jobs still in ``state`` in the indexes' order (newest first:
+        the indexes and each one read backwards), found by Redis (``task_walk.lua``),
+        WALK_CHUNK index members a call."""
+        pairs = list(zip(keys, sizes, strict=True))
+        for key, size in (pairs if oldest_first else reversed(pairs)):
+            for start in range(0, size, WALK_CHUNK):
+                read, ids = self._call("task_walk", key, start, start + WALK_CHUNK - 1,
+                                       "" if oldest_first else "rev", task, state)
+                yield from (as_text(i) for i in ids)
+                if int(read) < WALK_CHUNK:
+                    break
 
     def _large_waiting(self, state: str, query: Query
                        ) -> tuple[list[str], list[int]] | None:
@@ -394,6 +421,12 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
     def cancel_one(self, job_id: str) -> Outcome:
         [outcome] = self._run("cancel", [job_id])
         return outcome
+
+    def discard_batch(self, ids: Sequence[str]) -> list[Outcome]:
+        return self._run("discard", list(ids))
+
+    def cancel_batch(self, ids: Sequence[str]) -> list[Outcome]:
+        return self._run("cancel", list(ids))
 
     def purge_batch(self, state: str, ids: Sequence[str], scope: Scope) -> list[str]:
         reply = self._call("delete", state, *self._scope_args(scope), *ids)
