@@ -14,9 +14,8 @@ so the overview, the status, ``/metrics`` and a listing's first page cost the sa
 million jobs waiting as with ten thousand. A state over the cap is counted per queue (its
 queues found by a loose index scan), and its oldest waiting job is looked for among the
 :data:`HEAD` jobs at the head of each queue; a listing of more than ``COUNT_CAP`` enqueued
-jobs with no time filter (a queue or task filter may be set) is paged in the claim index's
-order (queue by queue, priority then arrival), as Redis pages it, instead of being sorted by
-time.
+jobs (with or without filters) is paged in the claim index's order (queue by queue, priority
+then arrival), as Redis pages it, instead of being sorted by time.
 """
 
 from __future__ import annotations
@@ -234,10 +233,10 @@ class SqlAdmin(StoreAdmin[B]):
     @staticmethod
     def _queue_order_applies(state: str, query: Query) -> bool:
         """Whether a listing of ``state`` over the count cap is paged in the claim index's
-        order: enqueued jobs with no time filter. With a task filter too: no index orders a
-        task's waiting jobs by time, so that order sorted every match (1.5 to 3.6 s at a
+        order: enqueued jobs, whatever the filters. No index orders a task's waiting jobs, or
+        a time range of them, by time: that order sorted every match (1.5 to 3.6 s at a
         million waiting jobs of one task); the claim index is walked and stops at the page."""
-        return state == "enqueued" and query.since_ms is None and query.until_ms is None
+        return state == "enqueued"
 
     def _in_queue_order(self, state: str, query: Query, listing: Listing) -> bool:
         """Whether a search window of ``listing`` is read in the claim index's order

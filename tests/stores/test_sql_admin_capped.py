@@ -107,12 +107,28 @@ def test_a_task_listing_over_the_cap_is_paged_in_claim_order(
     assert admin.jobs("enqueued", task="proj.other").total == 0
 
 
-def test_a_time_filtered_listing_over_the_cap_keeps_its_time_order(
+def test_a_time_filtered_listing_over_the_cap_is_paged_in_claim_order(
         crowded: tuple[Backend, Admin]) -> None:
-    _, admin = crowded
-    page = admin.jobs("enqueued", since=1, per_page=2)
+    backend, admin = crowded
+    page = admin.jobs("enqueued", since=1, per_page=4)
     assert page.total == CAPPED
-    assert ids(page) == [f"a0-{MANY}", f"a0-{MANY - 1}"]  # enqueued latest (copies: +n ms)
+    assert ids(page) == ["b2", "b1", "b0", f"a0-{MANY}"]
+    a0 = int((inspector_for(backend).job("a0") or {})["enq"])
+    early = admin.jobs("enqueued", queue="a", until=(a0 + 2) / 1000, per_page=5)
+    assert ids(early) == ["a0-2", "a0-1", "a0"] and early.total == 3  # copies: +n ms
+
+
+def test_a_finished_listing_over_the_cap_keeps_its_time_order(tmp_path: Path) -> None:
+    with backends_on_one_store("sqlite", tmp_path) as make:
+        store = make()
+        assert publish(store, "x", envelope("x", TASK), name=TASK).accepted
+        copy_rows(store, "sqlite", "x", COUNT_CAP)
+        store._write(lambda tx: tx.run(
+            "UPDATE jobs SET state = 'failed', finished_ms = enqueued_ms"))
+        with Admin(admin_for(store)) as admin:
+            page = admin.jobs("failed", task=TASK, per_page=2)
+            assert page.total == CAPPED and ids(page) == [f"x-{COUNT_CAP}",
+                                                           f"x-{COUNT_CAP - 1}"]
 
 
 def test_within_the_cap_counts_are_exact(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ per-queue dead-letter counts. Listings of waiting states read every record of th
 order it by time — up to :data:`ORDERED_MAX` jobs; a larger waiting listing with no time
 filter is paged in its indexes' own order, reading only the page (the order they run in:
 queue by queue, priority then arrival; scheduled jobs by due time), as are its text searches;
-with a task filter Redis walks the indexes keeping that task's jobs (``task_walk.lua``) and
-counts them up to ``CAPPED``.
+with a task or time filter Redis walks the indexes keeping the filters' jobs
+(``waiting_walk.lua``) and counts them up to ``CAPPED``.
 The orchestration (checks, batches, results, summaries) is
 :class:`~celery_plus.stores.admin_base.orchestration.StoreAdmin`'s.
 """
@@ -63,7 +63,7 @@ SUMMARY_REPLY = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason"
 ORDERED_MAX = 10_000
 #: Ids read from an index per command when paging in index order.
 ID_CHUNK = 1000
-#: Index members a task walk (``task_walk.lua``) reads per call (bounds how long Redis is busy).
+#: Index members a walk (``waiting_walk.lua``) reads per call (bounds how long Redis is busy).
 WALK_CHUNK = 5000
 #: Waiting states and whether a queue filter can be answered from their indexes alone.
 WAITING_BY_INDEX = {"enqueued": True, "scheduled": False, "blocked": False}
@@ -170,23 +170,22 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
             keys, sizes = large
             ids = list(self._in_index_order(keys, sizes, query.oldest_first, offset, limit))
             return self._summary_records(ids), sum(sizes)
-        if query.task:
-            large = self._large_waiting(state, replace(query, task=None))
-            if large is not None:
-                return self._task_page(state, query, *large, offset, limit)
+        large = self._large_unfiltered(state, query)
+        if large is not None:
+            return self._walked_page(state, query, *large, offset, limit)
         ordered = self._ordered(state, query)
         return self._summary_records(ordered[offset:offset + limit]), len(ordered)
 
     def candidates(self, state: str, query: Query) -> Iterator[Record]:
         if state in FINISHED_INDEX:
             return self._finished_records(state, query)
-        if query.task and query.text_limit is not None:
-            # A search window of one task: walk the indexes (as a large listing pages them)
-            # keeping the task's jobs, and stop at the window, instead of reading every
-            # record of the state to order it by time (issue #28).
-            large = self._large_waiting(state, replace(query, task=None))
+        if query.text_limit is not None:
+            # A search window of a task or a time range: walk the indexes (as a large
+            # listing pages them) keeping the filters' jobs, and stop at the window, instead
+            # of reading every record of the state to order it by time (issue #28).
+            large = self._large_unfiltered(state, query)
             if large is not None:
-                return self._task_window(state, query, *large)
+                return self._walked_window(state, query, *large)
         large = self._large_waiting(state, query)
         if large is not None:
             keys, sizes = large
@@ -195,41 +194,51 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
                 list(self._in_index_order(keys, sizes, query.oldest_first, 0, count)), state)
         return self._whole_records(self._ordered(state, query), state)
 
-    def _task_window(self, state: str, query: Query, keys: list[str], sizes: list[int]
-                     ) -> Iterator[Record]:
-        """Whole records of ``query.task``'s jobs in the indexes' order, up to the query's
-        ``text_limit`` and one more."""
+    def _walked_window(self, state: str, query: Query, keys: list[str], sizes: list[int]
+                       ) -> Iterator[Record]:
+        """Whole records of the jobs the query's task and time filters keep, in the
+        indexes' order, up to the query's ``text_limit`` and one more."""
         assert query.text_limit is not None
-        ids = self._task_ids(state, str(query.task), keys, sizes, query.oldest_first)
-        wanted = list(itertools.islice(ids, query.text_limit + 1))
-        for rec in self._whole_records(wanted, state):
-            if rec.name == query.task:
-                yield rec
+        ids = self._walk(state, query, keys, sizes)
+        yield from self._whole_records(list(itertools.islice(ids, query.text_limit + 1)),
+                                       state)
 
-    def _task_page(self, state: str, query: Query, keys: list[str], sizes: list[int],
-                   offset: int, limit: int) -> tuple[list[Record], int]:
-        """A page of one task's jobs of a large waiting state, in the indexes' order (as
-        the listing without the task pages them); its total counted up to CAPPED (shown
-        ``10000+``, as the SQL stores count), so a page reads the indexes only as far as
-        it and the count need."""
-        ids = self._task_ids(state, str(query.task), keys, sizes, query.oldest_first)
+    def _walked_page(self, state: str, query: Query, keys: list[str], sizes: list[int],
+                     offset: int, limit: int) -> tuple[list[Record], int]:
+        """A page of the jobs of a large waiting state that the query's task and time filters
+        keep, in the indexes' order (as the listing without them pages them); its total
+        counted up to CAPPED (shown ``10000+``, as the SQL stores count), so a page reads
+        the indexes only as far as it and the count need."""
+        ids = self._walk(state, query, keys, sizes)
         matched = list(itertools.islice(ids, max(offset + limit, CAPPED)))
         total = CAPPED if len(matched) >= CAPPED else len(matched)
         return self._summary_records(matched[offset:offset + limit]), total
 
-    def _task_ids(self, state: str, task: str, keys: Sequence[str], sizes: Sequence[int],
-                  oldest_first: bool) -> Iterator[str]:
-        """Ids of ``task``'s jobs still in ``state`` in the indexes' order (newest first:
-        the indexes and each one read backwards), found by Redis (``task_walk.lua``),
-        WALK_CHUNK index members a call."""
+    def _walk(self, state: str, query: Query, keys: Sequence[str], sizes: Sequence[int]
+              ) -> Iterator[str]:
+        """Ids of the jobs still in ``state`` that the query's task and time filters keep,
+        in the indexes' order (newest first: the indexes and each one read backwards),
+        found by Redis (``waiting_walk.lua``), WALK_CHUNK index members a call."""
         pairs = list(zip(keys, sizes, strict=True))
-        for key, size in (pairs if oldest_first else reversed(pairs)):
+        since = "" if query.since_ms is None else query.since_ms
+        until = "" if query.until_ms is None else query.until_ms
+        for key, size in (pairs if query.oldest_first else reversed(pairs)):
             for start in range(0, size, WALK_CHUNK):
-                read, ids = self._call("task_walk", key, start, start + WALK_CHUNK - 1,
-                                       "" if oldest_first else "rev", task, state)
+                read, ids = self._call("waiting_walk", key, start, start + WALK_CHUNK - 1,
+                                       "" if query.oldest_first else "rev", query.task or "",
+                                       since, until, state)
                 yield from (as_text(i) for i in ids)
                 if int(read) < WALK_CHUNK:
                     break
+
+    def _large_unfiltered(self, state: str, query: Query
+                          ) -> tuple[list[str], list[int]] | None:
+        """:meth:`_large_waiting` of the query without its task and time filters, if it has
+        one (None otherwise): the indexes a walk keeping the filters' jobs reads."""
+        if not query.task and query.since_ms is None and query.until_ms is None:
+            return None
+        return self._large_waiting(state, replace(query, task=None, since_ms=None,
+                                                  until_ms=None))
 
     def _large_waiting(self, state: str, query: Query
                        ) -> tuple[list[str], list[int]] | None:
