@@ -9,6 +9,8 @@ those that left), never the records of every dead letter.
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import replace
 from typing import Any
 
 from celery_plus.model.admin import as_text
@@ -19,6 +21,8 @@ from celery_plus.stores.redis.scripts import lib_lua, read_lua
 SCRIPTS = ("error_groups_sync", "error_groups_list", "error_groups_page")
 #: Dead letters a sync reads per script call (bounds the time Redis is busy).
 SYNC_BATCH = 5000
+#: Sync calls a read of the groups makes at most (the group pages and actions sync all).
+SYNC_BATCHES_PER_READ = 4
 #: A sync re-reads members finished this long below the highest one indexed (a clock step).
 SYNC_MARGIN_MS = 1000
 
@@ -43,25 +47,45 @@ class RedisErrorGroups:
                 name: self.client.register_script(src) for name, src in sources().items()}
         return scripts[script](keys=[self.prefix], args=[self.prefix, *args])
 
-    def _sync_groups(self) -> None:
+    def _sync_groups(self, batches: int | None = None) -> bool:
+        """Index the dead letters finished since the last sync, SYNC_BATCH a call, at most
+        ``batches`` calls (None: all); whether it caught up."""
+        resume_key = f"{self.prefix}:ax:dead:gnext"
+        resume = self.client.get(resume_key)
         hw = self.client.get(f"{self.prefix}:ax:dead:ghw")
         low: str | int = "-inf" if hw is None else int(hw) - SYNC_MARGIN_MS
         skip = 0
-        while True:
+        if resume is not None:  # where a bounded sync stopped (not hw's margin: the margin
+            # may hold more members than a step reads, which would never get past them)
+            low, skip = (int(part) for part in as_text(resume).split())
+        for _ in itertools.count() if batches is None else range(batches):
             read, high, at_high = self._group_call("error_groups_sync", low, skip, SYNC_BATCH)
             if int(read) < SYNC_BATCH:
-                return
+                if resume is not None:
+                    self.client.delete(resume_key)
+                return True
             high = int(as_text(high))
             skip = skip + int(read) if high == low else int(at_high)
             low = high
+        self.client.set(resume_key, f"{low} {skip}")
+        return False
 
     def error_groups(self, limit: int) -> ErrorGroups:
-        self._sync_groups()
+        # A bounded step per read: the first read of a store with 100,000 dead letters
+        # built the whole index (3 to 5 s); the rest is read by the next loads (or at once
+        # by a group's page or action), and the answer says how many are not counted yet.
+        caught_up = self._sync_groups(SYNC_BATCHES_PER_READ)
         reply = self._group_call("error_groups_list")
         groups = [ErrorGroup(as_text(reply[i + 1]), as_text(reply[i + 2]), int(reply[i + 3]),
                              int(float(reply[i + 4])), int(float(reply[i + 5])))
                   for i in range(0, len(reply), 6)]
-        return ordered(groups, limit)
+        found = ordered(groups, limit)
+        if caught_up:
+            return found
+        hw = self.client.get(f"{self.prefix}:ax:dead:ghw")
+        left = int(self.client.zcount(f"{self.prefix}:dead",
+                                      "-inf" if hw is None else f"({int(hw)}", "+inf"))
+        return replace(found, unindexed=left)
 
     def error_group_ids(self, exc_type: str, message: str, offset: int, limit: int,
                         oldest_first: bool = False, until_ms: int | None = None
