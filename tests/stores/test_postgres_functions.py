@@ -234,6 +234,7 @@ ADDED_SINCE_LEGACY = {
     # queue).
     "index jobs_ready_by_name", "relation jobs_ready_by_name",
     "index jobs_failed_by_queue", "relation jobs_failed_by_queue",
+    "index jobs_failed_by_name", "relation jobs_failed_by_name",
     # release 7: a batch publish in one statement (publish_many).
     "function publish_batch(p_ids text[], p_queues text[], p_msgs bytea[], p_names text[], "
     "p_priorities integer[], p_etas bigint[], p_locks text[], p_windows text[], "

@@ -109,6 +109,10 @@ CREATE INDEX IF NOT EXISTS jobs_error_groups ON jobs (
 -- state = 'enqueued' literally.
 CREATE INDEX IF NOT EXISTS jobs_ready_by_name ON jobs (name, queue, score)
     WHERE state = 'enqueued';
+-- the dead letters of one task, newest first (admin: the per-task breakdown's dead-letter
+-- count per task, a task's dead-letter listing), written only for dead letters.
+CREATE INDEX IF NOT EXISTS jobs_failed_by_name ON jobs (name, finished_ms, id)
+    WHERE state = 'failed';
 -- blocked jobs of a group, oldest first (unblocking); groups having blocked jobs. Partial:
 -- queries must spell state = 'blocked' literally for the planner to use it.
 CREATE INDEX IF NOT EXISTS jobs_blocked ON jobs (conc_group, score) WHERE state = 'blocked';
