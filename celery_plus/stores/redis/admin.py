@@ -37,10 +37,11 @@ from celery_plus.model.admin import (
     Scope,
     as_text,
     batches,
+    time_field,
 )
 from celery_plus.model.capped import CAPPED
 from celery_plus.stores.admin_base.aggregates import GroupRow, StatusRows
-from celery_plus.stores.admin_base.listing import Record, listed
+from celery_plus.stores.admin_base.listing import Record
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.envelope import envelope_bytes
@@ -51,8 +52,8 @@ from celery_plus.stores.redis.scripts import admin_sources
 #: Finished states and their index (a sorted set scored by finish ms).
 FINISHED_INDEX = {"completed": "done", "failed": "dead", "canceled": "canceled",
                   "discarded": "discarded"}
-#: Fields a listing of a waiting or running state filters and sorts by (small ones).
-SORT_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin")
+#: The record field of each time a listing orders by (model.admin.time_field).
+SORT_FIELD = {"enqueued_ms": "enq", "started_ms": "start", "finished_ms": "fin"}
 #: Fields a text search reads of each candidate (whole: it searches them).
 SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
                  "emsg", "msg", "tb", "tok", "sm", "rg")
@@ -280,11 +281,22 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
 
     def _ordered(self, state: str, query: Query) -> list[str]:
         """Ids of a waiting or running ``state`` in the query's filters, in the listing's
-        order: every record of the state is read (its small fields) and filtered here."""
+        order (``listing.listed``'s: by the state's time, then id): every record of the state
+        is read, only the fields the filters and the order need (reading them all and
+        building each record took 0.4 to 1 s at 9,500 waiting jobs)."""
         ids = self._index_ids(state, query)
-        records = (job_record(job_id, rec) for job_id, rec in zip(
-            ids, self._records(ids, SORT_FIELDS), strict=True))
-        return [rec.id for rec in listed(records, state, query)]
+        at = SORT_FIELD[time_field(state)]
+        fields = ["st", at] + ["name"] * bool(query.task) + ["q"] * bool(query.queue)
+        kept: list[tuple[int, str]] = []
+        for job_id, rec in zip(ids, self._records(ids, fields), strict=True):
+            if (rec.get("st") != state or (query.task and rec.get("name") != query.task)
+                    or (query.queue and rec.get("q") != query.queue)):
+                continue
+            moment = int(rec.get(at) or 0)
+            if query.matches_time(moment):
+                kept.append((moment, job_id))
+        kept.sort(reverse=not query.oldest_first)
+        return [job_id for _, job_id in kept]
 
     def _summary_records(self, ids: Sequence[str]) -> list[Record]:
         """Listing rows of ``ids`` (in order; missing records left out), long texts cut by
