@@ -47,9 +47,10 @@ class RedisErrorGroups:
                 name: self.client.register_script(src) for name, src in sources().items()}
         return scripts[script](keys=[self.prefix], args=[self.prefix, *args])
 
-    def _sync_groups(self, batches: int | None = None) -> bool:
+    def _sync_groups(self, batches: int | None = None) -> tuple[int, int] | None:
         """Index the dead letters finished since the last sync, SYNC_BATCH a call, at most
-        ``batches`` calls (None: all); whether it caught up."""
+        ``batches`` calls (None: all); None once it caught up, else where the next sync
+        resumes: (the lowest score left, the members at that score done)."""
         resume_key = f"{self.prefix}:ax:dead:gnext"
         resume = self.client.get(resume_key)
         hw = self.client.get(f"{self.prefix}:ax:dead:ghw")
@@ -63,29 +64,34 @@ class RedisErrorGroups:
             if int(read) < SYNC_BATCH:
                 if resume is not None:
                     self.client.delete(resume_key)
-                return True
+                return None
             high = int(as_text(high))
             skip = skip + int(read) if high == low else int(at_high)
             low = high
         self.client.set(resume_key, f"{low} {skip}")
-        return False
+        return int(low), skip
 
     def error_groups(self, limit: int) -> ErrorGroups:
         # A bounded step per read: the first read of a store with 100,000 dead letters
         # built the whole index (3 to 5 s); the rest is read by the next loads (or at once
         # by a group's page or action), and the answer says how many are not counted yet.
-        caught_up = self._sync_groups(SYNC_BATCHES_PER_READ)
+        left = self._sync_groups(SYNC_BATCHES_PER_READ)
         reply = self._group_call("error_groups_list")
         groups = [ErrorGroup(as_text(reply[i + 1]), as_text(reply[i + 2]), int(reply[i + 3]),
                              int(float(reply[i + 4])), int(float(reply[i + 5])))
                   for i in range(0, len(reply), 6)]
         found = ordered(groups, limit)
-        if caught_up:
+        if left is None:
             return found
-        hw = self.client.get(f"{self.prefix}:ax:dead:ghw")
-        left = int(self.client.zcount(f"{self.prefix}:dead",
-                                      "-inf" if hw is None else f"({int(hw)}", "+inf"))
-        return replace(found, unindexed=left)
+        # Not read yet: those above the highest score indexed, and those at it that the
+        # step stopped before (members sharing a finish ms); below it a step only re-reads
+        # the sync's margin.
+        low, done = left
+        dead, hw = f"{self.prefix}:dead", int(self.client.get(f"{self.prefix}:ax:dead:ghw") or 0)
+        unread = int(self.client.zcount(dead, f"({hw}", "+inf"))
+        if low == hw:
+            unread += max(0, int(self.client.zcount(dead, hw, hw)) - done)
+        return replace(found, unindexed=unread)
 
     def error_group_ids(self, exc_type: str, message: str, offset: int, limit: int,
                         oldest_first: bool = False, until_ms: int | None = None
