@@ -14,7 +14,9 @@ Redis; ``postgres``: a fresh schema of the test database), filled fast:
    name, and a text search in the dashboard's and the CLI's scan window (the newest 1,000
    candidates; one text matching every candidate, one matching none), in ``enqueued`` and
    ``failed``; then the listing a matched task name links to (``task=``), and a text search
-   in it.
+   in it; a rare task's listing (RARE_JOBS jobs published before the million), pages of
+   the waiting and dead listings, and the other reads an operator's pages make (counts,
+   status, error groups, a group's page, the task breakdown).
 
 Every figure is printed in ms, with whether it is under ``TARGET_MS``. Each store is removed
 afterwards.
@@ -43,11 +45,16 @@ from .memory import private_redis
 
 TARGET_MS = 1000.0
 WAITING_TASK = "billing.send_invoice"
+#: A task with RARE_JOBS waiting jobs, published before the million.
+RARE_TASK = "billing.refund"
+RARE_JOBS = 10
 #: Copies of the waiting template per statement / publish batch.
 BATCH = 100_000
 
 
 def _waiting_template(app: Celery) -> str:
+    for n in range(RARE_JOBS):  # a task with few jobs among the million: its listing walks
+        app.send_task(RARE_TASK, args=[f"refund-{n}"], queue="celery")
     return str(app.send_task(WAITING_TASK, args=["invoice-0"], kwargs={"customer": "acme"},
                              queue="celery").id)
 
@@ -160,13 +167,46 @@ def searches(middle: str, dead_id: str) -> list[tuple[str, str, dict[str, Any]]]
         ("listing of a matched task (dead)", "failed", {"task": filled.TASK}),
         ("text in a task's listing (waiting)", "enqueued",
          {"task": WAITING_TASK, "text": "no-such-text", **window}),
+        ("listing of a rare task (waiting)", "enqueued", {"task": RARE_TASK}),
+        ("waiting, page 1", "enqueued", {}),
+        ("waiting, page 1,000", "enqueued", {"page": 1000}),
+        ("waiting, last hour (time filter)", "enqueued", {"since": 3600.0}),
+        ("dead letters, page 1", "failed", {}),
+        ("dead letters, page 2,000 (the last)", "failed", {"page": 2000}),
     ]
 
 
-def timed(admin: Admin, state: str, kwargs: dict[str, Any]) -> tuple[float, int]:
+def operator_calls(admin: Admin) -> list[tuple[str, Callable[[], Any]]]:
+    """(label, call) of the other reads an operator's pages make (the dashboard's overview,
+    status and /metrics read counts and status; /errors the groups; /tasks the breakdown)."""
+    return [
+        ("counts (overview, /metrics)", admin.counts),
+        ("status (overview, store-status)", admin.status),
+        ("error groups (/errors)", admin.error_groups),
+        ("a group's dead letters, page 1", lambda: admin.error_group_jobs(
+            "ConnectionError", "SMTP server unreachable")),
+        ("task breakdown (/tasks)", admin.task_breakdown),
+    ]
+
+
+def _rows(result: Any) -> int:
+    for name in ("items", "groups", "tasks", "queues"):
+        if hasattr(result, name):
+            return len(getattr(result, name))
+    return 1
+
+
+def timed_call(call: Callable[[], Any]) -> tuple[float, int]:
     started = time.perf_counter()
-    page = admin.jobs(state, **kwargs)
-    return (time.perf_counter() - started) * 1000, len(page.items)
+    result = call()
+    return (time.perf_counter() - started) * 1000, _rows(result)
+
+
+def timed(admin: Admin, state: str, kwargs: dict[str, Any]) -> tuple[float, int]:
+    args = dict(kwargs)
+    if "since" in args:  # seconds ago, as the dashboard's "last hour"
+        args["since"] = time.time() - args["since"]
+    return timed_call(lambda: admin.jobs(state, **args))
 
 
 def measure(kind: str, waiting: int, dead: int, rounds: int
@@ -178,15 +218,14 @@ def measure(kind: str, waiting: int, dead: int, rounds: int
               f"{time.perf_counter() - started:.1f} s (counts: {count_text(counts.enqueued)} / "
               f"{count_text(counts.failed)}); search, first ms, steady median ms, rows",
               flush=True)
+        calls: list[tuple[str, Callable[[], Any]]] = [
+            (label, lambda s=state, k=kwargs: timed(admin, s, k))
+            for label, state, kwargs in searches(middle, dead_id)]
+        calls += [(label, lambda c=call: timed_call(c)) for label, call in operator_calls(admin)]
         out = []
-        for label, state, kwargs in searches(middle, dead_id):
-            if kind == "redis" and label == "listing of a matched task (waiting)":
-                # Redis has no index by task: the listing reads every waiting record to order
-                # it by time (docs/admin.md, Cost: no answer within a minute at a million).
-                print(f"  {label:36} not timed on Redis (reads every record)", flush=True)
-                continue
-            first, rows = timed(admin, state, kwargs)
-            steady = statistics.median(timed(admin, state, kwargs)[0] for _ in range(rounds))
+        for label, run in calls:
+            first, rows = run()
+            steady = statistics.median(run()[0] for _ in range(rounds))
             out.append((label, first, steady, rows))
             print(f"  {label:36} {first:9.1f} {steady:9.1f} {rows:6}", flush=True)
     return out

@@ -290,27 +290,27 @@ class Admin:
                              "marked REVOKED", task_id)
 
     def discard_many(self, ids: Sequence[str]) -> BulkResult:
-        """Discard each of these dead letters (each one atomic; not found: skipped)."""
-        return self._each("discard", ids, self.discard)
+        """Discard each of these dead letters (each one atomic, a batch one store call where
+        the store allows; not found: skipped)."""
+        return self._each("discard", ids, self.store.discard_many)
 
     def cancel_many(self, ids: Sequence[str]) -> BulkResult:
         """Cancel each of these waiting jobs (each one atomic and marked ``REVOKED``)."""
-        return self._each("cancel", ids, self.cancel)
+        result = self._each("cancel", ids, self.store.cancel_many)
+        for task_id in result.changed:
+            self._mark_revoked(task_id)
+        return result
 
     @staticmethod
-    def _each(action: str, ids: Sequence[str], operation: Callable[[str], OpResult]
-              ) -> BulkResult:
-        unique = list(dict.fromkeys(ids))
+    def _each(action: str, ids: Sequence[str],
+              operation: Callable[[Sequence[str]], list[OpResult]]) -> BulkResult:
+        unique = list(dict.fromkeys(check_id(i) for i in ids))
         check_ids(action, unique)
         result = BulkResult(action)
-        for job_id in unique:
-            try:
-                done = operation(job_id)
-            except JobNotFound:
-                continue
+        for done in operation(unique):
             result.matched += 1
             if done.changed:
-                result.changed.append(job_id)
+                result.changed.append(done.job_id)
         return result
 
     def retry_many(self, *, task: str | None = None, queue: str | None = None,

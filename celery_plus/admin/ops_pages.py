@@ -52,8 +52,12 @@ def errors_page(urls: Urls, found: ErrorGroups, msg: str, token: str | None) -> 
     """Every group: how many dead letters, the newest and oldest, a link to them, and (for
     the operator) retry all / discard all."""
     out = message(msg)
+    if found.unindexed:
+        out += (f'<p class="warn" id="unindexed">{found.unindexed:,} newer dead letters are '
+                "not counted yet: the group index is being built, a part per load (reload "
+                "to count more; a group's page and actions read them all)</p>")
     if not found.groups:
-        return out + "<p id=\"no-groups\">no dead letters</p>"
+        return out + ("" if found.unindexed else "<p id=\"no-groups\">no dead letters</p>")
     rows = []
     for n, g in enumerate(found.groups, 1):
         link = f'<a href="{attr(group_url(urls, g.exc_type, g.message))}" id="group-{n}">'

@@ -34,7 +34,7 @@ from celery_plus.model.error_groups import MAX_GROUPS, ErrorGroups
 
 
 def groups_text(found: ErrorGroups) -> str:
-    if not found.groups:
+    if not found.groups and not found.unindexed:
         return "no dead letters"
     rows = [(count_text(g.count), visible(clip(g.exc_type, 40)), visible(clip(g.message, 80)),
              when(g.newest_ms), when(g.oldest_ms)) for g in found.groups]
@@ -44,6 +44,9 @@ def groups_text(found: ErrorGroups) -> str:
     if found.sampled:
         more += (f"; found among the newest {found.sampled - 1} dead letters, counts over "
                  "10000 shown 10000+")
+    if found.unindexed:
+        more += (f"; {found.unindexed} newer dead letters not counted yet (the group index "
+                 "is built a part per read: run it again)")
     return f"{text}\n{found.total} group{'s' * (found.total != 1)}{more}"
 
 

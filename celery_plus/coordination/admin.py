@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Sequence
 from typing import Any
 
 from celery_plus.coordination import envelope
@@ -78,8 +79,14 @@ class CoordinatedAdminStore:
     def discard(self, job_id: str) -> OpResult:
         return self.store.discard(job_id)
 
+    def discard_many(self, ids: Sequence[str]) -> list[OpResult]:
+        return self.store.discard_many(ids)
+
     def cancel(self, job_id: str) -> OpResult:
         return self.store.cancel(job_id)
+
+    def cancel_many(self, ids: Sequence[str]) -> list[OpResult]:
+        return self.store.cancel_many(ids)
 
     def purge(self, state: str, scope: Scope, all: bool = False,
               result: BulkResult | None = None) -> BulkResult:

@@ -557,6 +557,15 @@ class AdminStore(Protocol):
         """enqueued | scheduled | blocked -> canceled. Raises JobNotFound."""
         ...
 
+    def discard_many(self, ids: Sequence[str]) -> list[OpResult]:
+        """:meth:`discard` on each of ``ids`` (each job atomic; the jobs not found left
+        out), in batches of :data:`BATCH` (one store call each where the store allows)."""
+        ...
+
+    def cancel_many(self, ids: Sequence[str]) -> list[OpResult]:
+        """:meth:`cancel` on each of ``ids``, as :meth:`discard_many`."""
+        ...
+
     def retry_many(self, scope: Scope, all: bool = False,
                    result: BulkResult | None = None) -> BulkResult:
         """Retry the failed jobs in ``scope``; conflicts are reported, not raised.

@@ -64,9 +64,12 @@ class ErrorGroups:
     #: The groups were found among this many newest dead letters (None: among all); each
     #: one's count is then capped as every SQL count (model/capped.py).
     sampled: int | None = None
+    #: Dead letters the store's group index has not read yet (Redis builds it a bounded
+    #: step per read, the oldest first): the groups count the others. 0: every one counted.
+    unindexed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"total": self.total, "sampled": self.sampled,
+        return {"total": self.total, "sampled": self.sampled, "unindexed": self.unindexed,
                 "groups": [g.to_dict() for g in self.groups]}
 
 

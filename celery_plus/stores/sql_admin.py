@@ -14,15 +14,15 @@ so the overview, the status, ``/metrics`` and a listing's first page cost the sa
 million jobs waiting as with ten thousand. A state over the cap is counted per queue (its
 queues found by a loose index scan), and its oldest waiting job is looked for among the
 :data:`HEAD` jobs at the head of each queue; a listing of more than ``COUNT_CAP`` enqueued
-jobs with no filter but the queue is paged in the claim index's order (queue by queue,
-priority then arrival), as Redis pages it, instead of being sorted by time.
+jobs (with or without filters) is paged in the claim index's order (queue by queue, priority
+then arrival), as Redis pages it, instead of being sorted by time.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from celery_plus.model.admin import (
@@ -236,16 +236,15 @@ class SqlAdmin(StoreAdmin[B]):
     @staticmethod
     def _queue_order_applies(state: str, query: Query) -> bool:
         """Whether a listing of ``state`` over the count cap is paged in the claim index's
-        order: enqueued jobs with no filter but the queue."""
-        return (state == "enqueued" and not query.task and query.since_ms is None
-                and query.until_ms is None)
+        order: enqueued jobs, whatever the filters. No index orders a task's waiting jobs, or
+        a time range of them, by time: that order sorted every match (1.5 to 3.6 s at a
+        million waiting jobs of one task); the claim index is walked and stops at the page."""
+        return state == "enqueued"
 
     def _in_queue_order(self, state: str, query: Query, listing: Listing) -> bool:
-        """Whether a search window of ``listing`` is read in the claim index's order:
-        :meth:`page`'s rule, and also with a task filter (a listing with one keeps its time
-        order, which sorts every match: over a second at a million waiting jobs of the task;
-        a window walks the claim index and stops at its size)."""
-        if not self._queue_order_applies(state, replace(query, task=None)):
+        """Whether a search window of ``listing`` is read in the claim index's order
+        (:meth:`page`'s rule)."""
+        if not self._queue_order_applies(state, query):
             return False
         return is_capped(int(self._all(f"SELECT {capped_count(listing.condition)}",
                                        *listing.params)[0][0]))

@@ -234,6 +234,11 @@ ADDED_SINCE_LEGACY = {
     "relation queue_history", "relation queue_history_pkey", "index queue_history_pkey",
     "column queue_history.bucket_ms", "column queue_history.at_ms", "column queue_history.sample",
     "constraint <schema>.queue_history.queue_history_pkey",
+    # migration 0014: the admin's indexes at scale (a task's enqueued jobs, dead letters by
+    # queue).
+    "index jobs_ready_by_name", "relation jobs_ready_by_name",
+    "index jobs_failed_by_queue", "relation jobs_failed_by_queue",
+    "index jobs_failed_by_name", "relation jobs_failed_by_name",
     # release 7: a batch publish in one statement (publish_many).
     "function publish_batch(p_ids text[], p_queues text[], p_msgs bytea[], p_names text[], "
     "p_priorities integer[], p_etas bigint[], p_locks text[], p_windows text[], "
@@ -279,7 +284,7 @@ def test_a_legacy_store_upgrades_in_place_and_its_jobs_carry_on(
                              "1000, NULL, NULL, NULL, NULL) WHERE o_kind = 'c'").fetchone()
     assert token is not None
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [9, 10, 11, 12, 13]
+    assert [m.version for m in applied.migrations] == [9, 10, 11, 12, 13, 14]
     assert [f.name for f in applied.functions] == [f.name for f in pg_migrations.function_files()]
     recorded = dict(conn.execute(f'SELECT name, sha256 FROM "{schema}".function_versions'))
     assert recorded == {f.name: f.sha256 for f in pg_migrations.function_files()}
@@ -348,7 +353,7 @@ def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
                      "'', 0, 0, 1000)")
         conn.execute("UPDATE jobs SET token = 77 WHERE id = 'old'")
     applied = pg_migrations.migrate(conn, schema)
-    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+    assert [m.version for m in applied.migrations] == [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
     store = PostgresBackend(PG_URL, schema=schema)
     try:
         publish(store, "new")
@@ -479,7 +484,7 @@ def test_every_version_takes_the_same_migration_lock(
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
             migrator.join(60)
-    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+    assert [m.version for m in done[0].migrations] == [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
 
 
 # -- the rules, rendered -------------------------------------------------------------------------

@@ -19,7 +19,7 @@ state (``extra`` the previous one), ``noop`` / ``skipped`` (``extra`` the curren
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import ClassVar, Generic, TypeVar
 
 from celery_plus.model.admin import (
@@ -142,6 +142,15 @@ class StoreAdmin(ABC, Generic[B]):
     def cancel_one(self, job_id: str) -> Outcome:
         """Cancel one waiting job in one atomic step."""
 
+    def discard_batch(self, ids: Sequence[str]) -> list[Outcome]:
+        """Discard each of ``ids``, each job atomically; a store that can overrides this
+        with one store call for the batch (by default: one step per job)."""
+        return [self.discard_one(job_id) for job_id in ids]
+
+    def cancel_batch(self, ids: Sequence[str]) -> list[Outcome]:
+        """Cancel each of ``ids``, as :meth:`discard_batch` discards."""
+        return [self.cancel_one(job_id) for job_id in ids]
+
     @abstractmethod
     def purge_batch(self, state: str, ids: Sequence[str], scope: Scope) -> list[str]:
         """Delete the records of ``ids`` still in ``state`` and ``scope`` in one atomic step;
@@ -257,6 +266,21 @@ class StoreAdmin(ABC, Generic[B]):
     def cancel(self, job_id: str) -> OpResult:
         _, outcome, extra = self.cancel_one(job_id)
         return op_result(job_id, "cancel", outcome, extra)
+
+    def discard_many(self, ids: Sequence[str]) -> list[OpResult]:
+        """What discarding each of ``ids`` did (jobs not found left out), BATCH a call."""
+        return self._found("discard", ids, self.discard_batch)
+
+    def cancel_many(self, ids: Sequence[str]) -> list[OpResult]:
+        """What canceling each of ``ids`` did (jobs not found left out), BATCH a call."""
+        return self._found("cancel", ids, self.cancel_batch)
+
+    @staticmethod
+    def _found(action: str, ids: Sequence[str],
+               step: Callable[[Sequence[str]], list[Outcome]]) -> list[OpResult]:
+        return [op_result(job_id, action, outcome, extra)
+                for chunk in batches(ids) for job_id, outcome, extra in step(chunk)
+                if outcome != "missing"]
 
     def retry_many(self, scope: Scope, all: bool = False,
                    result: BulkResult | None = None) -> BulkResult:

@@ -86,6 +86,22 @@ class PostgresAdmin(SqlErrorGroups, SqlAdmin[PostgresBackend]):
         outcome, extra = self._all("SELECT * FROM admin_cancel(%s)", job_id)[0]
         return job_id, str(outcome), str(extra)
 
+    def discard_batch(self, ids: Sequence[str]) -> list[Outcome]:
+        return self._each_in_one("admin_discard", ids)
+
+    def cancel_batch(self, ids: Sequence[str]) -> list[Outcome]:
+        return self._each_in_one("admin_cancel", ids)
+
+    def _each_in_one(self, function: str, ids: Sequence[str]) -> list[Outcome]:
+        """``function`` (admin_discard or admin_cancel: each locks its job's row and
+        re-checks it) on each of ``ids`` in ONE statement, one round trip and transaction for
+        the batch: one call per job took 3-9 ms apiece (37 s for a group of 4,286 dead
+        letters at 100,000 on a loaded machine)."""
+        rows = self._all(f"SELECT u.id, f.o_outcome, f.o_extra FROM unnest(%s::text[]) WITH "
+                         f"ORDINALITY AS u(id, n) CROSS JOIN LATERAL {function}(u.id) f "
+                         "ORDER BY u.n", list(ids))
+        return [(str(i), str(outcome), str(extra)) for i, outcome, extra in rows]
+
     def purge_batch(self, state: str, ids: Sequence[str], scope: Scope) -> list[str]:
         return [str(row[0]) for row in self._all(_PURGE, state, list(ids), scope.task,
                                                  scope.queue, scope.older_than_ms)]

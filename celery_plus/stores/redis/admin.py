@@ -12,9 +12,11 @@ filters from the state's own index; by task and/or queue from the admin's listin
 (``lua/admin/index_*.lua``: sets per queue and per task, synced from the state's index by finish
 score and cut down to its current members before each count), which also gives ``status`` its
 per-queue dead-letter counts. Listings of waiting states read every record of the state to
-order it by time — up to :data:`ORDERED_MAX` jobs; a larger waiting listing with no filter but
-the queue is paged in its indexes' own order, reading only the page (the order they run in:
-queue by queue, priority then arrival; scheduled jobs by due time), as are its text searches.
+order it by time — up to :data:`ORDERED_MAX` jobs; a larger waiting listing with no time
+filter is paged in its indexes' own order, reading only the page (the order they run in:
+queue by queue, priority then arrival; scheduled jobs by due time), as are its text searches;
+with a task or time filter Redis walks the indexes keeping the filters' jobs
+(``waiting_walk.lua``) and counts them up to ``CAPPED``.
 The orchestration (checks, batches, results, summaries) is
 :class:`~celery_plus.stores.admin_base.orchestration.StoreAdmin`'s.
 """
@@ -35,9 +37,11 @@ from celery_plus.model.admin import (
     Scope,
     as_text,
     batches,
+    time_field,
 )
+from celery_plus.model.capped import CAPPED
 from celery_plus.stores.admin_base.aggregates import GroupRow, StatusRows
-from celery_plus.stores.admin_base.listing import Record, listed
+from celery_plus.stores.admin_base.listing import Record
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
 from celery_plus.stores.admin_base.queue_history import DepthRow
 from celery_plus.stores.redis.backend import RedisBackend
@@ -49,8 +53,8 @@ from celery_plus.stores.redis.scripts import admin_sources
 #: Finished states and their index (a sorted set scored by finish ms).
 FINISHED_INDEX = {"completed": "done", "failed": "dead", "canceled": "canceled",
                   "discarded": "discarded"}
-#: Fields a listing of a waiting or running state filters and sorts by (small ones).
-SORT_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin")
+#: The record field of each time a listing orders by (model.admin.time_field).
+SORT_FIELD = {"enqueued_ms": "enq", "started_ms": "start", "finished_ms": "fin"}
 #: Fields a text search reads of each candidate (whole: it searches them).
 SEARCH_FIELDS = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason", "etype",
                  "emsg", "msg", "tb", "tok", "sm", "rg")
@@ -61,6 +65,8 @@ SUMMARY_REPLY = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason"
 ORDERED_MAX = 10_000
 #: Ids read from an index per command when paging in index order.
 ID_CHUNK = 1000
+#: Index members a walk (``waiting_walk.lua``) reads per call (bounds how long Redis is busy).
+WALK_CHUNK = 5000
 #: Waiting states and whether a queue filter can be answered from their indexes alone.
 WAITING_BY_INDEX = {"enqueued": True, "scheduled": False, "blocked": False}
 #: Jobs looked at from the head of each priority band of a queue for "oldest waiting".
@@ -177,19 +183,22 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
             keys, sizes = large
             ids = list(self._in_index_order(keys, sizes, query.oldest_first, offset, limit))
             return self._summary_records(ids), sum(sizes)
+        large = self._large_unfiltered(state, query)
+        if large is not None:
+            return self._walked_page(state, query, *large, offset, limit)
         ordered = self._ordered(state, query)
         return self._summary_records(ordered[offset:offset + limit]), len(ordered)
 
     def candidates(self, state: str, query: Query) -> Iterator[Record]:
         if state in FINISHED_INDEX:
             return self._finished_records(state, query)
-        if query.task and query.text_limit is not None:
-            # A search window of one task: walk the indexes (as a large listing pages them)
-            # keeping the task's jobs, and stop at the window, instead of reading every
-            # record of the state to order it by time (issue #28).
-            large = self._large_waiting(state, replace(query, task=None))
+        if query.text_limit is not None:
+            # A search window of a task or a time range: walk the indexes (as a large
+            # listing pages them) keeping the filters' jobs, and stop at the window, instead
+            # of reading every record of the state to order it by time (issue #28).
+            large = self._large_unfiltered(state, query)
             if large is not None:
-                return self._task_window(state, query, *large)
+                return self._walked_window(state, query, *large)
         large = self._large_waiting(state, query)
         if large is not None:
             keys, sizes = large
@@ -198,23 +207,51 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
                 list(self._in_index_order(keys, sizes, query.oldest_first, 0, count)), state)
         return self._whole_records(self._ordered(state, query), state)
 
-    def _task_window(self, state: str, query: Query, keys: list[str], sizes: list[int]
-                     ) -> Iterator[Record]:
-        """Whole records of ``query.task``'s jobs in the indexes' order, up to the query's
-        ``text_limit`` and one more."""
+    def _walked_window(self, state: str, query: Query, keys: list[str], sizes: list[int]
+                       ) -> Iterator[Record]:
+        """Whole records of the jobs the query's task and time filters keep, in the
+        indexes' order, up to the query's ``text_limit`` and one more."""
         assert query.text_limit is not None
-        wanted = query.text_limit + 1
-        ids = self._in_index_order(keys, sizes, query.oldest_first, 0, sum(sizes))
-        while wanted > 0:
-            chunk = list(itertools.islice(ids, SEARCH_CHUNK * 4))
-            if not chunk:
-                return
-            for rec in self._whole_records(chunk, state):
-                if rec.name == query.task:
-                    yield rec
-                    wanted -= 1
-                    if wanted == 0:
-                        return
+        ids = self._walk(state, query, keys, sizes)
+        yield from self._whole_records(list(itertools.islice(ids, query.text_limit + 1)),
+                                       state)
+
+    def _walked_page(self, state: str, query: Query, keys: list[str], sizes: list[int],
+                     offset: int, limit: int) -> tuple[list[Record], int]:
+        """A page of the jobs of a large waiting state that the query's task and time filters
+        keep, in the indexes' order (as the listing without them pages them); its total
+        counted up to CAPPED (shown ``10000+``, as the SQL stores count), so a page reads
+        the indexes only as far as it and the count need."""
+        ids = self._walk(state, query, keys, sizes)
+        matched = list(itertools.islice(ids, max(offset + limit, CAPPED)))
+        total = CAPPED if len(matched) >= CAPPED else len(matched)
+        return self._summary_records(matched[offset:offset + limit]), total
+
+    def _walk(self, state: str, query: Query, keys: Sequence[str], sizes: Sequence[int]
+              ) -> Iterator[str]:
+        """Ids of the jobs still in ``state`` that the query's task and time filters keep,
+        in the indexes' order (newest first: the indexes and each one read backwards),
+        found by Redis (``waiting_walk.lua``), WALK_CHUNK index members a call."""
+        pairs = list(zip(keys, sizes, strict=True))
+        since = "" if query.since_ms is None else query.since_ms
+        until = "" if query.until_ms is None else query.until_ms
+        for key, size in (pairs if query.oldest_first else reversed(pairs)):
+            for start in range(0, size, WALK_CHUNK):
+                read, ids = self._call("waiting_walk", key, start, start + WALK_CHUNK - 1,
+                                       "" if query.oldest_first else "rev", query.task or "",
+                                       since, until, state)
+                yield from (as_text(i) for i in ids)
+                if int(read) < WALK_CHUNK:
+                    break
+
+    def _large_unfiltered(self, state: str, query: Query
+                          ) -> tuple[list[str], list[int]] | None:
+        """:meth:`_large_waiting` of the query without its task and time filters, if it has
+        one (None otherwise): the indexes a walk keeping the filters' jobs reads."""
+        if not query.task and query.since_ms is None and query.until_ms is None:
+            return None
+        return self._large_waiting(state, replace(query, task=None, since_ms=None,
+                                                  until_ms=None))
 
     def _large_waiting(self, state: str, query: Query
                        ) -> tuple[list[str], list[int]] | None:
@@ -256,11 +293,22 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
 
     def _ordered(self, state: str, query: Query) -> list[str]:
         """Ids of a waiting or running ``state`` in the query's filters, in the listing's
-        order: every record of the state is read (its small fields) and filtered here."""
+        order (``listing.listed``'s: by the state's time, then id): every record of the state
+        is read, only the fields the filters and the order need (reading them all and
+        building each record took 0.4 to 1 s at 9,500 waiting jobs)."""
         ids = self._index_ids(state, query)
-        records = (job_record(job_id, rec) for job_id, rec in zip(
-            ids, self._records(ids, SORT_FIELDS), strict=True))
-        return [rec.id for rec in listed(records, state, query)]
+        at = SORT_FIELD[time_field(state)]
+        fields = ["st", at] + ["name"] * bool(query.task) + ["q"] * bool(query.queue)
+        kept: list[tuple[int, str]] = []
+        for job_id, rec in zip(ids, self._records(ids, fields), strict=True):
+            if (rec.get("st") != state or (query.task and rec.get("name") != query.task)
+                    or (query.queue and rec.get("q") != query.queue)):
+                continue
+            moment = int(rec.get(at) or 0)
+            if query.matches_time(moment):
+                kept.append((moment, job_id))
+        kept.sort(reverse=not query.oldest_first)
+        return [job_id for _, job_id in kept]
 
     def _summary_records(self, ids: Sequence[str]) -> list[Record]:
         """Listing rows of ``ids`` (in order; missing records left out), long texts cut by
@@ -406,6 +454,12 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
     def cancel_one(self, job_id: str) -> Outcome:
         [outcome] = self._run("cancel", [job_id])
         return outcome
+
+    def discard_batch(self, ids: Sequence[str]) -> list[Outcome]:
+        return self._run("discard", list(ids))
+
+    def cancel_batch(self, ids: Sequence[str]) -> list[Outcome]:
+        return self._run("cancel", list(ids))
 
     def purge_batch(self, state: str, ids: Sequence[str], scope: Scope) -> list[str]:
         reply = self._call("delete", state, *self._scope_args(scope), *ids)

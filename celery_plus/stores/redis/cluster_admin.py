@@ -11,9 +11,10 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from celery_plus.model.admin import Query, Scope, time_of
+from celery_plus.model.capped import CAPPED, is_capped
 from celery_plus.stores.admin_base.aggregates import StatusRows
 from celery_plus.stores.admin_base.listing import Record
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
@@ -59,7 +60,10 @@ class RedisClusterAdmin(StoreAdmin[RedisClusterBackend]):
              ) -> tuple[list[Record], int]:
         parts = [a.page(state, query, 0, offset + limit) for a in self._admins_for(query.queue)]
         rows = self._merged((p[0] for p in parts), state, query)
-        return list(itertools.islice(rows, offset, offset + limit)), sum(p[1] for p in parts)
+        total = sum(p[1] for p in parts)
+        if any(is_capped(p[1]) for p in parts):  # a task's count in a large state: capped
+            total = CAPPED
+        return list(itertools.islice(rows, offset, offset + limit)), total
 
     def candidates(self, state: str, query: Query) -> Iterable[Record]:
         rows = self._merged((a.candidates(state, query) for a in self._admins_for(query.queue)),
@@ -93,6 +97,20 @@ class RedisClusterAdmin(StoreAdmin[RedisClusterBackend]):
 
     def discard_one(self, job_id: str) -> Outcome:
         return self._one(job_id, "discard")
+
+    def discard_batch(self, ids: Sequence[str]) -> list[Outcome]:
+        return self._per_queue(ids, RedisAdmin.discard_batch)
+
+    def cancel_batch(self, ids: Sequence[str]) -> list[Outcome]:
+        return self._per_queue(ids, RedisAdmin.cancel_batch)
+
+    def _per_queue(self, ids: Sequence[str],
+                   step: Callable[[RedisAdmin, Sequence[str]], list[Outcome]]) -> list[Outcome]:
+        """``step`` on each queue's share of ``ids`` (one script call in its slot)."""
+        grouped = self._by_queue(ids)
+        found = {i for part in grouped.values() for i in part}
+        done = [o for q, part in grouped.items() for o in step(self._admin(q), part)]
+        return done + [(i, "missing", "") for i in ids if i not in found]
 
     def cancel_one(self, job_id: str) -> Outcome:
         return self._one(job_id, "cancel")

@@ -110,6 +110,10 @@ class SQLiteAdmin(SqlErrorGroups, SqlAdmin[SQLiteBackend]):
         return self._each(ids, retry)
 
     def discard_one(self, job_id: str) -> Outcome:
+        [outcome] = self.discard_batch([job_id])
+        return outcome
+
+    def discard_batch(self, ids: Sequence[str]) -> list[Outcome]:
         def discard(tx: _Tx, job_id: str) -> tuple[str, str]:
             state = tx.scalar("SELECT state FROM jobs WHERE id = ?", job_id)
             if state is None:
@@ -121,10 +125,13 @@ class SQLiteAdmin(SqlErrorGroups, SqlAdmin[SQLiteBackend]):
                    tx.now, job_id)
             return "discarded", "failed"
 
-        [outcome] = self._each([job_id], discard)
-        return outcome
+        return self._each(ids, discard)
 
     def cancel_one(self, job_id: str) -> Outcome:
+        [outcome] = self.cancel_batch([job_id])
+        return outcome
+
+    def cancel_batch(self, ids: Sequence[str]) -> list[Outcome]:
         def cancel(tx: _Tx, job_id: str) -> tuple[str, str]:
             row = tx.one("SELECT state, unique_lock, unique_window FROM jobs WHERE id = ?",
                          job_id)
@@ -139,8 +146,7 @@ class SQLiteAdmin(SqlErrorGroups, SqlAdmin[SQLiteBackend]):
                    tx.now, job_id)
             return "canceled", state
 
-        [outcome] = self._each([job_id], cancel)
-        return outcome
+        return self._each(ids, cancel)
 
     def purge_batch(self, state: str, ids: Sequence[str], scope: Scope) -> list[str]:
         def delete(tx: _Tx, job_id: str) -> tuple[str, str]:

@@ -104,6 +104,15 @@ CREATE INDEX IF NOT EXISTS jobs_error_groups ON jobs (
     substr(substr(COALESCE(exc_message, ''), 1,
                   instr(COALESCE(exc_message, '') || char(10), char(10)) - 1), 1, 200),
     finished_ms, id) WHERE state = 'failed';
+-- the enqueued jobs of one task in the claim index's order (admin: a task's listing and its
+-- capped count read the task's range, not every waiting job). Partial: queries must spell
+-- state = 'enqueued' literally.
+CREATE INDEX IF NOT EXISTS jobs_ready_by_name ON jobs (name, queue, score)
+    WHERE state = 'enqueued';
+-- the dead letters of one task, newest first (admin: the per-task breakdown's dead-letter
+-- count per task, a task's dead-letter listing), written only for dead letters.
+CREATE INDEX IF NOT EXISTS jobs_failed_by_name ON jobs (name, finished_ms, id)
+    WHERE state = 'failed';
 -- blocked jobs of a group, oldest first (unblocking); groups having blocked jobs. Partial:
 -- queries must spell state = 'blocked' literally for the planner to use it.
 CREATE INDEX IF NOT EXISTS jobs_blocked ON jobs (conc_group, score) WHERE state = 'blocked';

@@ -83,3 +83,26 @@ def test_a_task_id_reused_on_another_queue_leaves_its_old_queue(
     page = admin.jobs("failed", queue="mail")
     assert ([r.id for r in page.items], page.total) == (["y"], 1)
     assert ids(admin, queue="other") == ["x"]
+
+
+def test_the_group_list_indexes_a_bounded_step_per_read_and_says_what_is_left(
+        backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first read of the groups of a store nobody looked at built the whole index (3 to
+    5 s at 100,000 dead letters, issue #28): each read now indexes a bounded step, the oldest
+    first, and says how many newer dead letters it has not counted; a group's page reads
+    them all."""
+    monkeypatch.setattr("celery_plus.stores.redis.error_groups.SYNC_BATCH", 2)
+    monkeypatch.setattr("celery_plus.stores.redis.error_groups.SYNC_BATCHES_PER_READ", 1)
+    for n in range(5):
+        dead(backend, f"d{n}", error=f"boom {n % 2}")
+    with Admin(admin_for(backend)) as admin:
+        steps = [admin.error_groups() for _ in range(3)]
+        assert [s.unindexed for s in steps] == [3, 1, 0]
+        assert [sum(g.count for g in s.groups) for s in steps] == [2, 4, 5]
+        assert steps[0].to_dict()["unindexed"] == 3
+        dead(backend, "d5", error="boom 0")
+        dead(backend, "d6", error="boom 0")
+        dead(backend, "d7", error="boom 0")
+        page = admin.error_group_jobs("ValueError", "boom 0")
+        assert page.total == 6  # d0 d2 d4 d5 d6 d7: the page synced all
+        assert admin.error_groups().unindexed == 0

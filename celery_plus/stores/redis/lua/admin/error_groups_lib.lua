@@ -7,6 +7,8 @@ stores/redis/lua/lib.lua. The index, admin-owned keys beside the listing index (
   P:ax:dead:gof       HASH    id -> the gid it is indexed under (a job that is retried and dies
                               again of another error moves to that group)
   P:ax:dead:ghw       STRING  highest P:dead score indexed so far
+  P:ax:dead:gnext     STRING  "<score> <members done at it>": where a bounded sync (a read of the
+                              group list: error_groups.py) stopped; the next sync resumes there
 gid = sha1hex(type .. '\n' .. message) (model/error_groups.py: group_id). Members are added by
 error_groups_sync.lua from P:dead by finish score (new dead letters arrive at the top), and
 dropped when they left P:dead (retried, discarded, purged, pruned) before anything is counted. ]]

@@ -19,19 +19,29 @@ local src = P .. ':' .. ARGV[2]
 local ax = P .. ':ax:' .. ARGV[2]
 local rows = redis.call('ZRANGEBYSCORE', src, ARGV[3], '+inf', 'WITHSCORES', 'LIMIT',
                         ARGV[4], ARGV[5])
+-- Written in bulk: one ZADD per queue and per task of the batch, not two per member.
+local by_key, queues = {}, {}
+local function add(key, score, id)
+  local m = by_key[key]
+  if not m then m = {}; by_key[key] = m end
+  m[#m + 1] = score
+  m[#m + 1] = id
+end
 local high, at_high = nil, 0
 for i = 1, #rows, 2 do
   local id, score = rows[i], rows[i + 1]
   local f = redis.call('HMGET', jkey(id), 'q', 'name')
   if f[1] and f[1] ~= '' then
-    redis.call('ZADD', ax .. ':q:' .. f[1], score, id)
-    redis.call('SADD', ax .. ':qs', f[1])
+    add(ax .. ':q:' .. f[1], score, id)
+    queues[f[1]] = true
   end
-  if f[2] and f[2] ~= '' then
-    redis.call('ZADD', ax .. ':t:' .. f[2], score, id)
-  end
+  if f[2] and f[2] ~= '' then add(ax .. ':t:' .. f[2], score, id) end
   if score == high then at_high = at_high + 1 else high, at_high = score, 1 end
 end
+for key, m in pairs(by_key) do
+  for i = 1, #m, 2000 do redis.call('ZADD', key, unpack(m, i, math.min(i + 1999, #m))) end
+end
+for queue in pairs(queues) do redis.call('SADD', ax .. ':qs', queue) end
 if high then
   local hw = redis.call('GET', ax .. ':hw')
   if not hw or tonumber(hw) < tonumber(high) then redis.call('SET', ax .. ':hw', high) end
