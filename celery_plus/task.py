@@ -45,6 +45,8 @@ from celery_plus.send.options import (
     check_option_names,
     parse_extensions,
 )
+from celery_plus.send.unpublished_retry import REASON as RETRY_NOT_PUBLISHED
+from celery_plus.send.unpublished_retry import RetryNotPublished, give_back_unpublished
 from celery_plus.transport.channel import QoS
 
 if TYPE_CHECKING:
@@ -146,7 +148,9 @@ class Request(CeleryRequest):
             exc = exc.exc
         if isinstance(exc, (Terminated, Retry, Ignore)):
             return
-        if isinstance(exc, Reject):
+        if isinstance(exc, RetryNotPublished):
+            reason = RETRY_NOT_PUBLISHED
+        elif isinstance(exc, Reject):
             reason = "rejected"
         elif isinstance(exc, (WorkerLostError, SystemExit, KeyboardInterrupt)):
             reason = "worker lost"
@@ -214,6 +218,21 @@ class Task(celery.Task):
                                                  link_error, shadow, **options)
 
         return eager.apply_async(self, run, args, kwargs, task_id, options)
+
+    def retry(self, *args: Any, **kwargs: Any) -> Any:
+        """Celery's ``retry``; a retry whose message could not be published because the
+        broker or store was unreachable gives its delivery back instead of rejecting it for
+        good (``send/unpublished_retry.py``): the job runs again once the store answers."""
+        try:
+            return super().retry(*args, **kwargs)
+        except Reject as exc:
+            give_back = give_back_unpublished(exc)
+            if give_back is None:
+                raise
+            logger.warning("celery-plus: task %s[%s]: %s; its delivery goes back to its "
+                           "queue (it runs again once the store answers)", self.name,
+                           self.request.id, give_back.reason)
+            raise give_back from exc.reason
 
     def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
         """Do not start a delivery whose lease was lost while it waited (``start_check``);

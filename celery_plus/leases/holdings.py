@@ -285,6 +285,13 @@ class Holdings:
             self._kept.add(tag)
             self._fruitless_collections = 0
 
+    def kept_unsettled(self, tag: str) -> bool:
+        """Whether ``tag`` is a delivery kept across a closed connection (:meth:`keep`) and
+        not settled yet: its task may still fail, and the failure's details still count."""
+        with self._lock:
+            held = self._held.get(tag)
+            return tag in self._kept and held is not None and held.settle is None
+
     def collect_kept(self, every_s: float = KEPT_COLLECT_EVERY_S) -> bool:
         """Run the garbage collector (at most every ``every_s``) while a kept delivery is
         still unsettled: the requests Celery drops at a reconnect reference their messages

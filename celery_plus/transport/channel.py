@@ -126,10 +126,14 @@ class QoS(virtual.QoS):
     def mark_failure(self, delivery_tag: str, detail: dict[str, Any]) -> None:
         """Attach failure details to a delivery; its ack or reject dead-letters it.
 
-        A delivery already settled (an early ack: ``acks_late=False``) keeps nothing.
+        A delivery already settled (an early ack: ``acks_late=False``) keeps nothing. One
+        whose connection closed while its task ran (a store outage: Celery reconnects, the
+        claim is kept) keeps them: without them its task's failure would be settled as a
+        success, a retry not published as a plain requeue.
         """
+        kept = self.holdings.kept_unsettled(delivery_tag)
         with self._lock:
-            if delivery_tag in self._delivered:
+            if kept or delivery_tag in self._delivered:
                 self._failures[delivery_tag] = detail
 
     def mark_started(self, delivery_tag: str, at: float) -> None:

@@ -163,6 +163,32 @@ def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
     def retry_once(self: Any, label: str, seconds: float, yield_to_later: bool = False) -> str:
         return run_then_retry(self, label, seconds, yield_to_later)
 
+    def run_until(job: str, label: str, marker: str, most_s: float) -> None:
+        """A run that lasts until the file ``marker`` exists (at most ``most_s``)."""
+        run_id = ledger.start(job, label)
+
+        def wait(progress: Progress) -> None:
+            deadline = time.monotonic() + most_s
+            while time.monotonic() < deadline and not os.path.exists(marker):
+                progress.step(0.02)
+
+        stopped(Progress(ledger, run_id), wait)
+
+    @app.task(name="fault.retry_when", bind=True, max_retries=1)
+    def retry_when(self: Any, label: str, marker: str, most_s: float) -> str:
+        """Asks for a retry (``countdown`` 0.2 s) once the file ``marker`` exists: a retry
+        published when the scenario says, e.g. into a store outage; the retry returns."""
+        run_until(self.request.id, label, marker, 0.0 if self.request.retries else most_s)
+        if not self.request.retries:
+            raise self.retry(countdown=0.2)
+        return label
+
+    @app.task(name="fault.fail_when", bind=True)
+    def fail_when(self: Any, label: str, marker: str, most_s: float) -> None:
+        """Fails once the file ``marker`` exists: a failure when the scenario says."""
+        run_until(self.request.id, label, marker, most_s)
+        raise ValueError(f"{label} fails as asked")
+
     @app.task(name="fault.limited_retry_once", bind=True, max_retries=1, concurrency=LIMIT,
               concurrency_key="key")
     def limited_retry_once(self: Any, key: str, label: str, seconds: float,
