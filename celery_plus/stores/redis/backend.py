@@ -39,7 +39,7 @@ from celery_plus.model.store import (
     rate_usage_of,
 )
 from celery_plus.settings import PlusConfig
-from celery_plus.stores.readers import Readers
+from celery_plus.stores.readers import Readers, RecordSource, readers_for
 from celery_plus.stores.redis.connect import RedisConnect, from_kombu
 from celery_plus.stores.redis.envelope import MARK, deflated, envelope_bytes, envelope_or_none
 from celery_plus.stores.redis.eviction import check_policy
@@ -157,6 +157,7 @@ class RedisBackend(OptionsView, Backend):
         client: Any = None,
         allow_eviction: bool | None = None,
         readers: Readers | None = None,
+        records: RecordSource | None = None,
     ) -> None:
         self.url = url
         #: ``plus_redis_allow_eviction``: :meth:`connect` refuses (False) or warns about (True)
@@ -176,9 +177,12 @@ class RedisBackend(OptionsView, Backend):
         self._pause_script = self.client.register_script(_PAUSE)
         self._deadline_script = self.client.register_script(_DEADLINE)
         #: Whether the live workers read the compact layout (``stores/readers.py``): a
-        #: publish writes it only then (a Redis Cluster's scopes share their store's).
-        self.readers = readers or Readers(self.worker_beats, self.now_ms,
-                                          "plus_redis_compact_records = False")
+        #: publish writes it only then. One per store in a process (every connection's
+        #: backend shares it); a Redis Cluster's scopes share their store's, and look at
+        #: the worker records through its global scope (``records``).
+        self.readers = readers or readers_for((url, options.prefix),
+                                              "plus_redis_compact_records = False")
+        self._records: RecordSource = records or self
         self._publish_lock = threading.Lock()
         self._publish_conn: Any = None
         self._publish_pid = 0
@@ -241,7 +245,8 @@ class RedisBackend(OptionsView, Backend):
     def writes_compact(self) -> bool:
         """Whether a publish now writes the compact layout: ``plus_redis_compact_records``,
         and every live worker reads it (its record says so: ``stores/readers.py``)."""
-        return self.options.compact_records and self.readers.all_read(formats.Z1)
+        return self.options.compact_records \
+            and self.readers.all_read(formats.Z1, self._records)
 
     def _publish_args(self, job: NewJob, whole: bool = False) -> list[Any]:
         """publish.lua's arguments for ``job``: every field one argument (the script parses

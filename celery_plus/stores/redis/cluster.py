@@ -102,7 +102,8 @@ class RedisClusterBackend(OptionsView, Backend):
     # -- scopes -------------------------------------------------------------------------
     def _scope(self, scope: str) -> RedisBackend:
         # The worker records are the global scope's: every scope's publishes ask its readers.
-        readers = None if scope == GLOBAL else self.store.readers
+        readers, records = (None, None) if scope == GLOBAL \
+            else (self.store.readers, self.store)
         with self._lock:
             backend = self._scopes.get(scope)
             if backend is None:
@@ -110,7 +111,7 @@ class RedisClusterBackend(OptionsView, Backend):
                                            "prefix": scoped_prefix(self.prefix, scope)})
                 backend = self._scopes[scope] = RedisBackend(
                     self.url, prefixed, connector=self.connector, client=self.client,
-                    readers=readers)
+                    readers=readers, records=records)
             return backend
 
     def queue(self, name: str) -> RedisBackend:

@@ -17,7 +17,9 @@ import pytest
 
 from celery_plus.admin import Admin, admin_for
 from celery_plus.model import formats
+from celery_plus.model.options import StoreOptions
 from celery_plus.model.store import Backend, Settle, WorkerBeat
+from celery_plus.stores.readers import Readers
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.envelope import MARK, envelope_bytes
 from tests.inspectors import inspector_for
@@ -182,8 +184,8 @@ def test_a_publisher_writes_the_hash_layout_while_a_live_worker_cannot_read_the_
         redis_backend: RedisBackend, make_backend: Callable[..., Backend]) -> None:
     """A live worker whose record says it reads JSON only (not ``z1``): a publisher with
     the compact layout on writes the envelope in the hash, which every release reads, until
-    a look at the records (a new publisher here: one look per ``readers.LOOK_EVERY``) finds
-    no such worker."""
+    a look at the records (a publisher process started now: one look per
+    ``readers.LOOK_EVERY``, shared by its connections to the store) finds no such worker."""
     redis_backend.worker_beat(WorkerBeat(node="old@h", host="h", pid=1, interval_ms=60_000,
                                          reads=(formats.JSON,)))
     redis_backend.worker_beat(WorkerBeat(node="new@h", host="h", pid=2, interval_ms=60_000,
@@ -196,7 +198,29 @@ def test_a_publisher_writes_the_hash_layout_while_a_live_worker_cannot_read_the_
     # The old worker upgraded: a look after it finds every live worker reading z1.
     redis_backend.worker_beat(WorkerBeat(node="old@h", host="h", pid=3, interval_ms=60_000,
                                          reads=formats.READS))
-    upgraded = make_backend(compact_records=True)
-    assert isinstance(upgraded, RedisBackend) and upgraded.writes_compact()
-    assert publish(upgraded, "compact", envelope("compact", TASK, [1]), name=TASK).accepted
-    assert stored_envelope(upgraded, "compact") == envelope("compact", TASK, [1]).encode()
+    upgraded = RedisBackend(redis_backend.url, redis_backend.options,
+                            readers=Readers("plus_redis_compact_records = False"))
+    upgraded.scripts.functions = redis_backend.scripts.functions
+    try:
+        assert upgraded.writes_compact()
+        assert publish(upgraded, "compact", envelope("compact", TASK, [1]), name=TASK).accepted
+        assert stored_envelope(upgraded, "compact") == envelope("compact", TASK, [1]).encode()
+    finally:
+        upgraded.close()
+
+
+def test_the_connections_of_a_process_to_a_store_share_one_look(
+        redis_backend: RedisBackend, make_backend: Callable[..., Backend]) -> None:
+    """Each kombu connection opens its own backend (``broker_pool_limit = 0``: one per
+    publish); they share one look at the worker records, not one each."""
+    assert redis_backend.writes_compact()  # looked: no worker, every live one reads z1
+    redis_backend.worker_beat(WorkerBeat(node="old@h", host="h", pid=1, interval_ms=60_000,
+                                         reads=(formats.JSON,)))
+    other = make_backend(compact_records=True, deflate=True)
+    assert isinstance(other, RedisBackend) and other.readers is redis_backend.readers
+    assert other.writes_compact()  # the process's last look, not a look of its own
+    elsewhere = RedisBackend(redis_backend.url, StoreOptions(prefix="o" + redis_backend.prefix))
+    try:
+        assert elsewhere.readers is not redis_backend.readers  # another store
+    finally:
+        elsewhere.close()

@@ -8,12 +8,16 @@ it, ``test_redis_record_layout.py``.
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import threading
+import time
 
 import pytest
 
 from celery_plus.model import formats
 from celery_plus.model.store import WorkerBeat
-from celery_plus.stores.readers import Readers
+from celery_plus.stores.readers import Readers, readers_for
 
 NOW_MS = 1_700_000_000_000
 SETTING = "plus_redis_compact_records = False"
@@ -33,14 +37,31 @@ class Store:
             raise ConnectionError("store unreachable")
         return self.beats
 
+    worker_beats = records
+
+    def now_ms(self) -> int:
+        return NOW_MS
+
 
 def beat(node: str, reads: tuple[str, ...] = formats.READS, age_ms: int = 0) -> WorkerBeat:
     return WorkerBeat(node=node, host="h", pid=1, interval_ms=2000, at_ms=NOW_MS - age_ms,
                       reads=reads)
 
 
-def readers(store: Store, clock: list[float]) -> Readers:
-    return Readers(store.records, lambda: NOW_MS, SETTING, every=10.0, clock=lambda: clock[0])
+class Watch:
+    """A :class:`Readers` asked through one store, as a publisher asks it."""
+
+    def __init__(self, store: Store, clock: list[float] | None = None) -> None:
+        self.store = store
+        self.readers = Readers(SETTING, every=10.0,
+                               clock=(lambda: clock[0]) if clock else time.monotonic)
+
+    def all_read(self, fmt: str) -> bool:
+        return self.readers.all_read(fmt, self.store)
+
+
+def readers(store: Store, clock: list[float]) -> Watch:
+    return Watch(store, clock)
 
 
 def test_every_live_worker_must_read_the_format() -> None:
@@ -53,10 +74,8 @@ def test_every_live_worker_must_read_the_format() -> None:
 
 def test_a_gone_worker_does_not_count_a_late_one_does() -> None:
     # Interval 2 s: late within 6 intervals and a second (13 s), gone after.
-    late = Readers(Store(beat("old@h", reads=(formats.JSON,), age_ms=12_000)).records,
-                   lambda: NOW_MS, SETTING)
-    gone = Readers(Store(beat("old@h", reads=(formats.JSON,), age_ms=14_000)).records,
-                   lambda: NOW_MS, SETTING)
+    late = Watch(Store(beat("old@h", reads=(formats.JSON,), age_ms=12_000)))
+    gone = Watch(Store(beat("old@h", reads=(formats.JSON,), age_ms=14_000)))
     assert not late.all_read(formats.Z1)
     assert gone.all_read(formats.Z1)
 
@@ -111,3 +130,78 @@ def test_each_change_is_logged_once_naming_the_workers_and_the_setting(
     assert len(warnings) == 1 and len(infos) == 1, caplog.text
     assert "old@h" in warnings[0].getMessage() and SETTING in warnings[0].getMessage()
     assert "'z1'" in infos[0].getMessage()
+
+
+def test_while_the_first_look_is_in_flight_others_get_the_older_format() -> None:
+    """A publisher thread asking while another makes the first look gets no (the format
+    every worker reads), not an answer from the records not read yet."""
+    store = Store(beat("old@h", reads=(formats.JSON,)))
+    entered, go_on = threading.Event(), threading.Event()
+    records = store.records
+
+    def slow_records() -> list[WorkerBeat]:
+        entered.set()
+        go_on.wait(10)
+        return records()
+
+    store.worker_beats = slow_records  # type: ignore[method-assign]
+    watch = Watch(store)
+    answers: list[bool] = []
+    first = threading.Thread(target=lambda: answers.append(watch.all_read(formats.Z1)))
+    first.start()
+    assert entered.wait(10)
+    assert not watch.all_read(formats.Z1)  # asked meanwhile: no look made, none waited for
+    go_on.set()
+    first.join(10)
+    assert answers == [False] and store.looks == 1
+
+
+def test_until_a_look_succeeds_the_answer_is_the_older_format() -> None:
+    store = Store()  # no worker: every live worker reads anything, once looked at
+    store.fail = True
+    clock = [0.0]
+    watch = readers(store, clock)
+    assert not watch.all_read(formats.Z1) and not watch.all_read(formats.JSON)
+    clock[0] = 5.0
+    assert not watch.all_read(formats.Z1) and store.looks == 1
+    store.fail, clock[0] = False, 10.0
+    assert watch.all_read(formats.Z1) and store.looks == 2
+
+
+def test_the_change_is_logged_outside_the_lock(caplog: pytest.LogCaptureFixture) -> None:
+    watch = readers(Store(beat("old@h", reads=(formats.JSON,))), [0.0])
+    free: list[bool] = []
+
+    class Probe(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lock = watch.readers._lock
+            free.append(lock.acquire(blocking=False))
+            if free[-1]:
+                lock.release()
+
+    probe = Probe(logging.WARNING)
+    logging.getLogger("celery_plus.transport").addHandler(probe)
+    try:
+        assert not watch.all_read(formats.Z1)
+    finally:
+        logging.getLogger("celery_plus.transport").removeHandler(probe)
+    assert free == [True]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_child_forked_while_the_lock_is_held_gets_it_free() -> None:
+    watch = readers(Store(beat("new@h")), [0.0])
+    with watch.readers._lock:
+        pid = os.fork()
+        if pid == 0:  # the child: answers (its lock re-made), within the alarm's 5 s
+            signal.alarm(5)
+            os._exit(0 if watch.all_read(formats.Z1) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_one_readers_per_store_identity() -> None:
+    a = readers_for(("redis://h/0", "t-one"), SETTING)
+    assert readers_for(("redis://h/0", "t-one"), SETTING) is a
+    assert readers_for(("redis://h/0", "t-two"), SETTING) is not a
+    assert readers_for(("redis://h/1", "t-one"), SETTING) is not a
