@@ -67,3 +67,32 @@ def test_maintenance_writes_the_queue_registry_again(make: Callable[..., Backend
     assert other.queues() == ["lost-queue"]
     found = other.record("j")
     assert found is not None and found.queue == "lost-queue"
+
+
+def _time_calls(node: Any) -> int:
+    stats = node.redis_connection.info("commandstats")
+    return int((stats.get("cmdstat_time") or {}).get("calls", 0))
+
+
+def test_the_store_s_clock_is_read_on_the_global_scope_s_node(
+        make: Callable[..., Backend]) -> None:
+    """A worker record's ``at_ms`` is stamped by the node of the global scope's slot (the
+    script writing it runs there); a publisher's look at the records (``stores/readers.py``)
+    judges their age by ``now_ms``, so it reads TIME on that node, not on the client's
+    default node, whose clock may differ."""
+    backend: Any = make()
+    client = backend.client
+    for _ in range(50):  # a store whose global slot is not on the default node
+        home = client.get_node_from_key(backend.store.prefix)
+        if home.name != client.get_default_node().name:
+            break
+        backend = make()
+        client = backend.client
+    else:
+        pytest.fail("every store's global slot was on the default node")
+    primaries = client.get_primaries()
+    before = {n.name: _time_calls(n) for n in primaries}
+    backend.now_ms()
+    after = {n.name: _time_calls(n) for n in primaries}
+    assert {name for name in after if after[name] != before[name]} == {home.name}, \
+        (before, after)

@@ -15,6 +15,7 @@ from typing import Any
 
 import redis
 from celery.exceptions import ImproperlyConfigured
+from redis.cluster import RedisCluster
 
 from celery_plus.model import formats
 from celery_plus.model.details import encode_detail
@@ -84,6 +85,9 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'paused', ARGV[1])
 return 1
 """
+
+#: The clock of the node holding KEYS[1]'s slot (a Redis Cluster routes the call by its key).
+_TIME = "return redis.call('TIME')"
 
 #: KEYS[1]'s deadline (server ms; -1 without a TTL or key) and, with ARGV[1] = '1', its
 #: (string) value, read atomically (one script: on a Redis Cluster TIME cannot be pipelined).
@@ -176,6 +180,7 @@ class RedisBackend(OptionsView, Backend):
         self._bindings_script = self.client.register_script(_BINDINGS)
         self._pause_script = self.client.register_script(_PAUSE)
         self._deadline_script = self.client.register_script(_DEADLINE)
+        self._time_script = self.client.register_script(_TIME)
         #: Whether the live workers read the compact layout (``stores/readers.py``): a
         #: publish writes it only then. One per store in a process (every connection's
         #: backend shares it); a Redis Cluster's scopes share their store's, and look at
@@ -600,7 +605,13 @@ class RedisBackend(OptionsView, Backend):
         return job_record(job_id, fields)
 
     def now_ms(self) -> int:
-        sec, usec = self.client.time()
+        """The clock of the server whose scripts stamp this store's records: on a Redis
+        Cluster the node of this scope's slot (a plain TIME would ask the client's default
+        node, whose clock may differ from the one that stamped a worker record's at_ms)."""
+        if isinstance(self.client, RedisCluster):
+            sec, usec = self._time_script(keys=[self.prefix])
+        else:
+            sec, usec = self.client.time()
         return int(sec) * 1000 + int(usec) // 1000
 
     def close(self) -> None:
