@@ -341,7 +341,7 @@ class Holdings:
 
     # -- settles ----------------------------------------------------------------------
     def settle(self, job_id: str, token: int, action: str,
-               detail: dict[str, Any] | None = None) -> None:
+               detail: dict[str, Any] | None = None, deliveries: int | None = None) -> None:
         """Queue the end of a claim. A claim found lost needs no store call: it is
         forgotten (the store would fence the settle anyway)."""
         tag = delivery_tag(job_id, token)
@@ -350,7 +350,8 @@ class Holdings:
             run_ms = None
             if held is not None and held.started is not None:
                 run_ms = max(round((clock() - held.started) * 1000), 0)
-            settle = Settle(job_id, token, action, detail, run_ms=run_ms)
+            settle = Settle(job_id, token, action, detail, run_ms=run_ms,
+                            deliveries=deliveries)
             if held is not None:
                 if held.settle is not None:
                     return  # settled once already (a second ack is a no-op)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from celery_plus import signals
+from celery_plus.model.rules import defer_ms
 from celery_plus.model.store import Settle
 
 if TYPE_CHECKING:
@@ -27,6 +28,20 @@ def report_dead_letters(dead: Iterable[tuple[str, str]]) -> None:
     for job_id, reason in dead:
         logger.error("celery-plus: job %s dead-lettered (%s)", job_id, reason)
         signals.task_dead_lettered.send(sender=None, task_id=job_id, reason=reason)
+
+
+def report_outcomes(landed: Sequence[Settle], dead: Sequence[tuple[str, str]]) -> None:
+    """Say what the store did with settles that landed: the dead letters it made, and each
+    job a ``defer`` gave back, logged only now (the job's own ``max_deliveries``, which the
+    worker does not know, may have made it a dead letter instead)."""
+    report_dead_letters(dead)
+    gone = {job_id for job_id, _ in dead}
+    for s in landed:
+        if s.action == "defer" and s.job_id not in gone:
+            detail = s.detail or {}
+            wait = "" if s.deliveries is None else f" for {defer_ms(s.deliveries) / 1000:.0f} s"
+            logger.warning("celery-plus: job %s given back%s (delivery %s): %s", s.job_id, wait,
+                           s.deliveries, detail.get("exc_message") or detail.get("reason"))
 
 
 def flush(backend: JobStore, holdings: Holdings,
@@ -50,16 +65,19 @@ def flush(backend: JobStore, holdings: Holdings,
     except Exception as exc:
         logger.warning("celery-plus: the store refused a batch of %d settles (%r); storing "
                        "them one by one", len(settles), exc)
-        dead = _settle_one_by_one(backend, holdings, settles, connection_errors)
+        dead, landed = _settle_one_by_one(backend, holdings, settles, connection_errors)
+        report_outcomes(landed, dead)
     else:
         holdings.landed(settles)
-    report_dead_letters(dead)
+        report_outcomes(settles, dead)
 
 
 def _settle_one_by_one(backend: JobStore, holdings: Holdings, settles: Sequence[Settle],
                        connection_errors: tuple[type[BaseException], ...]
-                       ) -> list[tuple[str, str]]:
+                       ) -> tuple[list[tuple[str, str]], list[Settle]]:
+    """Each settle alone: the dead letters made, and the settles that landed."""
     dead: list[tuple[str, str]] = []
+    landed: list[Settle] = []
     refused: list[Settle] = []
     for index, settle in enumerate(settles):
         for attempt in (settle, plain_settle(settle)):
@@ -75,9 +93,10 @@ def _settle_one_by_one(backend: JobStore, holdings: Holdings, settles: Sequence[
                     refused.append(settle)
                 continue
             holdings.landed([settle])
+            landed.append(settle)
             break
     holdings.failed(refused)
-    return dead
+    return dead, landed
 
 
 def plain_settle(settle: Settle) -> Settle:

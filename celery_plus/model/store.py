@@ -101,6 +101,9 @@ class Settle:
     #: not known). The store then keeps ``now - run_ms`` as the job's start instead of its
     #: claim time (a job prefetched for a while starts when its task starts).
     run_ms: int | None = None
+    #: The claim's delivery count, for the worker's own log of a ``defer`` once stored (how
+    #: long the job waits: ``rules.defer_ms``); stores do not read it.
+    deliveries: int | None = None
 
 
 #: A heartbeat's start mark: the claim's task has not started yet (prefetched: "reserved").

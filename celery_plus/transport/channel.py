@@ -29,9 +29,8 @@ from kombu.utils.json import dumps
 from celery_plus import signals
 from celery_plus.leases.holdings import SURE_SHARE, Holdings
 from celery_plus.leases.keeper import clock
-from celery_plus.leases.settles import flush, report_dead_letters
+from celery_plus.leases.settles import flush, report_outcomes
 from celery_plus.leases.tokens import SURE_UNTIL, add_lease_header, delivery_tag, parse_delivery_tag
-from celery_plus.model.rules import defer_ms
 from celery_plus.model.store import Backend, Claim, ClaimResult
 from celery_plus.runtime.helper_threads import native_lock
 from celery_plus.runtime.worker_state import worker_running, worker_stopping
@@ -459,17 +458,17 @@ class Channel(virtual.Channel):
         (``envelopes.py``). Given back at most until its ``deliveries`` reach this worker's
         ``plus_max_deliveries``, whatever the job's own limit (none, for a job stored by
         ``push_raw``): never a loop between workers that cannot read it, never a hot one
-        that spends its deliveries in milliseconds before a worker that reads it claims it."""
+        that spends its deliveries in milliseconds before a worker that reads it claims it.
+        The give-back is logged once stored (``settles.report_outcomes``): the store makes
+        it a dead letter instead at the job's own ``max_deliveries``, if that comes first."""
         if not unreadable.give_back \
                 or deliveries >= self.open_transport.config.max_deliveries:
             self._dead_letter_now(tag, unreadable.detail)
             return
         parsed = parse_delivery_tag(tag)
         if parsed is not None:
-            self.qos.holdings.settle(parsed[0], parsed[1], "defer", unreadable.detail)
-            logger.warning("celery-plus: job %s given back for %.0f s (delivery %d of %d): %s",
-                           parsed[0], defer_ms(deliveries) / 1000, deliveries,
-                           self.open_transport.config.max_deliveries, unreadable)
+            self.qos.holdings.settle(parsed[0], parsed[1], "defer", unreadable.detail,
+                                     deliveries=deliveries)
 
     def _dead_letter_now(self, tag: Any, detail: dict[str, Any]) -> None:
         parsed = parse_delivery_tag(tag) if tag else None
@@ -546,13 +545,13 @@ class Channel(virtual.Channel):
             if not settles:
                 raise
             holdings.failed(settles)
-            flush(self.backend, holdings, self.open_transport.connection_errors)
-            asked_at = clock()
+            flush(self.backend, holdings, self.open_transport.connection_errors)  # reports
+            settles, asked_at = [], clock()
             result = self.backend.claim(queues, self.open_transport.worker_id, max_jobs)
         else:
             holdings.landed(settles)
         holdings.claimed(result.claims, asked_at)
-        report_dead_letters(result.dead_lettered)
+        report_outcomes(settles, result.dead_lettered)
         self.open_transport.note_next_due(result.next_due)
         return result, asked_at
 
