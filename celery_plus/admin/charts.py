@@ -44,16 +44,7 @@ def activity_svg(activity: Activity) -> str:
     bar = max(slot * 0.8, 1.0)
     bucket_ms = activity.bucket_s * 1000
     with_date = activity.bucket_s * len(buckets) > 86400
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" id="activity" role="img" '
-             f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
-             f'font-family="sans-serif" font-size="10">'
-             f"<title>completed and failed jobs per {activity.bucket_s} s</title>"]
-    for fraction in (0, 0.5, 1):
-        y = TOP + plot_h * (1 - fraction)
-        parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - 4}" y2="{y:.1f}" '
-                     'stroke="#ddd"/>')
-        parts.append(f'<text x="{LEFT - 4}" y="{y + 3:.1f}" text-anchor="end" fill="#555">'
-                     f"{round(top * fraction)}</text>")
+    parts = _frame("activity", f"completed and failed jobs per {activity.bucket_s} s", top)
     for n, (completed, failed) in enumerate(buckets):
         x = LEFT + n * slot + (slot - bar) / 2
         start = activity.since_ms + n * bucket_ms
@@ -80,6 +71,22 @@ def activity_svg(activity: Activity) -> str:
     return "".join(parts)
 
 
+def _frame(ident: str, title: str, top: int) -> list[str]:
+    """The opening of a chart's ``<svg>``: its id and ``<title>``, and the scale's three lines
+    (0, half and ``top``) across the plot."""
+    plot_h = HEIGHT - BOTTOM - TOP
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" id="{html.escape(ident)}" role="img" '
+             f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
+             f'font-family="sans-serif" font-size="10"><title>{html.escape(title)}</title>']
+    for fraction in (0, 0.5, 1):
+        y = TOP + plot_h * (1 - fraction)
+        parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - 4}" y2="{y:.1f}" '
+                     'stroke="#ddd"/>')
+        parts.append(f'<text x="{LEFT - 4}" y="{y + 3:.1f}" text-anchor="end" fill="#555">'
+                     f"{round(top * fraction)}</text>")
+    return parts
+
+
 def series_svg(ident: str, title: str, points: Sequence[tuple[int, float | None]],
                since_ms: int, until_ms: int, step_ms: int, unit: str, color: str) -> str:
     """One value over time as an inline ``<svg>``: a bar per sample at its time (``step_ms``
@@ -90,15 +97,7 @@ def series_svg(ident: str, title: str, points: Sequence[tuple[int, float | None]
     span = max(until_ms - since_ms, 1)
     bar = max(plot_w * step_ms / span * 0.8, 1.0)
     with_date = span > 86_400_000
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" id="{html.escape(ident)}" role="img" '
-             f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
-             f'font-family="sans-serif" font-size="10"><title>{html.escape(title)}</title>']
-    for fraction in (0, 0.5, 1):
-        y = TOP + plot_h * (1 - fraction)
-        parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - 4}" y2="{y:.1f}" '
-                     'stroke="#ddd"/>')
-        parts.append(f'<text x="{LEFT - 4}" y="{y + 3:.1f}" text-anchor="end" fill="#555">'
-                     f"{round(top * fraction)}</text>")
+    parts = _frame(ident, title, top)
     base = TOP + plot_h
     for at, value in points:
         if value is None or not since_ms <= at <= until_ms:
