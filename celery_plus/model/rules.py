@@ -278,6 +278,9 @@ def defer_ms(deliveries: int) -> int:
 
 
 def score(priority: int, seq: int) -> int:
+    """A job's place in its queue. ``seq`` is the store's next sequence number, taken once
+    for each job a publish stores (new, replaced or continued; in a batch as alone) or an
+    admin retry enqueues, and never for a duplicate, fenced or conflicting one."""
     return priority * PRIORITY_FACTOR + seq
 
 

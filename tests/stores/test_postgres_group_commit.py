@@ -1,7 +1,8 @@
 """Group commit of the PostgreSQL store (``pg_pool.GroupCommit``, issue #13): threads of one
 process publishing at the same time share one transaction, each returns only once its own
 job is committed, an error reaches only the caller whose job caused it, and a connection that
-dies under a shared transaction loses nothing (the transaction runs again on a new one).
+dies under a shared transaction loses nothing (the transaction runs again on a new one). And
+``publish_batch()``'s plain job whose id another session stores meanwhile keeps its batch place.
 
 Concurrency is made, not hoped for: a second session holds a lock the first publish needs, so
 the publishes that arrive meanwhile queue up in the process and go together once it is freed.
@@ -207,3 +208,27 @@ def test_a_shared_transaction_stuck_on_a_callers_lock_gives_every_job_back_to_it
         assert look.execute("SELECT count(*) FROM jobs").fetchone() == (3,)
     assert first.error is None and a.error is None and a.outcome is not None
     assert a.outcome.holder_id == held.id
+
+
+def test_a_plain_job_of_a_batch_stored_meanwhile_replaces_it_in_its_batch_place(
+        pg: PostgresBackend) -> None:
+    """``publish_batch()``'s INSERT of a plain job finds the id stored by another session's
+    transaction since the batch began: the job goes through ``publish()`` (a replacement) and
+    keeps its place in the batch's order."""
+    stored_meanwhile = new_job()
+    batch = [NewJob(id=stored_meanwhile.id, queue="gc", message="second", name="t"),
+             new_job()]
+    outcomes: list[PublishOutcome] = []
+    with session(pg) as other, session(pg) as look:
+        other.execute("BEGIN")
+        assert pg.publish_on(other, stored_meanwhile).accepted
+        publisher = threading.Thread(target=lambda: outcomes.extend(pg.publish_many(batch)),
+                                     daemon=True)
+        publisher.start()
+        wait_until(lambda: xid_waiters(look, other), message="the batch's INSERT waits")
+        other.execute("COMMIT")
+        publisher.join(timeout=30)
+    assert [(o.accepted, o.fenced) for o in outcomes] == [(True, False), (True, False)]
+    claims = pg.claim(["gc"], "w", 10).claims
+    assert [(c.job_id, c.message) for c in claims] == [
+        (batch[0].id, b"second"), (batch[1].id, b'{"body": "x"}')]

@@ -4,11 +4,14 @@ Rules: ``publish_many`` returns one outcome per job, in order; each job is still
 atomic publish decided in batch order — two jobs with one unique key in one batch: the first
 is stored, the second is a duplicate of the first; a key held before the batch makes a
 duplicate too; accepted jobs are claimed in batch order; a job of the batch continuing a
-running job settles that claim as a single publish would; an empty batch does nothing.
+running job settles that claim as a single publish would; an empty batch does nothing. A
+stored job takes the next place in line (its score's sequence number), one per job stored,
+in a batch as alone; a duplicate or fenced publish takes none (``rules.score``).
 """
 
 from __future__ import annotations
 
+from celery_plus.model import rules
 from celery_plus.model.store import Backend, NewJob, Settle
 from tests.inspectors import Inspector
 
@@ -67,6 +70,25 @@ def test_publish_many_continues_a_running_job_like_a_single_publish(backend: Bac
     assert [(c.job_id, c.message) for c in again] == [("a", b"m-a"), ("b", b"m-b")]
     assert again[0].token > first.token
     assert record(backend, "a").state == "running"
+
+
+def test_a_job_takes_the_next_place_in_line_only_when_it_is_stored(backend: Backend) -> None:
+    def place(job_id: str) -> int:
+        return record(backend, job_id).score % rules.PRIORITY_FACTOR
+
+    publish(backend, "holder", unique_lock="L", unique_window="running")
+    first = place("holder")
+    claim(backend)
+    out = backend.publish_many([job("dup", unique_lock="L", unique_window="running"),
+                                job("holder"), job("g", concurrency_group="g",
+                                                   concurrency_limit=1), job("plain")])
+    assert [(o.accepted, o.holder_id, o.fenced) for o in out] == [
+        (False, "holder", False), (False, "holder", True), (True, None, False),
+        (True, None, False)]
+    assert (place("g"), place("plain")) == (first + 1, first + 2)
+    # The same message again (a client retrying after a lost reply), alone: the next place.
+    publish(backend, "g", "m-g", concurrency_group="g", concurrency_limit=1)
+    assert place("g") == first + 3
 
 
 def test_publish_many_of_no_jobs_does_nothing(backend: Backend) -> None:
