@@ -9,7 +9,7 @@
 # Needs root (a tmpfs for SQLite, PostgreSQL run as the postgres user), redis-server and
 # PostgreSQL 15's initdb/pg_ctl (PLUS_FAULT_PG_BIN). Figures go to docs/reliability.md.
 set -e
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 export PLUS_LONG=1 PLUS_FULL_MATRIX=1
 export PLUS_FAULT_REPORT="${PLUS_FAULT_REPORT:-$PWD/.faults-report-long.jsonl}"
 rm -f "$PLUS_FAULT_REPORT"
