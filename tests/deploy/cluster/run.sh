@@ -4,7 +4,7 @@
 # scenarios (a primary killed mid-drain, with and without plus_redis_wait_replicas=1).
 # Each starts its own cluster on loopback ports 7100-7199 and kills it at the end.
 set -e
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 PY=${PYTHON:-.venv/bin/python}
 export PLUS_REDIS_CLUSTER_FULL=1
 $PY -m pytest -q -p no:cacheprovider -n 2 tests/stores/conformance -k redis-cluster "$@"
