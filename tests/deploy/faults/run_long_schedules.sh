@@ -6,7 +6,7 @@
 # figures: docs/schedules.md, docs/rate-limits.md. Every run goes to its end whatever another
 # one found (a failed run does not stop the others, nor the load reading at the end); the exit
 # status is 1 if any run failed.
-cd "$(dirname "$0")/../.." || exit 1
+cd "$(dirname "$0")/../../.." || exit 1
 uptime
 pids=""
 for store in redis sqlite postgres; do
