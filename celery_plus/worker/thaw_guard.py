@@ -71,7 +71,7 @@ from celery_plus.leases.start_check import (
     broker_heartbeat,
 )
 from celery_plus.leases.tokens import SURE_UNTIL, delivery_tag, parse_delivery_tag
-from celery_plus.runtime.helper_threads import HelperThread
+from celery_plus.runtime.helper_threads import HelperThread, native_lock
 
 logger = logging.getLogger("celery_plus.transport")
 
@@ -116,7 +116,7 @@ class _Running:
         #: The store said the task's own run ended the claim (acked early, a retry or
         #: ``Task.replace``): nothing left to keep or lose.
         self.ended = False
-        #: Checks the task's thread has answered without holding it (:func:`_check`).
+        #: Checks the task's thread finished (:func:`_check`): the renewal loop waits for one.
         self.checks = 0
 
     def sure(self) -> float:
@@ -129,19 +129,30 @@ class _Running:
         """Renew the claim once and note the store's verdict; raises :class:`LeaseUnknown`
         when the store does not answer."""
         try:
-            _, lease_s = self.timing()
-            if self.book is None:
-                book = Holdings(lease_s)
-                book.hold(*self.claim, float("-inf"))
-                self.book = book
+            book = self._ledger()
             asked_at = clock()
             verdicts = self.heartbeat([self.claim])
         except Exception as exc:
             raise LeaseUnknown(f"could not renew the lease of job {self.claim[0]} from its "
                                f"pool process ({exc!r})") from exc
-        ends = self.book.confirmed([self.claim], verdicts, asked_at)
+        ends = book.confirmed([self.claim], verdicts, asked_at)
         self.lost = self.lost or bool(ends.lost)
         self.ended = self.ended or bool(ends.ended)
+
+    def _ledger(self) -> Holdings:
+        """The claim's ledger, made at the first renewal (by one of the threads that may
+        renew at once: the renewal loop's and a thaw's)."""
+        with _ledger_lock:
+            if self.book is None:
+                _, lease_s = self.timing()
+                book = Holdings(lease_s)
+                book.hold(*self.claim, float("-inf"))  # unconfirmed until a renewal is
+                self.book = book
+            return self.book
+
+
+#: Guards the making of a claim's ledger (:meth:`_Running._ledger`).
+_ledger_lock = native_lock()
 
 
 _running: _Running | None = None
