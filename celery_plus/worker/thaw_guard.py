@@ -60,6 +60,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from billiard.common import terminate_handler_fired
 from celery import signals
 
 from celery_plus.coordination.start_check import coordinated_claim, coordination_heartbeat
@@ -225,18 +226,22 @@ _checking = False
 def _check(signum: int, frame: Any) -> None:
     """In the task's thread, before its next bytecode: on ``SIGCONT`` (this process thawed)
     and on :data:`HOLD_SIGNAL` (the renewal loop found the claim lost, or past its sure time
-    unconfirmed). A claim certainly ours lets the task go on; otherwise the store is asked,
-    the task paused meanwhile (at most ``ANSWER_S``): a claim the store confirms goes on, one
-    lost or not confirmed is held here (:func:`_hold_here`)."""
+    unconfirmed). A claim certainly ours lets the task go on; otherwise the task is held here
+    (:func:`_hold_here`). At a thaw the store is asked first, the task paused meanwhile (at
+    most ``ANSWER_S``); at the renewal loop's request it is not (the loop asked already, and
+    goes on asking while the task is held: the store's confirmation releases it)."""
     global _checking
     running = _running
-    if running is None or _checking:
-        return  # no claimed task here, or a check under way (this signal nested in it)
+    if running is None or _checking or terminate_handler_fired():
+        # No claimed task here, a check under way (this signal nested in it), or the
+        # process on its way out: its terminate handler raised SystemExit, which may be
+        # unwinding through the task's code now (a hold would only delay the exit).
+        return
     _checking = True
     try:
         if _goes_on(running):
             return  # certainly ours: no round trip
-        if not running.lost:
+        if signum != HOLD_SIGNAL and not running.lost:
             _renewed_within(running, ANSWER_S)
             if _goes_on(running):
                 return
@@ -256,7 +261,8 @@ def _hold_here(running: _Running, frame: Any) -> None:
     which its keeper sends as it learns the same (billiard's handler raises SystemExit in
     this wait: the parent reports the job's worker lost, its settle is a fenced no-op, a new
     process takes this one's place). One stopper: a second SIGTERM would cut the task's
-    clean-up short. Should it not come within ``STOP_WAIT_S`` (the worker's own process is
+    clean-up short. A claim the store confirms meanwhile (the renewal loop asks on) releases
+    the task; should neither come within ``STOP_WAIT_S`` (the worker's own process is
     stopped, or cannot reach the store either), this process stops itself."""
     why = ("its lease was lost (another worker may run the job now)" if running.lost else
            "its lease could not be confirmed before its sure time passed (the store did "
@@ -265,7 +271,11 @@ def _hold_here(running: _Running, frame: Any) -> None:
                    running.name, running.claim[0], why)
     deadline = clock() + STOP_WAIT_S
     while (left := deadline - clock()) > 0:
-        time.sleep(left)  # a signal's handler runs in it: the worker's SIGTERM ends it
+        if _goes_on(running):
+            logger.warning("celery-plus: task %s[%s] goes on: the store confirmed its lease",
+                           running.name, running.claim[0])
+            return
+        time.sleep(min(left, 0.01))  # a signal's handler runs in it: SIGTERM ends it
     logger.warning("celery-plus: task %s[%s] stopped here: its worker did not stop it within "
                    "%.0f s", running.name, running.claim[0], STOP_WAIT_S)
     stop = signal.getsignal(signal.SIGTERM)
@@ -316,6 +326,11 @@ def _keep(running: _Running) -> None:
     _idle_s = min(_idle_s, interval)
     if running.due is None:
         running.due = running.started + interval
+        if clock() >= running.sure():
+            # Started past the delivery's sure time: the start check asks the store too,
+            # and the task's code waits for it; ask from here rather than hold the task
+            # inside that call (it may hold a lock the answer needs).
+            _renewed_within(running, ANSWER_S)
     while _running is running and not running.ended:
         now, sure = clock(), running.sure()
         if running.lost or now >= sure:
@@ -329,20 +344,21 @@ def _keep(running: _Running) -> None:
 
 
 def _hold(running: _Running) -> None:
-    """Have the task's thread check its claim before its next bytecode (:func:`_check`,
-    which holds it there unless the store confirms the claim at once), and wait for that
-    check: the task goes on, or it is held and its process stops. A task whose thread never
-    runs the check (stuck in C code) is killed once the check and the stop would be over."""
+    """Have the task's thread hold the task before its next bytecode (:func:`_check`), and
+    ask the store on meanwhile (a confirmation releases it) until that thread's check is
+    over: the task goes on, or its process stops. A task whose thread never runs the check
+    (stuck in C code) is killed once the hold would be over."""
     checks = running.checks
     signal.pthread_kill(threading.main_thread().ident or 0, HOLD_SIGNAL)
-    deadline = clock() + ANSWER_S + STOP_WAIT_S + 2.0
+    deadline = clock() + STOP_WAIT_S + 2.0
     while _running is running and running.checks == checks:
         if clock() > deadline:
             logger.warning("celery-plus: task %s[%s] killed in its pool process: it did not "
                            "stop for its lost or unconfirmed lease", running.name,
                            running.claim[0])
             os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(0.01)
+        if running.lost or not _renewed_within(running, ANSWER_S):
+            time.sleep(0.05)
 
 
 def _renewed_within(running: _Running, limit: float) -> bool:

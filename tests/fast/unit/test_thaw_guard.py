@@ -11,6 +11,7 @@ prints the steps and exits.
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
@@ -18,9 +19,10 @@ import sys
 import textwrap
 from typing import Any
 
-#: The pool process: argv[1] is how its store answers ("lost after 3", "unreachable",
-#: "renewed"); the delivery's sure time is 0.3 s after the start, the lease 0.5 s, renewals
-#: every 0.05 s; the task runs 2 s unless held.
+#: The pool process: argv[1] is how its store answers ("lost" after 3 renewals,
+#: "unreachable", "renewed", "back": unreachable for the first 0.55 s); the delivery's sure
+#: time is 0.3 s after the start, the lease 0.5 s, renewals every 0.05 s; the task runs 2 s
+#: unless held.
 POOL_PROCESS = textwrap.dedent("""
     import json, signal, sys, time
     from contextlib import contextmanager
@@ -40,7 +42,7 @@ POOL_PROCESS = textwrap.dedent("""
 
     def heartbeat(claims):
         calls.append(clock())
-        if mode == "unreachable":
+        if mode == "unreachable" or (mode == "back" and clock() < started + 0.55):
             raise ConnectionError("store unreachable")
         if mode == "lost" and len(calls) > 3:
             lost_at.append(clock())
@@ -113,6 +115,15 @@ def test_renewals_the_store_confirms_keep_the_task_running_past_the_first_sure_t
     assert out["ended"] == "finished" and code == 0, (code, out["ended"])
     assert out["steps"][-1] > head["started"] + 1.9, "ran to its end, held at no point"
     assert len(out["calls"]) >= 20, "renewed every interval"
+
+
+def test_a_task_held_for_an_unconfirmed_lease_goes_on_once_the_store_confirms_it() -> None:
+    code, head, out = _run("back")
+    assert out["ended"] == "finished" and code == 0, (code, out["ended"])
+    sure = head["started"] + 0.3
+    steps = out["steps"]
+    paused = max(b - a for a, b in itertools.pairwise(steps) if a >= sure - 0.05)
+    assert paused > 0.15, f"held past the sure time (longest pause {paused:.3f} s)"
 
 
 def test_the_hold_signal_is_none_billiard_or_celery_uses() -> None:
