@@ -31,9 +31,10 @@ was sent (the worker's rule, through a :class:`~celery_plus.leases.holdings.Hold
 of the one claim). Once the store says the lease is lost, or once the sure time passes with
 no renewal confirmed (the store unreachable, or a call stalled), the renewal loop has the
 task's thread run the same check (:data:`HOLD_SIGNAL`, sent to that thread): the task is
-held at once (an unconfirmed claim after one last question to the store, the task paused
-meanwhile) and stopped as at a thaw. A task's
-start only notes it in a global: the renewal thread wakes on its own timer (an interval
+held at once and stopped as at a thaw. While an unconfirmed claim's task is held, the
+renewal loop asks the store on (the held thread makes no store call: it may have been
+interrupted inside one, holding a lock the answer needs), and a confirmation releases it.
+A task's start only notes it in a global: the renewal thread wakes on its own timer (an interval
 after the start it saw, or the sure time if earlier), so a task costs the pool process no
 thread wake-up or lock that plain Celery's does not pay (issue #29; the first claimed task of
 the process alone starts the thread's loop).
