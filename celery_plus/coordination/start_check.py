@@ -50,16 +50,17 @@ def claim_lost(app: Any, job_id: str, token: int, sure_until: float) -> bool:
                                    coordinator_heartbeat(coordinator), coordinator.holdings)
 
 
-def coordination_heartbeat(app: Any) -> tuple[Heartbeat, float] | None:
-    """The heartbeat of claims in ``app``'s coordination store and its interval
-    (``plus_heartbeat_interval``, as the worker's coordination keeper renews); None when
-    ``app`` is not in coordinated mode."""
+def coordination_heartbeat(app: Any) -> tuple[Heartbeat, float, float] | None:
+    """The heartbeat of claims in ``app``'s coordination store, its interval
+    (``plus_heartbeat_interval``, as the worker's coordination keeper renews) and the lease
+    (``plus_visibility_timeout``); None when ``app`` is not in coordinated mode."""
     from celery_plus.coordination.coordinator import coordinator_for
 
     coordinator = coordinator_for(app)
     if coordinator is None:
         return None
-    return coordinator_heartbeat(coordinator), float(coordinator.config.heartbeat_interval)
+    return (coordinator_heartbeat(coordinator), float(coordinator.config.heartbeat_interval),
+            float(coordinator.config.visibility_timeout))
 
 
 def coordinator_heartbeat(coordinator: Coordinator) -> Heartbeat:

@@ -1,4 +1,4 @@
-"""A prefork pool process thawed past its lease stops its task before the task goes on.
+"""A prefork pool process holds its task once the task's lease is lost or past sure.
 
 A worker frozen past its leases (``SIGSTOP`` of its process group, a cgroup freeze) finds,
 once it thaws, that another worker recovered the job its pool process was running and runs
@@ -8,26 +8,34 @@ those milliseconds (0.3 s on a loaded machine) the stale run went on beside the 
 and a ``concurrency=1`` group ran two jobs at once.
 
 So each pool process watches its own thaw: the kernel sends ``SIGCONT`` to every process it
-continues, and Python runs the handler before the task's next bytecode. While a claimed
-task runs here and its lease is not certainly still ours (the claim's sure time, handed to
-the task with its delivery, has passed), the handler asks the store, the task paused
-meanwhile (a heartbeat of that one claim, as ``start_check`` does, from a helper thread with
-a time limit: the paused task may hold a lock the call needs). A lost lease keeps the task
-paused until the keeper's SIGTERM, which the worker sends as it learns the same
-(billiard's handler raises SystemExit in the pause, the parent reports the job's worker
-lost, its settle is a fenced no-op, and a new process takes its place); should it not come,
-the process stops itself after ``STOP_WAIT_S``. A lease still ours, or a store that does not
-answer in time, lets the task go on (the keeper still stops it if the lease turns out lost).
+continues, and Python runs the handler (:func:`_check`) before the task's next bytecode.
+While a claimed task runs here and its lease is not certainly still ours (the claim's sure
+time, handed to the task with its delivery, has passed), the handler asks the store, the
+task paused meanwhile (a heartbeat of that one claim, from a helper thread with a time limit:
+the paused task may hold a lock the call needs). A lease the store confirms lets the task go
+on; a lost one, or one the store did not confirm within ``ANSWER_S``, keeps the task held
+there (:func:`_hold_here`) until the keeper's SIGTERM, which the worker sends as it learns
+the same (billiard's handler raises SystemExit in the pause, the parent reports the job's
+worker lost, its settle is a fenced no-op, and a new process takes its place); should it not
+come, the process stops itself after ``STOP_WAIT_S``.
 
 A worker whose own process alone stops (a debugger attached to it, ``SIGSTOP`` of its pid)
 while its pool process runs on is the other way round: nothing renewed
 the lease of the task still running, another worker took the job over and both ran it at once.
 So each pool process also renews the lease of the task it runs itself, every heartbeat
 interval (``_renew``: one heartbeat of that claim, as the worker's keeper sends; the two
-together cost the store one more heartbeat per running task and interval). A lease the store
-says is lost is stopped as at a thaw: the worker's keeper stops it, or the process itself
-after ``STOP_WAIT_S``. A task's start only notes it in a global: the renewal thread wakes on
-its own timer (an interval after the start it saw), so a task costs the pool process no
+together cost the store one more heartbeat per running task and interval), and keeps the
+claim's deadline itself, since the worker's lease watch lives in the stopped process: a
+renewal the store confirms makes the claim sure for ``SURE_SHARE`` of the lease from when it
+was sent (the worker's rule, through a :class:`~celery_plus.leases.holdings.Holdings` ledger
+of the one claim). Once the store says the lease is lost, or once the sure time passes with
+no renewal confirmed (the store unreachable, or a call stalled), the renewal loop has the
+task's thread run the same check (:data:`HOLD_SIGNAL`, sent to that thread): the task is
+held at once and stopped as at a thaw. While an unconfirmed claim's task is held, the
+renewal loop asks the store on (the held thread makes no store call: it may have been
+interrupted inside one, holding a lock the answer needs), and a confirmation releases it.
+A task's start only notes it in a global: the renewal thread wakes on its own timer (an interval
+after the start it saw, or the sure time if earlier), so a task costs the pool process no
 thread wake-up or lock that plain Celery's does not pay (issue #29; the first claimed task of
 the process alone starts the thread's loop).
 
@@ -53,44 +61,100 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from billiard.common import terminate_handler_fired
 from celery import signals
 
 from celery_plus.coordination.start_check import coordinated_claim, coordination_heartbeat
+from celery_plus.leases.holdings import Holdings
 from celery_plus.leases.keeper import clock
 from celery_plus.leases.start_check import (
     Heartbeat,
     LeaseUnknown,
-    asked_store,
     broker_heartbeat,
 )
 from celery_plus.leases.tokens import SURE_UNTIL, delivery_tag, parse_delivery_tag
-from celery_plus.runtime.helper_threads import HelperThread
+from celery_plus.runtime.helper_threads import HelperThread, native_lock
 
 logger = logging.getLogger("celery_plus.transport")
 
 #: Longest pause of a thawed task while the store is asked about its lease.
 ANSWER_S = 2.0
-#: How long a thawed task whose lease was lost waits for its worker's SIGTERM before it
-#: stops itself.
+#: How long a task held for a lost or unconfirmed lease waits for its worker's SIGTERM
+#: before its process stops itself.
 STOP_WAIT_S = 5.0
+#: The signal the renewal loop sends the task's thread to have it check, and hold, the task
+#: (:func:`_check`): a real-time one, since billiard takes SIGUSR1 (soft time limits) and
+#: sets the other terminating signals (SIGUSR2, SIGALRM, ...) to end the process, and Celery's
+#: rdb takes SIGUSR2.
+HOLD_SIGNAL = signal.SIGRTMIN + 3
 
 
 class _Running:
     """The claimed task running in this pool process, if any: its claim (a delivery of the
-    ``plus`` transport, or a claim in the coordination store) and how to ask its store."""
+    ``plus`` transport, or a claim in the coordination store), how to ask its store, and
+    until when the claim is certainly ours (the sure time handed over with the delivery,
+    extended by each renewal the store confirms, by the worker's own rule: a ledger of the
+    one claim, :class:`~celery_plus.leases.holdings.Holdings`)."""
 
     def __init__(self, tag: str, claim: tuple[str, int], sure_until: float, name: str,
-                 heartbeat: Heartbeat, interval: Callable[[], float]) -> None:
+                 heartbeat: Heartbeat, timing: Callable[[], tuple[float, float]]) -> None:
         self.tag = tag
         self.claim = claim
         self.sure_until = sure_until
         self.name = name
         #: Renews the claim and answers its verdict (``JobStore.heartbeat``).
         self.heartbeat = heartbeat
-        #: The heartbeat interval of the claim's store (its worker's keeper renews at it).
-        self.interval = interval
-        #: When the task started here: its first renewal is due an interval later.
-        self.started = time.monotonic()
+        #: (heartbeat interval, lease) of the claim's store: its worker's keeper renews at
+        #: the interval, and the lease is what a confirmed renewal is worth.
+        self.timing = timing
+        #: When the task started here (a :func:`clock` time): its first renewal is due an
+        #: interval later.
+        self.started = clock()
+        self.due: float | None = None
+        #: The renewals this process sent, and those the store confirmed (made at the first).
+        self.book: Holdings | None = None
+        #: The store said another worker may run the job now.
+        self.lost = False
+        #: The store said the task's own run ended the claim (acked early, a retry or
+        #: ``Task.replace``): nothing left to keep or lose.
+        self.ended = False
+        #: Checks the task's thread finished (:func:`_check`): the renewal loop waits for one.
+        self.checks = 0
+
+    def sure(self) -> float:
+        """Until when the claim is certainly ours (the delivery's sure time, or later)."""
+        book = self.book
+        confirmed = book.sure_until(self.tag) if book is not None else None
+        return self.sure_until if confirmed is None else max(self.sure_until, confirmed)
+
+    def renew(self) -> None:
+        """Renew the claim once and note the store's verdict; raises :class:`LeaseUnknown`
+        when the store does not answer."""
+        try:
+            book = self._ledger()
+            asked_at = clock()
+            verdicts = self.heartbeat([self.claim])
+        except Exception as exc:
+            raise LeaseUnknown(f"could not renew the lease of job {self.claim[0]} from its "
+                               f"pool process ({exc!r})") from exc
+        ends = book.confirmed([self.claim], verdicts, asked_at)
+        self.lost = self.lost or bool(ends.lost)
+        self.ended = self.ended or bool(ends.ended)
+
+    def _ledger(self) -> Holdings:
+        """The claim's ledger, made at the first renewal (by one of the threads that may
+        renew at once: the renewal loop's and a thaw's)."""
+        with _ledger_lock:
+            if self.book is None:
+                _, lease_s = self.timing()
+                book = Holdings(lease_s)
+                book.hold(*self.claim, float("-inf"))  # unconfirmed until a renewal is
+                self.book = book
+            return self.book
+
+
+#: Guards the making of a claim's ledger (:meth:`_Running._ledger`).
+_ledger_lock = native_lock()
 
 
 _running: _Running | None = None
@@ -131,9 +195,9 @@ def _coordinated_run(task: Any, request: Any) -> _Running | None:
     if store is None:
         return None  # an app with no coordination store: nothing to renew in
     job_id, token, sure_until = claimed
-    heartbeat, interval = store
+    heartbeat, interval, lease_s = store
     return _Running(delivery_tag(job_id, token), (job_id, token), sure_until, task.name,
-                    heartbeat, lambda: interval)
+                    heartbeat, lambda: (interval, lease_s))
 
 
 def _plus_run(task: Any, request: Any) -> _Running | None:
@@ -147,7 +211,7 @@ def _plus_run(task: Any, request: Any) -> _Running | None:
         return None  # not a delivery of the plus transport
     app = task.app
     return _Running(str(tag), claim, float(sure_until), task.name, broker_heartbeat(app),
-                    lambda: _interval(app))
+                    lambda: _timing(app))
 
 
 def _task_ended(**_: Any) -> None:
@@ -155,21 +219,64 @@ def _task_ended(**_: Any) -> None:
     _running = None
 
 
-def _on_thaw(signum: int, frame: Any) -> None:
+#: True while :func:`_check` runs in the task's thread (a signal handler): a second signal
+#: meanwhile (a thaw and the renewal loop's request at once) leaves the check to it.
+_checking = False
+
+
+def _check(signum: int, frame: Any) -> None:
+    """In the task's thread, before its next bytecode: on ``SIGCONT`` (this process thawed)
+    and on :data:`HOLD_SIGNAL` (the renewal loop found the claim lost, or past its sure time
+    unconfirmed). A claim certainly ours lets the task go on; otherwise the task is held here
+    (:func:`_hold_here`). At a thaw the store is asked first, the task paused meanwhile (at
+    most ``ANSWER_S``); at the renewal loop's request it is not (the loop asked already, and
+    goes on asking while the task is held: the store's confirmation releases it)."""
+    global _checking
     running = _running
-    if running is None or clock() < running.sure_until:
-        return  # no plus task here, or its lease is certainly still ours
-    if not _lease_lost(running):
+    if running is None or _checking or terminate_handler_fired():
+        # No claimed task here, a check under way (this signal nested in it), or the
+        # process on its way out: its terminate handler raised SystemExit, which may be
+        # unwinding through the task's code now (a hold would only delay the exit).
         return
-    logger.warning("celery-plus: task %s[%s] held as its pool process thawed: its lease was "
-                   "lost while the process was frozen (another worker runs the job now)",
-                   running.name, running.claim[0])
-    # The lease keeper stops it (SIGTERM: billiard's handler raises SystemExit here, in this
-    # wait); until then it does not go on. One stopper, as before the thaw guard: a second
-    # SIGTERM would cut the task's clean-up short.
-    deadline = time.monotonic() + STOP_WAIT_S
-    while time.monotonic() < deadline:
-        time.sleep(0.01)
+    _checking = True
+    try:
+        if _goes_on(running):
+            return  # certainly ours: no round trip
+        if signum != HOLD_SIGNAL and not running.lost:
+            _renewed_within(running, ANSWER_S)
+            if _goes_on(running):
+                return
+        _hold_here(running, frame)
+    finally:
+        _checking = False
+        running.checks += 1
+
+
+def _goes_on(running: _Running) -> bool:
+    """Whether the task may go on: its own run ended the claim, or it is certainly ours."""
+    return running.ended or (not running.lost and clock() < running.sure())
+
+
+def _hold_here(running: _Running, frame: Any) -> None:
+    """Hold the task in its thread (a signal handler) and wait for the worker's SIGTERM,
+    which its keeper sends as it learns the same (billiard's handler raises SystemExit in
+    this wait: the parent reports the job's worker lost, its settle is a fenced no-op, a new
+    process takes this one's place). One stopper: a second SIGTERM would cut the task's
+    clean-up short. A claim the store confirms meanwhile (the renewal loop asks on) releases
+    the task; should neither come within ``STOP_WAIT_S`` (the worker's own process is
+    stopped, or cannot reach the store either), this process stops itself."""
+    why = ("its lease was lost (another worker may run the job now)" if running.lost else
+           "its lease could not be confirmed before its sure time passed (the store did "
+           "not answer; another worker may take the job over at its deadline)")
+    logger.warning("celery-plus: task %s[%s] held in its pool process: %s",
+                   running.name, running.claim[0], why)
+    deadline = clock() + STOP_WAIT_S
+    while (left := deadline - clock()) > 0:
+        if _goes_on(running):
+            logger.warning("celery-plus: task %s[%s] goes on: the store confirmed its lease",
+                           running.name, running.claim[0])
+            return
+        time.sleep(min(left, 0.01))  # a signal's handler runs in it: SIGTERM ends it
     logger.warning("celery-plus: task %s[%s] stopped here: its worker did not stop it within "
                    "%.0f s", running.name, running.claim[0], STOP_WAIT_S)
     stop = signal.getsignal(signal.SIGTERM)
@@ -178,15 +285,18 @@ def _on_thaw(signum: int, frame: Any) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-_intervals: dict[int, float] = {}
+_timings: dict[int, tuple[float, float]] = {}
 
 
-def _interval(app: Any) -> float:
-    """The heartbeat interval of the app's plus transport (its keeper renews at the same)."""
-    if id(app) not in _intervals:
+def _timing(app: Any) -> tuple[float, float]:
+    """(heartbeat interval, lease) of the app's plus transport (its keeper renews at the
+    interval; a confirmed renewal is worth the lease's sure share)."""
+    if id(app) not in _timings:
         with app.pool.acquire(block=True) as connection:
-            _intervals[id(app)] = float(connection.transport.config.heartbeat_interval)
-    return _intervals[id(app)]
+            config = connection.transport.config
+            _timings[id(app)] = (float(config.heartbeat_interval),
+                                 float(config.visibility_timeout))
+    return _timings[id(app)]
 
 
 def _renew() -> None:
@@ -203,74 +313,80 @@ def _renew() -> None:
 
 def _keep(running: _Running) -> None:
     """Renew the claim of ``running`` every heartbeat interval of its store from its start,
-    while it runs here; stop it if the store says its lease is lost. It sleeps until the
-    next renewal is due and returns once another task (or none) runs here: a task that ended
-    meanwhile ended before that renewal was due, so the next one is still kept from its own
-    start."""
+    while it runs here, and hold the task (:func:`_hold`) once the store says its lease is
+    lost, or once its sure time passed without a renewal the store confirmed (this process
+    enforces the deadline itself: the worker's lease watch lives in its main process, which
+    may be the one stopped). It sleeps until the next renewal or the sure time and returns
+    once another task (or none) runs here: a task that ended meanwhile ended before that
+    renewal was due, so the next one is still kept from its own start."""
     global _idle_s
     try:
-        interval = running.interval()
-    except Exception:  # no store to ask: the worker's own keeper renews, as before
-        while _running is running:
-            time.sleep(_idle_s)
-        return
+        interval, _ = running.timing()
+    except Exception:  # no store to ask now: each renewal tries again, the deadline holds
+        interval = _idle_s
     _idle_s = min(_idle_s, interval)
-    due = running.started + interval
-    while _running is running:
-        wait = due - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
+    if running.due is None:
+        running.due = running.started + interval
+        if clock() >= running.sure():
+            # Started past the delivery's sure time: the start check asks the store too,
+            # and the task's code waits for it; ask from here rather than hold the task
+            # inside that call (it may hold a lock the answer needs).
+            _renewed_within(running, ANSWER_S)
+    while _running is running and not running.ended:
+        now, sure = clock(), running.sure()
+        if running.lost or now >= sure:
+            _hold(running)
+            return
+        if now < running.due:
+            time.sleep(min(running.due, sure) - now)
             continue
-        due = time.monotonic() + interval
-        if _asked_lost(running):
-            if _running is running:
-                _stop_lost(running)
-            return
+        running.due = now + interval
+        _renewed_within(running, sure - now)
 
 
-def _stop_lost(running: _Running) -> None:
-    """The lease of the task running here was lost while it ran: its worker's keeper stops
-    it (one stopper, as at a thaw); should it not within ``STOP_WAIT_S``, this process does."""
-    logger.warning("celery-plus: task %s[%s] lost its lease while it ran (another worker "
-                   "may run the job now)", running.name, running.claim[0])
-    deadline = time.monotonic() + STOP_WAIT_S
-    while time.monotonic() < deadline:
-        if _running is not running:
-            return
-        time.sleep(0.05)
-    logger.warning("celery-plus: task %s[%s] stopped here: its worker did not stop it within "
-                   "%.0f s", running.name, running.claim[0], STOP_WAIT_S)
-    os.kill(os.getpid(), signal.SIGTERM)
+def _hold(running: _Running) -> None:
+    """Have the task's thread hold the task before its next bytecode (:func:`_check`), and
+    ask the store on meanwhile (a confirmation releases it) until that thread's check is
+    over: the task goes on, or its process stops. A task whose thread never runs the check
+    (stuck in C code) is killed once the hold would be over."""
+    checks = running.checks
+    signal.pthread_kill(threading.main_thread().ident or 0, HOLD_SIGNAL)
+    deadline = clock() + STOP_WAIT_S + 2.0
+    while _running is running and running.checks == checks:
+        if clock() > deadline:
+            logger.warning("celery-plus: task %s[%s] killed in its pool process: it did not "
+                           "stop for its lost or unconfirmed lease", running.name,
+                           running.claim[0])
+            os.kill(os.getpid(), signal.SIGKILL)
+        if not running.lost:
+            _renewed_within(running, ANSWER_S)
+        time.sleep(0.05)  # the check notices a confirmation within 10 ms
 
 
-def _asked_lost(running: _Running) -> bool:
-    """Whether the store says the running task's lease is lost; a store that does not answer
-    says nothing here (the worker's lease watch stops the run at its deadline)."""
-    try:
-        return asked_store(running.heartbeat, running.tag, running.claim, None)
-    except LeaseUnknown as exc:
-        logger.info("celery-plus: %s", exc)
-        return False
-
-
-def _lease_lost(running: _Running) -> bool:
-    answer: list[bool] = []
+def _renewed_within(running: _Running, limit: float) -> bool:
+    """Renew the claim from a helper thread, waiting at most ``limit`` seconds for the store
+    (the waiting thread may be the paused task, which may hold a lock the call needs, or the
+    renewal loop, whose deadline a stalled call must not hold); whether it answered in time
+    (its verdict is on ``running``)."""
+    answered: list[bool] = []
 
     def ask() -> None:
-        answer.append(_asked_lost(running))
+        try:
+            running.renew()
+        except LeaseUnknown as exc:
+            logger.info("celery-plus: %s", exc)
+            return
+        answered.append(True)
 
-    helper = HelperThread(target=ask, name="celery-plus thaw check", daemon=True)
+    helper = HelperThread(target=ask, name="celery-plus pool lease check", daemon=True)
     helper.start()
-    helper.join(ANSWER_S)
-    if not answer:
-        logger.warning("celery-plus: the store did not say within %.0f s whether job %s is "
-                       "still ours after this pool process thawed; the task goes on",
-                       ANSWER_S, running.claim[0])
-    return bool(answer and answer[0])
+    helper.join(max(limit, 0.0))
+    return bool(answered)
 
 
 def watch_pool_process(**_: Any) -> None:
-    """In each prefork pool process: note the plus task running here, watch for a thaw.
+    """In each prefork pool process: note the plus task running here, watch for a thaw and
+    for the renewal loop's requests to hold the task.
 
     Not in the worker's own process (the solo pool sends ``worker_process_init`` there too):
     nothing would stop its task, and a SIGTERM there is the worker's own shutdown."""
@@ -280,8 +396,9 @@ def watch_pool_process(**_: Any) -> None:
         return
     signals.task_prerun.connect(_task_started, weak=False)
     signals.task_postrun.connect(_task_ended, weak=False)
-    signal.signal(signal.SIGCONT, _on_thaw)
+    signal.signal(signal.SIGCONT, _check)
+    signal.signal(HOLD_SIGNAL, _check)
     HelperThread(target=_renew, name="celery-plus pool lease renewal", daemon=True).start()
 
 
-__all__ = ["ANSWER_S", "STOP_WAIT_S", "watch_pool_process"]
+__all__ = ["ANSWER_S", "HOLD_SIGNAL", "STOP_WAIT_S", "watch_pool_process"]

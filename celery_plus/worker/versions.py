@@ -45,7 +45,8 @@ PATCHES: tuple[tuple[str, str, Checked], ...] = (
     ("worker/prefork_gate.py", "celery.concurrency.prefork.TaskPool (non-blocking hand-off)",
      CELERY),
     ("worker/control.py", "celery.worker.control.Panel.data['scheduled']", CELERY),
-    ("worker/thaw_guard.py", "a prefork pool process's SIGCONT handler", BILLIARD),
+    ("worker/thaw_guard.py", "a prefork pool process's SIGCONT and HOLD_SIGNAL handler "
+     "(billiard.common.terminate_handler_fired)", BILLIARD),
 )
 
 #: Set to 1 to run on versions outside the checked ranges anyway.

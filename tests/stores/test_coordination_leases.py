@@ -158,14 +158,17 @@ def test_a_pool_process_renews_the_coordinated_claim_it_runs_and_stops_it_once_l
     """The pool-side renewal (``worker/thaw_guard.py``) of a claim in the coordination store,
     as a prefork pool process keeps it while its worker's own process is stopped: nothing
     else renews the claim here (no keeper runs), yet the store recovers nothing for three
-    leases; once another claim took the job over, the run is stopped (as at a thaw)."""
+    leases; once another claim took the job over, the run is held (the renewal loop asks
+    the task's thread to hold it, ``_hold``)."""
     token = _claimed(coordinator)
-    request = _task_request("a", token, clock())
+    sure = coordinator.holdings.sure_until(delivery_tag("a", token))
+    assert sure is not None
+    request = _task_request("a", token, sure)  # as the gate hands it over
     running = thaw_guard._claimed_run(SimpleNamespace(app=coordinator.app, name="t",
                                                       request=request))
     assert running is not None and running.claim == ("a", token)
     stopped: list[Any] = []
-    monkeypatch.setattr(thaw_guard, "_stop_lost", stopped.append)
+    monkeypatch.setattr(thaw_guard, "_hold", stopped.append)
     monkeypatch.setattr(thaw_guard, "_running", running)
     keeping = threading.Thread(target=thaw_guard._keep, args=(running,), daemon=True)
     keeping.start()

@@ -1,0 +1,135 @@
+"""A prefork pool process keeps the lease of the task it runs while its worker's own process
+may be stopped (``worker/thaw_guard.py``, issue #27 review): a lost verdict holds the task's
+code at once, and so does a sure time passed with no renewal the store confirmed.
+
+Each test runs a "pool process" in a subprocess: real threads and signals, the renewal loop
+started by ``watch_pool_process`` and a task announced by Celery's ``task_prerun`` signal.
+Only the store is a stand-in (a heartbeat function answering as told); the task is a loop
+noting the time of each step, and the process's SIGTERM handler (billiard's stands there)
+prints the steps and exits.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+#: The pool process: argv[1] is how its store answers ("lost" after 3 renewals,
+#: "unreachable", "renewed", "back": unreachable for the first 0.55 s); the delivery's sure
+#: time is 0.3 s after the start, the lease 0.5 s, renewals every 0.05 s; the task runs 2 s
+#: unless held.
+POOL_PROCESS = textwrap.dedent("""
+    import json, signal, sys, time
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from billiard.process import current_process
+    from celery import signals
+    from celery_plus.leases.keeper import clock
+    from celery_plus.leases.tokens import SURE_UNTIL
+    from celery_plus.model.store import Verdict
+    from celery_plus.worker import thaw_guard
+
+    thaw_guard.STOP_WAIT_S = 0.5
+    thaw_guard.ANSWER_S = 0.2
+    mode = sys.argv[1]
+    calls, lost_at, steps = [], [], []
+
+    def heartbeat(claims):
+        calls.append(clock())
+        if mode == "unreachable" or (mode == "back" and clock() < started + 0.55):
+            raise ConnectionError("store unreachable")
+        if mode == "lost" and len(calls) > 3:
+            lost_at.append(clock())
+            return [Verdict.LOST]
+        return [Verdict.RENEWED]
+
+    def report(signum, frame):
+        print(json.dumps({"steps": steps, "lost_at": lost_at, "calls": calls,
+                          "ended": "held"}), flush=True)
+        sys.exit(3)  # as billiard's handler: SystemExit in the held task
+
+    @contextmanager
+    def acquire(block=True):
+        yield SimpleNamespace(
+            default_channel=SimpleNamespace(backend=SimpleNamespace(heartbeat=heartbeat)),
+            transport=SimpleNamespace(config=SimpleNamespace(heartbeat_interval=0.05,
+                                                             visibility_timeout=0.5)))
+
+    signal.signal(signal.SIGTERM, report)
+    current_process().name = "ForkPoolWorker-1"
+    thaw_guard.watch_pool_process()
+    started = clock()
+    class Task(SimpleNamespace):
+        __hash__ = object.__hash__  # a signal's sender
+
+    task = Task(
+        name="t", app=SimpleNamespace(pool=SimpleNamespace(acquire=acquire)),
+        request=SimpleNamespace(acks_late=True, properties={
+            "delivery_tag": "7:job", SURE_UNTIL: started + 0.3}))
+    signals.task_prerun.send(sender=task, task_id="job", task=task)
+    print(json.dumps({"started": started}), flush=True)
+    while clock() < started + 2.0:  # the task's code
+        steps.append(clock())
+        time.sleep(0.002)
+    print(json.dumps({"steps": steps, "lost_at": lost_at, "calls": calls,
+                      "ended": "finished"}), flush=True)
+""")
+
+
+def _run(mode: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    proc = subprocess.run([sys.executable, "-c", POOL_PROCESS, mode], capture_output=True,
+                          text=True, timeout=30)
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 2, (proc.returncode, proc.stdout, proc.stderr)
+    return proc.returncode, lines[0], lines[1]
+
+
+def test_a_lost_verdict_holds_the_task_at_once_and_stops_its_process() -> None:
+    code, _, out = _run("lost")
+    assert out["ended"] == "held" and code == 3, (code, out["ended"])
+    lost_at = out["lost_at"][0]
+    late = [s - lost_at for s in out["steps"] if s > lost_at + 0.05]
+    # Before, the task ran on for STOP_WAIT_S beside the new owner's run.
+    assert not late, f"the task's code ran {max(late):.3f} s after the lost verdict"
+    assert out["steps"][-1] > lost_at - 0.2, "the task was running when the verdict came"
+
+
+def test_an_unreachable_store_past_the_sure_time_holds_and_stops_the_task() -> None:
+    code, head, out = _run("unreachable")
+    assert out["ended"] == "held" and code == 3, (code, out["ended"])
+    sure = head["started"] + 0.3
+    assert len(out["calls"]) >= 3, "renewals were sent (and failed) before the sure time"
+    late = [s - sure for s in out["steps"] if s > sure + 0.05]
+    # Before, the task went on: the worker's lease watch, which stops it, was stopped too.
+    assert not late, f"the task's code ran {max(late):.3f} s past its sure time"
+
+
+def test_renewals_the_store_confirms_keep_the_task_running_past_the_first_sure_time() -> None:
+    code, head, out = _run("renewed")
+    assert out["ended"] == "finished" and code == 0, (code, out["ended"])
+    assert out["steps"][-1] > head["started"] + 1.9, "ran to its end, held at no point"
+    assert len(out["calls"]) >= 20, "renewed every interval"
+
+
+def test_a_task_held_for_an_unconfirmed_lease_goes_on_once_the_store_confirms_it() -> None:
+    code, head, out = _run("back")
+    assert out["ended"] == "finished" and code == 0, (code, out["ended"])
+    sure = head["started"] + 0.3
+    steps = out["steps"]
+    paused = max(b - a for a, b in itertools.pairwise(steps) if a >= sure - 0.05)
+    assert paused > 0.15, f"held past the sure time (longest pause {paused:.3f} s)"
+
+
+def test_the_hold_signal_is_none_billiard_or_celery_uses() -> None:
+    from celery_plus.worker.thaw_guard import HOLD_SIGNAL
+
+    taken = {signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
+             signal.SIGALRM, signal.SIGCONT}
+    assert HOLD_SIGNAL not in taken
+    assert signal.SIGRTMIN <= HOLD_SIGNAL <= signal.SIGRTMAX
