@@ -12,6 +12,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -21,6 +22,17 @@ from celery_plus.stores.readers import Readers, readers_for
 
 NOW_MS = 1_700_000_000_000
 SETTING = "plus_redis_compact_records = False"
+
+
+@pytest.fixture(autouse=True)
+def transport_log_enabled() -> Iterator[None]:
+    """The publisher's log lines reach handlers: a logging set-up of an earlier test in this
+    process (Celery's worker, ``dictConfig``) may have disabled the logger (two of these tests
+    failed so in a full run: no record at all)."""
+    log = logging.getLogger("celery_plus.transport")
+    disabled, log.disabled = log.disabled, False
+    yield
+    log.disabled = disabled
 
 
 class Store:
