@@ -27,12 +27,17 @@ SETTING = "plus_redis_compact_records = False"
 @pytest.fixture(autouse=True)
 def transport_log_enabled() -> Iterator[None]:
     """The publisher's log lines reach handlers: a logging set-up of an earlier test in this
-    process (Celery's worker, ``dictConfig``) may have disabled the logger (two of these tests
-    failed so in a full run: no record at all)."""
+    process (Celery's worker, ``dictConfig``) may have disabled the logger or left an ancestor's
+    level above WARNING (one of these tests failed so in two full runs: no record at all)."""
     log = logging.getLogger("celery_plus.transport")
-    disabled, log.disabled = log.disabled, False
+    disabled, level, off = log.disabled, log.level, logging.root.manager.disable
+    log.disabled = False
+    log.setLevel(logging.INFO)  # whatever level an ancestor was left at
+    logging.disable(logging.NOTSET)
     yield
     log.disabled = disabled
+    log.setLevel(level)
+    logging.disable(off)
 
 
 class Store:
