@@ -48,8 +48,9 @@ from celery_plus.model.store import NewJob, Settle
 from celery_plus.runtime.worker_state import running_tags
 from celery_plus.worker import thaw_guard
 from tests.fast.conformance.stores import PG_URL, REDIS_URL
+from tests.fast.unit.test_admin_cli import drop_store
 from tests.redis_servers import redis_server
-from tests.support import drop_pg_schema, set_pg_read_only, wait_until
+from tests.support import set_pg_read_only, wait_until
 
 AMQP = "amqp://guest:guest@127.0.0.1:5672//"
 LEASE_S = 0.6
@@ -74,15 +75,7 @@ def coordinator(request: pytest.FixtureRequest) -> Iterator[Coordinator]:
         yield found
     finally:
         found.close()
-        if request.param == "postgres":
-            drop_pg_schema(PG_URL, name)
-        else:
-            import redis
-
-            client = redis.Redis.from_url(REDIS_URL)
-            keys = list(client.scan_iter(f"{name}:*"))
-            if keys:
-                client.delete(*keys)
+        drop_store(request.param, name)
 
 
 def _claimed(coordinator: Coordinator, job_id: str = "a") -> int:

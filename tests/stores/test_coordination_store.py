@@ -26,8 +26,9 @@ from celery_plus.leases.keeper import clock
 from celery_plus.model.store import NewJob, Verdict
 from tests.fast.conformance.stores import PG_URL, REDIS_URL
 from tests.fast.conformance.support import record
+from tests.fast.unit.test_admin_cli import drop_store
 from tests.inspectors import inspector_for
-from tests.support import drop_pg_schema, wait_until
+from tests.support import wait_until
 
 AMQP = "amqp://guest:guest@127.0.0.1:5672//"
 LOCK = "t:k=1"
@@ -47,15 +48,7 @@ def coordinator(request: pytest.FixtureRequest) -> Iterator[Coordinator]:
         yield found
     finally:
         found.close()
-        if request.param == "postgres":
-            drop_pg_schema(PG_URL, name)
-        else:
-            import redis
-
-            client = redis.Redis.from_url(REDIS_URL)
-            keys = list(client.scan_iter(f"{name}:*"))
-            if keys:
-                client.delete(*keys)
+        drop_store(request.param, name)
 
 
 def _publish(coordinator: Coordinator, job_id: str, **fields: Any) -> None:
