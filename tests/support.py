@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
@@ -18,6 +21,22 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {message}")
         time.sleep(interval)
+
+
+def celery_plus(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``celery-plus ARGS`` through the console script's function (``celery_plus.cli.main``) in
+    this process: its exit status, stdout and stderr. A process per call costs a Python start
+    and Celery's imports (about 1 s, over 10 s on a loaded CI machine); the script itself is
+    run as a process by ``tests/deploy/processes/test_cli.py`` and ``test_install.py``."""
+    from celery_plus.cli import main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    out, err = capsys.readouterr()
+    code = exited.value.code  # as the interpreter maps sys.exit()'s argument
+    status = 0 if code is None else code if isinstance(code, int) else 1
+    return subprocess.CompletedProcess(["celery-plus", *args], status, out, err)
 
 
 def drop_pg_schema(url: str, schema: str) -> None:

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,10 +28,9 @@ from celery_plus.stores.postgres import migrations as pg_migrations
 from celery_plus.stores.postgres.backend import PostgresBackend
 from tests.fast.conformance.stores import PG_URL
 from tests.fast.conformance.support import claim, publish, record
-from tests.support import wait_until
+from tests.support import celery_plus, wait_until
 
 LEGACY = Path(__file__).parent / "fixtures" / "postgres_legacy"
-ROOT = Path(__file__).resolve().parents[2]
 BOOKKEEPING = ("schema_migrations", "function_versions")
 
 
@@ -368,14 +366,12 @@ def test_a_store_migrated_to_0003_upgrades_with_tokens_above_every_issued_one(
 
 
 def test_db_status_lists_pending_function_files(
-        conn: psycopg.Connection[Any], new_schema: Callable[[str], str], tmp_path: Path) -> None:
+        conn: psycopg.Connection[Any], new_schema: Callable[[str], str],
+        capsys: pytest.CaptureFixture[str]) -> None:
     schema = new_schema("st")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "celery_plus.cli", "db", *args, "--url",
-                               PG_URL, "--schema", schema], capture_output=True, text=True,
-                              cwd=tmp_path, env=env, timeout=60)
+        return celery_plus(capsys, "db", *args, "--url", PG_URL, "--schema", schema)
 
     new = run("status")
     count = len(pg_migrations.function_files())

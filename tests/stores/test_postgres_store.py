@@ -19,7 +19,6 @@ import os
 import signal
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,12 +38,11 @@ from celery_plus.stores.registry import open_store
 from tests.fast.conformance.stores import PG_URL, backends_on_one_store
 from tests.fast.conformance.support import Q, claim, ids, publish, record, wait_until
 from tests.inspectors import inspector_for
-from tests.support import drop_pg_schema, in_forked_child
+from tests.support import celery_plus, drop_pg_schema, in_forked_child
 
 #: Spawned, not forked: a forked child runs kombu's after-fork clean-up of the connections an
 #: earlier test left in this process, which can block on a socket forever.
 PROCESSES = multiprocessing.get_context("spawn")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -419,15 +417,12 @@ def test_plus_pg_synchronous_commit_setting_reaches_the_pooled_sessions(tmp_path
         drop_pg_schema(PG_URL, schema)
 
 
-def test_db_migrate_and_status_commands(tmp_path: Path) -> None:
+def test_db_migrate_and_status_commands(capsys: pytest.CaptureFixture[str]) -> None:
     schema = f"cli{os.urandom(4).hex()}"
-    base = [sys.executable, "-m", "celery_plus.cli", "db"]
     target = ["--url", PG_URL, "--schema", schema]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*base, *args, *target], capture_output=True, text=True,
-                              cwd=tmp_path, env=env, timeout=60)
+        return celery_plus(capsys, "db", *args, *target)
 
     try:
         before = run("status")
@@ -438,9 +433,7 @@ def test_db_migrate_and_status_commands(tmp_path: Path) -> None:
         assert again.returncode == 0 and "up to date" in again.stdout
         after = run("status")
         assert after.returncode == 0 and "0001_initial  applied" in after.stdout
-        wrong = subprocess.run([*base, "migrate", "--url", "redis://localhost:6379/0"],
-                               capture_output=True, text=True, cwd=tmp_path, env=env,
-                               timeout=60)
+        wrong = celery_plus(capsys, "db", "migrate", "--url", "redis://localhost:6379/0")
         assert wrong.returncode != 0 and "not a PostgreSQL store" in wrong.stderr
     finally:
         drop_pg_schema(PG_URL, schema)
