@@ -105,14 +105,13 @@ def test_four_workers_and_four_publishers_on_one_sqlite_file(tmp_path: Path) -> 
             assert "database is locked" not in log.read_text(errors="replace")
         assert coalesced > 0  # the pending window coalesced some deliveries
     finally:
+        # SIGKILL, not a warm shutdown: the assertions are done, and the warm shutdown of the
+        # three workers left took 1.2 s of the test's 12 s (load average 1.9), checking nothing.
         for proc, _ in workers:
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc, _ in workers:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
+        for proc, _ in workers:
+            proc.wait(timeout=20)
         for key in runs.scan_iter(f"{prefix}:*"):
             runs.delete(key)
         runs.close()
