@@ -5,9 +5,10 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
+if TYPE_CHECKING:  # not imported at run time: worker and fault-run processes import this module
+    import pytest
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
@@ -26,8 +27,11 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: fl
 def celery_plus(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
     """``celery-plus ARGS`` through the console script's function (``celery_plus.cli.main``) in
     this process: its exit status, stdout and stderr. A process per call costs a Python start
-    and Celery's imports (about 1 s, over 10 s on a loaded CI machine); the script itself is
-    run as a process by ``tests/deploy/processes/test_cli.py`` and ``test_install.py``."""
+    and Celery's imports (0.7-0.8 s at load average 2.5-3; CI, at -n 6 on 2 cores: 65 s for a
+    test of five); the script itself runs as a process in ``tests/deploy/processes/``
+    (``test_cli.py``, ``test_install.py``)."""
+    import pytest
+
     from celery_plus.cli import main
 
     capsys.readouterr()
