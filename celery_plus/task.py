@@ -48,6 +48,7 @@ from celery_plus.send.options import (
 from celery_plus.send.unpublished_retry import REASON as RETRY_NOT_PUBLISHED
 from celery_plus.send.unpublished_retry import RetryNotPublished, give_back_unpublished
 from celery_plus.transport.channel import QoS
+from celery_plus.worker.thaw_guard import code_starts
 
 if TYPE_CHECKING:
     from celery_plus.coordination.gate import Claimed
@@ -262,6 +263,7 @@ class Task(celery.Task):
             raise Ignore()
         if isinstance(properties, dict) and isinstance(properties.get("delivery_tag"), str):
             run_starts(properties["delivery_tag"])
+            code_starts()
         ext = self.plus_extensions
         if isinstance(properties, dict) and ext is not None and ext.rate_limit is not None:
             note_rate_start(self.app, properties)
@@ -284,6 +286,7 @@ class Task(celery.Task):
                            "broker", self.name, task_id)
             raise Reject("claim lost before the start", requeue=True)
         run_starts(delivery_tag(job_id, token))
+        code_starts()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

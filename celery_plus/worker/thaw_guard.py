@@ -120,6 +120,10 @@ class _Running:
         self.ended = False
         #: Checks the task's thread finished (:func:`_check`): the renewal loop waits for one.
         self.checks = 0
+        #: The task passed its start check (:func:`code_starts`): until then it is inside
+        #: Celery's trace or the check's own store call, which may hold a store lock (a
+        #: SQLite write): it is not held there, the check itself decides.
+        self.armed = False
 
     def sure(self) -> float:
         """Until when the claim is certainly ours (the delivery's sure time, or later)."""
@@ -233,10 +237,12 @@ def _check(signum: int, frame: Any) -> None:
     goes on asking while the task is held: the store's confirmation releases it)."""
     global _checking
     running = _running
-    if running is None or _checking or terminate_handler_fired():
-        # No claimed task here, a check under way (this signal nested in it), or the
-        # process on its way out: its terminate handler raised SystemExit, which may be
-        # unwinding through the task's code now (a hold would only delay the exit).
+    if running is None or not running.armed or _checking or terminate_handler_fired():
+        # No claimed task here, one still in its start check (which asks the store itself,
+        # fail closed, and holds the task at its end: code_starts), a check under way (this
+        # signal nested in it), or the process on its way out: its terminate handler raised
+        # SystemExit, which may be unwinding through the task's code now (a hold would only
+        # delay the exit).
         return
     _checking = True
     try:
@@ -250,6 +256,17 @@ def _check(signum: int, frame: Any) -> None:
     finally:
         _checking = False
         running.checks += 1
+
+
+def code_starts() -> None:
+    """The task running in this pool process passed its start check (``Task.before_start``)
+    and its code runs next: from here on the renewal loop may hold it. A verdict the loop had
+    meanwhile (lost, or the sure time passed unconfirmed) holds it here, before its code."""
+    running = _running
+    if running is None or running.armed:
+        return
+    running.armed = True
+    _check(signal.SIGCONT, None)  # asks the store first when the sure time has passed
 
 
 def _goes_on(running: _Running) -> bool:
@@ -334,6 +351,9 @@ def _keep(running: _Running) -> None:
             _renewed_within(running, ANSWER_S)
     while _running is running and not running.ended:
         now, sure = clock(), running.sure()
+        if (running.lost or now >= sure) and not running.armed:
+            time.sleep(0.01)  # in its start check: held as it passes it (code_starts)
+            continue
         if running.lost or now >= sure:
             _hold(running)
             return
@@ -401,4 +421,4 @@ def watch_pool_process(**_: Any) -> None:
     HelperThread(target=_renew, name="celery-plus pool lease renewal", daemon=True).start()
 
 
-__all__ = ["ANSWER_S", "HOLD_SIGNAL", "STOP_WAIT_S", "watch_pool_process"]
+__all__ = ["ANSWER_S", "HOLD_SIGNAL", "STOP_WAIT_S", "code_starts", "watch_pool_process"]

@@ -20,7 +20,8 @@ import textwrap
 from typing import Any
 
 #: The pool process: argv[1] is how its store answers ("lost" after 3 renewals,
-#: "unreachable", "renewed", "back": unreachable for the first 0.55 s); the delivery's sure
+#: "unreachable", "renewed", "back": unreachable for the first 0.55 s; "lost_in_check": lost
+#: from the first renewal, while the task spends 0.3 s in its start check); the delivery's sure
 #: time is 0.3 s after the start, the lease 0.5 s, renewals every 0.05 s; the task runs 2 s
 #: unless held.
 POOL_PROCESS = textwrap.dedent("""
@@ -44,14 +45,14 @@ POOL_PROCESS = textwrap.dedent("""
         calls.append(clock())
         if mode == "unreachable" or (mode == "back" and clock() < started + 0.55):
             raise ConnectionError("store unreachable")
-        if mode == "lost" and len(calls) > 3:
+        if (mode == "lost" and len(calls) > 3) or mode == "lost_in_check":
             lost_at.append(clock())
             return [Verdict.LOST]
         return [Verdict.RENEWED]
 
     def report(signum, frame):
         print(json.dumps({"steps": steps, "lost_at": lost_at, "calls": calls,
-                          "ended": "held"}), flush=True)
+                          "checking": checking, "ended": "held"}), flush=True)
         sys.exit(3)  # as billiard's handler: SystemExit in the held task
 
     @contextmanager
@@ -74,11 +75,17 @@ POOL_PROCESS = textwrap.dedent("""
             "delivery_tag": "7:job", SURE_UNTIL: started + 0.3}))
     signals.task_prerun.send(sender=task, task_id="job", task=task)
     print(json.dumps({"started": started}), flush=True)
+    checking = []
+    if mode == "lost_in_check":  # Task.before_start's check, its store call taking 0.3 s
+        while clock() < started + 0.3:
+            checking.append(clock())
+            time.sleep(0.002)
+    thaw_guard.code_starts()  # as Task.before_start does once the check passed
     while clock() < started + 2.0:  # the task's code
         steps.append(clock())
         time.sleep(0.002)
     print(json.dumps({"steps": steps, "lost_at": lost_at, "calls": calls,
-                      "ended": "finished"}), flush=True)
+                      "checking": checking, "ended": "finished"}), flush=True)
 """)
 
 
@@ -124,6 +131,19 @@ def test_a_task_held_for_an_unconfirmed_lease_goes_on_once_the_store_confirms_it
     steps = out["steps"]
     paused = max(b - a for a, b in itertools.pairwise(steps) if a >= sure - 0.05)
     assert paused > 0.15, f"held past the sure time (longest pause {paused:.3f} s)"
+
+
+def test_a_task_in_its_start_check_is_held_only_as_the_check_ends() -> None:
+    code, head, out = _run("lost_in_check")
+    assert out["ended"] == "held" and code == 3, (code, out["ended"])
+    assert out["lost_at"][0] < head["started"] + 0.2, "the verdict came during the check"
+    checking = out["checking"]
+    # Before, the hold stopped the task inside its start check: inside that check's store
+    # call, whose SQLite write lock then stalled every worker of the store for STOP_WAIT_S
+    # (seen in tests/deploy/e2e/test_frozen_worker.py: a healthy worker's lease lapsed).
+    paused = max(b - a for a, b in itertools.pairwise(checking))
+    assert checking[-1] > head["started"] + 0.29 and paused < 0.1, (checking[-1], paused)
+    assert out["steps"] == [], "held before the task's code ran"
 
 
 def test_the_hold_signal_is_none_billiard_or_celery_uses() -> None:
