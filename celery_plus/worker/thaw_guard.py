@@ -82,6 +82,9 @@ ANSWER_S = 2.0
 #: How long a task held for a lost or unconfirmed lease waits for its worker's SIGTERM
 #: before its process stops itself.
 STOP_WAIT_S = 5.0
+#: How long a pool process told to end (SIGTERM: SystemExit raised in its task) may take to
+#: unwind its task while its claim is not ours, before it is killed.
+EXIT_GRACE_S = 1.0
 #: The signal the renewal loop sends the task's thread to have it check, and hold, the task
 #: (:func:`_check`): a real-time one, since billiard takes SIGUSR1 (soft time limits) and
 #: sets the other terminating signals (SIGUSR2, SIGALRM, ...) to end the process, and Celery's
@@ -237,6 +240,14 @@ def _check(signum: int, frame: Any) -> None:
     goes on asking while the task is held: the store's confirmation releases it)."""
     global _checking
     running = _running
+    if running is not None and terminate_handler_fired() and not _goes_on(running):
+        # Told to end (billiard's handler raised SystemExit in the task), yet the task's
+        # thread runs on with a claim not ours: its code caught the SystemExit. Nothing
+        # else would stop it (the worker's SIGTERM was that exit).
+        logger.warning("celery-plus: task %s[%s] killed in its pool process: it ran on after "
+                       "it was stopped for its lost or unconfirmed lease", running.name,
+                       running.claim[0])
+        os.kill(os.getpid(), signal.SIGKILL)
     if running is None or not running.armed or _checking or terminate_handler_fired():
         # No claimed task here, one still in its start check (which asks the store itself,
         # fail closed, and holds the task at its end: code_starts), a check under way (this
@@ -322,8 +333,8 @@ def _renew() -> None:
     _first.wait()
     while True:
         running = _running
-        if running is None:
-            time.sleep(_idle_s)
+        if running is None or running.ended:
+            time.sleep(_idle_s)  # nothing to keep (a claim its own run ended stays ended)
         else:
             _keep(running)
 
@@ -343,7 +354,7 @@ def _keep(running: _Running) -> None:
         interval = _idle_s
     _idle_s = min(_idle_s, interval)
     if running.due is None:
-        running.due = running.started + interval
+        running.due = _next_renewal(running.started, interval, running.sure())
         if clock() >= running.sure():
             # Started past the delivery's sure time: the start check asks the store too,
             # and the task's code waits for it; ask from here rather than hold the task
@@ -360,8 +371,20 @@ def _keep(running: _Running) -> None:
         if now < running.due:
             time.sleep(min(running.due, sure) - now)
             continue
-        running.due = now + interval
         _renewed_within(running, sure - now)
+        running.due = _next_renewal(clock(), interval, running.sure())
+
+
+#: The shortest wait between two renewals of one claim (a store refusing at once is not
+#: asked in a tight loop as the sure time nears).
+MIN_RENEWAL_GAP_S = 0.05
+
+
+def _next_renewal(now: float, interval: float, sure: float) -> float:
+    """When to renew next: an interval from ``now``, but no later than halfway to the sure
+    time, so a claim whose sure time comes before the interval (a delivery that waited in the
+    pool's queue, an interval close to the lease) is asked about before it, not held at it."""
+    return max(now + MIN_RENEWAL_GAP_S, min(now + interval, (now + sure) / 2))
 
 
 def _hold(running: _Running) -> None:
@@ -369,6 +392,10 @@ def _hold(running: _Running) -> None:
     ask the store on meanwhile (a confirmation releases it) until that thread's check is
     over: the task goes on, or its process stops. A task whose thread never runs the check
     (stuck in C code) is killed once the hold would be over."""
+    if terminate_handler_fired():
+        # Its process was told to end: it exits as the task unwinds. A task still here
+        # after EXIT_GRACE_S caught the SystemExit: the check below kills it (_check).
+        time.sleep(EXIT_GRACE_S)
     checks = running.checks
     signal.pthread_kill(threading.main_thread().ident or 0, HOLD_SIGNAL)
     deadline = clock() + STOP_WAIT_S + 2.0

@@ -19,6 +19,8 @@ import sys
 import textwrap
 from typing import Any
 
+import pytest
+
 #: The pool process: argv[1] is how its store answers ("lost" after 3 renewals,
 #: "unreachable", "renewed", "back": unreachable for the first 0.55 s; "lost_in_check": lost
 #: from the first renewal, while the task spends 0.3 s in its start check); the delivery's sure
@@ -39,6 +41,10 @@ POOL_PROCESS = textwrap.dedent("""
     thaw_guard.STOP_WAIT_S = 0.5
     thaw_guard.ANSWER_S = 0.2
     mode = sys.argv[1]
+    interval = float(sys.argv[2]) if len(sys.argv) > 2 else 0.05
+    keeps = []
+    _keep = thaw_guard._keep
+    thaw_guard._keep = lambda running: (keeps.append(1), _keep(running))
     calls, lost_at, steps = [], [], []
 
     def heartbeat(claims):
@@ -48,18 +54,21 @@ POOL_PROCESS = textwrap.dedent("""
         if (mode == "lost" and len(calls) > 3) or mode == "lost_in_check":
             lost_at.append(clock())
             return [Verdict.LOST]
+        if mode == "ended" and len(calls) > 3:
+            return [Verdict.ENDED]
         return [Verdict.RENEWED]
 
     def report(signum, frame):
         print(json.dumps({"steps": steps, "lost_at": lost_at, "calls": calls,
-                          "checking": checking, "ended": "held"}), flush=True)
+                          "checking": checking, "keeps": len(keeps), "ended": "held"}),
+              flush=True)
         sys.exit(3)  # as billiard's handler: SystemExit in the held task
 
     @contextmanager
     def acquire(block=True):
         yield SimpleNamespace(
             default_channel=SimpleNamespace(backend=SimpleNamespace(heartbeat=heartbeat)),
-            transport=SimpleNamespace(config=SimpleNamespace(heartbeat_interval=0.05,
+            transport=SimpleNamespace(config=SimpleNamespace(heartbeat_interval=interval,
                                                              visibility_timeout=0.5)))
 
     signal.signal(signal.SIGTERM, report)
@@ -85,13 +94,14 @@ POOL_PROCESS = textwrap.dedent("""
         steps.append(clock())
         time.sleep(0.002)
     print(json.dumps({"steps": steps, "lost_at": lost_at, "calls": calls,
-                      "checking": checking, "ended": "finished"}), flush=True)
+                      "checking": checking, "keeps": len(keeps), "ended": "finished"}),
+          flush=True)
 """)
 
 
-def _run(mode: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
-    proc = subprocess.run([sys.executable, "-c", POOL_PROCESS, mode], capture_output=True,
-                          text=True, timeout=30)
+def _run(mode: str, interval: float = 0.05) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    proc = subprocess.run([sys.executable, "-c", POOL_PROCESS, mode, str(interval)],
+                          capture_output=True, text=True, timeout=30)
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(lines) == 2, (proc.returncode, proc.stdout, proc.stderr)
     return proc.returncode, lines[0], lines[1]
@@ -144,6 +154,64 @@ def test_a_task_in_its_start_check_is_held_only_as_the_check_ends() -> None:
     paused = max(b - a for a, b in itertools.pairwise(checking))
     assert checking[-1] > head["started"] + 0.29 and paused < 0.1, (checking[-1], paused)
     assert out["steps"] == [], "held before the task's code ran"
+
+
+@pytest.mark.parametrize("interval", [0.35, 0.45])
+def test_a_sure_time_sooner_than_the_interval_is_renewed_before_it_not_held_at_it(
+        interval: float) -> None:
+    # The delivery's sure time comes 0.3 s after the start (it waited in the pool's queue);
+    # the first renewal was due an interval after the start, so the loop slept to the sure
+    # time and held the task there, in a healthy cluster (the review's run: 1 hold each).
+    code, head, out = _run("renewed", interval)
+    assert out["ended"] == "finished" and code == 0, (code, out["ended"])
+    first = out["calls"][0] - head["started"]
+    assert first < 0.3, f"first renewal {first:.3f} s after the start, past the sure time"
+    paused = max(b - a for a, b in itertools.pairwise(out["steps"]))
+    assert paused < 0.1, f"held {paused:.3f} s"
+
+
+def test_a_claim_its_own_run_ended_is_not_kept_in_a_loop() -> None:
+    # The store answers "ended" (the task acked early, retried with throw=False) while the
+    # task runs on: the renewal loop called _keep without pause for the task's remaining 2 s.
+    code, _, out = _run("ended")
+    assert out["ended"] == "finished" and code == 0, (code, out["ended"])
+    assert len(out["calls"]) == 4, "no renewal after the claim ended"
+    assert out["keeps"] < 10, f"{out['keeps']} passes of the renewal loop"
+
+
+#: The pool process of the review's finding: billiard's own SIGTERM handler (SystemExit in the
+#: task), a task that catches everything around each step, a lost verdict after 3 renewals.
+SWALLOWING = POOL_PROCESS.replace(
+    "signal.signal(signal.SIGTERM, report)",
+    "from billiard.common import _shutdown_cleanup\n"
+    "signal.signal(signal.SIGTERM, _shutdown_cleanup)",
+).replace(
+    "while clock() < started + 2.0:  # the task's code\n"
+    "    steps.append(clock())\n"
+    "    time.sleep(0.002)",
+    "while clock() < started + 8.0:  # the task's code: each step in a bare try\n"
+    "    try:\n"
+    "        print(json.dumps({'step': clock()}), flush=True)\n"
+    "        time.sleep(0.01)\n"
+    "    except BaseException:\n"
+    "        print(json.dumps({'swallowed': clock()}), flush=True)")
+
+
+def test_a_task_that_catches_its_stop_is_killed_soon_after() -> None:
+    assert "_shutdown_cleanup" in SWALLOWING and "swallowed" in SWALLOWING
+    proc = subprocess.run([sys.executable, "-c", SWALLOWING, "lost"], capture_output=True,
+                          text=True, timeout=30)
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    swallowed = [line["swallowed"] for line in lines if "swallowed" in line]
+    steps = [line["step"] for line in lines if "step" in line]
+    assert swallowed, (proc.returncode, proc.stderr[-2000:])
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-2000:])
+    # Before, it ran on until the renewal loop's last resort, STOP_WAIT_S + 2 s after the
+    # hold (5.4 s of steps here; 7 s in the review's worker run with the real STOP_WAIT_S).
+    after = steps[-1] - swallowed[0]
+    from celery_plus.worker.thaw_guard import EXIT_GRACE_S
+
+    assert after < EXIT_GRACE_S + 0.5, f"ran {after:.2f} s after it caught its stop"
 
 
 def test_the_hold_signal_is_none_billiard_or_celery_uses() -> None:
