@@ -48,6 +48,7 @@ from celery_plus.send.options import (
 from celery_plus.send.unpublished_retry import REASON as RETRY_NOT_PUBLISHED
 from celery_plus.send.unpublished_retry import RetryNotPublished, give_back_unpublished
 from celery_plus.transport.channel import QoS
+from celery_plus.worker.thaw_guard import store_call
 
 if TYPE_CHECKING:
     from celery_plus.coordination.gate import Claimed
@@ -242,10 +243,16 @@ class Task(celery.Task):
         the job runs on the worker that holds it now. A subclass overriding this handler
         calls ``super().before_start(...)`` to keep the check.
         """
+        with store_call():  # a prefork pool process does not hold the task inside these
+            self._check_start(task_id)
+        super().before_start(task_id, args, kwargs)
+
+    def _check_start(self, task_id: str) -> None:
+        """The start check of the delivery (``Ignore``: lost; ``Reject``: the store cannot
+        say) and the start of a rate-limited one noted in the store."""
         coordinated = coordinated_claim(self.request)
         if coordinated is not None:
             self._check_coordinated_claim(task_id, *coordinated)
-            super().before_start(task_id, args, kwargs)
             return
         properties = getattr(self.request, "properties", None)
         try:
@@ -265,7 +272,6 @@ class Task(celery.Task):
         ext = self.plus_extensions
         if isinstance(properties, dict) and ext is not None and ext.rate_limit is not None:
             note_rate_start(self.app, properties)
-        super().before_start(task_id, args, kwargs)
 
     def _check_coordinated_claim(self, task_id: str, job_id: str, token: int,
                                  sure_until: float) -> None:

@@ -19,6 +19,8 @@ import signal
 from collections.abc import Collection
 from typing import Any
 
+from billiard.common import TERM_SIGNAL
+
 from celery_plus.runtime.helper_threads import green_patched
 
 logger = logging.getLogger("celery_plus.transport")
@@ -91,7 +93,7 @@ def stop_stale_runs(tags: Collection[str]) -> None:
                            "was lost (another worker runs the job now)",
                            request.name, request.id, pid)
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, TERM_SIGNAL)  # billiard's (REMAP_SIGTERM: SIGQUIT, say)
         else:
             logger.warning("celery-plus: task %s[%s] goes on running here although its "
                            "lease was lost (another worker runs the job now): tasks of this "

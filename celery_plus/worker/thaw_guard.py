@@ -53,15 +53,16 @@ their tasks stop with the worker's process, so they need no renewal of their own
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from billiard.common import terminate_handler_fired
+from billiard.common import TERM_SIGNAL, terminate_handler_fired
 from celery import signals
 
 from celery_plus.coordination.start_check import coordinated_claim, coordination_heartbeat
@@ -82,6 +83,9 @@ ANSWER_S = 2.0
 #: How long a task held for a lost or unconfirmed lease waits for its worker's SIGTERM
 #: before its process stops itself.
 STOP_WAIT_S = 5.0
+#: How long a pool process told to end (SIGTERM: SystemExit raised in its task) may take to
+#: unwind its task while its claim is not ours, before it is killed.
+EXIT_GRACE_S = 1.0
 #: The signal the renewal loop sends the task's thread to have it check, and hold, the task
 #: (:func:`_check`): a real-time one, since billiard takes SIGUSR1 (soft time limits) and
 #: sets the other terminating signals (SIGUSR2, SIGALRM, ...) to end the process, and Celery's
@@ -97,8 +101,10 @@ class _Running:
     one claim, :class:`~celery_plus.leases.holdings.Holdings`)."""
 
     def __init__(self, tag: str, claim: tuple[str, int], sure_until: float, name: str,
-                 heartbeat: Heartbeat, timing: Callable[[], tuple[float, float]]) -> None:
+                 heartbeat: Heartbeat, timing: Callable[[], tuple[float, float]],
+                 task_id: str = "") -> None:
         self.tag = tag
+        self.task_id = task_id
         self.claim = claim
         self.sure_until = sure_until
         self.name = name
@@ -120,6 +126,11 @@ class _Running:
         self.ended = False
         #: Checks the task's thread finished (:func:`_check`): the renewal loop waits for one.
         self.checks = 0
+        #: The task's thread is in one of celery-plus's own store calls (:func:`store_call`:
+        #: the start check, a rate-limited start), which may hold a store lock (a SQLite
+        #: write): a hold waits for the call's end, and its clock() time when it began.
+        self.in_store_call = 0
+        self.store_call_since = 0.0
 
     def sure(self) -> float:
         """Until when the claim is certainly ours (the delivery's sure time, or later)."""
@@ -168,10 +179,13 @@ _idle_s = 1.0
 def _task_started(sender: Any = None, task_id: str = "", task: Any = None,
                   **_: Any) -> None:
     global _running
+    if getattr(getattr(task, "request", None), "is_eager", False):
+        return  # a task applied inside the running one (``apply()``): the outer one runs on
     _running = None
     running = _claimed_run(task)
     if running is None:
         return
+    running.task_id = task_id
     if not getattr(task.request, "acks_late", getattr(task, "acks_late", True)):
         return  # acked as it was received (acks_late=False): no lease left to keep or lose
     _running = running
@@ -214,8 +228,11 @@ def _plus_run(task: Any, request: Any) -> _Running | None:
                     lambda: _timing(app))
 
 
-def _task_ended(**_: Any) -> None:
+def _task_ended(sender: Any = None, task_id: str = "", task: Any = None, **_: Any) -> None:
     global _running
+    running = _running
+    if running is not None and running.task_id and running.task_id != task_id:
+        return  # an eager task applied inside the running one ended: the outer one runs on
     _running = None
 
 
@@ -233,10 +250,20 @@ def _check(signum: int, frame: Any) -> None:
     goes on asking while the task is held: the store's confirmation releases it)."""
     global _checking
     running = _running
-    if running is None or _checking or terminate_handler_fired():
-        # No claimed task here, a check under way (this signal nested in it), or the
-        # process on its way out: its terminate handler raised SystemExit, which may be
-        # unwinding through the task's code now (a hold would only delay the exit).
+    if running is not None and terminate_handler_fired() and not _goes_on(running):
+        # Told to end (billiard's handler raised SystemExit in the task), yet the task's
+        # thread runs on with a claim not ours: its code caught the SystemExit. Nothing
+        # else would stop it (the worker's SIGTERM was that exit).
+        logger.warning("celery-plus: task %s[%s] killed in its pool process: it ran on after "
+                       "it was stopped for its lost or unconfirmed lease", running.name,
+                       running.claim[0])
+        os.kill(os.getpid(), signal.SIGKILL)
+    if (running is None or _in_store_call(running) or _checking
+            or terminate_handler_fired()):
+        # No claimed task here, one inside celery-plus's own store call (held as the call
+        # ends: store_call), a check under way (this signal nested in it), or the process
+        # on its way out: its terminate handler raised SystemExit, which may be unwinding
+        # through the task's code now (a hold would only delay the exit).
         return
     _checking = True
     try:
@@ -250,6 +277,34 @@ def _check(signum: int, frame: Any) -> None:
     finally:
         _checking = False
         running.checks += 1
+
+
+def _in_store_call(running: _Running) -> bool:
+    """Whether the task's thread is in celery-plus's own store call, for less than
+    ``ANSWER_S`` (one stuck longer is held inside: the hold is then no worse)."""
+    return bool(running.in_store_call) and clock() - running.store_call_since < ANSWER_S
+
+
+@contextlib.contextmanager
+def store_call() -> Iterator[None]:
+    """Around a store call celery-plus makes in the task's thread (the start check, a rate-
+    limited start): the task is not held inside it, where it may hold a store lock (a SQLite
+    write: a hold there stalled every worker of the store for the hold's 5 s). A verdict that
+    came meanwhile (lost, or the sure time passed unconfirmed) holds the task as the call
+    ends; a call that raised (the task does not start) leaves it to its end."""
+    running = _running
+    if running is None:
+        yield
+        return
+    if not running.in_store_call:
+        running.store_call_since = clock()
+    running.in_store_call += 1
+    try:
+        yield
+    finally:
+        running.in_store_call -= 1
+    if not running.in_store_call:
+        _check(signal.SIGCONT, None)  # asks the store first when the sure time has passed
 
 
 def _goes_on(running: _Running) -> bool:
@@ -271,18 +326,28 @@ def _hold_here(running: _Running, frame: Any) -> None:
     logger.warning("celery-plus: task %s[%s] held in its pool process: %s",
                    running.name, running.claim[0], why)
     deadline = clock() + STOP_WAIT_S
+    raised: Exception | None = None
     while (left := deadline - clock()) > 0:
         if _goes_on(running):
             logger.warning("celery-plus: task %s[%s] goes on: the store confirmed its lease",
                            running.name, running.claim[0])
+            if raised is not None:
+                raise raised  # raised by another signal's handler while held: now it may
             return
-        time.sleep(min(left, 0.01))  # a signal's handler runs in it: SIGTERM ends it
+        try:
+            time.sleep(min(left, 0.01))  # a signal's handler runs in it: SIGTERM ends it
+        except Exception as exc:
+            # Another handler's exception (a soft time limit, an alarm): caught by the task,
+            # it would let the task out of its hold. Kept for when the task may go on.
+            raised = exc
     logger.warning("celery-plus: task %s[%s] stopped here: its worker did not stop it within "
                    "%.0f s", running.name, running.claim[0], STOP_WAIT_S)
-    stop = signal.getsignal(signal.SIGTERM)
+    stop = signal.getsignal(TERM_SIGNAL)
     if callable(stop):
-        stop(signal.SIGTERM, frame)  # billiard's: raises SystemExit, the process ends
-    os.kill(os.getpid(), signal.SIGTERM)
+        stop(TERM_SIGNAL, frame)  # billiard's: raises SystemExit, the process ends
+    # No handler to end it (REMAP_SIGTERM leaves SIGTERM ignored in pool processes): the
+    # task must not go on.
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 _timings: dict[int, tuple[float, float]] = {}
@@ -305,8 +370,8 @@ def _renew() -> None:
     _first.wait()
     while True:
         running = _running
-        if running is None:
-            time.sleep(_idle_s)
+        if running is None or running.ended:
+            time.sleep(_idle_s)  # nothing to keep (a claim its own run ended stays ended)
         else:
             _keep(running)
 
@@ -326,7 +391,7 @@ def _keep(running: _Running) -> None:
         interval = _idle_s
     _idle_s = min(_idle_s, interval)
     if running.due is None:
-        running.due = running.started + interval
+        running.due = _next_renewal(running.started, interval, running.sure())
         if clock() >= running.sure():
             # Started past the delivery's sure time: the start check asks the store too,
             # and the task's code waits for it; ask from here rather than hold the task
@@ -334,14 +399,33 @@ def _keep(running: _Running) -> None:
             _renewed_within(running, ANSWER_S)
     while _running is running and not running.ended:
         now, sure = clock(), running.sure()
+        if (running.lost or now >= sure) and _in_store_call(running):
+            # In celery-plus's own store call: held as it ends (store_call), or here once
+            # it has lasted ANSWER_S (stuck: a hold inside it is then no worse).
+            if not running.lost:
+                _renewed_within(running, min(ANSWER_S, 0.05))
+            time.sleep(0.01)
+            continue
         if running.lost or now >= sure:
             _hold(running)
             return
         if now < running.due:
             time.sleep(min(running.due, sure) - now)
             continue
-        running.due = now + interval
         _renewed_within(running, sure - now)
+        running.due = _next_renewal(clock(), interval, running.sure())
+
+
+#: The shortest wait between two renewals of one claim, as a share of the interval (a store
+#: refusing at once is not asked in a tight loop as the sure time nears).
+MIN_RENEWAL_GAP = 0.25
+
+
+def _next_renewal(now: float, interval: float, sure: float) -> float:
+    """When to renew next: an interval from ``now``, but no later than halfway to the sure
+    time, so a claim whose sure time comes before the interval (a delivery that waited in the
+    pool's queue, an interval close to the lease) is asked about before it, not held at it."""
+    return max(now + MIN_RENEWAL_GAP * interval, min(now + interval, (now + sure) / 2))
 
 
 def _hold(running: _Running) -> None:
@@ -349,6 +433,10 @@ def _hold(running: _Running) -> None:
     ask the store on meanwhile (a confirmation releases it) until that thread's check is
     over: the task goes on, or its process stops. A task whose thread never runs the check
     (stuck in C code) is killed once the hold would be over."""
+    if terminate_handler_fired():
+        # Its process was told to end: it exits as the task unwinds. A task still here
+        # after EXIT_GRACE_S caught the SystemExit: the check below kills it (_check).
+        time.sleep(EXIT_GRACE_S)
     checks = running.checks
     signal.pthread_kill(threading.main_thread().ident or 0, HOLD_SIGNAL)
     deadline = clock() + STOP_WAIT_S + 2.0
@@ -401,4 +489,4 @@ def watch_pool_process(**_: Any) -> None:
     HelperThread(target=_renew, name="celery-plus pool lease renewal", daemon=True).start()
 
 
-__all__ = ["ANSWER_S", "HOLD_SIGNAL", "STOP_WAIT_S", "watch_pool_process"]
+__all__ = ["ANSWER_S", "HOLD_SIGNAL", "STOP_WAIT_S", "store_call", "watch_pool_process"]

@@ -70,8 +70,8 @@ def test_a_frozen_worker_does_not_start_jobs_it_no_longer_holds(
     on_a = Counter(e["n"] for e in starts if e["pid"] not in _pids(b))
     assert runs[0] <= 2, (runs, a.log()[-3000:])
     assert {n: runs[n] for n in range(1, JOBS)} == dict.fromkeys(range(1, JOBS), 1), \
-        (runs, on_a, a.log()[-3000:])
-    assert not any(on_a[n] for n in range(1, JOBS)), (on_a, a.log()[-3000:])
+        (runs, on_a, events(prefix), a.log()[-3000:], b.log()[-3000:])
+    assert not any(on_a[n] for n in range(1, JOBS)), (on_a, events(prefix), a.log()[-3000:])
     assert "consuming on Celery's event loop" in a.log()  # the loop under test
     if pool == "prefork":
         assert a.proc.poll() is None, a.log()

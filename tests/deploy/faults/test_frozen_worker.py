@@ -22,6 +22,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -149,16 +150,22 @@ def test_sigstop_past_the_lease_prefork_long(deploy: Callable[..., Deployment],
 
 @pytest.mark.parametrize("store", STORES)
 def test_a_worker_whose_own_process_stops_keeps_the_jobs_its_pool_runs(
-        deploy: Callable[..., Deployment], store: str) -> None:
+        deploy: Callable[..., Deployment], store: str, tmp_path: Path) -> None:
     """Only A's own process stops (a debugger, ``SIGSTOP`` of its pid) for longer than the
     lease while its pool processes run two jobs on: they renew their leases themselves, so B
     never takes those jobs over — each runs once, and never beside another run of its group
-    (without the pool's own renewal B ran both while A's pool still did)."""
+    (without the pool's own renewal B ran both while A's pool still did). The jobs run until
+    A's process goes on (a marker file): with a fixed length they could end inside the stop
+    when B's start took long (load 25: they ended 2.6 s into it, and ran again once their
+    claims lapsed, one after the other — the documented case of a run that ended meanwhile)."""
     deployment = deploy("main process stopped", store, vt=3.0)
     vt = deployment.vt
+    marker = tmp_path / "go-on"
     a = deployment.start_worker(pool="prefork", concurrency=2)
     for n in range(2):
-        deployment.publish_limited("ab"[n], f"l{n}", 2 * vt + 3.0)
+        job_id = str(deployment.app.send_task("fault.limited_until",
+                                              ("ab"[n], f"l{n}", str(marker), 120.0)).id)
+        deployment.note_published(f"l{n}", job_id)
     deployment.wait_running(2, prefix="l")
     deployment.start_worker(pool="prefork", concurrency=2)
     frozen_at = time.time()
@@ -166,6 +173,8 @@ def test_a_worker_whose_own_process_stops_keeps_the_jobs_its_pool_runs(
         time.sleep(vt + 2 * MAINTENANCE_S + 1.0)  # the fault: longer than the lease
     frozen_s = time.time() - frozen_at
     deployment.fault_ended = time.time()
+    time.sleep(1.0)  # the runs go on a moment past the stop, under A's keeper again
+    marker.touch()
     deployment.wait_all_finished(timeout=120)
     report = deployment.finish(f"worker's own process stopped {frozen_s:.1f}s, lease "
                                f"{vt:.0f}s, its prefork pool running")

@@ -19,8 +19,13 @@ import sys
 import textwrap
 from typing import Any
 
+import pytest
+
 #: The pool process: argv[1] is how its store answers ("lost" after 3 renewals,
-#: "unreachable", "renewed", "back": unreachable for the first 0.55 s); the delivery's sure
+#: "unreachable", "renewed", "back": unreachable for the first 0.55 s; "lost_in_check": lost
+#: from the first renewal, while the task spends 0.15 s in its start check, less than ANSWER_S;
+#: "nested": lost after 3, an eager task applied at the start; "ignored_term": lost after 3,
+#: SIGTERM ignored as with REMAP_SIGTERM); the delivery's sure
 #: time is 0.3 s after the start, the lease 0.5 s, renewals every 0.05 s; the task runs 2 s
 #: unless held.
 POOL_PROCESS = textwrap.dedent("""
@@ -38,27 +43,35 @@ POOL_PROCESS = textwrap.dedent("""
     thaw_guard.STOP_WAIT_S = 0.5
     thaw_guard.ANSWER_S = 0.2
     mode = sys.argv[1]
+    interval = float(sys.argv[2]) if len(sys.argv) > 2 else 0.05
+    keeps = []
+    _keep = thaw_guard._keep
+    thaw_guard._keep = lambda running: (keeps.append(1), _keep(running))
     calls, lost_at, steps = [], [], []
 
     def heartbeat(claims):
         calls.append(clock())
         if mode == "unreachable" or (mode == "back" and clock() < started + 0.55):
             raise ConnectionError("store unreachable")
-        if mode == "lost" and len(calls) > 3:
+        if (mode in ("lost", "nested", "ignored_term") and len(calls) > 3
+                or mode == "lost_in_check"):
             lost_at.append(clock())
             return [Verdict.LOST]
+        if mode == "ended" and len(calls) > 3:
+            return [Verdict.ENDED]
         return [Verdict.RENEWED]
 
     def report(signum, frame):
         print(json.dumps({"steps": steps, "lost_at": lost_at, "calls": calls,
-                          "ended": "held"}), flush=True)
+                          "checking": checking, "keeps": len(keeps), "ended": "held"}),
+              flush=True)
         sys.exit(3)  # as billiard's handler: SystemExit in the held task
 
     @contextmanager
     def acquire(block=True):
         yield SimpleNamespace(
             default_channel=SimpleNamespace(backend=SimpleNamespace(heartbeat=heartbeat)),
-            transport=SimpleNamespace(config=SimpleNamespace(heartbeat_interval=0.05,
+            transport=SimpleNamespace(config=SimpleNamespace(heartbeat_interval=interval,
                                                              visibility_timeout=0.5)))
 
     signal.signal(signal.SIGTERM, report)
@@ -74,17 +87,31 @@ POOL_PROCESS = textwrap.dedent("""
             "delivery_tag": "7:job", SURE_UNTIL: started + 0.3}))
     signals.task_prerun.send(sender=task, task_id="job", task=task)
     print(json.dumps({"started": started}), flush=True)
+    checking = []
+    if mode == "lost_in_check":  # Task.before_start's check, its store call taking 0.15 s
+        with thaw_guard.store_call():
+            while clock() < started + 0.15:
+                checking.append(clock())
+                time.sleep(0.002)
+    if mode == "nested":  # the task applies another one eagerly (``apply()``) at its start
+        inner = Task(name="inner", app=task.app, request=SimpleNamespace(
+            is_eager=True, acks_late=True, properties={}))
+        signals.task_prerun.send(sender=inner, task_id="inner", task=inner)
+        signals.task_postrun.send(sender=inner, task_id="inner", task=inner)
+    if mode == "ignored_term":  # REMAP_SIGTERM: billiard leaves SIGTERM ignored
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     while clock() < started + 2.0:  # the task's code
         steps.append(clock())
         time.sleep(0.002)
     print(json.dumps({"steps": steps, "lost_at": lost_at, "calls": calls,
-                      "ended": "finished"}), flush=True)
+                      "checking": checking, "keeps": len(keeps), "ended": "finished"}),
+          flush=True)
 """)
 
 
-def _run(mode: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
-    proc = subprocess.run([sys.executable, "-c", POOL_PROCESS, mode], capture_output=True,
-                          text=True, timeout=30)
+def _run(mode: str, interval: float = 0.05) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    proc = subprocess.run([sys.executable, "-c", POOL_PROCESS, mode, str(interval)],
+                          capture_output=True, text=True, timeout=30)
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(lines) == 2, (proc.returncode, proc.stdout, proc.stderr)
     return proc.returncode, lines[0], lines[1]
@@ -124,6 +151,93 @@ def test_a_task_held_for_an_unconfirmed_lease_goes_on_once_the_store_confirms_it
     steps = out["steps"]
     paused = max(b - a for a, b in itertools.pairwise(steps) if a >= sure - 0.05)
     assert paused > 0.15, f"held past the sure time (longest pause {paused:.3f} s)"
+
+
+def test_a_task_in_its_start_check_is_held_only_as_the_check_ends() -> None:
+    code, head, out = _run("lost_in_check")
+    assert out["ended"] == "held" and code == 3, (code, out["ended"])
+    assert out["lost_at"][0] < head["started"] + 0.12, "the verdict came during the check"
+    checking = out["checking"]
+    # Before, the hold stopped the task inside its start check: inside that check's store
+    # call, whose SQLite write lock then stalled every worker of the store for STOP_WAIT_S
+    # (seen in tests/deploy/e2e/test_frozen_worker.py: a healthy worker's lease lapsed).
+    # The hold waits for the end of the store call (thaw_guard.store_call), then holds.
+    paused = max(b - a for a, b in itertools.pairwise(checking))
+    assert checking[-1] > head["started"] + 0.14 and paused < 0.05, (checking[-1], paused)
+    assert out["steps"] == [], "held before the task's code ran"
+
+
+@pytest.mark.parametrize("interval", [0.35, 0.45])
+def test_a_sure_time_sooner_than_the_interval_is_renewed_before_it_not_held_at_it(
+        interval: float) -> None:
+    # The delivery's sure time comes 0.3 s after the start (it waited in the pool's queue);
+    # the first renewal was due an interval after the start, so the loop slept to the sure
+    # time and held the task there, in a healthy cluster (the review's run: 1 hold each).
+    code, head, out = _run("renewed", interval)
+    assert out["ended"] == "finished" and code == 0, (code, out["ended"])
+    first = out["calls"][0] - head["started"]
+    assert first < 0.3, f"first renewal {first:.3f} s after the start, past the sure time"
+
+
+def test_a_claim_its_own_run_ended_is_not_kept_in_a_loop() -> None:
+    # The store answers "ended" (the task acked early, retried with throw=False) while the
+    # task runs on: the renewal loop called _keep without pause for the task's remaining 2 s.
+    code, _, out = _run("ended")
+    assert out["ended"] == "finished" and code == 0, (code, out["ended"])
+    assert len(out["calls"]) == 4, "no renewal after the claim ended"
+    assert out["keeps"] < 10, f"{out['keeps']} passes of the renewal loop"
+
+
+#: The pool process of the review's finding: billiard's own SIGTERM handler (SystemExit in the
+#: task), a task that catches everything around each step, a lost verdict after 3 renewals.
+SWALLOWING = POOL_PROCESS.replace(
+    "signal.signal(signal.SIGTERM, report)",
+    "from billiard.common import _shutdown_cleanup\n"
+    "signal.signal(signal.SIGTERM, _shutdown_cleanup)",
+).replace(
+    "while clock() < started + 2.0:  # the task's code\n"
+    "    steps.append(clock())\n"
+    "    time.sleep(0.002)",
+    "while clock() < started + 8.0:  # the task's code: each step in a bare try\n"
+    "    try:\n"
+    "        print(json.dumps({'step': clock()}), flush=True)\n"
+    "        time.sleep(0.01)\n"
+    "    except BaseException:\n"
+    "        print(json.dumps({'swallowed': clock()}), flush=True)")
+
+
+def test_a_task_that_catches_its_stop_is_killed_soon_after() -> None:
+    assert "_shutdown_cleanup" in SWALLOWING and "swallowed" in SWALLOWING
+    proc = subprocess.run([sys.executable, "-c", SWALLOWING, "lost"], capture_output=True,
+                          text=True, timeout=30)
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    swallowed = [line["swallowed"] for line in lines if "swallowed" in line]
+    steps = [line["step"] for line in lines if "step" in line]
+    assert swallowed, (proc.returncode, proc.stderr[-2000:])
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-2000:])
+    # Before, it ran on until the renewal loop's last resort, STOP_WAIT_S + 2 s after the
+    # hold (5.4 s of steps here; 7 s in the review's worker run with the real STOP_WAIT_S).
+    after = steps[-1] - swallowed[0]
+    from celery_plus.worker.thaw_guard import EXIT_GRACE_S
+
+    assert after < EXIT_GRACE_S + 0.5, f"ran {after:.2f} s after it caught its stop"
+
+
+def test_a_task_applied_eagerly_inside_the_running_one_does_not_end_its_keeping() -> None:
+    # Review: the inner task's task_prerun/task_postrun cleared the outer task's claim, and
+    # nothing renewed or held the outer task from there on (12 s beside the new owner).
+    code, _, out = _run("nested")
+    assert out["ended"] == "held" and code == 3, (code, out["ended"])
+    assert len(out["calls"]) > 3, "the outer task's claim was renewed"
+
+
+def test_a_held_task_whose_sigterm_is_ignored_is_killed() -> None:
+    # REMAP_SIGTERM (Celery's Heroku setting) leaves SIGTERM ignored in pool processes: the
+    # hold's own stop sent an ignored SIGTERM and the task went on (review: ran to its end).
+    proc = subprocess.run([sys.executable, "-c", POOL_PROCESS, "ignored_term"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stdout[-500:])
+    assert '"ended": "finished"' not in proc.stdout
 
 
 def test_the_hold_signal_is_none_billiard_or_celery_uses() -> None:
