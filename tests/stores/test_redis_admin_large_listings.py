@@ -11,9 +11,10 @@ import pytest
 
 from celery_plus.admin import Admin, admin_for
 from celery_plus.stores.redis import admin as redis_admin
+from celery_plus.stores.redis import listing_index
 from celery_plus.stores.redis.backend import RedisBackend
 from tests.fast.conformance.support import publish
-from tests.fast.conformance.test_admin import envelope
+from tests.fast.conformance.test_admin import dead, envelope
 
 TASK = "proj.many"
 
@@ -141,3 +142,46 @@ def test_a_text_search_of_one_task_walks_the_indexes_to_its_window(
     assert reads == [4]  # the window and one more, found by Redis; no read to sort them
     other = admin.jobs("enqueued", task="proj.other", text="o", text_limit=3)
     assert ids(other) == ["o1", "o0"] and other.searched is None
+
+
+def test_a_dead_letter_is_indexed_when_it_dies(
+        make_redis: Callable[..., RedisBackend]) -> None:
+    """The admin's listing index of dead letters is kept by the store as jobs die, so no
+    read builds it (the first filtered read of 100,000 dead letters built it: 3.4 s)."""
+    backend = make_redis()
+    client, p = backend.client, backend.prefix
+    for n in range(3):
+        dead(backend, f"d{n}", task="proj.mail", queue="mail")
+    assert client.zcard(f"{p}:ax:dead:t:proj.mail") == 3  # before any admin read
+    assert client.zcard(f"{p}:ax:dead:q:mail") == 3
+    assert listing_index.caught_up(client, p, "dead")
+    with Admin(admin_for(backend)) as admin:
+        assert [r.id for r in admin.jobs("failed", task="proj.mail").items] == [
+            "d2", "d1", "d0"]
+
+
+def test_the_index_of_a_store_an_earlier_release_wrote_is_built_by_maintenance(
+        make_redis: Callable[..., RedisBackend], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store whose dead letters have no index (an earlier release wrote them): a dead
+    letter is not indexed on its own then (the index would say it has them all), and the
+    workers' maintenance turns build it, a bounded part each, until the store keeps it."""
+    monkeypatch.setattr(listing_index, "BUILD_PER_TURN", 2)
+    backend = make_redis()
+    client, p = backend.client, backend.prefix
+    for n in range(5):
+        dead(backend, f"old{n}", task="proj.mail", queue="mail")
+    client.delete(*client.keys(f"{p}:ax:*"))  # as an earlier release left it
+    dead(backend, "new0", task="proj.mail", queue="mail")
+    assert not client.exists(f"{p}:ax:dead:t:proj.mail")  # behind: left to the sync
+    for turns in range(1, 5):
+        backend.run_maintenance()
+        assert client.zcard(f"{p}:ax:dead:t:proj.mail") == min(2 * turns, 6)
+        if listing_index.caught_up(client, p, "dead"):
+            break
+    assert turns == 3
+    dead(backend, "new1", task="proj.mail", queue="mail")
+    assert client.zscore(f"{p}:ax:dead:t:proj.mail", "new1") is not None
+    backend.run_maintenance()  # caught up: nothing to do
+    with Admin(admin_for(backend)) as admin:
+        page = admin.jobs("failed", task="proj.mail", queue="mail")
+        assert page.total == 7 and ids(page)[:2] == ["new1", "new0"]

@@ -44,6 +44,7 @@ from celery_plus.stores.admin_base.aggregates import GroupRow, StatusRows
 from celery_plus.stores.admin_base.listing import Record
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
 from celery_plus.stores.admin_base.queue_history import DepthRow
+from celery_plus.stores.redis import listing_index
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.envelope import envelope_bytes
 from celery_plus.stores.redis.error_groups import RedisErrorGroups
@@ -73,10 +74,6 @@ WAITING_BY_INDEX = {"enqueued": True, "scheduled": False, "blocked": False}
 HEAD = 50
 #: One priority's band of scores (rules.score).
 BAND = rules.PRIORITY_FACTOR
-#: Index members a listing-index sync reads per script call (bounds the time Redis is busy).
-SYNC_BATCH = 5000
-#: A sync re-reads members finished this long below the highest one indexed (a clock step).
-SYNC_MARGIN_MS = 1000
 
 
 def _reserved(rec: dict[str, str], check_state: bool = True) -> bool:
@@ -382,18 +379,8 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
     # -- the admin's listing index (lua/admin/index_*.lua) -------------------------------------
     def _sync_index(self, state: str) -> None:
         """Index the members of ``state``'s index finished since the last sync."""
-        index = FINISHED_INDEX[state]
-        hw = self.client.get(self.key("ax", index, "hw"))
-        low: str | int = "-inf" if hw is None else int(hw) - SYNC_MARGIN_MS
-        skip = 0
-        while True:
-            read, high, at_high = self._call("index_sync", index, low, skip, SYNC_BATCH)
-            if int(read) < SYNC_BATCH:
-                return
-            # The next batch starts at the highest score read, past the members read there.
-            high = int(as_text(high))
-            skip = skip + int(read) if high == low else int(at_high)
-            low = high
+        listing_index.sync(self.client, self.prefix, self._scripts["index_sync"],
+                           FINISHED_INDEX[state])
 
     def _indexed_page(self, state: str, query: Query, offset: int, limit: int
                       ) -> tuple[list[Record], int]:
