@@ -36,10 +36,6 @@ def sync(client: Any, prefix: str, script: Any, index: str, batches: int | None 
     batch = SYNC_BATCH if batch is None else batch
     next_key = f"{prefix}:ax:{index}:next"
     resume = client.get(next_key)
-    if resume is not None and caught_up(client, prefix, index):
-        # A bounded sync that stopped right at the top; dead_letter kept the index since.
-        client.delete(next_key)
-        resume = None
     low: str | int
     skip = 0
     if resume is not None:
@@ -62,13 +58,15 @@ def sync(client: Any, prefix: str, script: Any, index: str, batches: int | None 
 
 
 def caught_up(client: Any, prefix: str, index: str) -> bool:
-    """Whether the index has every member of ``P:<index>`` (its mark at the newest score, or
-    the state empty): what ``lib.lua``'s ``index_dead_letter`` checks before it adds one."""
+    """Whether the index has every member of ``P:<index>``: the state empty, or its mark at
+    the newest score and no bounded sync stopped midway (members sharing that score may be
+    left then); what ``lib.lua``'s ``index_dead_letter`` checks before it adds one."""
     top = client.zrevrange(f"{prefix}:{index}", 0, 0, withscores=True)
     if not top:
         return True
     hw = client.get(f"{prefix}:ax:{index}:hw")
-    return hw is not None and int(hw) >= top[0][1]
+    return (hw is not None and int(hw) >= top[0][1]
+            and not client.exists(f"{prefix}:ax:{index}:next"))
 
 
 def build_dead_letters(client: Any, prefix: str, script: Any) -> bool:

@@ -365,14 +365,19 @@ end
 
 -- Add a dead letter (its queue and task name) to the admin's listing index of dead letters
 -- (schema: admin/index_sync.lua) when that index is caught up with P:dead (its high-water mark
--- at P:dead's newest score, or no dead letter), so no admin read has to build it (issue #28).
+-- at P:dead's newest score, or no dead letter, and no bounded sync stopped midway: members
+-- sharing the newest score may be left), so no admin read has to build it (issue #28).
 -- Behind (a store of an earlier release, or a dead letter an earlier release's worker added),
--- it is left to the admin's sync, which reads P:dead from the mark up. Run before the ZADD.
+-- it is left to the sync, which reads P:dead from where it stopped (stores/redis/
+-- listing_index.py: caught_up says the same). Run before the ZADD.
 local function index_dead_letter(id, queue, name)
   local ax = P .. ':ax:dead'
   local top = redis.call('ZREVRANGE', P .. ':dead', 0, 0, 'WITHSCORES')
   local hw = redis.call('GET', ax .. ':hw')
-  if top[2] and not (hw and tonumber(hw) >= tonumber(top[2])) then return end
+  if top[2] and not (hw and tonumber(hw) >= tonumber(top[2])
+                     and redis.call('EXISTS', ax .. ':next') == 0) then
+    return
+  end
   if queue and queue ~= '' then
     redis.call('ZADD', ax .. ':q:' .. queue, NOW, id)
     redis.call('SADD', ax .. ':qs', queue)
