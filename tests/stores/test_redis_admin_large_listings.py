@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from celery_plus.admin import Admin, admin_for
+from celery_plus.model.admin import Walked
 from celery_plus.stores.redis import admin as redis_admin
 from celery_plus.stores.redis import listing_index
 from celery_plus.stores.redis.backend import RedisBackend
@@ -142,6 +143,36 @@ def test_a_text_search_of_one_task_walks_the_indexes_to_its_window(
     assert reads == [4]  # the window and one more, found by Redis; no read to sort them
     other = admin.jobs("enqueued", task="proj.other", text="o", text_limit=3)
     assert ids(other) == ["o1", "o0"] and other.searched is None
+
+
+def test_a_walk_looks_at_its_window_and_says_how_far_it_went(
+        large: tuple[RedisBackend, Admin, list[int]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task with few jobs among many waiting ones: the walk stops at ``walk_limit`` jobs
+    (a million took 4 to 7 s) and the page says how many it looked at of how many; without
+    the limit it walks them all (issue #28)."""
+    backend, admin, reads = large
+    monkeypatch.setattr(redis_admin, "WALK_CHUNK", 2)  # the limit falls inside a call
+    assert publish(backend, "r0", envelope("r0", "proj.rare", ["r0"]), queue="a",
+                   name="proj.rare").accepted  # newest first: queue b's 4, then r0
+    cut = admin.jobs("enqueued", task="proj.rare", walk_limit=4)
+    assert ids(cut) == [] and cut.total == 0
+    assert cut.walked == Walked(4, 10) and cut.to_dict()["walked"] == {"examined": 4, "of": 10}
+    assert ids(admin.jobs("enqueued", task="proj.rare", walk_limit=5)) == ["r0"]
+    whole = admin.jobs("enqueued", task="proj.rare")
+    assert ids(whole) == ["r0"] and whole.walked is None
+    assert admin.jobs("enqueued", task="proj.rare", walk_limit=10).walked is None  # all read
+    oldest = admin.jobs("enqueued", task="proj.rare", order="oldest", walk_limit=6)
+    assert ids(oldest) == ["r0"] and oldest.walked == Walked(6, 10)  # a0..a4, r0 of 10
+    some = admin.jobs("enqueued", task=TASK, walk_limit=3, per_page=2, page=2)
+    assert ids(some) == ["b1"] and some.total == 3 and some.walked == Walked(3, 10)
+    # A text search in the task's listing: its candidates are the window's.
+    found = admin.jobs("enqueued", task=TASK, text='"', text_limit=100, walk_limit=3)
+    assert ids(found) == ["b3", "b2", "b1"] and found.walked == Walked(3, 10)
+    assert found.searched is None
+    assert admin.jobs("enqueued", task=TASK, text='"', text_limit=100).walked is None
+    with pytest.raises(ValueError, match="walk_limit"):
+        admin.jobs("enqueued", task=TASK, walk_limit=0)
+    assert reads == [3, 9]  # the text searches' candidates (all 9 unbounded); no sort read
 
 
 def test_a_dead_letter_is_indexed_when_it_dies(

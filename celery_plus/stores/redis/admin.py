@@ -24,7 +24,7 @@ The orchestration (checks, batches, results, summaries) is
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -35,13 +35,14 @@ from celery_plus.model.admin import (
     SEARCH_CHUNK,
     Query,
     Scope,
+    Walked,
     as_text,
     batches,
     time_field,
 )
 from celery_plus.model.capped import CAPPED
 from celery_plus.stores.admin_base.aggregates import GroupRow, StatusRows
-from celery_plus.stores.admin_base.listing import Record
+from celery_plus.stores.admin_base.listing import Record, Walk, WalkedRecords
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
 from celery_plus.stores.admin_base.queue_history import DepthRow
 from celery_plus.stores.redis import listing_index
@@ -171,22 +172,27 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
     # -- listings -----------------------------------------------------------------------
     def page(self, state: str, query: Query, offset: int, limit: int
              ) -> tuple[list[Record], int]:
+        rows, total, _ = self.page_walked(state, query, offset, limit)
+        return rows, total
+
+    def page_walked(self, state: str, query: Query, offset: int, limit: int
+                    ) -> tuple[list[Record], int, Walked | None]:
         if state in FINISHED_INDEX:
             if query.task or query.queue:
-                return self._indexed_page(state, query, offset, limit)
-            return self._finished_page(state, query, offset, limit)
+                return (*self._indexed_page(state, query, offset, limit), None)
+            return (*self._finished_page(state, query, offset, limit), None)
         large = self._large_waiting(state, query)
         if large is not None:
             keys, sizes = large
             ids = list(self._in_index_order(keys, sizes, query.oldest_first, offset, limit))
-            return self._summary_records(ids), sum(sizes)
+            return self._summary_records(ids), sum(sizes), None
         large = self._large_unfiltered(state, query)
         if large is not None:
             return self._walked_page(state, query, *large, offset, limit)
         ordered = self._ordered(state, query)
-        return self._summary_records(ordered[offset:offset + limit]), len(ordered)
+        return self._summary_records(ordered[offset:offset + limit]), len(ordered), None
 
-    def candidates(self, state: str, query: Query) -> Iterator[Record]:
+    def candidates(self, state: str, query: Query) -> Iterable[Record]:
         if state in FINISHED_INDEX:
             return self._finished_records(state, query)
         if query.text_limit is not None:
@@ -195,7 +201,8 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
             # of reading every record of the state to order it by time (issue #28).
             large = self._large_unfiltered(state, query)
             if large is not None:
-                return self._walked_window(state, query, *large)
+                walk = Walk(sum(large[1]), query.walk_limit)
+                return WalkedRecords(self._walked_window(state, query, *large, walk), walk)
         large = self._large_waiting(state, query)
         if large is not None:
             keys, sizes = large
@@ -204,41 +211,48 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
                 list(self._in_index_order(keys, sizes, query.oldest_first, 0, count)), state)
         return self._whole_records(self._ordered(state, query), state)
 
-    def _walked_window(self, state: str, query: Query, keys: list[str], sizes: list[int]
-                       ) -> Iterator[Record]:
+    def _walked_window(self, state: str, query: Query, keys: list[str], sizes: list[int],
+                       walk: Walk) -> Iterator[Record]:
         """Whole records of the jobs the query's task and time filters keep, in the
         indexes' order, up to the query's ``text_limit`` and one more."""
         assert query.text_limit is not None
-        ids = self._walk(state, query, keys, sizes)
+        ids = self._walk(state, query, keys, sizes, walk)
         yield from self._whole_records(list(itertools.islice(ids, query.text_limit + 1)),
                                        state)
 
     def _walked_page(self, state: str, query: Query, keys: list[str], sizes: list[int],
-                     offset: int, limit: int) -> tuple[list[Record], int]:
+                     offset: int, limit: int) -> tuple[list[Record], int, Walked | None]:
         """A page of the jobs of a large waiting state that the query's task and time filters
         keep, in the indexes' order (as the listing without them pages them); its total
         counted up to CAPPED (shown ``10000+``, as the SQL stores count), so a page reads
-        the indexes only as far as it and the count need."""
-        ids = self._walk(state, query, keys, sizes)
+        the indexes only as far as it and the count need, and no further than the query's
+        ``walk_limit`` (then the total counts the matches of the part walked)."""
+        walk = Walk(sum(sizes), query.walk_limit)
+        ids = self._walk(state, query, keys, sizes, walk)
         matched = list(itertools.islice(ids, max(offset + limit, CAPPED)))
         total = CAPPED if len(matched) >= CAPPED else len(matched)
-        return self._summary_records(matched[offset:offset + limit]), total
+        return self._summary_records(matched[offset:offset + limit]), total, walk.walked()
 
-    def _walk(self, state: str, query: Query, keys: Sequence[str], sizes: Sequence[int]
-              ) -> Iterator[str]:
+    def _walk(self, state: str, query: Query, keys: Sequence[str], sizes: Sequence[int],
+              walk: Walk) -> Iterator[str]:
         """Ids of the jobs still in ``state`` that the query's task and time filters keep,
         in the indexes' order (newest first: the indexes and each one read backwards),
-        found by Redis (``waiting_walk.lua``), WALK_CHUNK index members a call."""
+        found by Redis (``waiting_walk.lua``), WALK_CHUNK index members a call, as many as
+        ``walk`` allows (``Query.walk_limit``; it tallies them)."""
         pairs = list(zip(keys, sizes, strict=True))
         since = "" if query.since_ms is None else query.since_ms
         until = "" if query.until_ms is None else query.until_ms
         for key, size in (pairs if query.oldest_first else reversed(pairs)):
             for start in range(0, size, WALK_CHUNK):
-                read, ids = self._call("waiting_walk", key, start, start + WALK_CHUNK - 1,
+                want = walk.allowance(WALK_CHUNK)
+                if not want:
+                    return
+                read, ids = self._call("waiting_walk", key, start, start + want - 1,
                                        "" if query.oldest_first else "rev", query.task or "",
                                        since, until, state)
+                walk.examined += int(read)
                 yield from (as_text(i) for i in ids)
-                if int(read) < WALK_CHUNK:
+                if int(read) < want:
                     break
 
     def _large_unfiltered(self, state: str, query: Query
