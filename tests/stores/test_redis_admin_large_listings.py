@@ -5,17 +5,21 @@ only the page's records (ordering a million waiting jobs by time read every reco
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from celery_plus.admin import Admin, admin_for
+from celery_plus.admin import Admin, admin_for, pages
+from celery_plus.admin.web import make_app
 from celery_plus.model.admin import Walked
 from celery_plus.stores.redis import admin as redis_admin
 from celery_plus.stores.redis import listing_index
 from celery_plus.stores.redis.backend import RedisBackend
 from tests.fast.conformance.support import publish
 from tests.fast.conformance.test_admin import dead, envelope
+from tests.fast.unit.test_admin_cli import admin_store, run
+from tests.stores.unit.test_admin_web import ADMIN_TOKEN, call, links
 
 TASK = "proj.many"
 
@@ -219,3 +223,34 @@ def test_the_index_of_a_store_an_earlier_release_wrote_is_built_by_maintenance(
     with Admin(admin_for(backend)) as admin:
         page = admin.jobs("failed", task="proj.mail", queue="mail")
         assert page.total == 7 and ids(page)[:2] == ["new1", "old4"]  # ties: id, descending
+
+
+def test_the_cli_and_the_dashboard_say_the_walk_was_cut_and_walk_all_on_request(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk's window on a real Redis store, end to end: the CLI's ``--walk-limit`` and
+    the dashboard's window (``pages.WALK_LIMIT``) cut the rare task's listing and say so; the
+    CLI's ``--walk-limit 0`` and the dashboard's "walk them all" (``walk=all``) find it."""
+    monkeypatch.setattr(redis_admin, "ORDERED_MAX", 4)
+    monkeypatch.setattr(pages, "WALK_LIMIT", 3)
+    with admin_store("redis", tmp_path) as store:
+        store.job("rare-1", task="proj.rare")  # first published: last, newest first
+        for n in range(6):
+            store.job(f"m{n}", task="proj.mail")
+        cut = run(store, "jobs", "enqueued", "--task", "proj.rare", "--walk-limit", "3")
+        assert cut.exit_code == 0, cut.output
+        assert "listed among the first 3 of the 7 enqueued jobs only" in cut.output
+        assert "(--walk-limit 0: all of them)" in cut.output and "rare-1" not in cut.output
+        whole = run(store, "jobs", "enqueued", "--task", "proj.rare", "--walk-limit", "0")
+        assert "rare-1" in whole.output and "listed among" not in whole.output
+        web = make_app(store.app, admin_token=ADMIN_TOKEN)
+        try:
+            page = call(web, "/jobs/enqueued", query="task=proj.rare")[2]
+            assert 'id="walked"' in page and "rare-1" not in page
+            [walk_all] = [link for link in links(page) if "walk=all" in link]
+            path, _, query = walk_all.partition("?")
+            page = call(web, path, query=query)[2]
+            assert "rare-1" in page and 'id="walked"' not in page
+            status = call(web, "/jobs/enqueued", query="task=proj.rare&walk=some")[0]
+            assert status.startswith("400")
+        finally:
+            web.close()

@@ -243,7 +243,8 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
         since = "" if query.since_ms is None else query.since_ms
         until = "" if query.until_ms is None else query.until_ms
         for key, size in (pairs if query.oldest_first else reversed(pairs)):
-            for start in range(0, size, WALK_CHUNK):
+            start = 0
+            while start < size:
                 want = walk.allowance(WALK_CHUNK)
                 if not want:
                     return
@@ -254,6 +255,7 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
                 yield from (as_text(i) for i in ids)
                 if int(read) < want:
                     break
+                start += want
 
     def _large_unfiltered(self, state: str, query: Query
                           ) -> tuple[list[str], list[int]] | None:
