@@ -37,6 +37,7 @@ from typing import Any
 
 from celery_plus import Celery
 from celery_plus.admin import Admin, connect
+from celery_plus.admin.cuts import WALK_WINDOW
 from celery_plus.admin.search import TEXT_WINDOW
 from celery_plus.model.capped import count_text
 
@@ -154,6 +155,7 @@ def store(kind: str, waiting: int, dead: int) -> Iterator[tuple[Celery, str, str
 def searches(middle: str, dead_id: str) -> list[tuple[str, str, dict[str, Any]]]:
     """(label, state, jobs() arguments) of each search timed."""
     window = {"text_limit": TEXT_WINDOW}
+    walk = {"walk_limit": WALK_WINDOW}  # the dashboard's and the CLI's (admin/cuts.py)
     return [
         ("id (waiting)", "enqueued", {"text": middle}),
         ("id (dead letter)", "failed", {"text": dead_id}),
@@ -163,14 +165,16 @@ def searches(middle: str, dead_id: str) -> list[tuple[str, str, dict[str, Any]]]
         ("text, none match (waiting)", "enqueued", {"text": "no-such-text", **window}),
         ("text, all match (dead)", "failed", {"text": "SMTP", **window}),
         ("text, none match (dead)", "failed", {"text": "no-such-text", **window}),
-        ("listing of a matched task (waiting)", "enqueued", {"task": WAITING_TASK}),
+        ("listing of a matched task (waiting)", "enqueued", {"task": WAITING_TASK, **walk}),
         ("listing of a matched task (dead)", "failed", {"task": filled.TASK}),
         ("text in a task's listing (waiting)", "enqueued",
-         {"task": WAITING_TASK, "text": "no-such-text", **window}),
-        ("listing of a rare task (waiting)", "enqueued", {"task": RARE_TASK}),
+         {"task": WAITING_TASK, "text": "no-such-text", **window, **walk}),
+        ("listing of a rare task (waiting)", "enqueued", {"task": RARE_TASK, **walk}),
+        ("text in a rare task's listing (waiting)", "enqueued",
+         {"task": RARE_TASK, "text": "refund-3", **window, **walk}),
         ("waiting, page 1", "enqueued", {}),
         ("waiting, page 1,000", "enqueued", {"page": 1000}),
-        ("waiting, last hour (time filter)", "enqueued", {"since": 3600.0}),
+        ("waiting, last hour (time filter)", "enqueued", {"since": 3600.0, **walk}),
         ("dead letters, page 1", "failed", {}),
         ("dead letters, page 2,000 (the last)", "failed", {"page": 2000}),
     ]
@@ -238,7 +242,11 @@ def main() -> None:
     parser.add_argument("--waiting", type=int, default=1_000_000)
     parser.add_argument("--dead", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--unindexed", action="store_true",
+                        help="Redis: the dead letters without the admin's listing index, as "
+                             "an earlier release stored them")
     args = parser.parse_args()
+    filled.INDEXED = not args.unindexed
     kinds = [k.strip() for k in args.stores.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in FILLS]
     if unknown:

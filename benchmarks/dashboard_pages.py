@@ -48,21 +48,35 @@ TASK = "proj.send_invoice"
 #: Whether the PostgreSQL store is vacuumed after the bulk insert (``--no-vacuum``: not).
 VACUUM = True
 
+#: Whether the Redis copies are in the admin's listing index of dead letters, as this
+#: release's dead_letter (lib.lua) puts them when they die (``--unindexed``: as an earlier
+#: release left them, without).
+INDEXED = True
+
 #: Copies the template record ARGV[2] into jobs bench-<ARGV[3]> .. bench-<ARGV[4]>, each
 #: finished 10 ms earlier than the one before, every 4th on queue 'mail', all indexed in
-#: P:dead (the record layout of stores/redis/lua/lib.lua).
+#: P:dead (the record layout of stores/redis/lua/lib.lua) and, if ARGV[5] is '1', in the
+#: admin's listing index (P:ax:dead:q:{queue}, P:ax:dead:t:{task}, P:ax:dead:qs).
 _REDIS_COPY = """
 local P, template = ARGV[1], ARGV[2]
 local fields = redis.call('HGETALL', P .. ':job:' .. template)
 local fin = tonumber(redis.call('HGET', P .. ':job:' .. template, 'fin'))
+local name = redis.call('HGET', P .. ':job:' .. template, 'name')
+local queue = redis.call('HGET', P .. ':job:' .. template, 'q')
 for n = tonumber(ARGV[3]), tonumber(ARGV[4]) do
   local id = string.format('bench-%07d', n)
   local key = P .. ':job:' .. id
   redis.call('HSET', key, unpack(fields))
   local at = fin - n * 10
   redis.call('HSET', key, 'fin', at)
-  if n % 4 == 0 then redis.call('HSET', key, 'q', 'mail') end
+  local q = queue
+  if n % 4 == 0 then redis.call('HSET', key, 'q', 'mail'); q = 'mail' end
   redis.call('ZADD', P .. ':dead', at, id)
+  if ARGV[5] == '1' then
+    redis.call('ZADD', P .. ':ax:dead:q:' .. q, at, id)
+    redis.call('ZADD', P .. ':ax:dead:t:' .. name, at, id)
+    redis.call('SADD', P .. ':ax:dead:qs', q)
+  end
 end
 redis.call('SADD', P .. ':queues', 'mail')
 return 1
@@ -122,7 +136,9 @@ def redis_store(jobs: int) -> Iterator[Celery]:
         template = template_dead_letter(app)
         copy = client.register_script(_REDIS_COPY)
         for start in range(1, jobs, 10_000):
-            copy(args=[prefix, template, start, min(start + 9_999, jobs - 1)])
+            copy(args=[prefix, template, start, min(start + 9_999, jobs - 1), int(INDEXED)])
+        if not INDEXED:  # the template too: no index at all
+            client.delete(*client.keys(f"{prefix}:ax:*"))
         client.hset(f"{prefix}:stats", "dead_lettered", jobs)
         yield app
     finally:

@@ -211,7 +211,7 @@ class Admin:
     def jobs(self, state: str = "failed", *, task: str | None = None,
              queue: str | None = None, since: Moment = None, until: Moment = None,
              text: str | None = None, text_limit: int | None = None, page: int = 1,
-             per_page: int = 50, order: str = "newest") -> Page:
+             per_page: int = 50, order: str = "newest", walk_limit: int | None = None) -> Page:
         """One page of the jobs in ``state``, newest first (``order="oldest"``: oldest
         first), filtered by task name, queue, time of the state (``since``/``until``) and
         ``text`` in the args or the error.
@@ -221,13 +221,16 @@ class Admin:
         name, the arguments and the error of each candidate, whose message it decodes;
         ``text_limit`` makes it search the first that many candidates only (``Page.searched``
         says when that cut it short), and ``Page.task_names`` lists the task names containing
-        it (admin/search.py)."""
+        it (admin/search.py). ``walk_limit``: where a store walks its indexes to apply the
+        task or time filter (Redis, over 10,000 waiting jobs), look at the first that many
+        jobs only (``Page.walked`` says when that cut the listing short); None: at all."""
         check_state(state)
         check_page(page)
         if not 1 <= per_page <= MAX_PER_PAGE:
             raise ValueError(f"per_page must be between 1 and {MAX_PER_PAGE} (got {per_page})")
-        if text_limit is not None and text_limit < 1:
-            raise ValueError(f"text_limit must be >= 1 (got {text_limit})")
+        for name, limit in (("text_limit", text_limit), ("walk_limit", walk_limit)):
+            if limit is not None and limit < 1:
+                raise ValueError(f"{name} must be >= 1 (got {limit})")
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(ORDERS)} (got {order!r})")
         for name, value in (("task", task), ("queue", queue), ("text", text)):
@@ -237,10 +240,12 @@ class Admin:
         query = Query(task=task or None, queue=queue or None, since_ms=_moment_ms(since, now),
                       until_ms=_moment_ms(until, now), text=text or None,
                       text_limit=text_limit if text else None,
-                      oldest_first=order == "oldest")
+                      oldest_first=order == "oldest", walk_limit=walk_limit)
         if not query.text:
-            items, total = self.store.jobs(state, query, (page - 1) * per_page, per_page)
-            return Page(items=items, total=total, page=page, per_page=per_page, state=state)
+            items, total, walked = self.store.listing(state, query, (page - 1) * per_page,
+                                                      per_page)
+            return Page(items=items, total=total, page=page, per_page=per_page, state=state,
+                        walked=walked)
         hit = search.by_id(self.store, state, query)
         if hit is not None:
             return Page(items=[hit] if page == 1 else [], total=1, page=page,
@@ -248,7 +253,8 @@ class Admin:
         found = self.store.search(state, query, (page - 1) * per_page, per_page)
         return Page(items=found.items, total=found.total, page=page, per_page=per_page,
                     state=state, searched=query.text_limit if found.cut else None,
-                    task_names=tuple(search.task_names(self.app, found.names, query.text)))
+                    task_names=tuple(search.task_names(self.app, found.names, query.text)),
+                    walked=found.walked)
 
     def show(self, task_id: str) -> JobDetail:
         """Everything about one job; raises :class:`JobNotFound`."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from celery_plus.admin.api import TaskResult
 from celery_plus.admin.charts import activity_svg
+from celery_plus.admin.cuts import WALK_WINDOW, cuts
 from celery_plus.admin.job_states import reserved_mark, shown_state
 from celery_plus.admin.markup import (
     REFRESH_CHOICES,
@@ -50,11 +51,16 @@ SCOPE_FIELDS = ("task", "queue", "older_than", "text", "since", "until")
 STORE_SCOPE_FIELDS = ("task", "queue", "older_than")
 #: Rows of a listing page unless ``per_page`` says otherwise.
 DEFAULT_PER_PAGE = 50
-#: Filters a listing takes from its query string (``search=all``: no TEXT_LIMIT).
-FILTER_FIELDS = ("task", "queue", "text", "older_than", "since", "until", "search")
+#: Filters a listing takes from its query string (``search=all``: no TEXT_LIMIT;
+#: ``walk=all``: no WALK_LIMIT).
+FILTER_FIELDS = ("task", "queue", "text", "older_than", "since", "until", "search", "walk")
+#: Of those, the switches that lift a bound (admin/cuts.py), not typed in the filter form.
+SWITCH_FIELDS = ("search", "walk")
 #: Records a text search of the dashboard looks at, first in the listing's order (the CLI's
 #: default window too).
 TEXT_LIMIT = TEXT_WINDOW
+#: Waiting jobs a walk of the dashboard looks at (admin/cuts.py; the CLI's default too).
+WALK_LIMIT = WALK_WINDOW
 #: The overview chart's time ranges: name -> (seconds, buckets).
 RANGES = {"1h": (3600, 60), "6h": (21600, 72), "24h": (86400, 96), "7d": (604800, 84)}
 DEFAULT_RANGE = "1h"
@@ -242,7 +248,8 @@ def _filter_form(urls: Urls, view: ListingView) -> str:
               "until": "until (15m or ISO time)"}
     inputs = "".join(
         f'<input name="{attr(n)}" placeholder="{attr(labels.get(n, n))}" '
-        f'value="{attr(view.filters.get(n, ""))}"> ' for n in FILTER_FIELDS if n != "search")
+        f'value="{attr(view.filters.get(n, ""))}"> '
+        for n in FILTER_FIELDS if n not in SWITCH_FIELDS)
     sorts = "".join(f'<option value="{s}"{" selected" if s == view.sort else ""}>{s} first'
                     "</option>" for s in ("newest", "oldest"))
     keep = hidden_fields({"per_page": str(view.per_page) if view.per_page != DEFAULT_PER_PAGE
@@ -274,11 +281,11 @@ def listing(urls: Urls, page: Page, view: ListingView, msg: str, token: str | No
     link: no script runs here)."""
     state, filters = page.state, view.filters
     out = message(msg) + _filter_form(urls, view) + _pager(urls, page, view)
-    if page.searched is not None:
-        everything = urls.jobs(state, **{**view.query(page=1), "search": "all"})
-        out += (f'<p class="warn" id="searched">text searched in the first {e(page.searched)} '
-                f"{e(state)} jobs of the other filters only: narrow it with task, queue or a "
-                f'time range, or <a href="{attr(everything)}">search them all</a> (slower)</p>')
+    for cut in cuts(page):
+        name, value = cut.param
+        everything = urls.jobs(state, **{**view.query(page=1), name: value})
+        out += (f'<p class="warn" id="{attr(cut.ident)}">{e(cut.said)}: {e(cut.narrow)}, or '
+                f'<a href="{attr(everything)}">{e(cut.lift)}</a> (slower)</p>')
     out += _search_notes(urls, page, view)
     selectable = token is not None and bool(SELECTED_ACTIONS.get(state)) and bool(page.items)
     headers = ["task id", "task", "queue", "at (UTC)", "deliveries", "error / args"]
@@ -314,7 +321,7 @@ def listing(urls: Urls, page: Page, view: ListingView, msg: str, token: str | No
     if SCOPE_ACTIONS.get(state):
         scoped = "".join(
             f'<button name="do" value="{attr(a)}:scope" id="bulk-{attr(a)}-scope">'
-            f"{e(a)} all {'matches' if page.searched is not None else num(page.total)}"
+            f"{e(a)} all {'matches' if cuts(page) else num(page.total)}"
             "</button>" for a in SCOPE_ACTIONS[state])
         bulk += (f'<div class="bulk">every job of this filter ({e(_scope_words(scope))}): '
                  f"{scoped}</div>")

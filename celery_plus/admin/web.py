@@ -405,8 +405,9 @@ class Dashboard:
 
     def _page(self, view: ListingView) -> Page:
         filters = view.filters
-        if filters.get("search") not in (None, "all"):
-            raise ValueError(f"search: 'all' or nothing (got {shown(filters['search'])})")
+        for switch in pages.SWITCH_FIELDS:
+            if filters.get(switch) not in (None, "all"):
+                raise ValueError(f"{switch}: 'all' or nothing (got {shown(filters[switch])})")
         until: api.Moment = _moment("until", filters.get("until"))
         older = _older_than(filters)
         if older is not None:
@@ -415,11 +416,14 @@ class Dashboard:
         # A text search decodes each record it looks at: the first TEXT_LIMIT only, unless
         # the operator asks for all (``search=all``; the page says which it did).
         limit = None if filters.get("search") == "all" else pages.TEXT_LIMIT
+        # So does a walk of the queues (Redis, a task or time filter): ``walk=all`` lifts it.
+        walk_limit = None if filters.get("walk") == "all" else pages.WALK_LIMIT
         return self.admin().jobs(view.state, task=filters.get("task") or None,
                                  queue=filters.get("queue") or None,
                                  text=filters.get("text") or None, text_limit=limit,
                                  since=_moment("since", filters.get("since")), until=until,
-                                 page=view.page, per_page=view.per_page, order=view.sort)
+                                 page=view.page, per_page=view.per_page, order=view.sort,
+                                 walk_limit=walk_limit)
 
     def _listing(self, r: Request, state: str, refresh: int
                  ) -> tuple[str, list[tuple[str, str]], str]:

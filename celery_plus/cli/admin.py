@@ -33,6 +33,7 @@ from celery.bin.base import CeleryCommand
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus.admin import api
+from celery_plus.admin.cuts import WALK_WINDOW, cuts
 from celery_plus.admin.job_states import shown_state
 from celery_plus.admin.params import MAX_PAGE, parse_duration, parse_moment
 from celery_plus.admin.queue_history import DEFAULT_RANGE, RANGES
@@ -150,9 +151,7 @@ def search_notes(page: Page) -> str:
     notes = []
     if page.by_id:
         notes.append("the job with this id")
-    if page.searched is not None:
-        notes.append(f"text searched in the first {page.searched:,} {page.state} jobs of the "
-                     "other filters only (--text-limit 0: all of them)")
+    notes += [f"{cut.said} ({cut.option}: all of them)" for cut in cuts(page)]
     if page.task_names:
         notes.append("tasks whose name contains it (--task NAME to list one): "
                      + ", ".join(page.task_names))
@@ -355,6 +354,11 @@ def _filters(func: Callable[..., Any]) -> Callable[..., Any]:
                      show_default=True,
                      help="Search --text in this many jobs of the other filters (the newest "
                           "first); 0: in all of them (slow on a large store)."),
+        click.option("--walk-limit", type=click.IntRange(0), default=WALK_WINDOW,
+                     show_default=True,
+                     help="Redis, a task or time filter over more than 10,000 waiting jobs: "
+                          "look at this many of them (in the listing's order); 0: all of "
+                          "them (seconds at a million)."),
         click.option("--page", type=click.IntRange(1, MAX_PAGE), default=1,
                      show_default=True),
         click.option("--sort", "order", type=click.Choice(api.ORDERS), default="newest",
@@ -382,6 +386,7 @@ def _scope_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _list(ctx: click.Context, state: str, as_json: bool, **filters: Any) -> None:
     filters["text_limit"] = filters.get("text_limit") or None
+    filters["walk_limit"] = filters.get("walk_limit") or None
     with _admin(ctx) as admin:
         page = admin.jobs(state, **filters)
     if as_json:

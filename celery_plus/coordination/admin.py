@@ -29,6 +29,7 @@ from celery_plus.model.admin import (
     Query,
     Scope,
     Status,
+    Walked,
     WorkerLeases,
 )
 from celery_plus.model.store import Backend, Settle
@@ -69,6 +70,10 @@ class CoordinatedAdminStore:
     def jobs(self, state: str, query: Query, offset: int, limit: int
              ) -> tuple[list[JobSummary], int]:
         return self.store.jobs(state, query, offset, limit)
+
+    def listing(self, state: str, query: Query, offset: int, limit: int
+                ) -> tuple[list[JobSummary], int, Walked | None]:
+        return self.store.listing(state, query, offset, limit)
 
     def search(self, state: str, query: Query, offset: int, limit: int) -> Found:
         return self.store.search(state, query, offset, limit)

@@ -154,6 +154,10 @@ class Query:
     text_limit: int | None = None
     #: Oldest first instead of newest first.
     oldest_first: bool = False
+    #: Examine at most this many waiting jobs where a store walks its indexes to apply the
+    #: task and time filters (Redis, over ORDERED_MAX waiting jobs: docs/admin.md "Cost");
+    #: None: all of them. A store with an index for the filter examines nothing.
+    walk_limit: int | None = None
 
     def matches_time(self, at_ms: int) -> bool:
         return ((self.since_ms is None or at_ms >= self.since_ms)
@@ -254,6 +258,16 @@ class JobDetail:
 
 
 @dataclass(frozen=True)
+class Walked:
+    """A listing a walk's bound (``Query.walk_limit``) cut short: the jobs it lists are those
+    among the first ``examined`` of the ``of`` jobs of the state in its indexes (in the
+    listing's order) that the filters keep; the rest were not looked at."""
+
+    examined: int
+    of: int
+
+
+@dataclass(frozen=True)
 class Page:
     """One page of a listing, newest first."""
 
@@ -269,6 +283,8 @@ class Page:
     by_id: bool = False
     #: Task names containing the text (admin/search.py), each a ``task`` filter to list.
     task_names: tuple[str, ...] = ()
+    #: The walk's bound cut the listing short (Query.walk_limit); None: nothing was left out.
+    walked: Walked | None = None
 
     @property
     def capped(self) -> bool:
@@ -288,6 +304,7 @@ class Page:
         return {"state": self.state, "total": self.total, "capped": self.capped,
                 "page": self.page, "per_page": self.per_page, "pages": self.pages,
                 "searched": self.searched, "by_id": self.by_id,
+                "walked": None if self.walked is None else asdict(self.walked),
                 "task_names": list(self.task_names),
                 "items": [item.to_dict() for item in self.items]}
 
@@ -301,6 +318,8 @@ class Found:
     total: int
     names: frozenset[str]
     cut: bool
+    #: The candidates were those of a walk its bound cut short (Query.walk_limit).
+    walked: Walked | None = None
 
 
 @dataclass(frozen=True)
@@ -536,6 +555,12 @@ class AdminStore(Protocol):
              ) -> tuple[list[JobSummary], int]:
         """Jobs in ``state`` matching ``query``, newest first: (``limit`` rows from
         ``offset``, total matching)."""
+        ...
+
+    def listing(self, state: str, query: Query, offset: int, limit: int
+                ) -> tuple[list[JobSummary], int, Walked | None]:
+        """:meth:`jobs` of a query without text, and whether ``query.walk_limit`` cut it
+        short (how far the walk went; None: it did not)."""
         ...
 
     def search(self, state: str, query: Query, offset: int, limit: int) -> Found:

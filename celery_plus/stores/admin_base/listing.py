@@ -3,9 +3,9 @@ them (the in-process store; Redis for the states it has no time-ordered index of
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
-from celery_plus.model.admin import Query, time_of
+from celery_plus.model.admin import Query, Walked, time_of
 from celery_plus.model.job_record import JobRecord
 
 #: A listing row or a search candidate: the job's record (a row's may be partial).
@@ -24,3 +24,36 @@ def listed(records: Iterable[JobRecord], state: str, query: Query) -> list[JobRe
             kept.append((moment, rec.id, rec))
     kept.sort(key=lambda row: (row[0], row[1]), reverse=not query.oldest_first)
     return [rec for _, _, rec in kept]
+
+
+class Walk:
+    """The tally of one walk of a store's indexes bounded by ``Query.walk_limit``: how many
+    index members it examined of how many, and whether the bound stopped it before the end."""
+
+    def __init__(self, of: int, limit: int | None) -> None:
+        self.of, self.limit = of, limit
+        self.examined = 0
+        self.cut = False
+
+    def allowance(self, want: int) -> int:
+        """How many of the next ``want`` members the walk may examine (0: the bound is
+        reached, and the walk is cut if members are left)."""
+        left = want if self.limit is None else min(want, self.limit - self.examined)
+        if left <= 0 and self.examined < self.of:
+            self.cut = True
+        return max(left, 0)
+
+    def walked(self) -> Walked | None:
+        """What a listing says of the walk: None unless the bound cut it short."""
+        return Walked(self.examined, self.of) if self.cut else None
+
+
+class WalkedRecords(Iterable[Record]):
+    """Search candidates found by a bounded walk; ``walk`` tells how far it went once they
+    have been read."""
+
+    def __init__(self, records: Iterable[Record], walk: Walk) -> None:
+        self._records, self.walk = records, walk
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self._records)

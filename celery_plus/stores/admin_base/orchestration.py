@@ -36,6 +36,7 @@ from celery_plus.model.admin import (
     Scope,
     Status,
     UnscopedOperation,
+    Walked,
     WorkerLeases,
     batches,
     check_ids,
@@ -54,7 +55,7 @@ from celery_plus.stores.admin_base.aggregates import (
     newest_waits,
     status_from_rows,
 )
-from celery_plus.stores.admin_base.listing import Record
+from celery_plus.stores.admin_base.listing import Record, WalkedRecords
 from celery_plus.stores.admin_base.queue_history import DepthRow
 
 #: A change primitive's answer for one job: (job id, outcome, extra).
@@ -222,13 +223,26 @@ class StoreAdmin(ABC, Generic[B]):
         return newest_waits(self.runtime_rows(since_ms, limit), limit)
 
     # -- the operations ----------------------------------------------------------------
+    def page_walked(self, state: str, query: Query, offset: int, limit: int
+                    ) -> tuple[list[Record], int, Walked | None]:
+        """:meth:`page`, and how far a walk its ``query.walk_limit`` cut short went (None for
+        a store that does not walk: it has an index for every filter)."""
+        rows, total = self.page(state, query, offset, limit)
+        return rows, total, None
+
     def jobs(self, state: str, query: Query, offset: int, limit: int
              ) -> tuple[list[JobSummary], int]:
         check_state(state)
         if query.text:
             return text_page(self.candidates(state, query), query, offset, limit)
-        rows, total = self.page(state, query, offset, limit)
-        return [summary_from_record(rec) for rec in rows], total
+        items, total, _ = self.listing(state, query, offset, limit)
+        return items, total
+
+    def listing(self, state: str, query: Query, offset: int, limit: int
+                ) -> tuple[list[JobSummary], int, Walked | None]:
+        check_state(state)
+        rows, total, walked = self.page_walked(state, query, offset, limit)
+        return [summary_from_record(rec) for rec in rows], total, walked
 
     def search(self, state: str, query: Query, offset: int, limit: int) -> Found:
         """A text search's page (as :meth:`jobs`), the task names of the candidates it looked
@@ -241,9 +255,10 @@ class StoreAdmin(ABC, Generic[B]):
                 names.add(rec.name)
                 yield rec
 
-        items, total, cut = text_search(noted(self.candidates(state, query)), query, offset,
-                                        limit)
-        return Found(items, total, frozenset(names), cut)
+        candidates = self.candidates(state, query)
+        items, total, cut = text_search(noted(candidates), query, offset, limit)
+        walked = candidates.walk.walked() if isinstance(candidates, WalkedRecords) else None
+        return Found(items, total, frozenset(names), cut, walked)
 
     def show(self, job_id: str) -> JobDetail | None:
         rec = self.backend.record(job_id)

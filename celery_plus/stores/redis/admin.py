@@ -24,7 +24,7 @@ The orchestration (checks, batches, results, summaries) is
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -35,15 +35,17 @@ from celery_plus.model.admin import (
     SEARCH_CHUNK,
     Query,
     Scope,
+    Walked,
     as_text,
     batches,
     time_field,
 )
 from celery_plus.model.capped import CAPPED
 from celery_plus.stores.admin_base.aggregates import GroupRow, StatusRows
-from celery_plus.stores.admin_base.listing import Record
+from celery_plus.stores.admin_base.listing import Record, Walk, WalkedRecords
 from celery_plus.stores.admin_base.orchestration import Outcome, StoreAdmin
 from celery_plus.stores.admin_base.queue_history import DepthRow
+from celery_plus.stores.redis import listing_index
 from celery_plus.stores.redis.backend import RedisBackend
 from celery_plus.stores.redis.envelope import envelope_bytes
 from celery_plus.stores.redis.error_groups import RedisErrorGroups
@@ -73,10 +75,6 @@ WAITING_BY_INDEX = {"enqueued": True, "scheduled": False, "blocked": False}
 HEAD = 50
 #: One priority's band of scores (rules.score).
 BAND = rules.PRIORITY_FACTOR
-#: Index members a listing-index sync reads per script call (bounds the time Redis is busy).
-SYNC_BATCH = 5000
-#: A sync re-reads members finished this long below the highest one indexed (a clock step).
-SYNC_MARGIN_MS = 1000
 
 
 def _reserved(rec: dict[str, str], check_state: bool = True) -> bool:
@@ -174,22 +172,27 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
     # -- listings -----------------------------------------------------------------------
     def page(self, state: str, query: Query, offset: int, limit: int
              ) -> tuple[list[Record], int]:
+        rows, total, _ = self.page_walked(state, query, offset, limit)
+        return rows, total
+
+    def page_walked(self, state: str, query: Query, offset: int, limit: int
+                    ) -> tuple[list[Record], int, Walked | None]:
         if state in FINISHED_INDEX:
             if query.task or query.queue:
-                return self._indexed_page(state, query, offset, limit)
-            return self._finished_page(state, query, offset, limit)
+                return (*self._indexed_page(state, query, offset, limit), None)
+            return (*self._finished_page(state, query, offset, limit), None)
         large = self._large_waiting(state, query)
         if large is not None:
             keys, sizes = large
             ids = list(self._in_index_order(keys, sizes, query.oldest_first, offset, limit))
-            return self._summary_records(ids), sum(sizes)
+            return self._summary_records(ids), sum(sizes), None
         large = self._large_unfiltered(state, query)
         if large is not None:
             return self._walked_page(state, query, *large, offset, limit)
         ordered = self._ordered(state, query)
-        return self._summary_records(ordered[offset:offset + limit]), len(ordered)
+        return self._summary_records(ordered[offset:offset + limit]), len(ordered), None
 
-    def candidates(self, state: str, query: Query) -> Iterator[Record]:
+    def candidates(self, state: str, query: Query) -> Iterable[Record]:
         if state in FINISHED_INDEX:
             return self._finished_records(state, query)
         if query.text_limit is not None:
@@ -198,7 +201,8 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
             # of reading every record of the state to order it by time (issue #28).
             large = self._large_unfiltered(state, query)
             if large is not None:
-                return self._walked_window(state, query, *large)
+                walk = Walk(sum(large[1]), query.walk_limit)
+                return WalkedRecords(self._walked_window(state, query, *large, walk), walk)
         large = self._large_waiting(state, query)
         if large is not None:
             keys, sizes = large
@@ -207,42 +211,51 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
                 list(self._in_index_order(keys, sizes, query.oldest_first, 0, count)), state)
         return self._whole_records(self._ordered(state, query), state)
 
-    def _walked_window(self, state: str, query: Query, keys: list[str], sizes: list[int]
-                       ) -> Iterator[Record]:
+    def _walked_window(self, state: str, query: Query, keys: list[str], sizes: list[int],
+                       walk: Walk) -> Iterator[Record]:
         """Whole records of the jobs the query's task and time filters keep, in the
         indexes' order, up to the query's ``text_limit`` and one more."""
         assert query.text_limit is not None
-        ids = self._walk(state, query, keys, sizes)
+        ids = self._walk(state, query, keys, sizes, walk)
         yield from self._whole_records(list(itertools.islice(ids, query.text_limit + 1)),
                                        state)
 
     def _walked_page(self, state: str, query: Query, keys: list[str], sizes: list[int],
-                     offset: int, limit: int) -> tuple[list[Record], int]:
+                     offset: int, limit: int) -> tuple[list[Record], int, Walked | None]:
         """A page of the jobs of a large waiting state that the query's task and time filters
         keep, in the indexes' order (as the listing without them pages them); its total
         counted up to CAPPED (shown ``10000+``, as the SQL stores count), so a page reads
-        the indexes only as far as it and the count need."""
-        ids = self._walk(state, query, keys, sizes)
+        the indexes only as far as it and the count need, and no further than the query's
+        ``walk_limit`` (then the total counts the matches of the part walked)."""
+        walk = Walk(sum(sizes), query.walk_limit)
+        ids = self._walk(state, query, keys, sizes, walk)
         matched = list(itertools.islice(ids, max(offset + limit, CAPPED)))
         total = CAPPED if len(matched) >= CAPPED else len(matched)
-        return self._summary_records(matched[offset:offset + limit]), total
+        return self._summary_records(matched[offset:offset + limit]), total, walk.walked()
 
-    def _walk(self, state: str, query: Query, keys: Sequence[str], sizes: Sequence[int]
-              ) -> Iterator[str]:
+    def _walk(self, state: str, query: Query, keys: Sequence[str], sizes: Sequence[int],
+              walk: Walk) -> Iterator[str]:
         """Ids of the jobs still in ``state`` that the query's task and time filters keep,
         in the indexes' order (newest first: the indexes and each one read backwards),
-        found by Redis (``waiting_walk.lua``), WALK_CHUNK index members a call."""
+        found by Redis (``waiting_walk.lua``), WALK_CHUNK index members a call, as many as
+        ``walk`` allows (``Query.walk_limit``; it tallies them)."""
         pairs = list(zip(keys, sizes, strict=True))
         since = "" if query.since_ms is None else query.since_ms
         until = "" if query.until_ms is None else query.until_ms
         for key, size in (pairs if query.oldest_first else reversed(pairs)):
-            for start in range(0, size, WALK_CHUNK):
-                read, ids = self._call("waiting_walk", key, start, start + WALK_CHUNK - 1,
+            start = 0
+            while start < size:
+                want = walk.allowance(WALK_CHUNK)
+                if not want:
+                    return
+                read, ids = self._call("waiting_walk", key, start, start + want - 1,
                                        "" if query.oldest_first else "rev", query.task or "",
                                        since, until, state)
+                walk.examined += int(read)
                 yield from (as_text(i) for i in ids)
-                if int(read) < WALK_CHUNK:
+                if int(read) < want:
                     break
+                start += want
 
     def _large_unfiltered(self, state: str, query: Query
                           ) -> tuple[list[str], list[int]] | None:
@@ -382,18 +395,8 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
     # -- the admin's listing index (lua/admin/index_*.lua) -------------------------------------
     def _sync_index(self, state: str) -> None:
         """Index the members of ``state``'s index finished since the last sync."""
-        index = FINISHED_INDEX[state]
-        hw = self.client.get(self.key("ax", index, "hw"))
-        low: str | int = "-inf" if hw is None else int(hw) - SYNC_MARGIN_MS
-        skip = 0
-        while True:
-            read, high, at_high = self._call("index_sync", index, low, skip, SYNC_BATCH)
-            if int(read) < SYNC_BATCH:
-                return
-            # The next batch starts at the highest score read, past the members read there.
-            high = int(as_text(high))
-            skip = skip + int(read) if high == low else int(at_high)
-            low = high
+        listing_index.sync(self.client, self.prefix, self._scripts["index_sync"],
+                           FINISHED_INDEX[state])
 
     def _indexed_page(self, state: str, query: Query, offset: int, limit: int
                       ) -> tuple[list[Record], int]:

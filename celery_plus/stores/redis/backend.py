@@ -41,11 +41,12 @@ from celery_plus.model.store import (
 )
 from celery_plus.settings import PlusConfig
 from celery_plus.stores.readers import Readers, RecordSource, readers_for
+from celery_plus.stores.redis import listing_index
 from celery_plus.stores.redis.connect import RedisConnect, from_kombu
 from celery_plus.stores.redis.envelope import MARK, deflated, envelope_bytes, envelope_or_none
 from celery_plus.stores.redis.eviction import check_policy
 from celery_plus.stores.redis.record import job_record
-from celery_plus.stores.redis.scripts import ScriptLibrary, pack, store_sources
+from celery_plus.stores.redis.scripts import ScriptLibrary, admin_sources, pack, store_sources
 
 logger = logging.getLogger("celery_plus.stores.redis")
 
@@ -367,6 +368,15 @@ class RedisBackend(OptionsView, Backend):
         comp_ret, comp_max, dead_ret, dead_max = self.retention
         self.scripts.run("maintain", [self.prefix, 500, comp_ret, comp_max, dead_ret, dead_max,
                                       self.backstop_ms, int(self.renews_waiting_holds)])
+        # The admin's index of dead letters, on a store an earlier release wrote (bounded).
+        listing_index.build_dead_letters(self.client, self.prefix, self._index_sync_script())
+
+    def _index_sync_script(self) -> Any:
+        script = self.__dict__.get("_index_sync")
+        if script is None:
+            script = self.__dict__["_index_sync"] = self.client.register_script(
+                admin_sources()["index_sync"])
+        return script
 
     def rate_started(self, job_id: str, token: int) -> None:
         self.scripts.run("rate_start", [self.prefix, job_id, int(token)])

@@ -13,7 +13,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from celery_plus.model.admin import Query, Scope, time_of
+from celery_plus.model.admin import Query, Scope, Walked, time_of
 from celery_plus.model.capped import CAPPED, is_capped
 from celery_plus.stores.admin_base.aggregates import StatusRows
 from celery_plus.stores.admin_base.listing import Record
@@ -58,12 +58,22 @@ class RedisClusterAdmin(StoreAdmin[RedisClusterBackend]):
     # -- listings -----------------------------------------------------------------------
     def page(self, state: str, query: Query, offset: int, limit: int
              ) -> tuple[list[Record], int]:
-        parts = [a.page(state, query, 0, offset + limit) for a in self._admins_for(query.queue)]
+        rows, total, _ = self.page_walked(state, query, offset, limit)
+        return rows, total
+
+    def page_walked(self, state: str, query: Query, offset: int, limit: int
+                    ) -> tuple[list[Record], int, Walked | None]:
+        parts = [a.page_walked(state, query, 0, offset + limit)
+                 for a in self._admins_for(query.queue)]
         rows = self._merged((p[0] for p in parts), state, query)
         total = sum(p[1] for p in parts)
         if any(is_capped(p[1]) for p in parts):  # a task's count in a large state: capped
             total = CAPPED
-        return list(itertools.islice(rows, offset, offset + limit)), total
+        # The queues whose walk the limit cut short (each queue walks up to the limit).
+        cut = [p[2] for p in parts if p[2] is not None]
+        walked = (Walked(sum(w.examined for w in cut), sum(w.of for w in cut)) if cut
+                  else None)
+        return list(itertools.islice(rows, offset, offset + limit)), total, walked
 
     def candidates(self, state: str, query: Query) -> Iterable[Record]:
         rows = self._merged((a.candidates(state, query) for a in self._admins_for(query.queue)),

@@ -225,7 +225,7 @@ def test_a_listing_filters_by_time_range(backend: Backend, admin: Admin) -> None
 def test_filtered_listings_and_queue_counts_stay_exact_as_jobs_come_and_go(
         backend: Backend, admin: Admin, monkeypatch: pytest.MonkeyPatch) -> None:
     # Redis: the listing index reads 2 members per call, so every sync takes several.
-    monkeypatch.setattr("celery_plus.stores.redis.admin.SYNC_BATCH", 2)
+    monkeypatch.setattr("celery_plus.stores.redis.listing_index.SYNC_BATCH", 2)
     for i in range(4):
         dead(backend, f"m{i}", task="proj.mail", queue="mail")
     dead(backend, "b0", task="proj.bill")

@@ -30,7 +30,7 @@ def backend(tmp_path: Path) -> Iterator[Backend]:
 
 @pytest.fixture
 def admin(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Admin:
-    monkeypatch.setattr("celery_plus.stores.redis.admin.SYNC_BATCH", 3)
+    monkeypatch.setattr("celery_plus.stores.redis.listing_index.SYNC_BATCH", 3)
     return Admin(admin_for(backend))
 
 

@@ -52,6 +52,8 @@ called with KEYS[1] = ARGV[1] = P; keys are built here from P, so they share KEY
   P:paused           HASH    paused queues: queue -> ms it was paused (claim.lua skips them)
   P:qhist            HASH    the admin's queue history: bucket ms -> "at ms|sample JSON", one a
                              minute, a day kept (admin/history_put.lua)
+  P:ax:dead:*        the admin's listing index of dead letters (admin/index_sync.lua), kept by
+                     dead_letter once it is caught up
   P:stats            HASH    cluster counters (deduplicated, recovered, dead_lettered, blocked)
   job fields of a cluster rate limit: rg (rate group), rl (starts allowed per window), rw
                      (window ms)
@@ -361,11 +363,35 @@ local function attempt_entry(jk, outcome, detail)
   return e
 end
 
+-- Add a dead letter (its queue and task name) to the admin's listing index of dead letters
+-- (schema: admin/index_sync.lua) when that index is caught up with P:dead (its high-water mark
+-- at P:dead's newest score, or no dead letter, and no bounded sync stopped midway: members
+-- sharing the newest score may be left), so no admin read has to build it (issue #28).
+-- Behind (a store of an earlier release, or a dead letter an earlier release's worker added),
+-- it is left to the sync, which reads P:dead from where it stopped (stores/redis/
+-- listing_index.py: caught_up says the same). Run before the ZADD.
+local function index_dead_letter(id, queue, name)
+  local ax = P .. ':ax:dead'
+  local top = redis.call('ZREVRANGE', P .. ':dead', 0, 0, 'WITHSCORES')
+  local hw = redis.call('GET', ax .. ':hw')
+  if top[2] and not (hw and tonumber(hw) >= tonumber(top[2])
+                     and redis.call('EXISTS', ax .. ':next') == 0) then
+    return
+  end
+  if queue and queue ~= '' then
+    redis.call('ZADD', ax .. ':q:' .. queue, NOW, id)
+    redis.call('SADD', ax .. ':qs', queue)
+  end
+  if name and name ~= '' then redis.call('ZADD', ax .. ':t:' .. name, NOW, id) end
+  if not hw or tonumber(hw) < NOW then redis.call('SET', ax .. ':hw', NOW) end
+end
+
 -- Dead-letter a job (any state): release its hold, keep the message, record why.
 local function dead_letter(id, detail)
   local jk = jkey(id)
-  local f = redis.call('HMGET', jk, 'uk', 'uw')
+  local f = redis.call('HMGET', jk, 'uk', 'uw', 'q', 'name')
   release_hold(f[1], f[2], id)
+  index_dead_letter(id, f[3], f[4])
   push_history(jk, attempt_entry(jk, detail['reason'] or 'task failed', detail))
   redis.call('HSET', jk, 'st', 'failed', 'fin', NOW, 'reason', detail['reason'] or 'task failed',
              'etype', detail['exc_type'] or '', 'emsg', detail['exc_message'] or '',

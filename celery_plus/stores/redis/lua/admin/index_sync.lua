@@ -8,6 +8,9 @@ discarded):
   P:ax:I:t:{task}    ZSET    ids of P:I whose record's task name is {task}
   P:ax:I:qs          SET     queues having a P:ax:I:q:* set (index_counts.lua)
   P:ax:I:hw          STRING  highest P:I score indexed so far
+  P:ax:I:next        STRING  where a bounded sync stopped (stores/redis/listing_index.py)
+Dead letters are also added by the store when a job is dead-lettered, once this index is caught
+up with P:dead (lib.lua: index_dead_letter), so a read syncs only the margin below hw.
 Members are only ever added here; index_page.lua / index_counts.lua drop those that left P:I
 (retried, discarded, purged, pruned) before they count, so counts are exact. New members of
 P:I arrive at the top (their score is the Redis clock when they finished), so a sync reads
