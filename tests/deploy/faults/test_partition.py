@@ -87,14 +87,14 @@ def partitioned_worker(deploy: Callable[..., Deployment], store: str, pool: str,
         time.sleep(leases * LEASE_S)  # the fault itself: how long the link is broken
         back(proxy)
         deployment.fault_ended = time.time()
+        lasted = time.monotonic() - began
         if run_s is None:
             with contextlib.suppress(AssertionError):  # no re-run: A renewed in time
                 wait_until(lambda: all(sum(r.label == label for r in deployment.runs()) > 1
                                        for label in labels),
                            timeout=2 * LEASE_S, interval=0.05, message="every job re-run")
             marker.touch()
-        report = deployment.finish(f"A ({pool}) {mode} {time.monotonic() - began:.1f} s",
-                                   timeout=90)
+        report = deployment.finish(f"A ({pool}) {mode} {lasted:.1f} s", timeout=90)
     print(report.line(), report.run_twice)
     assert not deployment.overlapping_runs(), (deployment.overlapping_runs(), deployment.logs())
     check(report, allow_twice=(DIED,))
