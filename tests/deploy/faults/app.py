@@ -137,6 +137,12 @@ def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
         run(self.request.id, label, seconds)
         return label
 
+    @app.task(name="fault.unique_until", bind=True, unique=True)
+    def unique_until(self: Any, label: str, marker: str, most_s: float) -> str:
+        """``fault.unique`` that runs until the file ``marker`` exists (at most ``most_s``)."""
+        run_until(self.request.id, label, marker, most_s)
+        return label
+
     def run_then_retry(task: Any, label: str, seconds: float, yield_to_later: bool,
                        group: str = "") -> str:
         """Runs, then asks for a retry at the end of its first delivery (a continuation

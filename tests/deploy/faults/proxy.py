@@ -8,7 +8,9 @@
   half-open link: the peers see silence, not an error); new connections are accepted and
   stall too;
 * ``reset`` — every connection is reset (``SO_LINGER`` 0, then close: an RST), and new ones
-  are reset as soon as they are accepted.
+  are reset as soon as they are accepted; with ``refuse`` they are refused instead (the port
+  stops listening: ``ECONNREFUSED``, what a store host that went away, or a firewall rule
+  rejecting with ``tcp-reset``, answers a new connection).
 
 :meth:`FaultProxy.resume` goes back to ``pass``; with ``strand=True`` the connections that
 were stalled stay stalled for good (their server-side end is gone: half-open forever), only
@@ -60,7 +62,7 @@ class FaultProxy:
         self._mode: Mode = "pass"
         self._lock = threading.Lock()
         self._links: list[_Link] = []
-        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server: socket.socket | None = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._server.getsockname()[1]
         self._stopped = threading.Event()
         self._acceptor = threading.Thread(target=self._accept, daemon=True,
@@ -84,25 +86,32 @@ class FaultProxy:
     def stall(self) -> None:
         self._set("stall")
 
-    def reset(self) -> None:
-        """Reset every connection; new ones are reset until the mode changes."""
+    def reset(self, refuse: bool = False) -> None:
+        """Reset every connection; new ones are reset (``refuse``: refused, the port closed)
+        until the mode changes."""
         with self._lock:
             self._mode = "reset"
             links, self._links = self._links, []
+            if refuse:
+                self._stop_listening()
         for link in links:
             link.reset()
 
     def resume(self, strand: bool = False) -> None:
-        """Back to ``pass``; ``strand``: the links stalled so far never flow again."""
+        """Back to ``pass`` (listening again on the same port if it was refusing);
+        ``strand``: the links stalled so far never flow again."""
         with self._lock:
             if strand:
                 for link in self._links:
                     link.stranded = True
+            if self._server is None:
+                self._server = socket.create_server(("127.0.0.1", self.port))
             self._mode = "pass"
 
     def close(self) -> None:
         self._stopped.set()
-        self._server.close()
+        with self._lock:
+            self._stop_listening()
         with self._lock:
             links, self._links = self._links, []
         for link in links:
@@ -119,12 +128,25 @@ class FaultProxy:
         with self._lock:
             self._mode = mode
 
+    def _stop_listening(self) -> None:
+        """Close the listening socket (under the lock). ``shutdown`` first: a bare ``close``
+        neither wakes the thread blocked in ``accept`` nor stops the port listening."""
+        if self._server is not None:
+            with contextlib.suppress(OSError):
+                self._server.shutdown(socket.SHUT_RDWR)
+            self._server.close()
+            self._server = None
+
     def _accept(self) -> None:
         while not self._stopped.is_set():
+            server = self._server
+            if server is None:  # refusing: wait for resume() to listen again
+                self._stopped.wait(_TICK)
+                continue
             try:
-                client, _ = self._server.accept()
+                client, _ = server.accept()
             except OSError:
-                return
+                continue  # closed (refusing, or the proxy closed): the loop looks again
             if self._mode == "reset":
                 _Link(client, socket.socket()).reset()
                 continue

@@ -1,4 +1,5 @@
-"""The fault proxy itself: pass, stall (silence, sockets open), reset (RST), resume, strand."""
+"""The fault proxy itself: pass, stall (silence, sockets open), reset (RST), refuse, resume,
+strand."""
 
 from __future__ import annotations
 
@@ -104,4 +105,21 @@ def test_reset_sends_rst_to_current_and_new_connections(proxy: FaultProxy) -> No
     assert _reset_or_closed(proxy)  # a new connection is reset (during connect, or after)
     proxy.resume()
     with _client(proxy) as sock:
+        assert _echoes(sock)
+
+
+def test_reset_with_refuse_refuses_new_connections_until_resumed(proxy: FaultProxy) -> None:
+    with _client(proxy) as sock:
+        assert _echoes(sock)
+        proxy.reset(refuse=True)
+        sock.settimeout(2)
+        with pytest.raises(ConnectionResetError):
+            sock.sendall(b"x")
+            sock.recv(10)
+    for _ in range(2):  # refused, not accepted then reset: for as long as the fault lasts
+        with pytest.raises(ConnectionRefusedError):
+            _client(proxy)
+    assert proxy.connections() == 0
+    proxy.resume()
+    with _client(proxy) as sock:  # the same port listens again
         assert _echoes(sock)
