@@ -10,7 +10,8 @@ store refusing writes, a keeper starved):
 
 * a prefork pool process is killed (``worker_state.stop_overdue_runs``): its job goes back;
 * the solo, threads and green pools cannot stop one task: the worker exits (code 75, one
-  CRITICAL line; its supervisor restarts it), and its claims lapse and are recovered.
+  CRITICAL line; its supervisor restarts it), and its claims lapse and are recovered;
+* either way, the processes the runs started die first (``runtime/process_tree.py``).
 
 The margin between the two — ``(1 - SURE_SHARE)`` of the lease, 6 s of the default 30 s — covers
 the stop itself and the clocks: the stop comes before the store's deadline as long as the

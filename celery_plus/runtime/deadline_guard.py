@@ -8,8 +8,10 @@ on, and another worker runs the job too. So a worker whose pool runs tasks in it
 GIL, that reads one number the worker keeps up to date in shared memory — until when every run
 going on in the worker is certainly leased (:class:`GuardSlot`) — and kills the worker
 (``SIGKILL``: a starved process runs no signal handler) once that time has passed by
-``SLACK_S``, saying so on the worker's standard error. The worker's supervisor restarts it; the
-killed runs' jobs come back when their leases lapse, a delivery counted each.
+``SLACK_S``, saying so on the worker's standard error; the processes its tasks started die
+with it (``process_tree``; the guard itself, a child of the worker, is left out and ends
+after). The worker's supervisor restarts it; the killed runs' jobs come back when their leases
+lapse, a delivery counted each.
 
 The number only ever moves later when the worker's watch thread runs (it renews nothing itself):
 a starved worker leaves it where it was, which is the safe side.
@@ -26,6 +28,13 @@ import subprocess
 import sys
 import tempfile
 import time
+
+if __package__:
+    from celery_plus.runtime import process_tree
+else:  # the guard process: this file runs as a script, and loads its sibling alone (the
+    # package's import loads Celery: seconds and tens of MB for a process that reads a number)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import process_tree  # type: ignore[no-redef]
 
 #: The guard kills this long after the deadline, leaving the worker's own watch (a clean
 #: exit with a log line) the first turn.
@@ -105,8 +114,11 @@ def guard(pid: int, slot: GuardSlot) -> None:
                   "holding the GIL?); killing it (SIGKILL) before another worker takes the "
                   "job over. Its supervisor restarts it; the job comes back when its lease "
                   "lapses.", file=sys.stderr, flush=True)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            killed = process_tree.stop_tree(pid)
+            if killed:
+                print(f"[{stamp}: WARNING/LeaseGuard] celery-plus: killed {len(killed)} "
+                      f"process(es) started below worker process {pid} with it: "
+                      + " ".join(map(str, killed)), file=sys.stderr, flush=True)
             return
         time.sleep(POLL_S)
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 from collections.abc import Collection
 from typing import Any
 
 from billiard.common import TERM_SIGNAL
 
+from celery_plus.runtime import process_tree
 from celery_plus.runtime.helper_threads import green_patched
 
 logger = logging.getLogger("celery_plus.transport")
@@ -77,7 +77,8 @@ def stop_stale_runs(tags: Collection[str]) -> None:
     thaws, a task another worker now runs under a live claim: two runs of one job at once,
     and a concurrency limit exceeded. A task in a prefork pool process is stopped the way
     ``revoke(terminate=True)`` stops one (SIGTERM to its process; Celery replaces the
-    process, and the requeue of the lost delivery is a fenced no-op). Tasks of the solo,
+    process, and the requeue of the lost delivery is a fenced no-op), and the processes the
+    task started are killed with it (``process_tree``). Tasks of the solo,
     threads and green pools cannot be stopped from outside: they are logged. (A green pool's
     ``worker_pid`` is not a process id but the id of the task's greenlet: never a pid to
     signal.)
@@ -92,8 +93,8 @@ def stop_stale_runs(tags: Collection[str]) -> None:
             logger.warning("celery-plus: stopping task %s[%s] in pool process %s: its lease "
                            "was lost (another worker runs the job now)",
                            request.name, request.id, pid)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, TERM_SIGNAL)  # billiard's (REMAP_SIGTERM: SIGQUIT, say)
+            # billiard's terminate signal (REMAP_SIGTERM: SIGQUIT, say)
+            _log_killed(f"pool process {pid}", process_tree.stop_tree(pid, TERM_SIGNAL))
         else:
             logger.warning("celery-plus: task %s[%s] goes on running here although its "
                            "lease was lost (another worker runs the job now): tasks of this "
@@ -136,9 +137,10 @@ def stop_overdue_runs(overdue: dict[str, float], running: dict[str, Any], lease_
     prefork pool process is killed (``SIGKILL``: a task in C code runs no signal handler;
     Celery reports the worker lost and the delivery goes back, a delivery counted); any other
     pool cannot stop one task, so this process exits (:data:`EX_LEASE_OVERRUN`; its
-    supervisor restarts it). ``stopped``: tags already stopped (each is killed once);
-    ``pool_processes``: False leaves prefork runs alone for now (just after a freeze of this
-    process, while the keeper asks the store)."""
+    supervisor restarts it). Either way the processes the runs started die first
+    (``process_tree``: a task's ``subprocess`` would run on, handed to init). ``stopped``:
+    tags already stopped (each is killed once); ``pool_processes``: False leaves prefork runs
+    alone for now (just after a freeze of this process, while the keeper asks the store)."""
     for tag, request in running.items():
         if tag not in overdue or tag in stopped:
             continue
@@ -153,8 +155,7 @@ def stop_overdue_runs(overdue: dict[str, float], running: dict[str, Any], lease_
                            "unreachable or refused); killed before the lease lapses and "
                            "another worker takes the job over (the job goes back, a delivery "
                            "counted)", request.name, request.id, pid, unconfirmed, lease_s)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            _log_killed(f"pool process {pid}", process_tree.stop_tree(pid))
             continue
         logger.critical("celery-plus: task %s[%s]'s lease could not be renewed for %.1f s of "
                         "its %.0f s (the store is unreachable or refused); the tasks of this "
@@ -162,10 +163,19 @@ def stop_overdue_runs(overdue: dict[str, float], running: dict[str, Any], lease_
                         "%d) before the lease lapses and another worker takes the job over; "
                         "its supervisor restarts it", request.name, request.id, unconfirmed,
                         lease_s, EX_LEASE_OVERRUN)
+        _log_killed("this worker's process", process_tree.kill_own_descendants())
         for handler in logging.getLogger().handlers:
             with contextlib.suppress(Exception):
                 handler.flush()
         os._exit(EX_LEASE_OVERRUN)
+
+
+def _log_killed(stopped: str, pids: list[int]) -> None:
+    """Name the processes killed below a ``stopped`` process (its tasks' own: a
+    ``subprocess`` a task started; at a worker's exit, its guard process too)."""
+    if pids:
+        logger.warning("celery-plus: killed %d process(es) started below %s with it: %s",
+                       len(pids), stopped, " ".join(map(str, pids)))
 
 
 def _active_requests() -> list[Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import subprocess
 import time
 from typing import Any
 
@@ -130,6 +131,24 @@ def make_app(broker: str, prefix: str, ledger_path: str, vt: float,
         run_id = ledger.start(self.request.id, label, key)
         sum(range(count))
         ledger.end(run_id)
+        return label
+
+    @app.task(name="fault.with_child", bind=True)
+    def with_child(self: Any, label: str, seconds: float, later_s: float) -> str:
+        """Does its work in a process of its own (``sleep``: ``seconds`` in the job's first
+        run, ``later_s`` in later ones), noted in the ledger: a stopped run's child must
+        stop with it."""
+        job = self.request.id
+        run_id = ledger.start(job, label)
+        child = subprocess.Popen(["sleep", str(seconds if ledger.first(job) == run_id
+                                               else later_s)])
+        ledger.child(job, run_id, child.pid)
+
+        def wait(progress: Progress) -> None:
+            while child.poll() is None:
+                progress.step(0.02)
+
+        stopped(Progress(ledger, run_id), wait)
         return label
 
     @app.task(name="fault.unique", bind=True, unique=True)

@@ -27,6 +27,11 @@ CREATE TABLE IF NOT EXISTS runs (
     stopped INTEGER NOT NULL DEFAULT 0, -- 1: ended by SIGTERM (its worker stopped it)
     resumed REAL            -- when the task's own code first ran again after a freeze
 );
+CREATE TABLE IF NOT EXISTS children (
+    job TEXT NOT NULL,      -- the task id
+    run INTEGER NOT NULL,   -- runs.id of the run that started it
+    pid INTEGER NOT NULL    -- the process the run started (its real work)
+);
 """
 
 
@@ -113,6 +118,18 @@ class Ledger:
         with contextlib.closing(self._connect()) as conn:
             return conn.execute("SELECT 1 FROM runs WHERE job = ? AND id > ?",
                                 (job, run_id)).fetchone() is not None
+
+    def child(self, job: str, run_id: int, pid: int) -> None:
+        """Run ``run_id`` of ``job`` started process ``pid``."""
+        with contextlib.closing(self._connect()) as conn:
+            conn.execute("INSERT INTO children (job, run, pid) VALUES (?, ?, ?)",
+                         (job, run_id, pid))
+
+    def children(self) -> list[tuple[str, int]]:
+        """(job, pid) of every process a run started, in the order of their runs."""
+        with contextlib.closing(self._connect()) as conn:
+            rows = conn.execute("SELECT job, pid FROM children ORDER BY run").fetchall()
+        return [(str(job), int(pid)) for job, pid in rows]
 
     def runs(self) -> list[Run]:
         with contextlib.closing(self._connect()) as conn:

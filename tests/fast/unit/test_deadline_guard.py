@@ -4,6 +4,9 @@ are starved, and leaves alone one whose deadline keeps moving."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -75,3 +78,22 @@ def test_the_guard_ends_with_its_worker() -> None:
         time.sleep(0.05)
     else:
         raise AssertionError(f"guard {guard_pid} outlived its worker")
+
+
+def test_the_processes_a_killed_worker_started_die_with_it() -> None:
+    """A task's ``subprocess`` (here a ``sleep`` started before the GIL is held) dies with
+    the worker its guard kills: the pipe the sleep inherited closes (before, it ran on)."""
+    script = WORKER.replace(
+        'print("holding", flush=True)',
+        'import subprocess; subprocess.Popen(["sleep", "60"]); print("holding", flush=True)')
+    proc = subprocess.Popen([sys.executable, "-c", script, "0.5"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=20)  # every holder of the pipes gone: the sleep too
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    assert proc.returncode == -9, err
+    assert "holding" in out and "killing it (SIGKILL)" in err
+    assert "WARNING/LeaseGuard] celery-plus: killed 1 process(es)" in err, err
