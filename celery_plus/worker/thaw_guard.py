@@ -74,6 +74,7 @@ from celery_plus.leases.start_check import (
     broker_heartbeat,
 )
 from celery_plus.leases.tokens import SURE_UNTIL, delivery_tag, parse_delivery_tag
+from celery_plus.runtime import process_tree
 from celery_plus.runtime.helper_threads import HelperThread, native_lock
 
 logger = logging.getLogger("celery_plus.transport")
@@ -257,7 +258,7 @@ def _check(signum: int, frame: Any) -> None:
         logger.warning("celery-plus: task %s[%s] killed in its pool process: it ran on after "
                        "it was stopped for its lost or unconfirmed lease", running.name,
                        running.claim[0])
-        os.kill(os.getpid(), signal.SIGKILL)
+        _kill_self()
     if (running is None or _in_store_call(running) or _checking
             or terminate_handler_fired()):
         # No claimed task here, one inside celery-plus's own store call (held as the call
@@ -307,6 +308,13 @@ def store_call() -> Iterator[None]:
         _check(signal.SIGCONT, None)  # asks the store first when the sure time has passed
 
 
+def _kill_self() -> None:
+    """Kill this pool process, and first every process its task started below it (they
+    would run on beside the job's next run: ``runtime/process_tree.py``)."""
+    process_tree.kill_own_descendants()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _goes_on(running: _Running) -> bool:
     """Whether the task may go on: its own run ended the claim, or it is certainly ours."""
     return running.ended or (not running.lost and clock() < running.sure())
@@ -344,10 +352,11 @@ def _hold_here(running: _Running, frame: Any) -> None:
                    "%.0f s", running.name, running.claim[0], STOP_WAIT_S)
     stop = signal.getsignal(TERM_SIGNAL)
     if callable(stop):
+        process_tree.kill_own_descendants()  # the run's own processes stop with it
         stop(TERM_SIGNAL, frame)  # billiard's: raises SystemExit, the process ends
     # No handler to end it (REMAP_SIGTERM leaves SIGTERM ignored in pool processes): the
     # task must not go on.
-    os.kill(os.getpid(), signal.SIGKILL)
+    _kill_self()
 
 
 _timings: dict[int, tuple[float, float]] = {}
@@ -445,7 +454,7 @@ def _hold(running: _Running) -> None:
             logger.warning("celery-plus: task %s[%s] killed in its pool process: it did not "
                            "stop for its lost or unconfirmed lease", running.name,
                            running.claim[0])
-            os.kill(os.getpid(), signal.SIGKILL)
+            _kill_self()
         if not running.lost:
             _renewed_within(running, ANSWER_S)
         time.sleep(0.05)  # the check notices a confirmation within 10 ms

@@ -17,9 +17,12 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support import wait_until
 
 #: The pool process: argv[1] is how its store answers ("lost" after 3 renewals,
 #: "unreachable", "renewed", "back": unreachable for the first 0.55 s; "lost_in_check": lost
@@ -100,6 +103,10 @@ POOL_PROCESS = textwrap.dedent("""
         signals.task_postrun.send(sender=inner, task_id="inner", task=inner)
     if mode == "ignored_term":  # REMAP_SIGTERM: billiard leaves SIGTERM ignored
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        import subprocess
+        child = subprocess.Popen(["sleep", "30"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)  # the task's own work in a process
+        print(json.dumps({"child": child.pid}), flush=True)
     while clock() < started + 2.0:  # the task's code
         steps.append(clock())
         time.sleep(0.002)
@@ -238,6 +245,18 @@ def test_a_held_task_whose_sigterm_is_ignored_is_killed() -> None:
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stdout[-500:])
     assert '"ended": "finished"' not in proc.stdout
+    # The task's own process stopped with it (runtime/process_tree.py), not left to init.
+    [child] = [json.loads(line)["child"] for line in proc.stdout.splitlines()
+               if line.startswith('{"child"')]
+    wait_until(lambda: not _alive(child), timeout=5, message=f"child {child} gone")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def test_the_hold_signal_is_none_billiard_or_celery_uses() -> None:
