@@ -89,8 +89,11 @@ def _whole_worker_frozen(coordinated: Callable[..., tuple[Deployment, FaultProxy
         deployment.fault_ended = time.time()
         # A's pool process holds its task as it thaws; A's keeper learns the claim was lost
         # and stops it.
-        wait_until(lambda: _run(deployment, "first", pool_pid).ended is not None,
-                   timeout=10, interval=0.05, message="A's stale run stopped")
+        try:
+            wait_until(lambda: _run(deployment, "first", pool_pid).ended is not None,
+                       timeout=10, interval=0.05, message="A's stale run stopped")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{a.log()[-5000:]}") from None
         marker.touch()
         report = deployment.finish("A frozen whole past its lease, then thawed while B ran "
                                    "the group's next job", timeout=60)
