@@ -251,10 +251,13 @@ def _check(signum: int, frame: Any) -> None:
     goes on asking while the task is held: the store's confirmation releases it)."""
     global _checking
     running = _running
-    if running is not None and terminate_handler_fired() and not _goes_on(running):
-        # Told to end (billiard's handler raised SystemExit in the task), yet the task's
-        # thread runs on with a claim not ours: its code caught the SystemExit. Nothing
-        # else would stop it (the worker's SIGTERM was that exit).
+    if (running is not None and terminate_handler_fired() and not _goes_on(running)
+            and clock() - _told_to_end() >= EXIT_GRACE_S):
+        # Told to end (billiard's handler raised SystemExit in the task) EXIT_GRACE_S ago,
+        # yet the task's thread runs on with a claim not ours: its code caught the
+        # SystemExit. Nothing else would stop it (the worker's SIGTERM was that exit). A
+        # check sooner (a SIGCONT handled after the SIGTERM, while the exit unwinds) lets
+        # the exit go on.
         logger.warning("celery-plus: task %s[%s] killed in its pool process: it ran on after "
                        "it was stopped for its lost or unconfirmed lease", running.name,
                        running.claim[0])
@@ -306,6 +309,18 @@ def store_call() -> Iterator[None]:
         running.in_store_call -= 1
     if not running.in_store_call:
         _check(signal.SIGCONT, None)  # asks the store first when the sure time has passed
+
+
+#: When this process was first seen told to end (billiard's terminate handler had fired).
+_told_at: float | None = None
+
+
+def _told_to_end() -> float:
+    """When this process was first seen told to end (now, if this is the first look)."""
+    global _told_at
+    if _told_at is None:
+        _told_at = clock()
+    return _told_at
 
 
 def _kill_self() -> None:
@@ -445,7 +460,7 @@ def _hold(running: _Running) -> None:
     if terminate_handler_fired():
         # Its process was told to end: it exits as the task unwinds. A task still here
         # after EXIT_GRACE_S caught the SystemExit: the check below kills it (_check).
-        time.sleep(EXIT_GRACE_S)
+        time.sleep(max(0.0, _told_to_end() + EXIT_GRACE_S - clock()))
     checks = running.checks
     signal.pthread_kill(threading.main_thread().ident or 0, HOLD_SIGNAL)
     deadline = clock() + STOP_WAIT_S + 2.0
