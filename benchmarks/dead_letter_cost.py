@@ -23,12 +23,10 @@ import uuid
 
 import redis
 
-from celery_plus import Celery
-from celery_plus.admin import connect
 from celery_plus.model.store import Backend, NewJob, Settle
 
 from .memory import private_redis
-from .redis_cost import Phase, _phase
+from .redis_cost import Phase, _phase, store_with_template
 
 FAILURE = {"reason": "task failed", "exc_type": "ValueError", "exc_message": "boom",
            "traceback": "Traceback (most recent call last):\nValueError: boom\n"}
@@ -72,14 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         backends: dict[str, Backend] = {}
         template = ("", "")
         for name in results:
-            app = Celery("bench", broker=f"plus+{url}", backend=None, set_as_current=False)
-            app.conf.update(plus_key_prefix=f"dl-{name}", task_default_queue="q")
-            admin = stack.enter_context(connect(app))
-            backends[name] = admin.store.backend  # type: ignore[attr-defined]
-            sent = app.send_task("bench.noop", args=(1, 2)).id
-            raw = backends[name].raw_message(sent)
-            assert raw is not None
-            template = (raw.decode(), sent)
+            backends[name], template = store_with_template(stack, url, f"dl-{name}")
         for _ in range(args.rounds):
             for name, backend in backends.items():
                 results[name].append(_round(client, backend, *template, name == "kept",

@@ -33,6 +33,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 
@@ -161,6 +162,20 @@ def report(results: dict[str, Result], jobs: int, batch: int) -> None:
                   f"{sum(commands.values()):.2f} commands: {listed}")
 
 
+
+def store_with_template(stack: contextlib.ExitStack, url: str, prefix: str,
+                        **conf: Any) -> tuple[Backend, tuple[str, str]]:
+    """The store of a celery-plus app on ``url`` with key prefix ``prefix`` (closed with
+    ``stack``), and a real envelope published there: (its stored text, its job id)."""
+    app = Celery("bench", broker=f"plus+{url}", backend=None, set_as_current=False)
+    app.conf.update(plus_key_prefix=prefix, task_default_queue="q", **conf)
+    admin = stack.enter_context(connect(app))
+    backend: Backend = admin.store.backend  # type: ignore[attr-defined]
+    sent = app.send_task("bench.noop", args=(1, 2)).id
+    raw = backend.raw_message(sent)
+    assert raw is not None
+    return backend, (raw.decode(), sent)
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=5000)
@@ -174,15 +189,9 @@ def main(argv: list[str] | None = None) -> None:
         backends: dict[str, Backend] = {}
         template = ("", "")
         for name in args.layouts.split(","):
-            app = Celery("bench", broker=f"plus+{url}", backend=None, set_as_current=False)
-            app.conf.update(plus_key_prefix=f"cost-{name}", task_default_queue="q",
-                            **LAYOUTS[name])
-            admin = stack.enter_context(connect(app))
-            backends[name] = admin.store.backend  # type: ignore[attr-defined]
-            sent = app.send_task("bench.noop", args=(1, 2)).id
-            raw = backends[name].raw_message(sent)
-            assert raw is not None
-            template = (raw.decode(), sent)
+            backends[name], template = store_with_template(stack, url, f"cost-{name}",
+                                                           **LAYOUTS[name])
+            sent = template[1]
             client.delete(f"cost-{name}:q:q", f"cost-{name}:job:{sent}", f"cost-{name}:m:{sent}")
         results = {name: Result() for name in backends}
         lpush: list[Phase] = []
