@@ -87,11 +87,26 @@ class GuardSlot:
             os.unlink(self.path)
 
 
+#: The guards this process started (their pids): its own exit leaves them be
+#: (:func:`guard_pids`).
+_started: set[int] = set()
+
+
 def start(slot: GuardSlot) -> subprocess.Popen[bytes]:
     """Start the guard of this process (it ends by itself once this process is gone). It runs
     this file as a script: it needs nothing of celery-plus or Celery."""
-    return subprocess.Popen([sys.executable, __file__, str(os.getpid()), slot.path],
-                            stdin=subprocess.DEVNULL, close_fds=True)
+    guard = subprocess.Popen([sys.executable, __file__, str(os.getpid()), slot.path],
+                             stdin=subprocess.DEVNULL, close_fds=True)
+    _started.add(guard.pid)
+    return guard
+
+
+def guard_pids() -> set[int]:
+    """The guards this process started. A worker killing the processes below it as it exits
+    spares them: a guard may be freezing the worker at that moment to kill it, and a worker
+    that froze its guard in turn would leave both stopped for good (seen: every job the
+    worker's SQLite lock held waited 120 s). A guard ends by itself once its worker is gone."""
+    return set(_started)
 
 
 def _alive(pid: int) -> bool:

@@ -76,13 +76,14 @@ def stop_tree(pid: int, signum: int = signal.SIGKILL) -> list[int]:
     return descendants
 
 
-def kill_own_descendants() -> list[int]:
+def kill_own_descendants(spare: frozenset[int] | set[int] = frozenset()) -> list[int]:
     """``SIGKILL`` every process below the calling one (frozen first), before it exits or
-    kills itself; returns them. The caller's own threads go on meanwhile: the walk repeats
-    until it finds no new process (at most :data:`MOST_WALKS` times)."""
+    kills itself, but those in ``spare`` (and what is below them); returns them. The caller's
+    own threads go on meanwhile: the walk repeats until it finds no new process (at most
+    :data:`MOST_WALKS` times)."""
     if not supported():
         return []
-    descendants = _freeze_below(os.getpid())
+    descendants = _freeze_below(os.getpid(), spare)
     for child in descendants:
         _send(child, signal.SIGKILL)
     return descendants
@@ -92,7 +93,7 @@ def kill_own_descendants() -> list[int]:
 _STOPPED = frozenset("TtZXx")
 
 
-def _freeze_below(root: int) -> list[int]:
+def _freeze_below(root: int, spare: frozenset[int] | set[int] = frozenset()) -> list[int]:
     """Freeze every process below ``root`` (``root`` itself frozen already, or the caller)
     and return them, parents before children. Each process is frozen as soon as it is read
     (a process about to fork or exit has the least time to); each walk reads the children of
@@ -100,7 +101,7 @@ def _freeze_below(root: int) -> list[int]:
     stopped: the set is closed), or after :data:`MOST_WALKS`."""
     me = os.getpid()
     found: list[int] = []
-    known = {root, me}
+    known = {root, me, *spare}
     for _ in range(MOST_WALKS):
         parents = {root, *found}
         grew = False

@@ -20,7 +20,7 @@ from typing import Any
 
 from billiard.common import TERM_SIGNAL
 
-from celery_plus.runtime import process_tree
+from celery_plus.runtime import deadline_guard, process_tree
 from celery_plus.runtime.helper_threads import green_patched
 
 logger = logging.getLogger("celery_plus.transport")
@@ -163,7 +163,8 @@ def stop_overdue_runs(overdue: dict[str, float], running: dict[str, Any], lease_
                         "%d) before the lease lapses and another worker takes the job over; "
                         "its supervisor restarts it", request.name, request.id, unconfirmed,
                         lease_s, EX_LEASE_OVERRUN)
-        _log_killed("this worker's process", process_tree.kill_own_descendants())
+        _log_killed("this worker's process",
+                    process_tree.kill_own_descendants(spare=deadline_guard.guard_pids()))
         for handler in logging.getLogger().handlers:
             with contextlib.suppress(Exception):
                 handler.flush()
