@@ -49,18 +49,11 @@ BEGIN
         v_mark := p_run_ms[v_i];  -- NULL when p_run_ms is
         IF v_action = 'ack' THEN
             -- The hot path in one UPDATE: completed, lease dropped (end_claim), the start
-            -- mark applied as mark_start() applies it (one row version, not two), slot freed.
+            -- mark applied (mark_start()'s rule: one row version, not two), slot freed.
             UPDATE jobs SET state = 'completed', finished_ms = v_now, lease_expires_ms = NULL,
-                            started_ms = CASE
-                                WHEN v_mark >= 0 AND start_mark IS DISTINCT FROM p_tokens[v_i]
-                                THEN greatest(COALESCE(started_ms, v_now),
-                                              least(v_now, v_now - v_mark))
-                                ELSE started_ms END,
-                            start_mark = CASE
-                                WHEN v_mark IS NULL OR start_mark IS NOT DISTINCT FROM p_tokens[v_i]
-                                THEN start_mark
-                                WHEN v_mark < 0 THEN -p_tokens[v_i]
-                                ELSE p_tokens[v_i] END
+                            started_ms = marked_start(started_ms, start_mark, p_tokens[v_i],
+                                                      v_mark, v_now),
+                            start_mark = marked_token(start_mark, p_tokens[v_i], v_mark)
             WHERE id = v_id;
             IF v_group <> '' THEN
                 PERFORM free_slot(v_group, v_id);
