@@ -4,7 +4,8 @@
 on ``plus+redis://``), ``plus-sqlite`` (celery-plus on ``plus+sqlite://``, a file in
 the system's temp folder) or ``plus-pg`` (celery-plus on ``plus+postgresql://``, a schema
 of its own: :func:`pg_schema`; ``plus-pg-async`` the same with ``plus_pg_synchronous_commit``
-off); ``BENCH_RUN`` isolates each run's queue, keys, file and schema. The
+off; ``plus-pg-p16`` the same with ``worker_prefetch_multiplier`` 16, claims of up to 16
+jobs ahead); ``BENCH_RUN`` isolates each run's queue, keys, file and schema. The
 first and the last job write their wall-clock time to Redis, which gives the drain rate.
 
 ``counted`` (optionally sleeping, for the I/O-bound pool rows) counts completions instead, so
@@ -65,7 +66,7 @@ app.conf.update(
     task_default_queue=QUEUE,
     task_acks_late=True,
     task_ignore_result=True,
-    worker_prefetch_multiplier=4,
+    worker_prefetch_multiplier=16 if KIND == "plus-pg-p16" else 4,
     worker_hijack_root_logger=False,
     broker_connection_retry_on_startup=True,
 )

@@ -14,6 +14,7 @@ PAIRS = (
     ("plus-pg", ("pgqueuer", "procrastinate")),
     ("plus-sqlite", ("celery",)),
     ("plus", ("plus-hash", "plus-deflate")),
+    ("plus-pg-p16", ("plus-pg", "pgqueuer")),
 )
 
 

@@ -94,7 +94,13 @@ LAYOUTS = (
     _plus("plus-hash", "celery-plus plus+redis://, hash layout", "redis", PLUS_NOTE),
     _plus("plus-deflate", "celery-plus plus+redis://, deflated", "redis", PLUS_NOTE),
 )
-BY_KEY = {system.key: system for system in (*SYSTEMS, *LAYOUTS)}
+#: PostgreSQL with a prefetch window of 16 per process instead of 4 (claims of up to 16 jobs
+#: ahead, each under a lease: docs/benchmarks.md, the claim-ahead decision), run when named.
+PREFETCH = (
+    _plus("plus-pg-p16", "celery-plus plus+postgresql://, prefetch 16", "pg",
+          PLUS_NOTE + "; commit per publish; 16 jobs claimed ahead"),
+)
+BY_KEY = {system.key: system for system in (*SYSTEMS, *LAYOUTS, *PREFETCH)}
 
 
 def based(system: System, checkout: str) -> System:

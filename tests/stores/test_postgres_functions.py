@@ -224,6 +224,10 @@ ADDED_SINCE_LEGACY = {
     "function claim(p_queues text[], p_worker text, p_max integer, p_scan_limit integer, "
     "p_lease_ms bigint, p_backstop bigint, p_ids text[], p_tokens bigint[], p_actions text[], "
     "p_details text[], p_run_ms bigint[])",
+    # release 10: the start mark's rule as expressions, for mark_start() and settle()'s ack.
+    "function marked_start(p_started bigint, p_start_mark bigint, p_token bigint, "
+    "p_mark bigint, p_now bigint)",
+    "function marked_token(p_start_mark bigint, p_token bigint, p_mark bigint)",
     # migration 0012: the Celery workers' own records (the admin's workers page).
     "relation workers", "relation workers_pkey", "index workers_pkey", "column workers.node",
     "column workers.info", "column workers.started_ms", "column workers.at_ms",

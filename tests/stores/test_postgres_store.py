@@ -525,3 +525,33 @@ def test_a_settle_never_reads_the_lease_index_whatever_a_drain_left_in_it(
         scans = conn.execute("SELECT pg_stat_get_xact_numscans('jobs_leases'::regclass)")
         assert scans.fetchone() == (0,)
     assert record(pg, "last").state == "completed"
+
+
+@pytest.mark.parametrize("run_ms", [None, -1, 0, 3_600_000])
+def test_an_ack_writes_its_job_once_with_its_start_mark(pg: PostgresBackend,
+                                                        run_ms: int | None) -> None:
+    """An ack is one row version: the start mark (how long the task ran) rides in the ack's
+    own UPDATE (issue #29: a separate mark_start() UPDATE was a second version, and its WAL,
+    per job drained), and lands as mark_start() would put it."""
+    publish(pg, "a")
+    [c] = claim(pg).claims
+    [(claimed_ms,)] = query(pg, "SELECT started_ms FROM jobs WHERE id = 'a'")
+    with psycopg.connect(PG_URL) as conn:  # one transaction: its own counts
+        conn.execute(f"SET search_path TO {pg.qschema}")
+        [(before_ms,)] = conn.execute("SELECT now_ms()").fetchall()
+        conn.execute("SELECT * FROM settle(ARRAY[%s], ARRAY[%s]::bigint[], ARRAY['ack'], "
+                     "ARRAY[NULL]::text[], 1000, ARRAY[%s]::bigint[])",
+                     [c.job_id, c.token, run_ms])
+        updated = conn.execute("SELECT pg_stat_get_xact_tuples_updated('jobs'::regclass)")
+        assert updated.fetchone() == (1,)
+    [(state, started_ms, start_mark)] = query(
+        pg, "SELECT state, started_ms, start_mark FROM jobs WHERE id = 'a'")
+    assert state == "completed"
+    if run_ms is None:
+        assert (started_ms, start_mark) == (claimed_ms, None)
+    elif run_ms < 0:  # not started when last seen: the mark says so, the start stays
+        assert (started_ms, start_mark) == (claimed_ms, -c.token)
+    elif run_ms == 0:  # started as it was settled
+        assert start_mark == c.token and started_ms >= before_ms >= claimed_ms
+    else:  # started an hour before the settle: never before its claim
+        assert (started_ms, start_mark) == (claimed_ms, c.token)

@@ -52,7 +52,7 @@ _PLACEHOLDER_RE = re.compile(r"\{\{([A-Z_]+)\}\}")
 _PACKAGE = "celery_plus.stores.postgres"
 #: The release of the function files: raised whenever any file changes (a test compares the
 #: files with ``tests/stores/fixtures/postgres_functions.json`` and says so).
-FUNCTIONS_RELEASE = 9
+FUNCTIONS_RELEASE = 10
 
 
 @dataclass(frozen=True)

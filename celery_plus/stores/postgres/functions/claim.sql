@@ -89,7 +89,8 @@ BEGIN
                         rate_room(r.rate_group, r.rate_limit, r.rate_window_ms, v_now) <= 0 THEN
                     PERFORM rate_park(r.id, r.rate_group, r.rate_window_ms, v_now);
                     v_parked := true;
-                ELSIF NOT take_slot(r.id, r.conc_group, r.conc_limit, true) THEN
+                ELSIF COALESCE(r.conc_group, '') <> ''
+                        AND NOT take_slot(r.id, r.conc_group, r.conc_limit, true) THEN
                     v_parked := true;
                 END IF;
                 IF v_parked THEN

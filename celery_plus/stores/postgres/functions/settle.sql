@@ -20,6 +20,7 @@ DECLARE
     v_mdl integer;
     v_group text;
     v_reason text;
+    v_mark bigint;
 BEGIN
     IF COALESCE(cardinality(p_ids), 0) = 0 THEN
         RETURN;
@@ -44,13 +45,15 @@ BEGIN
         FROM jobs j
         WHERE j.id = v_id AND COALESCE(j.state, '') = 'running' AND j.token = p_tokens[v_i];
         CONTINUE WHEN NOT FOUND;  -- stale: the claim ended or was taken over
-        IF p_run_ms IS NOT NULL THEN
-            PERFORM mark_start(v_id, p_tokens[v_i], p_run_ms[v_i], v_now);
-        END IF;
         v_action := p_actions[v_i];
+        v_mark := p_run_ms[v_i];  -- NULL when p_run_ms is
         IF v_action = 'ack' THEN
-            -- The hot path in one UPDATE: completed, lease dropped (end_claim), slot freed.
-            UPDATE jobs SET state = 'completed', finished_ms = v_now, lease_expires_ms = NULL
+            -- The hot path in one UPDATE: completed, lease dropped (end_claim), the start
+            -- mark applied (mark_start()'s rule: one row version, not two), slot freed.
+            UPDATE jobs SET state = 'completed', finished_ms = v_now, lease_expires_ms = NULL,
+                            started_ms = marked_start(started_ms, start_mark, p_tokens[v_i],
+                                                      v_mark, v_now),
+                            start_mark = marked_token(start_mark, p_tokens[v_i], v_mark)
             WHERE id = v_id;
             IF v_group <> '' THEN
                 PERFORM free_slot(v_group, v_id);
@@ -60,6 +63,7 @@ BEGIN
             END IF;
             CONTINUE;
         END IF;
+        PERFORM mark_start(v_id, p_tokens[v_i], v_mark, v_now);
         v_detail := safe_jsonb(p_details[v_i]);
         PERFORM end_claim(v_id);
         IF v_action = 'release' THEN
