@@ -61,7 +61,7 @@ values = st.one_of(
 )
 PARAMS = ("page", "per_page", "task", "queue", "text", "older_than", "since", "until", "search",
           "sort", "refresh", "range", "msg", "sig", "id", "raw", "select", "type", "message",
-          "empty", "window", "ask", "top")
+          "empty", "window", "ask", "top", "walk")
 PATHS = ["/", "/jobs/failed", "/jobs/enqueued", "/jobs/completed", "/api/jobs/failed",
          "/api/status", "/api/throughput", "/api/activity", "/api/latency", "/failed",
          "/metrics", "/job", "/api/job", "/login", "/workers", "/api/workers", "/schedules",
@@ -168,7 +168,7 @@ def test_every_query_parameter(web: Dashboard, path: str, params: dict[str, str]
 
 
 FORM_FIELDS = ("do", "id", "task", "queue", "older_than", "text", "since", "until", "search",
-               "confirm", "token")
+               "confirm", "token", "walk")
 HEADERS = ("CONTENT_LENGTH", "HTTP_HOST", "HTTP_ORIGIN", "HTTP_COOKIE", "HTTP_AUTHORIZATION",
            "HTTP_SEC_FETCH_SITE")
 #: Actions, each with a path segment that takes any value (an id, a node, an entry's name).
@@ -259,7 +259,8 @@ COMMANDS = [["dlq", "ls"], ["jobs"], ["jobs", "failed"], ["dlq", "show"], ["dlq"
 OPTION_COMMANDS = {
     "--page": ["dlq", "ls"], "--per-page": ["dlq", "ls"], "--since": ["dlq", "ls"],
     "--until": ["dlq", "ls"], "--task": ["dlq", "ls"], "--queue": ["dlq", "ls"],
-    "--text": ["dlq", "ls"], "--text-limit": ["dlq", "ls"], "--sort": ["dlq", "ls"],
+    "--text": ["dlq", "ls"], "--text-limit": ["dlq", "ls"], "--walk-limit": ["dlq", "ls"],
+    "--sort": ["dlq", "ls"],
     "--older-than": ["dlq", "purge"],
     "--state": ["dlq", "purge"], "--host": ["admin"], "--port": ["admin"],
     "--allowed-host": ["admin"], "--trusted-proxy": ["admin"], "--limit": ["dlq", "groups"],
