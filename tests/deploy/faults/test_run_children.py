@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.matrix import pools
 from tests.support import wait_until
 
 from .harness import DIED, Deployment, _alive, check
@@ -56,7 +55,10 @@ def children_watched(deployment: Deployment) -> Iterator[dict[int, float]]:
         thread.join()
 
 
-@pools("prefork", "threads")
+# Threads in the README's suite (the worker's own exit, code 75); prefork (the pool process
+# stopped by the lease watch) in the long run: unit/test_worker_state.py covers its stop_tree
+# with a real process and child in the fast tier.
+@pytest.mark.parametrize("pool", ["threads", pytest.param("prefork", marks=pytest.mark.long)])
 @pytest.mark.parametrize("store", ["redis", "postgres"])
 def test_a_stopped_runs_child_process_is_dead_before_another_worker_runs_the_job(
         deploy: Callable[..., Deployment], store: str, pool: str) -> None:
