@@ -222,7 +222,10 @@ def test_the_index_of_a_store_an_earlier_release_wrote_is_built_by_maintenance(
     backend.run_maintenance()  # caught up: nothing to do
     with Admin(admin_for(backend)) as admin:
         page = admin.jobs("failed", task="proj.mail", queue="mail")
-        assert page.total == 7 and ids(page)[:2] == ["new1", "old4"]  # ties: id, descending
+        # new1 died last; the order of the six others is their records' finish times, which
+        # may or may not share a millisecond (seen in CI at 30a783d: new0 after new1).
+        assert page.total == 7 and ids(page)[0] == "new1", ids(page)
+        assert set(ids(page)) == {"new1", "new0", *(f"old{n}" for n in range(5))}
 
 
 def test_the_cli_and_the_dashboard_say_the_walk_was_cut_and_walk_all_on_request(
