@@ -55,10 +55,11 @@ def children_watched(deployment: Deployment) -> Iterator[dict[int, float]]:
         thread.join()
 
 
-# Threads in the README's suite (the worker's own exit, code 75); prefork (the pool process
-# stopped by the lease watch) in the long run: unit/test_worker_state.py covers its stop_tree
-# with a real process and child in the fast tier.
-@pytest.mark.parametrize("pool", ["threads", pytest.param("prefork", marks=pytest.mark.long)])
+# The long run's (the README suite's 8 minutes): the fast tier's unit/test_worker_state.py,
+# unit/test_deadline_guard.py and unit/test_thaw_guard.py stop real processes and their
+# children by the same calls.
+@pytest.mark.long
+@pytest.mark.parametrize("pool", ["threads", "prefork"])
 @pytest.mark.parametrize("store", ["redis", "postgres"])
 def test_a_stopped_runs_child_process_is_dead_before_another_worker_runs_the_job(
         deploy: Callable[..., Deployment], store: str, pool: str) -> None:
