@@ -120,6 +120,17 @@ def test_a_stopped_process_takes_its_subprocesses_with_it(
     assert {int(pid) for pid in line.split()} <= set(below) and len(below) == 4, below
 
 
+def test_a_kernel_without_children_files_is_walked_by_each_processs_parent(
+        spawned: list[subprocess.Popen[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``/proc/<pid>/stat`` reader (kernels without CONFIG_PROC_CHILDREN; this one has
+    the files, so the other tests drive the files' reader), on a real tree."""
+    monkeypatch.setattr(process_tree, "_children", process_tree._children_by_stat)
+    proc, line = start(spawned, TREE)
+    below = process_tree.stop_tree(proc.pid)
+    all_gone(proc)
+    assert {int(pid) for pid in line.split()} <= set(below) and len(below) == 4, below
+
+
 def test_a_tree_that_forks_on_is_frozen_as_it_is_walked_and_nothing_escapes(
         spawned: list[subprocess.Popen[str]]) -> None:
     proc, _ = start(spawned, FORKS_ON)
