@@ -49,8 +49,8 @@ def cuts(page: Page) -> list[Cut]:
     if page.walked is not None:
         w = page.walked
         why, narrow = (
-            ("this store's index of them by task and queue is still being built (the "
-             "workers build it), so the filter walks them", "narrow it with a time range")
+            ("this store's index of them by task and queue is still being built, so the "
+             "filter walks them", "narrow it with a time range")
             if w.building else
             ("on Redis a task or time filter walks the queues", "narrow it with a queue"))
         out.append(Cut(
