@@ -71,11 +71,11 @@ class _Dead:
     sampled: bool
 
 
-def _dead_counts(store: Any, names: list[str], sample: int) -> _Dead:
+def _dead_counts(store: Any, names: list[str], sample: int, newest: list[Any] | None) -> _Dead:
     """Each task's dead letters now: one count each from the store's index; while that index
     is still being built (Redis: a store an earlier release wrote, ``Walked.building``), the
     tasks of the newest ``sample`` dead letters instead, one read for all (a count each would
-    walk the dead letters once per task)."""
+    walk the dead letters once per task); ``newest``: those rows if already read."""
     counts: dict[str, int] = {}
     page_walked = getattr(store, "page_walked", None)
     for name in names:
@@ -84,7 +84,8 @@ def _dead_counts(store: Any, names: list[str], sample: int) -> _Dead:
             continue
         _, total, walked = page_walked("failed", Query(task=name, walk_limit=sample), 0, 1)
         if walked is not None and walked.building:
-            newest = store.page("failed", Query(), 0, sample)[0]
+            if newest is None:
+                newest = store.page("failed", Query(), 0, sample)[0]
             return _Dead({n: sum(1 for rec in newest if rec.name == n) for n in names}, True)
         counts[name] = int(total)
     return _Dead(counts, False)
@@ -102,6 +103,8 @@ def breakdown(admin: Any, window_s: int = 3600, sample: int = SAMPLE) -> TaskBre
     since = store.now_ms() - window_s * 1000
     per: dict[str, TaskStats] = {}
     sampled: list[str] = []
+    # The window's newest failed rows, when they are the newest ``sample`` of all.
+    newest_dead: list[Any] | None = None
 
     def stats(name: str) -> TaskStats:
         return per.setdefault(name, TaskStats(name))
@@ -111,6 +114,8 @@ def breakdown(admin: Any, window_s: int = 3600, sample: int = SAMPLE) -> TaskBre
         rows, total = store.page(state, Query(since_ms=since if finished else None), 0, sample)
         if total > len(rows):
             sampled.append(state)
+        if state == "failed" and len(rows) >= sample:
+            newest_dead = rows
         for rec in rows:
             entry = stats(rec.name)
             if state in WAITING:
@@ -126,7 +131,8 @@ def breakdown(admin: Any, window_s: int = 3600, sample: int = SAMPLE) -> TaskBre
                     entry.runtimes.append(rec.finished_ms - rec.started_ms)
     busiest = sorted(per.values(), key=lambda t: (-(t.waiting + t.running + t.succeeded
                                                     + t.failed), t.name))
-    dead = _dead_counts(store, [entry.name for entry in busiest[:MAX_TASKS]], sample)
+    dead = _dead_counts(store, [entry.name for entry in busiest[:MAX_TASKS]], sample,
+                        newest_dead)
     if dead.sampled:
         sampled.append("dead")
     for entry in busiest[:MAX_TASKS]:

@@ -20,9 +20,9 @@ from celery_plus.stores.redis import listing_index
 from tests.fast.unit.test_admin_cli import Store, admin_store, run
 from tests.stores.unit.test_admin_web import ADMIN_TOKEN, call, links
 
-#: Dead letters of the old store: d00 (oldest) to d23; every fourth is proj.rare's, and
+#: Dead letters of the old store: d00 (oldest) to d39; every fourth is proj.rare's, and
 #: queues alternate (odd: mail, even: other).
-DEAD = 24
+DEAD = 40
 RARE = [f"d{n:02}" for n in range(DEAD - 1, -1, -1) if n % 4 == 0]  # newest first
 #: Members a read may index (SYNC_BATCH here), and the walk's window.
 BATCH, WINDOW = 4, 8
@@ -77,15 +77,23 @@ def test_a_read_indexes_a_bounded_part_and_answers_from_the_labelled_window(
     with Admin(admin_for(store.backend)) as admin:
         page = admin.jobs("failed", task="proj.rare", walk_limit=WINDOW)
         assert syncs == [BATCH] and indexed(store) == BATCH  # one bounded call, no more
-        # The newest WINDOW dead letters walked (d23 .. d16): proj.rare's among them.
-        assert ids(page) == ["d20", "d16"] and page.total == 2
+        # The newest WINDOW dead letters walked (d39 .. d32): proj.rare's among them.
+        assert ids(page) == ["d36", "d32"] and page.total == 2
         assert page.walked == Walked(WINDOW, DEAD, building=True)
         assert page.to_dict()["walked"] == {"examined": WINDOW, "of": DEAD, "building": True}
         by_queue = admin.jobs("failed", queue="mail", task="proj.mail", walk_limit=WINDOW)
-        assert ids(by_queue) == ["d23", "d21", "d19", "d17"] and by_queue.walked is not None
+        assert ids(by_queue) == ["d39", "d37", "d35", "d33"] and by_queue.walked is not None
+        oldest = admin.jobs("failed", task="proj.rare", order="oldest", walk_limit=WINDOW)
+        assert ids(oldest) == ["d00", "d04"] and oldest.walked == Walked(WINDOW, DEAD, True)
+        # A time range is the walk's span of P:dead (finished from d24's time on).
+        client, p = store.backend.client, store.backend.prefix  # type: ignore[attr-defined]
+        since = client.zscore(f"{p}:dead", "d24")
+        in_range = client.zcount(f"{p}:dead", since, "+inf")
+        timed = admin.jobs("failed", task="proj.rare", since=since / 1000, walk_limit=WINDOW)
+        assert ids(timed) == ["d36", "d32"] and timed.walked == Walked(WINDOW, in_range, True)
         found = admin.jobs("failed", task="proj.rare", text="smtp", text_limit=100,
                            walk_limit=WINDOW)
-        assert ids(found) == ["d20", "d16"] and found.walked == Walked(WINDOW, DEAD, True)
+        assert ids(found) == ["d36", "d32"] and found.walked == Walked(WINDOW, DEAD, True)
         whole = admin.jobs("failed", task="proj.rare")  # the API's default: walk them all
         assert ids(whole) == RARE and whole.walked is None
         # The per-queue counts say what they leave out.
@@ -97,7 +105,7 @@ def test_a_read_indexes_a_bounded_part_and_answers_from_the_labelled_window(
         tasks = admin.task_breakdown(sample=WINDOW)
         assert "dead" in tasks.sampled
         assert {t.name: t.dead for t in tasks.tasks} == {"proj.mail": 6, "proj.rare": 2}
-        assert syncs == [BATCH] * 6 and indexed(store) == 6 * BATCH  # a bounded part each
+        assert syncs == [BATCH] * 8 and indexed(store) == 8 * BATCH  # a bounded part each
 
 
 def test_the_cli_and_the_dashboard_say_the_index_is_being_built_and_walk_all_on_request(
@@ -142,7 +150,7 @@ def test_once_the_maintenance_built_the_index_reads_are_whole_and_unlabelled(
         assert ids(found) == RARE and found.walked is None
         st = admin.status()
         assert st.unindexed == 0
-        assert {q.queue: q.failed for q in st.queues} == {"mail": 12, "other": 12}
+        assert {q.queue: q.failed for q in st.queues} == {"mail": 20, "other": 20}
         assert "dead" not in admin.task_breakdown().sampled
     assert syncs == []
     web = make_app(store.app, admin_token=ADMIN_TOKEN)
