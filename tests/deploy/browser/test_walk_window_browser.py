@@ -8,18 +8,24 @@ handful of jobs is "many". The operator filters by a task whose only job is beyo
 the page lists nothing, says it looked at the first 3 of the 7 jobs only, and links to "walk
 them all" (``walk=all``); following it lists the job. A time filter matching only that job
 does the same. No worker runs: the jobs stay enqueued.
+
+The same window stands in for the listing index of dead letters that a store an earlier
+release wrote lacks, until it is built; the page says so.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 
 from celery_plus import admin
 from celery_plus.admin import pages
 from celery_plus.stores.redis import admin as redis_admin
+from celery_plus.stores.redis import listing_index
 from tests.deploy.browser.conftest import Browser, Site
+from tests.fast.conformance.test_admin import dead
 from tests.support import wait_until
 
 WINDOW = 3
@@ -56,3 +62,28 @@ def test_a_filter_beyond_the_walk_window_says_so_and_walk_all_lists_the_rest(
     assert browser.job_links() == []
     browser.click("#walked a[href*='walk=all']")
     assert browser.job_links() == [rare.id] and browser.find_all("#walked") == []
+
+
+@pytest.mark.parametrize("broker_kind", ["redis"], indirect=True)
+def test_dead_letters_of_an_old_store_are_walked_and_said_so_while_their_index_is_built(
+        dashboard: Site, browser: Browser, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store an earlier release wrote: its dead letters have no listing index. A task
+    filter reads a bounded part of them into it and walks the newest WINDOW + 1, saying the
+    index is still being built; the overview says its per-queue counts leave some out."""
+    monkeypatch.setattr(listing_index, "SYNC_BATCH", 2)
+    monkeypatch.setattr(pages, "WALK_LIMIT", WINDOW + 1)
+    site = dashboard
+    backend: Any = site.backend
+    for n in range(8):  # d0 (oldest) .. d7; proj.rare: d0, d4
+        dead(backend, f"d{n}", task="proj.rare" if n % 4 == 0 else "proj.mail")
+    backend.client.delete(*backend.client.keys(f"{backend.prefix}:ax:*"))
+
+    browser.open(site.operator_url + "/jobs/failed?task=proj.rare")
+    label = browser.find("#walked").text
+    assert f"listed among the first {WINDOW + 1} of the 8 failed jobs only" in label, label
+    assert "still being built" in label
+    assert browser.job_links() == ["d4"]
+    browser.click("#walked a[href*='walk=all']")
+    assert browser.job_links() == ["d4", "d0"] and browser.find_all("#walked") == []
+    browser.open(site.operator_url + "/")
+    assert "dead letters are not in the per-queue counts yet" in browser.find("#unindexed").text
