@@ -39,6 +39,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from celery_plus import Celery
 from celery_plus.admin import connect
 from celery_plus.admin.web import make_app
+from celery_plus.model.capped import CAPPED, COUNT_CAP
 from celery_plus.model.store import Backend, Settle
 
 TARGET_MS = 200.0
@@ -204,7 +205,9 @@ def measure(kind: str, jobs: int, rounds: int) -> list[tuple[str, float, float, 
     with STORES[kind](jobs) as app:
         with connect(app) as admin:
             count = admin.counts().failed
-        assert count == jobs, f"{kind}: {count} dead letters, expected {jobs}"
+        # The SQL stores count up to COUNT_CAP (docs/admin.md "Cost"): more reads CAPPED.
+        assert count == (CAPPED if jobs > COUNT_CAP and kind != "redis" else jobs), (
+            f"{kind}: {count} dead letters, expected {jobs}")
         print(f"{kind}: {jobs} dead letters stored in {time.perf_counter() - started:.1f} s "
               "(page, median ms, worst ms)", flush=True)
         web = make_app(app)

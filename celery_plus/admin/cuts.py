@@ -8,7 +8,9 @@ the API's argument is the one the bound came from):
   for in the first candidates of the other filters only;
 * the **walk's window** (``Page.walked``: ``walk_limit``): a task or time filter over more
   than 10,000 waiting jobs on Redis walks the queue indexes (no index by task there), and
-  looks at the first jobs of the listing's order only (docs/admin.md "Cost").
+  looks at the first jobs of the listing's order only (docs/admin.md "Cost"); so does a task
+  or queue filter over the dead letters (or other finished jobs) of a Redis store whose
+  listing index is still being built (``Walked.building``: a store an earlier release wrote).
 """
 
 from __future__ import annotations
@@ -46,14 +48,26 @@ def cuts(page: Page) -> list[Cut]:
     out = []
     if page.walked is not None:
         w = page.walked
+        why, narrow = (
+            ("this store's index of them by task and queue is still being built, so the "
+             "filter walks them", "narrow it with a time range")
+            if w.building else
+            ("on Redis a task or time filter walks the queues", "narrow it with a queue"))
         out.append(Cut(
             "walked", f"listed among the first {w.examined:,} of the {w.of:,} {page.state} "
-            "jobs only (on Redis a task or time filter walks the queues; the rest were not "
-            "looked at)", "narrow it with a queue", "walk them all", ("walk", "all"),
-            "--walk-limit 0"))
+            f"jobs only ({why}; the rest were not looked at)", narrow, "walk them all",
+            ("walk", "all"), "--walk-limit 0"))
     if page.searched is not None:
         out.append(Cut(
             "searched", f"text searched in the first {page.searched:,} {page.state} jobs of "
             "the other filters only", "narrow it with task, queue or a time range",
             "search them all", ("search", "all"), "--text-limit 0"))
     return out
+
+
+def unindexed_note(dead_letters: int) -> str:
+    """What the per-queue counts (``Status.unindexed``) leave out, in words ('' for none)."""
+    if not dead_letters:
+        return ""
+    return (f"{dead_letters:,} dead letters are not in the per-queue counts yet (this store's "
+            "index of them by queue is still being built; the workers build it)")

@@ -13,7 +13,7 @@ from typing import Any
 
 from celery_plus.admin.api import TaskResult
 from celery_plus.admin.charts import activity_svg
-from celery_plus.admin.cuts import WALK_WINDOW, cuts
+from celery_plus.admin.cuts import WALK_WINDOW, cuts, unindexed_note
 from celery_plus.admin.job_states import reserved_mark, shown_state
 from celery_plus.admin.markup import (
     REFRESH_CHOICES,
@@ -198,7 +198,7 @@ def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Acti
     out = (f"{message(msg)}<p>dead letters: <a href=\"{attr(urls.jobs('failed'))}\">"
            f"{num(st.dead_letters)}</a>; oldest waiting job: "
            f"{e(age(st.oldest_waiting_age_s))}</p>{chart}"
-           f"<h2>Throughput</h2>{throughput}<h2>Queues</h2>{queues}"
+           f"<h2>Throughput</h2>{throughput}<h2>Queues</h2>{queues}{_unindexed(st)}"
            "<p class=\"more\">wait: from enqueued (or due) to started, of the jobs started "
            "in the last hour (the newest 5,000); a paused queue's jobs are claimed by no "
            "worker until it is resumed (running ones finish, new ones wait); "
@@ -210,6 +210,11 @@ def overview(urls: Urls, st: Status, rates: Sequence[Throughput], activity: Acti
             ["group", "running", "limit", "blocked"],
             [[cell(g.group), e(g.running), e(g.limit), e(g.blocked)] for g in st.groups])
     return out
+
+
+def _unindexed(st: Status) -> str:
+    note = unindexed_note(st.unindexed)
+    return f'<p class="warn" id="unindexed">{e(note)}</p>' if note else ""
 
 
 # -- listings ------------------------------------------------------------------------------

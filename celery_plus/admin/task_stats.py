@@ -64,6 +64,33 @@ class TaskBreakdown:
                 "sampled": list(self.sampled), "tasks": [t.to_dict() for t in self.tasks]}
 
 
+@dataclass(frozen=True)
+class _Dead:
+    counts: dict[str, int]
+    #: Counted among the newest ``sample`` dead letters only.
+    sampled: bool
+
+
+def _dead_counts(store: Any, names: list[str], sample: int, newest: list[Any] | None) -> _Dead:
+    """Each task's dead letters now: one count each from the store's index; while that index
+    is still being built (Redis: a store an earlier release wrote, ``Walked.building``), the
+    tasks of the newest ``sample`` dead letters instead, one read for all (a count each would
+    walk the dead letters once per task); ``newest``: those rows if already read."""
+    counts: dict[str, int] = {}
+    page_walked = getattr(store, "page_walked", None)
+    for name in names:
+        if page_walked is None:
+            counts[name] = int(store.page("failed", Query(task=name), 0, 1)[1])
+            continue
+        _, total, walked = page_walked("failed", Query(task=name, walk_limit=sample), 0, 1)
+        if walked is not None and walked.building:
+            if newest is None:
+                newest = store.page("failed", Query(), 0, sample)[0]
+            return _Dead({n: sum(1 for rec in newest if rec.name == n) for n in names}, True)
+        counts[name] = int(total)
+    return _Dead(counts, False)
+
+
 def breakdown(admin: Any, window_s: int = 3600, sample: int = SAMPLE) -> TaskBreakdown:
     """The per-task breakdown (see the module docstring)."""
     if not 1 <= window_s <= 7 * 86400:
@@ -76,6 +103,8 @@ def breakdown(admin: Any, window_s: int = 3600, sample: int = SAMPLE) -> TaskBre
     since = store.now_ms() - window_s * 1000
     per: dict[str, TaskStats] = {}
     sampled: list[str] = []
+    # The window's newest failed rows, when they are the newest ``sample`` of all.
+    newest_dead: list[Any] | None = None
 
     def stats(name: str) -> TaskStats:
         return per.setdefault(name, TaskStats(name))
@@ -85,6 +114,8 @@ def breakdown(admin: Any, window_s: int = 3600, sample: int = SAMPLE) -> TaskBre
         rows, total = store.page(state, Query(since_ms=since if finished else None), 0, sample)
         if total > len(rows):
             sampled.append(state)
+        if state == "failed" and len(rows) >= sample:
+            newest_dead = rows
         for rec in rows:
             entry = stats(rec.name)
             if state in WAITING:
@@ -100,8 +131,12 @@ def breakdown(admin: Any, window_s: int = 3600, sample: int = SAMPLE) -> TaskBre
                     entry.runtimes.append(rec.finished_ms - rec.started_ms)
     busiest = sorted(per.values(), key=lambda t: (-(t.waiting + t.running + t.succeeded
                                                     + t.failed), t.name))
+    dead = _dead_counts(store, [entry.name for entry in busiest[:MAX_TASKS]], sample,
+                        newest_dead)
+    if dead.sampled:
+        sampled.append("dead")
     for entry in busiest[:MAX_TASKS]:
-        entry.dead = int(store.page("failed", Query(task=entry.name), 0, 1)[1])
+        entry.dead = dead.counts.get(entry.name, 0)
         done = entry.succeeded + entry.failed
         entry.failure_rate = entry.failed / done if done else None
         if entry.runtimes:

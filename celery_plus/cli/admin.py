@@ -33,7 +33,7 @@ from celery.bin.base import CeleryCommand
 from celery.exceptions import ImproperlyConfigured
 
 from celery_plus.admin import api
-from celery_plus.admin.cuts import WALK_WINDOW, cuts
+from celery_plus.admin.cuts import WALK_WINDOW, cuts, unindexed_note
 from celery_plus.admin.job_states import shown_state
 from celery_plus.admin.params import MAX_PAGE, parse_duration, parse_moment
 from celery_plus.admin.queue_history import DEFAULT_RANGE, RANGES
@@ -222,7 +222,7 @@ def status_text(st: Status) -> str:
             f"oldest waiting job: {age(st.oldest_waiting_age_s)}",
             f"completed: {count_text(c.completed)}  canceled: {count_text(c.canceled)}  "
             f"discarded: {count_text(c.discarded)}"]
-    return "\n".join(out)
+    return "\n".join([*out, *filter(None, [unindexed_note(st.unindexed)])])
 
 
 def _op_text(result: OpResult) -> str:

@@ -261,10 +261,13 @@ class JobDetail:
 class Walked:
     """A listing a walk's bound (``Query.walk_limit``) cut short: the jobs it lists are those
     among the first ``examined`` of the ``of`` jobs of the state in its indexes (in the
-    listing's order) that the filters keep; the rest were not looked at."""
+    listing's order) that the filters keep; the rest were not looked at. ``building``: the
+    walk stood in for the store's index of the filter, which is still being built (Redis:
+    the dead letters of a store an earlier release wrote, ``stores/redis/listing_index.py``)."""
 
     examined: int
     of: int
+    building: bool = False
 
 
 @dataclass(frozen=True)
@@ -387,6 +390,9 @@ class Status:
     queues: list[QueueStatus]
     groups: list[GroupStatus]
     oldest_waiting_ms: int | None
+    #: Dead letters the per-queue counts leave out: the store's index of them by queue is
+    #: still being built (Redis: a store an earlier release wrote); 0 on the other stores.
+    unindexed: int = 0
 
     @property
     def dead_letters(self) -> int:
@@ -404,6 +410,7 @@ class Status:
                 "dead_letters": self.dead_letters,
                 "oldest_waiting_ms": self.oldest_waiting_ms,
                 "oldest_waiting_age_s": self.oldest_waiting_age_s,
+                "unindexed": self.unindexed,
                 "queues": [asdict(q) for q in self.queues],
                 "groups": [asdict(g) for g in self.groups]}
 

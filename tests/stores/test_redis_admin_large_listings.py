@@ -91,7 +91,7 @@ def test_small_listings_keep_their_order_by_time(
 def test_a_time_filtered_listing_of_a_large_state_is_walked_in_redis(
         large: tuple[RedisBackend, Admin, list[int]]) -> None:
     """A time range of a large waiting state: Redis walks the indexes keeping the jobs
-    enqueued in it (``waiting_walk.lua``), in the indexes' order; no record is sent to be
+    enqueued in it (``walk.lua``), in the indexes' order; no record is sent to be
     filtered and sorted by time."""
     backend, admin, reads = large
     for queue, base in (("a", 1_000), ("b", 2_000)):  # enqueued at 1.000 s, 1.001 s ...
@@ -108,7 +108,7 @@ def test_a_time_filtered_listing_of_a_large_state_is_walked_in_redis(
 def test_a_task_listing_of_a_large_state_is_walked_in_redis(
         large: tuple[RedisBackend, Admin, list[int]]) -> None:
     """One task's jobs of a large waiting state: Redis walks the indexes keeping them
-    (``waiting_walk.lua``), in the order the listing without the task pages them; no record is
+    (``walk.lua``), in the order the listing without the task pages them; no record is
     sent to be sorted by time (1,000,000 were: no answer within a minute, issue #28)."""
     backend, admin, reads = large
     for n in range(2):
@@ -160,7 +160,8 @@ def test_a_walk_looks_at_its_window_and_says_how_far_it_went(
                    name="proj.rare").accepted  # newest first: queue b's 4, then r0
     cut = admin.jobs("enqueued", task="proj.rare", walk_limit=4)
     assert ids(cut) == [] and cut.total == 0
-    assert cut.walked == Walked(4, 10) and cut.to_dict()["walked"] == {"examined": 4, "of": 10}
+    assert cut.walked == Walked(4, 10) and cut.to_dict()["walked"] == {
+        "examined": 4, "of": 10, "building": False}
     assert ids(admin.jobs("enqueued", task="proj.rare", walk_limit=5)) == ["r0"]
     whole = admin.jobs("enqueued", task="proj.rare")
     assert ids(whole) == ["r0"] and whole.walked is None

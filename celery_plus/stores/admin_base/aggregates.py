@@ -21,12 +21,14 @@ class StatusRows(NamedTuple):
     """What ``status`` reads: (queue, state, count) depths of the waiting, running and failed
     states (and ``reserved``: the running jobs not started yet, counted as running too);
     (queue, since when a job waits) of enqueued and blocked jobs; and per concurrency group,
-    its blocked jobs and its running jobs holding one of its slots."""
+    its blocked jobs and its running jobs holding one of its slots; and the dead letters the
+    failed depths leave out (``Status.unindexed``)."""
 
     depth: Iterable[tuple[str, str, int]]
     oldest: Iterable[tuple[str, int]]
     blocked: Iterable[GroupRow]
     running: Iterable[GroupRow]
+    unindexed: int = 0
 
 
 def _started_apart(counts: dict[str, int]) -> None:
@@ -103,4 +105,5 @@ def status_from_rows(now_ms: int, counts: Counts, rows: StatusRows) -> Status:
     group_status = [GroupStatus(group=g, running=v["running"], limit=v["limit"],
                                 blocked=v["blocked"]) for g, v in sorted(groups.items())]
     return Status(now_ms=now_ms, counts=counts, queues=queues, groups=group_status,
-                  oldest_waiting_ms=min(oldest.values()) if oldest else None)
+                  oldest_waiting_ms=min(oldest.values()) if oldest else None,
+                  unindexed=rows.unindexed)

@@ -28,10 +28,11 @@ def listed(records: Iterable[JobRecord], state: str, query: Query) -> list[JobRe
 
 class Walk:
     """The tally of one walk of a store's indexes bounded by ``Query.walk_limit``: how many
-    index members it examined of how many, and whether the bound stopped it before the end."""
+    index members it examined of how many, and whether the bound stopped it before the end
+    (``building``: the walk stands in for an index still being built, ``Walked.building``)."""
 
-    def __init__(self, of: int, limit: int | None) -> None:
-        self.of, self.limit = of, limit
+    def __init__(self, of: int, limit: int | None, building: bool = False) -> None:
+        self.of, self.limit, self.building = of, limit, building
         self.examined = 0
         self.cut = False
 
@@ -45,7 +46,7 @@ class Walk:
 
     def walked(self) -> Walked | None:
         """What a listing says of the walk: None unless the bound cut it short."""
-        return Walked(self.examined, self.of) if self.cut else None
+        return Walked(self.examined, self.of, self.building) if self.cut else None
 
 
 class WalkedRecords(Iterable[Record]):

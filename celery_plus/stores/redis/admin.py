@@ -11,12 +11,14 @@ record fields with pipelined ``HMGET``. Finished-state listings are paged inside
 filters from the state's own index; by task and/or queue from the admin's listing index
 (``lua/admin/index_*.lua``: sets per queue and per task, synced from the state's index by finish
 score and cut down to its current members before each count), which also gives ``status`` its
-per-queue dead-letter counts. Listings of waiting states read every record of the state to
-order it by time — up to :data:`ORDERED_MAX` jobs; a larger waiting listing with no time
-filter is paged in its indexes' own order, reading only the page (the order they run in:
-queue by queue, priority then arrival; scheduled jobs by due time), as are its text searches;
-with a task or time filter Redis walks the indexes keeping the filters' jobs
-(``waiting_walk.lua``) and counts them up to ``CAPPED``.
+per-queue dead-letter counts. A read syncs a bounded part (``listing_index.READ_BATCHES``); while
+the index is behind (a store an earlier release wrote) a filtered read walks the state's sorted
+set instead, in the walk's window (``Query.walk_limit``; ``Walked.building`` says why).
+Listings of waiting states read every record of the state to order it by time — up to
+:data:`ORDERED_MAX` jobs; a larger waiting listing with no time filter is paged in its indexes'
+own order, reading only the page (the order they run in: queue by queue, priority then arrival;
+scheduled jobs by due time), as are its text searches; with a task or time filter Redis walks
+the indexes keeping the filters' jobs (``walk.lua``) and counts them up to ``CAPPED``.
 The orchestration (checks, batches, results, summaries) is
 :class:`~celery_plus.stores.admin_base.orchestration.StoreAdmin`'s.
 """
@@ -67,7 +69,7 @@ SUMMARY_REPLY = ("st", "name", "q", "enq", "due", "start", "fin", "dl", "reason"
 ORDERED_MAX = 10_000
 #: Ids read from an index per command when paging in index order.
 ID_CHUNK = 1000
-#: Index members a walk (``waiting_walk.lua``) reads per call (bounds how long Redis is busy).
+#: Index members a walk (``walk.lua``) reads per call (bounds how long Redis is busy).
 WALK_CHUNK = 5000
 #: Waiting states and whether a queue filter can be answered from their indexes alone.
 WAITING_BY_INDEX = {"enqueued": True, "scheduled": False, "blocked": False}
@@ -75,6 +77,8 @@ WAITING_BY_INDEX = {"enqueued": True, "scheduled": False, "blocked": False}
 HEAD = 50
 #: One priority's band of scores (rules.score).
 BAND = rules.PRIORITY_FACTOR
+#: A part of an index a walk reads: (key, first rank in the walk's direction, members).
+Span = tuple[str, int, int]
 
 
 def _reserved(rec: dict[str, str], check_state: bool = True) -> bool:
@@ -177,6 +181,9 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
 
     def page_walked(self, state: str, query: Query, offset: int, limit: int
                     ) -> tuple[list[Record], int, Walked | None]:
+        plan = self._walk_plan(state, query)
+        if plan is not None:
+            return self._walked_page(state, query, *plan, offset, limit)
         if state in FINISHED_INDEX:
             if query.task or query.queue:
                 return (*self._indexed_page(state, query, offset, limit), None)
@@ -186,23 +193,19 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
             keys, sizes = large
             ids = list(self._in_index_order(keys, sizes, query.oldest_first, offset, limit))
             return self._summary_records(ids), sum(sizes), None
-        large = self._large_unfiltered(state, query)
-        if large is not None:
-            return self._walked_page(state, query, *large, offset, limit)
         ordered = self._ordered(state, query)
         return self._summary_records(ordered[offset:offset + limit]), len(ordered), None
 
     def candidates(self, state: str, query: Query) -> Iterable[Record]:
-        if state in FINISHED_INDEX:
-            return self._finished_records(state, query)
-        if query.text_limit is not None:
+        if query.text_limit is not None or state in FINISHED_INDEX:
             # A search window of a task or a time range: walk the indexes (as a large
             # listing pages them) keeping the filters' jobs, and stop at the window, instead
             # of reading every record of the state to order it by time (issue #28).
-            large = self._large_unfiltered(state, query)
-            if large is not None:
-                walk = Walk(sum(large[1]), query.walk_limit)
-                return WalkedRecords(self._walked_window(state, query, *large, walk), walk)
+            plan = self._walk_plan(state, query)
+            if plan is not None:
+                return WalkedRecords(self._walked_window(state, query, *plan), plan[1])
+        if state in FINISHED_INDEX:
+            return self._finished_records(state, query)
         large = self._large_waiting(state, query)
         if large is not None:
             keys, sizes = large
@@ -211,46 +214,80 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
                 list(self._in_index_order(keys, sizes, query.oldest_first, 0, count)), state)
         return self._whole_records(self._ordered(state, query), state)
 
-    def _walked_window(self, state: str, query: Query, keys: list[str], sizes: list[int],
-                       walk: Walk) -> Iterator[Record]:
-        """Whole records of the jobs the query's task and time filters keep, in the
-        indexes' order, up to the query's ``text_limit`` and one more."""
-        assert query.text_limit is not None
-        ids = self._walk(state, query, keys, sizes, walk)
-        yield from self._whole_records(list(itertools.islice(ids, query.text_limit + 1)),
-                                       state)
+    def _walk_plan(self, state: str, query: Query) -> tuple[list[Span], Walk] | None:
+        """What a walk of the query reads, in its order, and its tally; None when no walk is
+        needed: a waiting state's task or time filter over more than ORDERED_MAX jobs walks
+        its indexes; a finished state's task or queue filter walks the state's sorted set
+        (its score range: the time filter) while the listing index is behind, which a
+        bounded sync tells (``_sync_index``)."""
+        if state in FINISHED_INDEX:
+            if not (query.task or query.queue) or self._sync_index(state):
+                return None
+            spans = [self._finished_span(state, query)]
+        else:
+            large = self._large_unfiltered(state, query)
+            if large is None:
+                return None
+            pairs = list(zip(*large, strict=True))
+            spans = [(key, 0, size)
+                     for key, size in (pairs if query.oldest_first else reversed(pairs))]
+        return spans, Walk(sum(size for *_, size in spans), query.walk_limit,
+                           building=state in FINISHED_INDEX)
 
-    def _walked_page(self, state: str, query: Query, keys: list[str], sizes: list[int],
+    def _finished_span(self, state: str, query: Query) -> Span:
+        """The part of a finished state's sorted set in the query's time range, from the end
+        its order starts at."""
+        key = self.key(FINISHED_INDEX[state])
+        low = "-inf" if query.since_ms is None else query.since_ms
+        high = "+inf" if query.until_ms is None else query.until_ms
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zcount(key, low, high)
+        if query.oldest_first:
+            pipe.zcount(key, "-inf", f"({low}")
+        else:
+            pipe.zcount(key, f"({high}", "+inf")
+        size, before = (int(n) for n in pipe.execute())
+        return key, before, size
+
+    def _walked_window(self, state: str, query: Query, spans: list[Span], walk: Walk
+                       ) -> Iterator[Record]:
+        """Whole records of the jobs the query's filters keep, in the walk's order, up to
+        the query's ``text_limit`` and one more (all without one)."""
+        ids = self._walk(state, query, spans, walk)
+        count = None if query.text_limit is None else query.text_limit + 1
+        yield from self._whole_records(list(itertools.islice(ids, count)), state)
+
+    def _walked_page(self, state: str, query: Query, spans: list[Span], walk: Walk,
                      offset: int, limit: int) -> tuple[list[Record], int, Walked | None]:
-        """A page of the jobs of a large waiting state that the query's task and time filters
-        keep, in the indexes' order (as the listing without them pages them); its total
-        counted up to CAPPED (shown ``10000+``, as the SQL stores count), so a page reads
-        the indexes only as far as it and the count need, and no further than the query's
-        ``walk_limit`` (then the total counts the matches of the part walked)."""
-        walk = Walk(sum(sizes), query.walk_limit)
-        ids = self._walk(state, query, keys, sizes, walk)
+        """A page of the jobs the query's filters keep, in the walk's order (a large waiting
+        state's: as the listing without them pages it); its total counted up to CAPPED
+        (shown ``10000+``, as the SQL stores count), so a page reads the indexes only as far
+        as it and the count need, and no further than the query's ``walk_limit`` (then the
+        total counts the matches of the part walked)."""
+        ids = self._walk(state, query, spans, walk)
         matched = list(itertools.islice(ids, max(offset + limit, CAPPED)))
         total = CAPPED if len(matched) >= CAPPED else len(matched)
         return self._summary_records(matched[offset:offset + limit]), total, walk.walked()
 
-    def _walk(self, state: str, query: Query, keys: Sequence[str], sizes: Sequence[int],
-              walk: Walk) -> Iterator[str]:
-        """Ids of the jobs still in ``state`` that the query's task and time filters keep,
-        in the indexes' order (newest first: the indexes and each one read backwards),
-        found by Redis (``waiting_walk.lua``), WALK_CHUNK index members a call, as many as
-        ``walk`` allows (``Query.walk_limit``; it tallies them)."""
-        pairs = list(zip(keys, sizes, strict=True))
-        since = "" if query.since_ms is None else query.since_ms
-        until = "" if query.until_ms is None else query.until_ms
-        for key, size in (pairs if query.oldest_first else reversed(pairs)):
-            start = 0
-            while start < size:
-                want = walk.allowance(WALK_CHUNK)
+    def _walk(self, state: str, query: Query, spans: Sequence[Span], walk: Walk
+              ) -> Iterator[str]:
+        """Ids of the jobs still in ``state`` that the query's task, queue and time filters
+        keep, in the spans' order (each read backwards for newest first), found by Redis
+        (``walk.lua``), WALK_CHUNK index members a call, as many as ``walk`` allows
+        (``Query.walk_limit``; it tallies them). A finished state's time filter is its
+        span's score range, not the jobs' enqueue times."""
+        timed = state not in FINISHED_INDEX
+        since = "" if not timed or query.since_ms is None else query.since_ms
+        until = "" if not timed or query.until_ms is None else query.until_ms
+        for key, first, size in spans:
+            start, end = first, first + size
+            while start < end:
+                want = walk.allowance(min(WALK_CHUNK, end - start))
                 if not want:
                     return
-                read, ids = self._call("waiting_walk", key, start, start + want - 1,
+                read, ids = self._call("walk", key, start, start + want - 1,
                                        "" if query.oldest_first else "rev", query.task or "",
-                                       since, until, state)
+                                       since, until, state, query.queue or "")
                 walk.examined += int(read)
                 yield from (as_text(i) for i in ids)
                 if int(read) < want:
@@ -363,8 +400,7 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
         high = "+inf" if query.until_ms is None else query.until_ms
         count = -1 if query.text_limit is None else query.text_limit + 1
         order = "asc" if query.oldest_first else "desc"
-        if query.task or query.queue:
-            self._sync_index(state)
+        if query.task or query.queue:  # the listing index, caught up (``_walk_plan``)
             _, raw = self._call("index_page", FINISHED_INDEX[state], query.queue or "",
                                 query.task or "", low, high, 0, count, order)
         elif query.oldest_first:
@@ -393,15 +429,16 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
         return self._summary_records([as_text(m) for m in raw]), total
 
     # -- the admin's listing index (lua/admin/index_*.lua) -------------------------------------
-    def _sync_index(self, state: str) -> None:
-        """Index the members of ``state``'s index finished since the last sync."""
-        listing_index.sync(self.client, self.prefix, self._scripts["index_sync"],
-                           FINISHED_INDEX[state])
+    def _sync_index(self, state: str) -> bool:
+        """Index the members of ``state``'s index finished since the last sync, a bounded
+        part (``listing_index.READ_BATCHES``); whether the index is caught up."""
+        return listing_index.sync(self.client, self.prefix, self._scripts["index_sync"],
+                                  FINISHED_INDEX[state], batches=listing_index.READ_BATCHES)
 
     def _indexed_page(self, state: str, query: Query, offset: int, limit: int
                       ) -> tuple[list[Record], int]:
-        """A page of a finished state filtered by task and/or queue, from the listing index."""
-        self._sync_index(state)
+        """A page of a finished state filtered by task and/or queue, from the listing index
+        (caught up: ``_walk_plan``)."""
         index = FINISHED_INDEX[state]
         low = "-inf" if query.since_ms is None else query.since_ms
         high = "+inf" if query.until_ms is None else query.until_ms
@@ -426,11 +463,14 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
             pipe.execute()
         return self._summary_records(ids), int(total)
 
-    def _finished_per_queue(self, state: str) -> dict[str, int]:
-        """Records of a finished state per queue, from the listing index."""
-        self._sync_index(state)
+    def _finished_per_queue(self, state: str) -> tuple[dict[str, int], int]:
+        """Records of a finished state per queue, from the listing index, and how many it
+        leaves out (the index is behind: ``listing_index.unindexed``)."""
+        caught_up = self._sync_index(state)
         reply = self._call("index_counts", FINISHED_INDEX[state])
-        return {as_text(reply[i]): int(reply[i + 1]) for i in range(0, len(reply), 2)}
+        left = 0 if caught_up else listing_index.unindexed(self.client, self.prefix,
+                                                           FINISHED_INDEX[state])
+        return {as_text(reply[i]): int(reply[i + 1]) for i in range(0, len(reply), 2)}, left
 
     def holder(self, lock: str) -> str | None:
         value = self.client.get(self.key("u", lock))
@@ -599,7 +639,8 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
                 waiting += [rec for rec in self._records(self._queue_heads(queue),
                                                          ("st", "q", "enq", "due"))
                             if rec.get("st") == "enqueued"]
-        depth += [(queue, "failed", n) for queue, n in self._finished_per_queue("failed").items()]
+        per_queue, unindexed = self._finished_per_queue("failed")
+        depth += [(queue, "failed", n) for queue, n in per_queue.items()]
         depth += [(rec["q"], "scheduled", 1)
                   for rec in self._records(self._zall(self.key("sched")), ("st", "q"))
                   if rec.get("st") == "scheduled"]
@@ -630,4 +671,4 @@ class RedisAdmin(RedisErrorGroups, StoreAdmin[RedisBackend]):
                                  if rec.get("cg") and next(holds)]
         oldest = [(rec.get("q", ""), max(int(rec.get("enq") or 0), int(rec.get("due") or 0)))
                   for rec in waiting]
-        return StatusRows(depth, oldest, blocked_groups, slots)
+        return StatusRows(depth, oldest, blocked_groups, slots, unindexed)

@@ -71,8 +71,8 @@ class RedisClusterAdmin(StoreAdmin[RedisClusterBackend]):
             total = CAPPED
         # The queues whose walk the limit cut short (each queue walks up to the limit).
         cut = [p[2] for p in parts if p[2] is not None]
-        walked = (Walked(sum(w.examined for w in cut), sum(w.of for w in cut)) if cut
-                  else None)
+        walked = (Walked(sum(w.examined for w in cut), sum(w.of for w in cut),
+                         any(w.building for w in cut)) if cut else None)
         return list(itertools.islice(rows, offset, offset + limit)), total, walked
 
     def candidates(self, state: str, query: Query) -> Iterable[Record]:
@@ -142,7 +142,8 @@ class RedisClusterAdmin(StoreAdmin[RedisClusterBackend]):
         return StatusRows(depth=[r for p in parts for r in p.depth],
                           oldest=[r for p in parts for r in p.oldest],
                           blocked=[r for p in parts for r in p.blocked],
-                          running=[r for p in parts for r in p.running])
+                          running=[r for p in parts for r in p.running],
+                          unindexed=sum(p.unindexed for p in parts))
 
     def finished_since(self, since_ms: int) -> tuple[int, int]:
         pairs = [a.finished_since(since_ms) for a in self._admins_for(None)]

@@ -6,8 +6,11 @@ finished), a batch of :data:`SYNC_BATCH` per script call.
 Dead letters are also indexed by the store itself when a job is dead-lettered
 (``lib.lua``'s ``index_dead_letter``), once the index is caught up, so an admin read syncs
 only the last second's members (the margin). A store of an earlier release has no index: the
-workers' maintenance turn builds it (:func:`build_dead_letters`, bounded per turn), so the
-operator's first filtered read does not (3.4 s at 100,000 dead letters, issue #28).
+workers' maintenance turn builds it (:func:`build_dead_letters`, bounded per turn), and an
+admin read syncs at most :data:`READ_BATCHES` calls (:func:`sync`'s ``batches``): until the
+index is caught up, a filtered read walks the state's own sorted set in a bounded, labelled
+window instead (``RedisAdmin``; the first filtered read of 100,000 dead letters that built the
+whole index took 0.8 s quiet and 7.6 s at load 24, issue #28).
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from celery_plus.model.admin import as_text
 SYNC_BATCH = 5000
 #: A sync re-reads members finished this long below the highest one indexed (a clock step).
 SYNC_MARGIN_MS = 1000
+#: Sync calls (of SYNC_BATCH members) an admin read makes at most; a read that leaves the
+#: index behind answers without it (docs/admin.md "Cost").
+READ_BATCHES = 1
 #: Members of ``P:dead`` a maintenance turn indexes at most while the index is being built
 #: (about 35 ms of Redis time at 34 µs a member; measured in docs/admin.md "Cost").
 BUILD_PER_TURN = 1000
@@ -32,7 +38,9 @@ def sync(client: Any, prefix: str, script: Any, index: str, batches: int | None 
     call (``script``: ``index_sync.lua`` registered on ``client``), at most ``batches`` calls
     (None: until caught up). True once caught up; a bounded sync that stopped short keeps
     where it stopped in ``P:ax:<index>:next`` ("<score> <members done at it>") and the next
-    sync resumes there (not at the mark's margin, which may hold more members than a batch)."""
+    sync resumes there (not at the mark's margin, which may hold more members than a batch).
+    An index caught up reads nothing: re-reading the margin each time, a second holding more
+    members than a read's bound would never let it be caught up."""
     batch = SYNC_BATCH if batch is None else batch
     next_key = f"{prefix}:ax:{index}:next"
     resume = client.get(next_key)
@@ -42,6 +50,8 @@ def sync(client: Any, prefix: str, script: Any, index: str, batches: int | None 
         low, skip = (int(part) for part in as_text(resume).split())
     else:
         hw = client.get(f"{prefix}:ax:{index}:hw")
+        if _at_top(client, prefix, index, hw):
+            return True
         low = "-inf" if hw is None else int(hw) - SYNC_MARGIN_MS
     for _ in itertools.count() if batches is None else range(batches):
         read, high, at_high = script(keys=[prefix], args=[prefix, index, low, skip, batch])
@@ -61,12 +71,27 @@ def caught_up(client: Any, prefix: str, index: str) -> bool:
     """Whether the index has every member of ``P:<index>``: the state empty, or its mark at
     the newest score and no bounded sync stopped midway (members sharing that score may be
     left then); what ``lib.lua``'s ``index_dead_letter`` checks before it adds one."""
-    top = client.zrevrange(f"{prefix}:{index}", 0, 0, withscores=True)
-    if not top:
-        return True
-    hw = client.get(f"{prefix}:ax:{index}:hw")
-    return (hw is not None and int(hw) >= top[0][1]
+    return (_at_top(client, prefix, index, client.get(f"{prefix}:ax:{index}:hw"))
             and not client.exists(f"{prefix}:ax:{index}:next"))
+
+
+def _at_top(client: Any, prefix: str, index: str, hw: Any) -> bool:
+    """Whether the mark ``hw`` (None: no mark) is at ``P:<index>``'s newest score (or the
+    state is empty)."""
+    top = client.zrevrange(f"{prefix}:{index}", 0, 0, withscores=True)
+    return not top or (hw is not None and int(hw) >= top[0][1])
+
+
+def unindexed(client: Any, prefix: str, index: str) -> int:
+    """Members of ``P:<index>`` the index does not have yet: from where a bounded sync stopped
+    (less those done at that score), else above the mark (all without one)."""
+    src = f"{prefix}:{index}"
+    resume = client.get(f"{prefix}:ax:{index}:next")
+    if resume is not None:
+        low, done = (int(part) for part in as_text(resume).split())
+        return max(0, int(client.zcount(src, low, "+inf")) - done)
+    hw = client.get(f"{prefix}:ax:{index}:hw")
+    return int(client.zcard(src) if hw is None else client.zcount(src, f"({int(hw)}", "+inf"))
 
 
 def build_dead_letters(client: Any, prefix: str, script: Any) -> bool:

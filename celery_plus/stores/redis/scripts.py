@@ -42,7 +42,7 @@ STORE_SCRIPTS = ("publish", "claim", "claim_job", "settle", "heartbeat", "recove
                  "purge", "lead", "fire", "rate_start", "pause", "worker_beat")
 #: The admin's scripts (``lua/admin/<name>.lua``), each run after ``lib.lua``.
 ADMIN_SCRIPTS = ("retry", "discard", "cancel", "delete", "index_sync", "index_page",
-                 "index_counts", "summaries", "history_put", "waiting_walk")
+                 "index_counts", "summaries", "history_put", "walk")
 
 _RULES = re.compile(r"^-- @rules\n", re.M)
 _PRELUDE = re.compile(r"^-- @prelude begin.*?^-- @prelude end\n", re.S | re.M)

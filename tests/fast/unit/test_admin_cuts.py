@@ -5,7 +5,7 @@ the text search's scan window and a Redis walk's window, each with its way to li
 from __future__ import annotations
 
 from celery_plus.admin import pages
-from celery_plus.admin.cuts import cuts
+from celery_plus.admin.cuts import cuts, unindexed_note
 from celery_plus.admin.markup import Urls
 from celery_plus.cli.admin import page_text
 from celery_plus.model.admin import Page, Walked
@@ -42,3 +42,14 @@ def test_both_windows_are_said_once_each() -> None:
     assert text.count("(--walk-limit 0: all of them)") == 1
     assert "text searched in the first 3 enqueued jobs of the other filters only " \
         "(--text-limit 0: all of them)" in text
+
+
+def test_a_walk_standing_in_for_an_index_being_built_says_so() -> None:
+    building = Page(items=[], total=0, page=1, per_page=50, state="failed",
+                    walked=Walked(50_000, 100_000, building=True))
+    [cut] = cuts(building)
+    assert cut.said.startswith("listed among the first 50,000 of the 100,000 failed jobs only")
+    assert "still being built" in cut.said and cut.narrow == "narrow it with a time range"
+    assert "still being built" not in cuts(page(walked=Walked(5, 9)))[0].said
+    assert unindexed_note(0) == ""
+    assert unindexed_note(1_500).startswith("1,500 dead letters are not in the per-queue counts")

@@ -31,6 +31,8 @@ def backend(tmp_path: Path) -> Iterator[Backend]:
 @pytest.fixture
 def admin(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Admin:
     monkeypatch.setattr("celery_plus.stores.redis.listing_index.SYNC_BATCH", 3)
+    # Reads sync as many batches as they need here (a read's bound: test_redis_listing_index_build)
+    monkeypatch.setattr("celery_plus.stores.redis.listing_index.READ_BATCHES", 100)
     return Admin(admin_for(backend))
 
 
