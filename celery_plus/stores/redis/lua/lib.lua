@@ -109,6 +109,12 @@ local function wake(queue)
   end
 end
 
+-- A waiting job's score in its queue: priority first, then the publish order (P:seq). As
+-- text: Lua prints numbers with 14 significant digits, scores need up to 15.
+local function queue_score(pri, seq)
+  return string.format('%.0f', pri * PRIORITY_FACTOR + seq)
+end
+
 local function enqueue(id, queue, score)
   redis.call('HSET', jkey(id), 'st', 'enqueued')
   redis.call('ZADD', P .. ':q:' .. queue, score, id)
