@@ -35,14 +35,16 @@ class PlusSettings(Settings):
         known = self.__dict__.get("_plus_spellings")
         if known is None or known[0] is not self.prefix or known[1] is not self.key_t \
                 or known[2] is not self._keys:
-            known = (self.prefix, self.key_t, self._keys, {})
+            table: dict[str, tuple[Any, ...]] = {}
+            known = (self.prefix, self.key_t, self._keys, table)
             # __dict__ directly: a Settings' own __setattr__ would store a configuration key.
             self.__dict__["_plus_spellings"] = known
-        keys: tuple[Any, ...] | None = known[3].get(key)
+        table = known[3]
+        keys: tuple[Any, ...] | None = table.get(key)
         if keys is None:
             key_t = self.key_t
-            keys = known[3][key] = tuple(key_t(k) if key_t is not None else k
-                                         for k in self._to_keys(key))
+            keys = table[key] = tuple(key_t(k) if key_t is not None else k
+                                      for k in self._to_keys(key))
         return keys
 
 
