@@ -32,13 +32,15 @@ class PlusSettings(Settings):
     def _spellings(self, key: str) -> tuple[Any, ...]:
         """The keys ``key`` is looked up as, in order (``key_t`` applied), as Celery's
         ``ConfigurationView.__getitem__`` tries them in each map."""
-        known = self.__dict__.get("_plus_spellings")
-        if known is None or known[0] is not self.prefix or known[1] is not self.key_t \
-                or known[2] is not self._keys:
+        # Its __dict__ directly (Celery keeps these there): cheaper than attribute reads, and
+        # a Settings' own __setattr__ would store a configuration key.
+        own = self.__dict__
+        known = own.get("_plus_spellings")
+        if known is None or known[0] is not own.get("prefix") \
+                or known[1] is not own.get("key_t") or known[2] is not own.get("_keys"):
             table: dict[str, tuple[Any, ...]] = {}
-            known = (self.prefix, self.key_t, self._keys, table)
-            # __dict__ directly: a Settings' own __setattr__ would store a configuration key.
-            self.__dict__["_plus_spellings"] = known
+            known = (own.get("prefix"), own.get("key_t"), own.get("_keys"), table)
+            own["_plus_spellings"] = known
         table = known[3]
         keys: tuple[Any, ...] | None = table.get(key)
         if keys is None:

@@ -222,7 +222,8 @@ local function run_id()
 end
 
 -- Record this server in P:boot unless it holds a server already (publish: a snapshot of a
--- store with jobs always names the server that wrote it).
+-- store with jobs always names the server that wrote it; the plain publish's lean path calls
+-- it with the store's first job only, P:boot being kept from then on).
 local function mark_boot()
   local bk = P .. ':boot'
   if redis.call('HEXISTS', bk, 'run') == 0 then redis.call('HSET', bk, 'run', run_id()) end
