@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery.utils.saferepr import saferepr
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from celery_plus import Celery
@@ -20,6 +20,7 @@ values = st.one_of(
     st.lists(st.lists(scalars, max_size=3), max_size=3), st.text(), st.integers())
 
 
+@settings(max_examples=300, deadline=None)  # a loaded machine: no per-example deadline
 @given(values)
 def test_plain_repr_is_saferepr_or_declines(value: Any) -> None:
     text = plain_repr(value, MAXSIZE)
