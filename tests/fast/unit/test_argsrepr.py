@@ -12,9 +12,19 @@ from celery_plus import Celery
 from celery_plus.send.argsrepr import plain_repr
 
 MAXSIZE = 1024
-scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=80),
+# Text at the edge of what plain_repr takes: plain letters around one character that may or
+# may not be plain (quotes, backslash, control, non-ASCII, punctuation), or a length about
+# its limit of 64.
+edgy_text = st.one_of(
+    st.builds(lambda a, c, b: a + c + b, st.text("az", max_size=3),
+              st.sampled_from("'\"\\\n\t\xe9%{}:- _"), st.text("az", max_size=3)),
+    st.text("az", min_size=62, max_size=66))
+scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=80), edgy_text,
                     st.floats(allow_nan=False), st.binary(max_size=8))
 values = st.one_of(
+    # mostly plain: where plain_repr answers, one character or length off the limit
+    st.lists(st.one_of(st.none(), st.integers(), edgy_text), min_size=1, max_size=3).map(tuple),
+    st.dictionaries(edgy_text, st.one_of(st.integers(), edgy_text), max_size=2),
     st.lists(scalars, max_size=12), st.lists(scalars, max_size=12).map(tuple),
     st.dictionaries(st.text(max_size=20), scalars, max_size=8),
     st.lists(st.lists(scalars, max_size=3), max_size=3), st.text(), st.integers())
