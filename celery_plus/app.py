@@ -31,6 +31,7 @@ from celery_plus import settings, signals
 from celery_plus.exceptions import DuplicateTask
 from celery_plus.runtime.embedded_files import worker_file_elsewhere
 from celery_plus.send import follow
+from celery_plus.send.argsrepr import plain_repr
 from celery_plus.send.config_view import speed_up
 from celery_plus.send.options import (
     EXTENSION_OPTIONS,
@@ -163,6 +164,16 @@ class PlusAMQP(AMQP):
         return self._producer_pool
 
     publisher_pool = producer_pool
+
+    def as_task_v2(self, task_id: str, name: str, args: Any = None, kwargs: Any = None,
+                   *positional: Any, **options: Any) -> Any:
+        """Celery's message, with ``argsrepr`` / ``kwargsrepr`` of plain arguments written
+        by ``repr`` where it gives ``saferepr``'s text (``send/argsrepr.py``)."""
+        if options.get("argsrepr") is None:
+            options["argsrepr"] = plain_repr(args or (), self.argsrepr_maxsize)
+        if options.get("kwargsrepr") is None:
+            options["kwargsrepr"] = plain_repr(kwargs or {}, self.kwargsrepr_maxsize)
+        return super().as_task_v2(task_id, name, args, kwargs, *positional, **options)
 
     @cached_property
     def send_task_message(self) -> Any:

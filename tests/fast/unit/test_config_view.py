@@ -58,3 +58,17 @@ def test_every_key_in_every_spelling_reads_the_same_as_plain_celery(
     assert compared > 150
     assert plus.conf.task_serializer == plain.conf.task_serializer
     assert plus.conf.result_expires == 77
+
+
+def test_a_changed_key_transform_is_read_through() -> None:
+    """The spellings kept per key follow the object's ``key_t`` when it is replaced."""
+    app = Celery("t", set_as_current=False)
+    app.conf.update(task_default_queue="q")
+    conf = app.conf
+    assert conf["task_default_queue"] == "q"
+    conf.__dict__["key_t"] = str.lower
+    assert conf["TASK_DEFAULT_QUEUE"] == "q"
+    conf.__dict__["key_t"] = None
+    with pytest.raises(KeyError):
+        conf["TASK_DEFAULT_QUEUE"]
+    assert "_plus_spellings" not in conf.changes

@@ -109,6 +109,12 @@ local function wake(queue)
   end
 end
 
+-- A waiting job's score in its queue: priority first, then the publish order (P:seq). As
+-- text: Lua prints numbers with 14 significant digits, scores need up to 15.
+local function queue_score(pri, seq)
+  return string.format('%.0f', pri * PRIORITY_FACTOR + seq)
+end
+
 local function enqueue(id, queue, score)
   redis.call('HSET', jkey(id), 'st', 'enqueued')
   redis.call('ZADD', P .. ':q:' .. queue, score, id)
@@ -216,7 +222,8 @@ local function run_id()
 end
 
 -- Record this server in P:boot unless it holds a server already (publish: a snapshot of a
--- store with jobs always names the server that wrote it).
+-- store with jobs always names the server that wrote it; the plain publish's lean path calls
+-- it with the store's first job only, P:boot being kept from then on).
 local function mark_boot()
   local bk = P .. ':boot'
   if redis.call('HEXISTS', bk, 'run') == 0 then redis.call('HSET', bk, 'run', run_id()) end

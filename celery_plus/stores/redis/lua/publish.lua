@@ -15,8 +15,26 @@ by an early ack, is published anew).
 A continuation (retry / Task.replace: the running delivery's lease token) settles the running
 claim (slot freed, lease dropped) and the new message takes the job's place. A message with
 another unique key than the job's releases the old key once the new one is decided.
-A new job with no unique key, group or rate group costs ten commands: TIME, the boot mark's
-HEXISTS, HMGET, INCR, SET, one HSET, SADD, ZADD and the wake-up's HEXISTS and RPUSH. ]]
+The plain publish (a `delay()`: a new id, nine arguments — compact layout, no lease token,
+unique key, group or rate group — and no ETA) takes the lean path below: nine commands, TIME,
+EXISTS, INCR, SET, HSET, SADD, ZADD and the wake-up's HEXISTS and RPUSH, and no parsing. It
+writes what the general path writes for that job; the boot mark (mark_boot) is written by the
+store's first job (P:seq reaching 1: a store with jobs has it from then on; the general path
+still marks it every time, for stores of releases before the mark). Everything else — an id the
+store has, an ETA, any other argument — takes the general path after it. ]]
+if #ARGV == 9 and ARGV[8] == '0' and redis.call('EXISTS', jkey(ARGV[2])) == 0 then
+  local id, queue = ARGV[2], ARGV[3]
+  local seq = redis.call('INCR', P .. ':seq')
+  if seq == 1 then mark_boot() end
+  local score = queue_score(tonumber(ARGV[7]), seq)
+  redis.call('SET', mkey(id), ARGV[4])
+  redis.call('HSET', jkey(id), 'q', queue, 'name', ARGV[5], 'score', score, 'dl', '0',
+             'mdl', ARGV[9], 'enq', NOW, 'due', '0', 'st', 'enqueued')
+  redis.call('SADD', P .. ':queues', queue)
+  redis.call('ZADD', P .. ':q:' .. queue, score, id)
+  wake(queue)
+  return 1
+end
 local id, queue, msg, name = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local backstop, pri, eta = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local compact = ARGV[10] ~= '0'
@@ -73,9 +91,7 @@ if prev[1] and not continued then
   rate_unpark(id, prev[7])
 end
 
-local seq = redis.call('INCR', P .. ':seq')
--- as text: Lua prints numbers with 14 significant digits, scores need up to 15
-local score = string.format('%.0f', pri * PRIORITY_FACTOR + seq)
+local score = queue_score(pri, redis.call('INCR', P .. ':seq'))
 local state = 'enqueued'
 if eta > NOW then state = 'scheduled' end
 -- The record's fields, written by one HSET.
