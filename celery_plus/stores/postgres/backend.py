@@ -338,9 +338,10 @@ class PostgresBackend(OptionsView, Backend):
         """One statement on a pool connection (its own transaction); all its rows.
 
         The connection is taken and given back without the pool's ``connection()`` context:
-        on an autocommit session its exit only asks for a commit with nothing to commit (with
-        the context itself, 4% of a ``delay()`` loop's py-spy samples); ``putconn`` still
-        rolls back, or replaces, a connection left in a transaction or broken."""
+        on an autocommit session its exit only asks for a commit with nothing to commit (the
+        two cost 6–8 µs of CPU per call against 3–5 µs for ``getconn``/``putconn``);
+        ``putconn`` still rolls back, or replaces, a connection left in a transaction or
+        broken."""
 
         def run() -> list[Any]:
             pool = self._pool()
