@@ -59,9 +59,11 @@ def claim_lost_before_start(tag: str, claim: tuple[str, int], sure_until: float,
     if book is None:
         book = holdings.find(tag)
     if book is not None:
-        if book.is_lost(tag):
+        known = book.sure_until(tag)  # one look-up: -inf for a claim known lost here
+        if known == float("-inf"):
             return True
-        sure_until = max(sure_until, book.sure_until(tag) or sure_until)
+        if known is not None:
+            sure_until = max(sure_until, known)
     if clock() < sure_until:
         return False
     return asked_store(heartbeat, tag, claim, book)

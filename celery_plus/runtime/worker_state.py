@@ -28,13 +28,21 @@ logger = logging.getLogger("celery_plus.transport")
 _in_worker = False
 
 
+#: ``celery.worker.state``, imported on first use (a consumer asks once per job delivered).
+_celery_state: Any = None
+
+
 def worker_stopping() -> bool:
     """True once a Celery worker in this process was asked to shut down."""
-    from celery.worker import state
+    global _celery_state
+    if _celery_state is None:
+        from celery.worker import state
 
+        _celery_state = state
     # Celery stores the exit code there: 0 (EX_OK) means "stop" too.
-    flags = (state.should_stop, state.should_terminate)
-    return any(flag is not None and flag is not False for flag in flags)
+    stop, terminate = _celery_state.should_stop, _celery_state.should_terminate
+    return (stop is not None and stop is not False) or (
+        terminate is not None and terminate is not False)
 
 
 def worker_running() -> bool:

@@ -555,3 +555,25 @@ def test_an_ack_writes_its_job_once_with_its_start_mark(pg: PostgresBackend,
         assert start_mark == c.token and started_ms >= before_ms >= claimed_ms
     else:  # started an hour before the settle: never before its claim
         assert (started_ms, start_mark) == (claimed_ms, c.token)
+
+
+def test_a_store_statement_gives_its_connection_back_clean_whatever_it_did(
+        pg: PostgresBackend) -> None:
+    """``_rows`` takes a pool connection and gives it back without the pool's context: a
+    statement that failed, and one that left a transaction open, still return their
+    connection to the pool, idle and outside any transaction, and the next call uses it."""
+    pg.now_ms()
+    pool = pg._pool()
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        pg._rows("SELECT 1 / 0")
+    with pytest.raises(psycopg.ProgrammingError):  # BEGIN returns no rows to fetch
+        pg._rows("BEGIN")  # and leaves its transaction open on the connection
+    # (the pool may be opening one more connection meanwhile: it counts once it is in)
+    wait_until(lambda: (s := pool.get_stats())["pool_available"] == s["pool_size"] >= 1,
+               timeout=10, message="every connection back in the pool")
+    conn = pool.getconn()
+    try:
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    finally:
+        pool.putconn(conn)
+    assert pg._rows("SELECT txid_current_if_assigned() IS NULL") == [(True,)]

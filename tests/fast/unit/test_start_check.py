@@ -9,7 +9,7 @@ import pytest
 
 from celery_plus.leases.holdings import Holdings
 from celery_plus.leases.keeper import clock
-from celery_plus.leases.start_check import LeaseUnknown, asked_store
+from celery_plus.leases.start_check import LeaseUnknown, asked_store, claim_lost_before_start
 from celery_plus.leases.tokens import delivery_tag
 from celery_plus.model.store import Verdict
 
@@ -45,3 +45,27 @@ def test_a_lost_lease_is_lost_and_marked() -> None:
     book, tag = booked("j3", 5)
     assert asked_store(lambda claims: [Verdict.LOST], tag, ("j3", 5), book) is True
     assert book.is_lost(tag) is True
+
+
+def _no_store(claims: list[tuple[str, int]]) -> list[Verdict]:
+    raise AssertionError("the store was asked")
+
+
+def test_the_holdings_answer_before_the_store_is_asked() -> None:
+    """One look-up of the holdings decides (``claim_lost_before_start``): a claim known lost
+    does not start and a claim confirmed recently starts, both without a store call, even
+    past the sure time its delivery carried; a claim held nowhere here asks the store."""
+    past = clock() - 1.0
+    book, tag = booked("j4", 6)
+    assert claim_lost_before_start(tag, ("j4", 6), past, _no_store, book) is False
+    book.mark_lost(tag)
+    assert claim_lost_before_start(tag, ("j4", 6), past, _no_store, book) is True
+    asked: list[list[tuple[str, int]]] = []
+
+    def heartbeat(claims: list[tuple[str, int]]) -> list[Verdict]:
+        asked.append(claims)
+        return [Verdict.LOST]
+
+    other = Holdings(30.0)
+    assert claim_lost_before_start("7:j5", ("j5", 7), past, heartbeat, other) is True
+    assert asked == [[("j5", 7)]]
