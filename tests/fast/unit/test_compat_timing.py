@@ -4,27 +4,39 @@ second late in either step fails, and the load a CI adds to each step passes."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
-from collections.abc import Callable, Iterator
+import types
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-PROJECT = Path(__file__).resolve().parents[3] / "compat_suite" / "project"
+SUPPORT = (Path(__file__).resolve().parents[3] / "compat_suite" / "project" / "scenarios"
+           / "support.py")
 AFTER = 1_000_000.0  # the moment the run waits from (a time.time())
 
 
 @pytest.fixture
-def on_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., bool]]:
-    """The verdict, imported from the project as its scenarios import it (``proj`` and
-    ``scenarios`` are the project's top-level packages; they are forgotten afterwards)."""
-    monkeypatch.syspath_prepend(str(PROJECT))
-    from scenarios.support import on_time as verdict
-
-    yield verdict
-    for name in [m for m in sys.modules if m.split(".")[0] in ("proj", "scenarios")]:
-        del sys.modules[name]
+def on_time(monkeypatch: pytest.MonkeyPatch) -> Callable[..., bool]:
+    """The verdict, from the project's ``scenarios/support.py``. Its imports of the project
+    (``proj.effects``, ``proj.settings``) get stand-ins: importing ``proj`` itself would
+    connect its signal handlers, which record every publish in Redis, in this process."""
+    project = types.ModuleType("proj")
+    effects = types.ModuleType("proj.effects")
+    effects.effects = lambda *args, **kwargs: []  # type: ignore[attr-defined]
+    settings = types.ModuleType("proj.settings")
+    settings.PREFIX = "proj"  # type: ignore[attr-defined]
+    for name, module in (("proj", project), ("proj.effects", effects),
+                         ("proj.settings", settings)):
+        monkeypatch.setitem(sys.modules, name, module)
+    spec = importlib.util.spec_from_file_location("compat_scenarios_support", SUPPORT)
+    assert spec is not None and spec.loader is not None
+    support = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(support)
+    verdict: Callable[..., bool] = support.on_time
+    return verdict
 
 
 def iso(t: float) -> str:
