@@ -89,7 +89,7 @@ def deploy_and_observe(config: Config, servers: Servers, scenarios: list[str],
         tail = "\n".join(worker_log.splitlines()[-30:])
         observed = {"error": f"{type(exc).__name__}: {exc}\n--- worker log (tail) ---\n{tail}"}
     finally:
-        deployment.stop()
+        deployment.kill()
         if logs is not None:
             logs.mkdir(parents=True, exist_ok=True)
             for name, content in deployment.logs().items():

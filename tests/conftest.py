@@ -122,6 +122,10 @@ LONG_FIRST = ("tests/deploy/compat/test_upstream_slice.py",
               "tests/deploy/compat/test_compat_dimensions.py",
               "tests/deploy/compat/test_compat_suite.py", "tests/deploy/browser/",
               "tests/stores/model/", "tests/fast/model/")
+#: Collected last: the fast tier's many short tests (its model aside) fill the xdist workers'
+#: ends, after the server tier, whose tests of processes racing on PostgreSQL take tens of
+#: seconds each and, collected after ``tests/fast``, used to end the session.
+SHORT_LAST = "tests/fast/"
 
 
 @pytest.hookimpl(trylast=True)
@@ -132,7 +136,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def rank(item: pytest.Item) -> int:
         path = item.nodeid.split("::")[0]
         return next((i for i, long in enumerate(LONG_FIRST) if path.startswith(long)),
-                    len(LONG_FIRST))
+                    len(LONG_FIRST) + path.startswith(SHORT_LAST))
 
     items.sort(key=rank)
 

@@ -18,10 +18,18 @@ from scenarios.support import (
 )
 
 
-def _attempts(kind: str, **match: str) -> tuple[list[int], list[float]]:
+def _attempts(kind: str, **match: str) -> tuple[list[int], list[tuple[float, float, str]]]:
+    """The attempts' retry counts, and per retry: when the attempt before it started, when it
+    started, and its ETA."""
     found = effects(kind, **match)
-    times = [e["t"] for e in found]
-    return [e["retries"] for e in found], [b - a for a, b in pairwise(times)]
+    return ([e["retries"] for e in found],
+            [(a["t"], b["t"], b["eta"]) for a, b in pairwise(found)])
+
+
+def _kept(retries: list[tuple[float, float, str]], delay: float) -> bool:
+    """Every retry came ``delay`` seconds after the attempt before it (support.on_time)."""
+    return bool(retries) and all(on_time(after, start, eta, delay)
+                                 for after, start, eta in retries)
 
 
 @scenario
@@ -38,7 +46,7 @@ def self_retry(ctx: Context) -> Outcome:
     return {
         "result": value, "saw_retry_state": saw_retry,
         # default_retry_delay=0.5: each retry starts half a second after the failure.
-        "retries": ok_retries, "retry_delay_kept": on_time(ok_gaps, 0.5),
+        "retries": ok_retries, "retry_delay_kept": _kept(ok_gaps, 0.5),
         # Per attempt prerun, retry, postrun; where task_received falls between them depends
         # on when the broker delivers the retry, which Celery leaves open.
         "signals": signal_trail(succeeds.id, only=EXECUTION_SIGNALS),
@@ -60,7 +68,7 @@ def autoretry(ctx: Context) -> Outcome:
     return {
         "result": value, "retries": ok_retries,
         # retry_backoff=True, retry_backoff_max=1, no jitter: 1 s before each retry.
-        "backoff_kept": on_time(ok_gaps, 1.0),
+        "backoff_kept": _kept(ok_gaps, 1.0),
         "given_up": {"state": gives_up.state, "error": error_of(gives_up),
                      "retries": bad_retries},
     }

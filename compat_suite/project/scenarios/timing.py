@@ -39,9 +39,10 @@ def countdown_and_eta(ctx: Context) -> Outcome:
     at = mark.apply_async(("eta",), eta=datetime.now(timezone.utc) + timedelta(seconds=1.5))
     later.get(timeout=ctx.timeout)
     at.get(timeout=ctx.timeout)
-    started = {e["tag"]: e["t"] - start for e in effects("mark")}
-    return {"countdown_on_time": on_time([started["countdown"]], 1.0),
-            "eta_on_time": on_time([started["eta"]], 1.5),
+    ran = {e["tag"]: e for e in effects("mark")}
+    return {"countdown_on_time": on_time(start, ran["countdown"]["t"], ran["countdown"]["eta"],
+                                         1.0),
+            "eta_on_time": on_time(start, ran["eta"]["t"], ran["eta"]["eta"], 1.5),
             "states": [later.state, at.state], "runs": [_marked("countdown"), _marked("eta")]}
 
 

@@ -4,8 +4,12 @@ tests through click's runner and as a subprocess, human and --json output").
 A real ``celery-plus worker`` runs ``proj.fail_until_fixed``, which raises until the test sets
 its "fixed" flag: the failure is a real dead letter (exception type, message, traceback). The
 operator's flow is then driven through ``celery-plus dlq ...`` / ``status`` / ``jobs`` (and
-``celery plus dlq ...``) processes: list, show, retry (the worker runs the job again and it
-completes, once), the idempotent repeat, a retry conflict, and purge with its confirmation.
+``celery plus ...``): list, show, retry (the worker runs the job again and it completes, once),
+the idempotent repeat, a retry conflict, and purge with its confirmation. Each test runs one
+command as a process where the process is what is tested (``celery-plus`` itself; Celery's
+own CLI finding the ``plus`` commands through its entry point); the other steps call the
+console script's function in the test's process (``tests/support.py: celery_plus``,
+docs/tests.md), on the test's own app.
 
 Runs on each durable store (``broker_kind``: Redis, SQLite and PostgreSQL).
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import json
 import os
 import re
@@ -28,34 +33,55 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import pytest
 import redis
 
 from celery_plus.admin import connect
 from celery_plus.admin.web import Mount, make_app
 from celery_plus.model.store import Backend, NewJob, Settle
 from tests.inspectors import inspector_for
+from tests.support import celery_plus
 
 from . import proj
 from .conftest import CELERY_PLUS, PLAIN_CELERY, ROOT, Worker, wait_until
 from .proj import REDIS_URL, events
 
 TASK = "proj.fail_until_fixed"
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+#: The app ``-A tests.deploy.e2e.test_admin_cli:cli_app`` names: the running test's client
+#: app (its prefix and store), set by :func:`cli` for the commands run in this process.
+cli_app: Any = None
 
 
-def cli(prefix: str, *args: str, program: list[str] | None = None,
-        input: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``celery-plus <args> -A tests.deploy.e2e.proj`` on the test's store."""
+def process(prefix: str, *args: str, program: list[str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    """Run ``celery-plus <args> -A tests.deploy.e2e.proj`` (or ``program <args>``) as a process
+    on the test's store."""
     if program is None:
         command = [*CELERY_PLUS, *args, "-A", "tests.deploy.e2e.proj"]
     else:
         command = [*program, *args]
     env = {**os.environ, "PLUS_TEST_PREFIX": prefix}
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=60, input=input if input is not None else "")
+                          timeout=60, input="")
 
 
-def cli_json(prefix: str, *args: str, code: int = 0) -> Any:
-    done = cli(prefix, *args, "--json")
+@pytest.fixture
+def cli(client: Any, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """``celery-plus <args> -A <the test's app>`` in this process; ``input=`` is its stdin."""
+    monkeypatch.setattr(sys.modules[__name__], "cli_app", client)
+
+    def run(*args: str, input: str = "") -> subprocess.CompletedProcess[str]:
+        monkeypatch.setattr("sys.stdin", io.StringIO(input))
+        return celery_plus(capsys, *args, "-A", f"{__name__}:cli_app")
+
+    return run
+
+
+def cli_json(cli: Cli, *args: str, code: int = 0) -> Any:
+    done = cli(*args, "--json")
     assert done.returncode == code, (done.stdout, done.stderr)
     return json.loads(done.stdout)
 
@@ -78,32 +104,33 @@ def _fix(prefix: str, key: str) -> None:
 
 
 def test_an_operator_lists_shows_and_retries_a_dead_letter(
-        client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend) -> None:
+        client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
+        cli: Cli) -> None:
     start_worker()
     task_id = _dead_letter(client, view, "k1")
 
-    listing = cli(prefix, "dlq", "ls")
+    listing = process(prefix, "dlq", "ls")  # the command itself, as a process
     assert listing.returncode == 0, listing.stderr
     header, row, footer = listing.stdout.splitlines()
     assert header.split() == ["TASK", "ID", "TASK", "QUEUE", "FAILED", "DL", "ERROR"]
     assert row.split()[:3] == [task_id, TASK, "celery"]
     assert row.endswith("RuntimeError: k1 is not fixed yet")
     assert footer == "page 1/1, 1 failed job"
-    page = cli_json(prefix, "dlq", "ls", "--task", TASK, "--text", "not fixed")
+    page = cli_json(cli, "dlq", "ls", "--task", TASK, "--text", "not fixed")
     assert [i["id"] for i in page["items"]] == [task_id] and page["total"] == 1
     assert page["items"][0]["exc_type"] == "RuntimeError"
 
-    shown = cli(prefix, "dlq", "show", task_id)
+    shown = cli("dlq", "show", task_id)
     assert shown.returncode == 0, shown.stderr
     assert f"Task id:      {task_id}" in shown.stdout
     assert 'Args:         ["k1"]' in shown.stdout
     assert "Traceback:" in shown.stdout and "RuntimeError: k1 is not fixed yet" in shown.stdout
-    detail = cli_json(prefix, "dlq", "show", task_id)
+    detail = cli_json(cli, "dlq", "show", task_id)
     assert detail["args"] == ["k1"] and detail["headers"]["task"] == TASK
     assert detail["traceback"].startswith("Traceback") and detail["unique_holder"] is None
 
     _fix(prefix, "k1")
-    retried = cli(prefix, "dlq", "retry", task_id)
+    retried = cli("dlq", "retry", task_id)
     assert retried.returncode == 0, retried.stderr
     assert retried.stdout.strip() == f"retried {task_id} (failed -> enqueued)"
     wait_until(lambda: _state(view, task_id) == "completed", timeout=30,
@@ -114,17 +141,18 @@ def test_an_operator_lists_shows_and_retries_a_dead_letter(
     outcomes = [h["outcome"] for h in json.loads((inspector_for(view).job(task_id) or {})["hist"])]
     assert outcomes[-1] == "admin retry" and "task failed" in outcomes
 
-    again = cli(prefix, "dlq", "retry", task_id)
+    again = cli("dlq", "retry", task_id)
     assert again.returncode == 0
     assert again.stdout.strip() == f"{task_id}: completed, not failed; nothing to retry"
-    status = cli_json(prefix, "store-status")
+    status = cli_json(cli, "store-status")
     assert status["dead_letters"] == 0 and status["counts"]["completed"] >= 1
-    completed = cli_json(prefix, "jobs", "completed")
+    completed = cli_json(cli, "jobs", "completed")
     assert task_id in [i["id"] for i in completed["items"]]
 
 
 def test_a_retry_conflict_and_a_confirmed_purge(
-        client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend) -> None:
+        client: Any, start_worker: Callable[..., Worker], prefix: str, view: Backend,
+        cli: Cli) -> None:
     worker = start_worker()
     first = _dead_letter(client, view, "k2")
     second = _dead_letter(client, view, "k3")
@@ -133,14 +161,14 @@ def test_a_retry_conflict_and_a_confirmed_purge(
     holder = client.tasks[TASK].delay("k2")
     assert not holder.deduplicated and _state(view, holder.id) == "enqueued"
 
-    conflict = cli(prefix, "dlq", "retry", first)
+    conflict = cli("dlq", "retry", first)
     assert conflict.returncode == 1
     assert f"held by job '{holder.id}'" in conflict.stderr
     assert _state(view, first) == "failed"
-    report = cli_json(prefix, "dlq", "retry", first, code=1)
+    report = cli_json(cli, "dlq", "retry", first, code=1)
     assert report["errors"][0]["holder"] == holder.id
 
-    status = cli(prefix, "store-status")
+    status = cli("store-status")
     assert status.returncode == 0
     header, row = status.stdout.splitlines()[:2]
     counts = dict(zip(header.split(), row.split(), strict=False))
@@ -148,29 +176,29 @@ def test_a_retry_conflict_and_a_confirmed_purge(
                       "BLOCKED": "0", "RUNNING": "0", "RESERVED": "0", "FAILED": "2"}, counts
     assert "dead letters: 2" in status.stdout
 
-    unscoped = cli(prefix, "dlq", "purge")
+    unscoped = cli("dlq", "purge")
     assert unscoped.returncode == 2 and "--all" in unscoped.stderr
-    declined = cli(prefix, "dlq", "purge", "--all", input="n\n")
+    declined = cli("dlq", "purge", "--all", input="n\n")
     assert declined.returncode == 1 and "for good?" in declined.stderr
     assert _state(view, first) == "failed" and _state(view, second) == "failed"
-    purged = cli(prefix, "dlq", "purge", "--all", "--yes")
+    purged = cli("dlq", "purge", "--all", "--yes")
     assert purged.returncode == 0 and "purged 2 of 2 failed jobs" in purged.stdout
     assert inspector_for(view).job(first) is None and inspector_for(view).job(second) is None
 
-    canceled = cli(prefix, "cancel", holder.id)
+    canceled = cli("cancel", holder.id)
     assert canceled.returncode == 0
     assert canceled.stdout.strip() == f"canceled {holder.id} (enqueued -> canceled)"
     assert inspector_for(view).holds() == {}
 
-    # The same commands inside Celery's own CLI.
-    via_celery = cli(prefix, "-A", "tests.deploy.e2e.proj", "plus", "jobs", "--json",
-                     program=PLAIN_CELERY)
+    # The same commands inside Celery's own CLI (a process: its entry point finds them).
+    via_celery = process(prefix, "-A", "tests.deploy.e2e.proj", "plus", "jobs", "--json",
+                         program=PLAIN_CELERY)
     assert via_celery.returncode == 0, via_celery.stderr
     assert json.loads(via_celery.stdout)["canceled"] == 1
 
 
-def test_celery_plus_admin_serves_the_dashboard_on_localhost(prefix: str,
-                                                             tmp_path: Path) -> None:
+def test_celery_plus_admin_serves_the_dashboard_on_localhost(
+        prefix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``celery-plus admin`` (and its old name ``dashboard``) as a process, on Redis."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -192,7 +220,7 @@ def test_celery_plus_admin_serves_the_dashboard_on_localhost(prefix: str,
     finally:
         proc.terminate()
         proc.wait(timeout=20)
-    alias = cli(prefix, "dashboard", "--help")
+    alias = celery_plus(capsys, "dashboard", "--help")
     assert alias.returncode == 0 and "--port" in alias.stdout
 
 

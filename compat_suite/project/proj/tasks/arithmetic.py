@@ -46,6 +46,6 @@ def slow(self, seconds: float, tag: str) -> str:
 @app.task(bind=True)
 def mark(self, tag: str) -> str:
     """Records that it ran, when, and the queue it came from."""
-    record("mark", tag=tag, id=self.request.id, t=time.time(),
+    record("mark", tag=tag, id=self.request.id, t=time.time(), eta=self.request.eta,
            queue=self.request.delivery_info.get("routing_key"))
     return tag

@@ -13,7 +13,8 @@ class TemporaryError(Exception):
 @app.task(bind=True, max_retries=3, default_retry_delay=0.5)
 def fetch(self, url: str, failures: int) -> str:
     """Fails ``failures`` times, retrying after half a second each time."""
-    record("fetch_attempt", url=url, retries=self.request.retries, t=time.time())
+    record("fetch_attempt", url=url, retries=self.request.retries, t=time.time(),
+           eta=self.request.eta)
     if self.request.retries < failures:
         raise self.retry(exc=TemporaryError(f"{url} unavailable"))
     return f"{url} fetched after {self.request.retries} retries"
@@ -23,7 +24,8 @@ def fetch(self, url: str, failures: int) -> str:
           retry_jitter=False, max_retries=2)
 def sync_account(self, account: str, failures: int) -> str:
     """Fails ``failures`` times; ``autoretry_for`` retries with a (capped) exponential backoff."""
-    record("sync_attempt", account=account, retries=self.request.retries, t=time.time())
+    record("sync_attempt", account=account, retries=self.request.retries, t=time.time(),
+           eta=self.request.eta)
     if self.request.retries < failures:
         raise TemporaryError(f"{account}: upstream timed out")
     return f"{account} synced"
