@@ -15,8 +15,15 @@ REDIS_URL = "redis://127.0.0.1:6379/0"
 
 @pytest.fixture
 def invoke(monkeypatch: pytest.MonkeyPatch):
+    import importlib
+
+    from tests.deploy.e2e import mixed_plus
+
     prefix = f"mcli{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("PLUS_TEST_PREFIX", prefix)
+    # The module's app is built at import, on the prefix of whichever test imported it first
+    # in this process: built again here on this test's own.
+    importlib.reload(mixed_plus)
 
     def run(*args: str):
         return CliRunner().invoke(_celery_group(), ["-A", "tests.deploy.e2e.mixed_plus", *args],
