@@ -8,6 +8,7 @@ message that names the setting and the fix.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -49,12 +50,14 @@ def _non_empty_str(value: Any) -> bool:
 
 
 #: Fewest guesses (zxcvbn's estimate, for an attacker who knows how people pick secrets) a
-#: dashboard secret must need; ``secrets.token_urlsafe(16)`` needs about 1e22.
-MIN_SECRET_GUESSES = 1e12
+#: dashboard secret must need (docs/decisions.md): ``secrets.token_urlsafe(16)`` needs about
+#: 1e22, a random 16-character one at least 3e14.
+MIN_SECRET_GUESSES = 1e14
 #: Characters zxcvbn is given (it refuses longer input; a prefix is never easier to guess).
 _ZXCVBN_MAX = 72
 
 
+@functools.lru_cache(maxsize=16)
 def secret_guesses(value: str) -> float:
     """How many guesses ``value`` needs, as zxcvbn estimates it (patterns, repeats,
     sequences, keyboard walks, dictionary words)."""
@@ -343,7 +346,7 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         _admin_token,
         "None or a random secret of at least 16 printable characters without spaces, not "
-        "guessable in 1e12 tries (no words, sequences, repeats or keyboard walks): make one "
+        "guessable in 1e14 tries (no words, sequences, repeats or keyboard walks): make one "
         "with python -c \"import secrets; print(secrets.token_urlsafe(32))\"",
         "Secret of the web dashboard's operators (HTTP Basic auth password or "
         "'Authorization: Bearer <token>'): needed to read its pages and for retry, discard, "
@@ -355,7 +358,7 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         _admin_token,
         "None or a random secret of at least 16 printable characters without spaces, not "
-        "guessable in 1e12 tries, other than plus_admin_token: make one with python -c "
+        "guessable in 1e14 tries, other than plus_admin_token: make one with python -c "
         "\"import secrets; print(secrets.token_urlsafe(32))\"",
         "Read-only secret of the web dashboard (pages, JSON, /metrics; no actions), e.g. for "
         "Prometheus or on-call viewers.",

@@ -20,7 +20,8 @@ JSON: ``/api/status``, ``/api/throughput``, ``/api/activity``, ``/api/latency``,
 ``/api/workers``, ``/api/jobs/<state>``, ``/api/job/<task id>``. ``/metrics``: Prometheus.
 
 Each request has a deadline, its store queries included (:mod:`.deadline`); failed logins
-are logged and throttled (:mod:`.throttle`). ``POST /logout`` ends the browser's session.
+are logged and limited (:mod:`.throttle`). ``POST /logout`` ends the browser's session and
+has its cached Basic credentials challenged (:mod:`.security`).
 Actions are POSTs answered with a redirect whose ``msg`` is signed (:mod:`.security`):
 ``/job/<id>/<retry|discard|cancel|terminate>``, ``/jobs/<state>/bulk``,
 ``/workers/<node>/<stop|shutdown>``. Destructive ones first answer a confirmation page whose

@@ -93,7 +93,7 @@ def test_failures_from_rotating_addresses_are_limited_in_total(web: Dashboard) -
                 )[0] == "200 OK"
 
 
-#: Guessable in far fewer than 1e12 tries, though 16 characters or more, 8 different.
+#: Guessable in far fewer than 1e14 tries, though 16 characters or more, 8 different.
 WEAK = ["1234567812345678", "abcdefghabcdefgh", "0123456789abcdef", "password12345678",
         "qwertyuiopasdfgh", 40 * "a" + "bcdefgh", "aaaaaaaaaaaaaaaaaaaa", "1234512345123451"]
 
