@@ -229,7 +229,8 @@ class Celery(celery.Celery):
         """The validated ``plus_*`` settings (``ImproperlyConfigured`` names a bad one,
         or a misspelt one as the user wrote it)."""
         self._check_setting_names()
-        return settings.resolve({k: self.conf.get(k) for k in settings.BY_NAME})
+        return settings.resolve({k: self.conf.get(k) for k in settings.BY_NAME},
+                                settings.written_names(self.conf.keys()))
 
     def _check_setting_names(self) -> None:
         """Fail on a ``plus_*``-like key the app would never read (misspelt, or a form not

@@ -8,6 +8,7 @@ message that names the setting and the fix.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -48,12 +49,30 @@ def _non_empty_str(value: Any) -> bool:
     return isinstance(value, str) and bool(value) and ":" not in value
 
 
+#: Fewest guesses (zxcvbn's estimate, for an attacker who knows how people pick secrets) a
+#: dashboard secret must need (docs/decisions.md): ``secrets.token_urlsafe(16)`` needs about
+#: 1e22, a random 16-character one at least 3e14.
+MIN_SECRET_GUESSES = 1e14
+#: Characters zxcvbn is given (it refuses longer input; a prefix is never easier to guess).
+_ZXCVBN_MAX = 72
+
+
+@functools.lru_cache(maxsize=16)
+def secret_guesses(value: str) -> float:
+    """How many guesses ``value`` needs, as zxcvbn estimates it (patterns, repeats,
+    sequences, keyboard walks, dictionary words)."""
+    from zxcvbn import zxcvbn
+
+    return float(zxcvbn(value[:_ZXCVBN_MAX])["guesses"])
+
+
 def _admin_token(value: Any) -> bool:
-    """None, or a secret of at least 16 printable characters, 8 of them different, no space
-    (``aaaaaaaaaaaaaaaa`` or ``abababababababab`` is no secret)."""
+    """None, or a secret of at least 16 printable characters, no space, that needs at least
+    :data:`MIN_SECRET_GUESSES` guesses (``password12345678`` or ``0123456789abcdef`` is no
+    secret)."""
     return value is None or (isinstance(value, str) and len(value) >= 16
-                             and len(set(value)) >= 8
-                             and value.isprintable() and not any(c.isspace() for c in value))
+                             and value.isprintable() and not any(c.isspace() for c in value)
+                             and secret_guesses(value) >= MIN_SECRET_GUESSES)
 
 
 def _host_names(value: Any) -> bool:
@@ -326,8 +345,9 @@ SETTINGS: tuple[Setting, ...] = (
         "plus_admin_token",
         None,
         _admin_token,
-        "None or a secret of at least 16 printable characters, 8 of them different, without "
-        "spaces (e.g. secrets.token_urlsafe(32))",
+        "None or a random secret of at least 16 printable characters without spaces, not "
+        "guessable in 1e14 tries (no words, sequences, repeats or keyboard walks): make one "
+        "with python -c \"import secrets; print(secrets.token_urlsafe(32))\"",
         "Secret of the web dashboard's operators (HTTP Basic auth password or "
         "'Authorization: Bearer <token>'): needed to read its pages and for retry, discard, "
         "cancel and worker control; without it the dashboard is read-only and open.",
@@ -337,8 +357,9 @@ SETTINGS: tuple[Setting, ...] = (
         "plus_admin_read_token",
         None,
         _admin_token,
-        "None or a secret of at least 16 printable characters, 8 of them different, without "
-        "spaces, other than plus_admin_token",
+        "None or a random secret of at least 16 printable characters without spaces, not "
+        "guessable in 1e14 tries, other than plus_admin_token: make one with python -c "
+        "\"import secrets; print(secrets.token_urlsafe(32))\"",
         "Read-only secret of the web dashboard (pages, JSON, /metrics; no actions), e.g. for "
         "Prometheus or on-call viewers.",
         secret=True,
@@ -507,8 +528,20 @@ def check_spelling(keys: Iterable[str], namespace: str | None = None,
             f"Unknown celery-plus setting {key!r}.{reason} Did you mean {fix!r}{how}?")
 
 
-def resolve(values: Mapping[str, Any]) -> PlusConfig:
-    """Validate ``plus_*`` values (missing ones take their defaults)."""
+def written_names(keys: Iterable[str]) -> dict[str, str]:
+    """Setting name -> the key a configuration spells it with (``CELERY_PLUS_ADMIN_TOKEN``),
+    for the keys that are settings."""
+    found = {}
+    for key in keys:
+        part = _plus_part(key) if isinstance(key, str) else None
+        if part is not None and part.lower() in BY_NAME:
+            found[part.lower()] = key
+    return found
+
+
+def resolve(values: Mapping[str, Any], written: Mapping[str, str] | None = None) -> PlusConfig:
+    """Validate ``plus_*`` values (missing ones take their defaults); an error names a
+    setting as ``written`` spells it (:func:`written_names`)."""
     merged: dict[str, Any] = dict(DEFAULTS)
     check_spelling(values)
     for name, value in values.items():
@@ -521,7 +554,8 @@ def resolve(values: Mapping[str, Any]) -> PlusConfig:
                      if setting.secret and isinstance(value, str)
                      else f"<hidden: {type(value).__name__}>" if setting.secret else repr(value))
             raise ImproperlyConfigured(
-                f"Setting {setting.name}={shown} is invalid: expected {setting.expects}. "
+                f"Setting {(written or {}).get(setting.name, setting.name)}={shown} is "
+                f"invalid: expected {setting.expects}. "
                 f"{setting.doc} Fix it in your Celery configuration "
                 f"(default: {setting.default!r})."
             )

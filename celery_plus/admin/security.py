@@ -43,6 +43,9 @@ Environ = dict[str, Any]
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 #: The session cookie that binds the form token to one browser.
 SESSION_COOKIE = "plus_admin_session"
+#: Set by a log-out until the browser closes (as its cached Basic credentials): the next
+#: request with Basic credentials is challenged, so the browser forgets them and asks.
+LOGGED_OUT_COOKIE = "plus_admin_out"
 _SESSION = re.compile(r"[A-Za-z0-9_.-]{32,200}")
 _HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::\d{1,5})?")
 
@@ -206,29 +209,50 @@ class Access:
         return self._signer().verify_signature(message, signature)
 
 
-def session_of(environ: Environ) -> str | None:
-    """This browser's session cookie (None: none or malformed; :mod:`.sessions` checks
-    its signature and age)."""
+def _cookie(environ: Environ, name: str) -> str | None:
+    """The value of cookie ``name`` of the request (None: none, or unreadable)."""
     raw = str(environ.get("HTTP_COOKIE") or "")
-    if SESSION_COOKIE not in raw:
+    if name not in raw:
         return None
     try:
         cookie: SimpleCookie = SimpleCookie(raw)
     except CookieError:
         return None
-    morsel = cookie.get(SESSION_COOKIE)
-    if morsel is None or not _SESSION.fullmatch(morsel.value):
-        return None
-    return morsel.value
+    morsel = cookie.get(name)
+    return None if morsel is None else morsel.value
 
 
-def session_header(cookie: str, environ: Environ) -> tuple[str, str]:
-    """The ``Set-Cookie`` header of a session cookie, scoped to the dashboard's mount point
-    (an empty ``cookie``: the browser forgets its session)."""
+def session_of(environ: Environ) -> str | None:
+    """This browser's session cookie (None: none or malformed; :mod:`.sessions` checks
+    its signature and age)."""
+    value = _cookie(environ, SESSION_COOKIE)
+    return value if value is not None and _SESSION.fullmatch(value) else None
+
+
+def logged_out(environ: Environ) -> bool:
+    """Whether this browser logged out and has not been asked for credentials since."""
+    return _cookie(environ, LOGGED_OUT_COOKIE) is not None
+
+
+def _set_cookie(name: str, value: str, environ: Environ, same_site: str) -> tuple[str, str]:
+    """A ``Set-Cookie`` header scoped to the dashboard's mount point, for the browser's
+    session (an empty ``value``: the browser forgets the cookie)."""
     # Percent-encoded as the dashboard's links are (markup.Urls): a browser matches a cookie's
     # Path against the encoded URL, and a raw ';' or space would end the attribute.
     path = quote(str(environ.get("SCRIPT_NAME") or "").rstrip("/"), safe="/") or "/"
     secure = "; Secure" if environ.get("wsgi.url_scheme") == "https" else ""
-    forget = "" if cookie else "; Max-Age=0"
-    return ("Set-Cookie", f"{SESSION_COOKIE}={cookie}; Path={path}; HttpOnly; "
-                          f"SameSite=Strict{secure}{forget}")
+    forget = "" if value else "; Max-Age=0"
+    return ("Set-Cookie", f"{name}={value}; Path={path}; HttpOnly; "
+                          f"SameSite={same_site}{secure}{forget}")
+
+
+def session_header(cookie: str, environ: Environ) -> tuple[str, str]:
+    """The ``Set-Cookie`` header of a session cookie (an empty ``cookie``: the browser
+    forgets its session)."""
+    return _set_cookie(SESSION_COOKIE, cookie, environ, "Strict")
+
+
+def logged_out_header(on: bool, environ: Environ) -> tuple[str, str]:
+    """The ``Set-Cookie`` header that sets (or clears) the logged-out mark. ``Lax``: it
+    grants nothing, and must reach a page opened from a link elsewhere too."""
+    return _set_cookie(LOGGED_OUT_COOKIE, "1" if on else "", environ, "Lax")

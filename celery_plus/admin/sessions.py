@@ -4,9 +4,11 @@ The session cookie (``plus_admin_session``) carries a random session id signed w
 operator's secret and the time it was issued: it is good for :data:`SESSION_MAX_AGE`, then
 the browser must log in again (``/login``). A form token is the session id signed again,
 with its own time: good for :data:`FORM_MAX_AGE` and in that browser only. Logging out ends
-the session in this process (a later request with its cookie is refused until ``/login``);
-every process refuses it once it expires. Nothing is stored but the ids logged out, until
-they would have expired anyway. Changing ``plus_admin_token`` ends every session and form.
+the session in this process (a later request with its cookie is challenged: :mod:`.web`);
+every process refuses it once it expires (another process, or this one after a restart,
+takes it until then: harmless, since the cookie authenticates nothing by itself). Nothing is
+stored but the ids logged out, until they would have expired anyway. Changing
+``plus_admin_token`` ends every session and form.
 """
 
 from __future__ import annotations

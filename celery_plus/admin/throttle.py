@@ -1,11 +1,14 @@
-"""Failed logins, counted and logged per client address (the dashboard, :mod:`.web`).
+"""Failed logins, counted, logged and limited per client address and in total (the
+dashboard, :mod:`.web`).
 
-Each request whose credentials match no secret is logged (address, path, how many in the
-window) on ``celery_plus.admin.web``'s logger. An address with :data:`MAX_FAILURES` failures
-in the last :data:`WINDOW` seconds is refused (``429`` with ``Retry-After``) before its
-credentials are checked, until its oldest failure leaves the window — except a browser that
-holds a valid session (it logged in before), so an operator who shares the address with
-whoever is guessing keeps working.
+Each request whose credentials match no secret is a failure: logged (address, path, how
+many in the window) on ``celery_plus.admin.web``'s logger. A failure is answered ``429``
+(with ``Retry-After``) instead of ``401`` while its address has had :data:`MAX_FAILURES`
+failures in the last :data:`WINDOW` seconds, or all addresses together :data:`MAX_TOTAL`
+(so guesses from rotating addresses, or a forwarded address a client makes up, are limited
+too). Valid credentials are never refused: an operator who shares the address with whoever
+is guessing (``ssh -L``: everyone is 127.0.0.1) keeps working. Why that is safe: the
+secrets' minimum strength (docs/decisions.md, "Failed logins are limited, valid ones never").
 """
 
 from __future__ import annotations
@@ -17,51 +20,51 @@ from collections import deque
 
 logger = logging.getLogger("celery_plus.admin.web")
 
-#: Failures one address may have in :data:`WINDOW` seconds before it is refused.
+#: Failures one address may have in :data:`WINDOW` seconds before its failures are refused.
 MAX_FAILURES = 10
+#: Failures all addresses together may have in :data:`WINDOW` seconds.
+MAX_TOTAL = 100
 WINDOW = 60.0
 #: Most addresses remembered (the stalest are forgotten first).
 MAX_ADDRESSES = 10_000
 
 
-class Throttle:
-    """Failed logins per address (see the module docstring)."""
+def _wait(times: deque[float], limit: int, window: float, now: float) -> float:
+    """Seconds until fewer than ``limit`` of ``times`` are in the last ``window``."""
+    if len(times) < limit:
+        return 0.0
+    return max(0.0, window - (now - times[-limit]))
 
-    def __init__(self, max_failures: int = MAX_FAILURES, window: float = WINDOW) -> None:
-        self.max_failures, self.window = max_failures, window
+
+class Throttle:
+    """Failed logins per address and in total (see the module docstring)."""
+
+    def __init__(self, max_failures: int = MAX_FAILURES, window: float = WINDOW,
+                 max_total: int = MAX_TOTAL) -> None:
+        self.max_failures, self.window, self.max_total = max_failures, window, max_total
         self._failures: dict[str, deque[float]] = {}
+        self._total: deque[float] = deque(maxlen=max_total)
         self._lock = threading.Lock()
 
-    def _recent(self, address: str, now: float) -> deque[float]:
-        times = self._failures.get(address)
-        if times is None:
-            return deque()
-        while times and now - times[0] > self.window:
-            times.popleft()
-        if not times:
-            del self._failures[address]
-        return times
-
-    def wait(self, address: str) -> float:
-        """Seconds until ``address`` may try again (0: it may now)."""
+    def failed(self, address: str, path: str) -> float:
+        """Count and log a failed login from ``address``: seconds until a failure from it
+        is answered again (0: answer this one; more: refuse it)."""
         now = time.monotonic()
         with self._lock:
-            times = self._recent(address, now)
-            if len(times) < self.max_failures:
-                return 0.0
-            return max(0.0, self.window - (now - times[-self.max_failures]))
-
-    def failed(self, address: str, path: str) -> None:
-        """Count and log a failed login from ``address``."""
-        now = time.monotonic()
-        with self._lock:
-            times = self._recent(address, now)
-            if address not in self._failures:
+            times = self._failures.pop(address, None)
+            if times is None:
                 if len(self._failures) >= MAX_ADDRESSES:
                     del self._failures[next(iter(self._failures))]
-                self._failures[address] = times
+                times = deque(maxlen=self.max_failures)
+            self._failures[address] = times  # (last: the most recently failed)
+            mine = _wait(times, self.max_failures, self.window, now)
+            everyone = _wait(self._total, self.max_total, self.window, now)
             times.append(now)
-            count = len(times)
-        logger.warning("celery-plus admin: failed login from %s (%s; %d in the last %d s%s)",
-                       address, path[:200], count, self.window,
-                       "; refused until they are fewer" if count >= self.max_failures else "")
+            self._total.append(now)
+            count = sum(1 for t in times if now - t <= self.window)
+            total = sum(1 for t in self._total if now - t <= self.window)
+        wait = max(mine, everyone)
+        logger.warning("celery-plus admin: failed login from %s (%s; %d from it and %d in all "
+                       "in the last %d s%s)", address, path[:200], count, total, self.window,
+                       f"; refused for {wait:.0f} s" if wait > 0 else "")
+        return wait

@@ -20,7 +20,8 @@ JSON: ``/api/status``, ``/api/throughput``, ``/api/activity``, ``/api/latency``,
 ``/api/workers``, ``/api/jobs/<state>``, ``/api/job/<task id>``. ``/metrics``: Prometheus.
 
 Each request has a deadline, its store queries included (:mod:`.deadline`); failed logins
-are logged and throttled (:mod:`.throttle`). ``POST /logout`` ends the browser's session.
+are logged and limited (:mod:`.throttle`). ``POST /logout`` ends the browser's session and
+has its cached Basic credentials challenged (:mod:`.security`).
 Actions are POSTs answered with a redirect whose ``msg`` is signed (:mod:`.security`):
 ``/job/<id>/<retry|discard|cancel|terminate>``, ``/jobs/<state>/bulk``,
 ``/workers/<node>/<stop|shutdown>``. Destructive ones first answer a confirmation page whose
@@ -60,13 +61,16 @@ from celery_plus.admin.params import (
 )
 from celery_plus.admin.schedules import ScheduleNotFound
 from celery_plus.admin.security import (
+    ANONYMOUS,
     OPERATOR,
     Access,
     Identity,
+    logged_out,
+    logged_out_header,
     session_header,
     session_of,
 )
-from celery_plus.admin.sessions import EXPIRED, NONE, VALID, Sessions
+from celery_plus.admin.sessions import ENDED, EXPIRED, NONE, Sessions
 from celery_plus.admin.throttle import Throttle
 from celery_plus.model.admin import (
     STATES,
@@ -174,7 +178,8 @@ def _configured(target: Any) -> settings.PlusConfig:
     if conf is None:
         return settings.resolve({})
     return settings.resolve({k: conf.get(k) for k in settings.BY_NAME
-                             if k.startswith("plus_admin") and conf.get(k) is not None})
+                             if k.startswith("plus_admin") and conf.get(k) is not None},
+                            settings.written_names(conf.keys()))
 
 
 class Dashboard:
@@ -289,24 +294,27 @@ class Dashboard:
                           else (NONE, None))
         path = _path_text(environ)
         address = str(environ.get("REMOTE_ADDR") or "")
-        if environ.get("HTTP_AUTHORIZATION") and state != VALID:
-            wait = self.throttle.wait(address)
+        who = self.access.identify(environ)
+        if who.wrong:  # (valid credentials are never refused: .throttle)
+            wait = self.throttle.failed(address, path)
             if wait > 0:
                 seconds = str(int(wait) + 1)
-                raise HttpError("429 Too Many Requests", f"too many failed logins from "
-                                f"{address}: try again in {seconds} s", [("Retry-After",
-                                                                          seconds)])
-        who = self.access.identify(environ)
-        if who.wrong:
-            self.throttle.failed(address, path)
+                raise HttpError("429 Too Many Requests", "too many failed logins (from "
+                                f"{address} or in all): try again in {seconds} s",
+                                [("Retry-After", seconds)])
         r = Request(environ=environ, method=str(environ.get("REQUEST_METHOD") or "GET"),
                     path=path, query=query, urls=Urls(str(environ.get("SCRIPT_NAME") or "")),
                     who=who, session=session, session_state=state)
-        if state not in (VALID, NONE) and who.role == OPERATOR and not who.bearer and (
-                path != "/login"):
+        # A browser re-sends the Basic credentials it cached until it is closed: after a
+        # log-out (its mark) or with an ended session, they are challenged, so it forgets
+        # them and asks; the answer to that prompt comes without mark or session.
+        if who.role != ANONYMOUS and not who.bearer and (
+                state in (EXPIRED, ENDED) or logged_out(environ)):
             why = "has expired" if state == EXPIRED else "was logged out"
             raise HttpError("401 Unauthorized", f"this browser's session {why}: log in again "
-                            f"at {r.urls('/login')}", [session_header("", environ)])
+                            f"(reload, or open {r.urls('/login')}) and give the token when "
+                            "the browser asks", [*_CHALLENGE, session_header("", environ),
+                                                 logged_out_header(False, environ)])
         return r
 
     def _route(self, r: Request) -> tuple[str, list[tuple[str, str]], str]:
@@ -514,10 +522,9 @@ class Dashboard:
         assert self.sessions is not None
         if r.session is not None:
             self.sessions.end(r.session)
-        r.new_cookie.append(session_header("", r.environ))
+        r.new_cookie += [session_header("", r.environ), logged_out_header(True, r.environ)]
         return ("200 OK", [("Content-Type", "text/plain; charset=utf-8")],
-                f"logged out: log in again at {r.urls('/login')} (a browser may keep the "
-                "password it was given until it is closed)")
+                f"logged out: the next page (or {r.urls('/login')}) asks for the token again")
 
     # -- sessions and messages ----------------------------------------------------------
     def _form_token(self, r: Request) -> str | None:
