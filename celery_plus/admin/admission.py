@@ -5,16 +5,21 @@ everyone else out, an operator on the same address included (``ssh -L`` arrives 
 127.0.0.1, like any local process). So a newcomer is always taken, and one connection that is
 worth the least is closed instead:
 
-* never one that is being answered (its request is queued or running);
 * when the newcomer's address holds more than its share, one of that address; when the
   server holds more than its total, one of the address that holds the most;
 * of those, the one of the lowest standing — a connection that never sent a whole request,
-  then one whose requests were anonymous, then a reader's, then an operator's — and the
-  stalest at equal standing (the longest since its last whole request, or since it opened).
+  then one whose requests were anonymous, then a reader's, then an operator's — an idle one
+  before one being answered at equal standing, and the stalest (the longest since its last
+  whole request, or since it opened) of those.
 
-A flood of silent or dripping sockets therefore evicts its own oldest sockets; the operator's
-new connection sends its request at once and is answered before its turn to be evicted
-comes, and a connection that carried the operator's credentials is evicted last.
+A connection being answered is closed too when it is the one worth the least: connections
+that always have a request pipelined are never idle, and sparing them let such a flood
+refuse everyone else (the operator's 0 of 31 pages). The server closes it once the answer
+it is making is written (:mod:`.server`).
+
+A flood of silent, dripping or busy sockets therefore evicts its own oldest sockets; the
+operator's new connection sends its request at once and is answered before its turn to be
+evicted comes, and a connection that carried the operator's credentials is evicted last.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ class Connection(Protocol):
 
     @property
     def closing(self) -> bool:
-        """It is to be closed (by the next turn of the server's loop)."""
+        """It is to be closed (by the next turn of the server's loop, or once the answer it
+        is making is written)."""
 
     def recheck(self) -> bool:
         """Look again at what an :data:`UNPROVEN` connection has sent (its request may have
@@ -80,7 +86,7 @@ def make_room(connections: Iterable[Connection], newcomer: Connection, ledger: L
     """Whether ``newcomer`` (counted in ``ledger``) may stay, and the connections to close for
     it: when its address or the server is over its bound, enough of the group over it to be
     ``slack`` under it (so the next newcomers fit without a look at every connection). None
-    to close, and it may not stay, when no connection of that group may be closed."""
+    to close, and it may not stay, when that group has no other connection still open."""
     host = newcomer.host
     group: str | None
     if host != exempt and ledger.by_host[host] > per_address:
@@ -92,11 +98,11 @@ def make_room(connections: Iterable[Connection], newcomer: Connection, ledger: L
     else:
         return True, []
     candidates = [c for c in connections if c is not newcomer and not c.closing
-                  and not c.busy and (group is None or c.host == group)]
+                  and (group is None or c.host == group)]
     if not candidates:
         return False, []
     for _ in range(3):  # (a victim whose request arrived meanwhile is looked at again)
-        candidates.sort(key=lambda c: (c.standing, c.since))
+        candidates.sort(key=lambda c: (c.standing, c.busy, c.since))
         victims = candidates[:excess + slack]
         if not any([c.recheck() for c in victims if c.standing == UNPROVEN]):
             break

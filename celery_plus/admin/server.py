@@ -71,9 +71,29 @@ def _channel_class(request_timeout: float, per_client: int, exempt: str | None,
     ``exempt``: the trusted proxy's address, which has no per-address share; ``*``, which
     waitress takes for "any address may be the proxy", exempts every address)."""
     from waitress.channel import HTTPChannel
+    from waitress.task import WSGITask
+
+    class DashboardTask(WSGITask):
+        """waitress's task; the answer of a connection evicted meanwhile is its last."""
+
+        def build_response_header(self) -> bytes:
+            if self.channel.evicted:  # (read by waitress, which then says Connection: close)
+                self.request.headers["CONNECTION"] = "close"
+            return bytes(super().build_response_header())
+
+        def service(self) -> None:
+            super().service()
+            if self.channel.evicted:  # (evicted after its header was written)
+                self.close_on_finish = True
 
     class DashboardChannel(HTTPChannel):
+        task_class = DashboardTask
         request_started = 0.0
+        #: A thread is answering one of its requests.
+        serving = False
+        #: It was evicted while being answered: closed once that answer is written, the
+        #: requests it pipelined after it dropped.
+        evicted = False
 
         def __init__(self, server: Any, sock: Any, addr: Any, adj: Any,
                      map: Any = None) -> None:
@@ -104,8 +124,25 @@ def _channel_class(request_timeout: float, per_client: int, exempt: str | None,
             return self.standing != admission.UNPROVEN
 
         def close_soon(self) -> None:
-            self.will_close = True
+            """Close it by the next turn of the loop: once the answer a thread is making
+            of it, or the one it is sending, is written; its queued requests unanswered."""
+            if self.serving:
+                self.evicted = True
+            elif self.total_outbufs_len and not self.requests:
+                self.close_when_flushed = True
+            else:
+                self.will_close = True
             self.server.plus_ledger.drop(self)
+
+        def service(self) -> None:
+            self.serving = True
+            try:
+                super().service()
+            finally:
+                self.serving = False
+                with self.requests_lock:
+                    if self.evicted and not self.requests:  # (evicted after its last answer)
+                        self.close_when_flushed = True
 
         def del_channel(self, map: Any = None) -> None:
             self.server.plus_ledger.drop(self)
@@ -117,7 +154,7 @@ def _channel_class(request_timeout: float, per_client: int, exempt: str | None,
 
         @property
         def closing(self) -> bool:
-            return bool(self.will_close or self.close_when_flushed)
+            return bool(self.will_close or self.close_when_flushed or self.evicted)
 
         def received(self, data: bytes) -> bool:
             if self.request is None and data:
@@ -126,6 +163,8 @@ def _channel_class(request_timeout: float, per_client: int, exempt: str | None,
 
         def readable(self) -> bool:
             # (asked of every connection on each turn of waitress's loop, at least each second)
+            if self.evicted:
+                return False  # (what it pipelined is not answered)
             if self.request is not None and not self.will_close and (
                     time.monotonic() - self.request_started > request_timeout):
                 self.will_close = True  # closed by the next turn (``writable`` says so)

@@ -50,13 +50,23 @@ def test_a_newcomer_of_a_full_address_evicts_that_address_s_stalest_unproven() -
     other = Conn("127.0.0.2", since=-9)
     newcomer = Conn("127.0.0.1", since=10)
     assert make_room([*flood, operator, other, newcomer], newcomer, 100, 4) == (True, [flood[0]])
-    # busy and closing connections are never chosen; the operator's goes last
-    flood[0].busy, flood[1].closing, flood[2].standing = True, True, ANONYMOUS_RANK
+    # closing connections are never chosen; at equal standing an idle one goes before one
+    # being answered, whatever their age; the operator's goes last
+    flood[1].closing = True
+    flood[0].standing = flood[2].standing = ANONYMOUS_RANK
+    flood[0].busy = True
     assert make_room([*flood, operator, newcomer], newcomer, 100, 3) == (True, [flood[2]])
+    # connections being answered go too when the address has no idle one of lower standing:
+    # a flood that always has a request waiting is evicted before an idle operator
     flood[2].busy = True
-    assert make_room([*flood, operator, newcomer], newcomer, 100, 2) == (True, [operator])
+    assert make_room([*flood, operator, newcomer], newcomer, 100, 2) == (
+        True, [flood[0], flood[2]])
     operator.busy = True
-    assert make_room([*flood, operator, newcomer], newcomer, 100, 2) == (False, [])
+    assert make_room([*flood, operator, newcomer], newcomer, 100, 3) == (True, [flood[0]])
+    # only when the address has no other connection still open may the newcomer not stay
+    for conn in (flood[0], flood[2], operator):
+        conn.closing = True
+    assert make_room([*flood, operator, newcomer], newcomer, 100, 0) == (False, [])
 
 
 def test_a_full_server_evicts_from_the_address_holding_the_most() -> None:

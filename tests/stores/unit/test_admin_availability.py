@@ -10,6 +10,7 @@ sockets on the operator's address, and ``/failed`` took 67.6 s behind eight sear
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import http.client
@@ -217,3 +218,101 @@ def test_postgres_stops_a_statement_past_the_dashboard_s_deadline(
         assert conn.execute("SHOW statement_timeout").fetchone() == ("200ms",)
         with pytest.raises(psycopg.errors.QueryCanceled):
             conn.execute("SELECT pg_sleep(5)")
+
+
+class BusyFlood:
+    """Keep-alive connections from ``sources`` (``per_source`` each) that always have a
+    request waiting: each sends ``depth`` requests at once and another after each answer,
+    so none is ever idle; a connection the server closes is opened again. Until
+    :meth:`stop`, in an event loop of its own thread."""
+
+    def __init__(self, port: int, sources: tuple[str, ...], per_source: int, token: str,
+                 depth: int = 2) -> None:
+        self.port, self.sources, self.per_source, self.depth = port, sources, per_source, depth
+        self.request = (f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                        f"Authorization: {basic(token)}\r\n\r\n").encode()
+        self.opened = self.answered = self.reopened = 0
+        #: Answers that said they were the last on their connection (it was evicted).
+        self.last_answers = 0
+        self.going = threading.Event()
+        self.going.set()
+        self.thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+
+    async def _answer(self, reader: asyncio.StreamReader) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        for line in head.lower().split(b"\r\n"):
+            if line.startswith(b"content-length:"):
+                await reader.readexactly(int(line.partition(b":")[2]))
+            self.last_answers += line == b"connection: close"
+        self.answered += 1
+
+    async def _connection(self, source: str) -> None:
+        while self.going.is_set():
+            writer = None
+            try:
+                reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", self.port, local_addr=(source, 0))
+                self.opened += 1
+                writer.write(self.request * self.depth)
+                while self.going.is_set():
+                    await asyncio.wait_for(self._answer(reader), 5)
+                    writer.write(self.request)
+            except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError):
+                self.reopened += 1
+                await asyncio.sleep(0.05)
+            finally:
+                if writer is not None:
+                    writer.close()
+
+    async def _run(self) -> None:
+        async def watch() -> None:
+            while self.going.is_set():
+                await asyncio.sleep(0.05)
+            for task in tasks:
+                task.cancel()
+
+        tasks = [asyncio.create_task(self._connection(source))
+                 for source in self.sources for _ in range(self.per_source)]
+        await asyncio.gather(watch(), *tasks, return_exceptions=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.going.clear()
+        self.thread.join(30)
+
+
+@pytest.mark.parametrize("sources, per_source", [
+    (("127.0.0.2", "127.0.0.3"), 110),  # together past the server's 200
+    (("127.0.0.1",), 120),  # past the 100 of one address: the operator's own
+], ids=["two-addresses", "operators-address"])
+def test_the_operator_is_answered_through_busy_keep_alive_floods(
+        served: int, sources: tuple[str, ...], per_source: int) -> None:
+    """Readers' connections that are never idle (a request always pipelined) fill the
+    server; the operator's new connections from 127.0.0.1 are still taken and answered.
+    Before the fix: 0 of 31 answered (a connection being answered was never closed, so the
+    newcomer was refused)."""
+    port = served
+    flood = BusyFlood(port, sources, per_source, READER_TOKEN)
+    flood.start()
+    try:
+        wait_until(lambda: flood.opened >= per_source * len(sources) and flood.answered,
+                   timeout=60, message="the flood's connections are open and answered")
+        timings = []
+        deadline = time.monotonic() + SECONDS
+        while time.monotonic() < deadline:
+            for path in ("/failed", "/", "/metrics"):
+                status, took = get(port, "127.0.0.1", path, OPERATOR_TOKEN, timeout=10)
+                assert status == 200, path
+                timings.append(took)
+    finally:
+        flood.stop()
+    timings.sort()
+    print(f"busy flood {len(sources)} x {per_source}: operator {len(timings)} pages, median "
+          f"{timings[len(timings) // 2]:.3f} s, slowest {timings[-1]:.3f} s; flood answered "
+          f"{flood.answered} ({flood.last_answers} the last of an evicted connection), reopened "
+          f"{flood.reopened}")
+    assert timings[-1] < 1.0, timings[-5:]
+    # connections were evicted while being answered, and their answers still written whole
+    assert flood.last_answers > 0
