@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from celery_plus.admin import filter_actions, grouped_errors, search, task_stats
+from celery_plus.admin.deadline import reporting
 from celery_plus.admin.params import MAX_DURATION_S, check_page, check_text
 from celery_plus.admin.queue_history import QueueHistory, read_history
 from celery_plus.admin.queue_pause import QueuePause, set_queue_paused
@@ -326,9 +327,12 @@ class Admin:
         (seconds or timedelta) / among ``ids``; every dead letter only with ``all=True``.
 
         ``result`` (returned) is filled in batch by batch: if the call is interrupted
-        (Ctrl-C), it says how many were retried already."""
-        return self.store.retry_many(_scope(task, queue, older_than, ids), all=all,
-                                     result=result)
+        (Ctrl-C), it says how many were retried already; stopped by a request's deadline
+        (admin/deadline.py), :class:`~celery_plus.admin.deadline.Stopped` carries it, its
+        ``stopped`` saying why."""
+        with reporting(result or BulkResult("retry")) as result:
+            return self.store.retry_many(_scope(task, queue, older_than, ids), all=all,
+                                         result=result)
 
     def purge(self, state: str = "failed", *, task: str | None = None,
               queue: str | None = None, older_than: Age = None,
@@ -337,8 +341,9 @@ class Admin:
         """Delete the finished records of ``state`` (failed, completed, canceled, discarded)
         in scope (``ids``: only these); every one of them only with ``all=True``
         (``result`` as for :meth:`retry_many`)."""
-        return self.store.purge(state, _scope(task, queue, older_than, ids), all=all,
-                                result=result)
+        with reporting(result or BulkResult("purge")) as result:
+            return self.store.purge(state, _scope(task, queue, older_than, ids), all=all,
+                                    result=result)
 
     def status(self) -> Status:
         """Per-queue depth by state, concurrency groups, dead letters, oldest waiting job."""
@@ -475,11 +480,13 @@ class Admin:
                       text: str | None = None, result: BulkResult | None = None
                       ) -> BulkResult:
         """Retry / discard / cancel / purge every job of ``state`` that matches a listing's
-        filters, in bounded batches (admin/filter_actions.py)."""
+        filters, in bounded batches (admin/filter_actions.py; ``result`` as for
+        :meth:`retry_many`)."""
         since_ms, until_ms = self._range(since, until)
-        return filter_actions.act_on_filter(self, action, state, task=task, queue=queue,
-                                            since_ms=since_ms, until_ms=until_ms, text=text,
-                                            result=result)
+        with reporting(result or BulkResult(action)) as result:
+            return filter_actions.act_on_filter(self, action, state, task=task, queue=queue,
+                                                since_ms=since_ms, until_ms=until_ms,
+                                                text=text, result=result)
 
     def count_matching(self, state: str, *, task: str | None = None,
                        queue: str | None = None, since: Moment = None, until: Moment = None,
@@ -506,12 +513,15 @@ class Admin:
     def retry_group(self, exc_type: str, message: str,
                     result: BulkResult | None = None) -> BulkResult:
         """Retry every dead letter of the group (in batches; ``result`` as for retry_many)."""
-        return grouped_errors.act_on_group(self, "retry", exc_type, message, result)
+        with reporting(result or BulkResult("retry")) as result:
+            return grouped_errors.act_on_group(self, "retry", exc_type, message, result)
 
     def discard_group(self, exc_type: str, message: str,
                       result: BulkResult | None = None) -> BulkResult:
-        """Discard every dead letter of the group (in batches)."""
-        return grouped_errors.act_on_group(self, "discard", exc_type, message, result)
+        """Discard every dead letter of the group (in batches; ``result`` as for
+        :meth:`retry_many`)."""
+        with reporting(result or BulkResult("discard")) as result:
+            return grouped_errors.act_on_group(self, "discard", exc_type, message, result)
 
     def throughput(self, windows: Sequence[int] = WINDOWS) -> list[Throughput]:
         """Completed and failed jobs of the last ``windows`` seconds (default 5 and 60
