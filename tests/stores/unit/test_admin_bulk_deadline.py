@@ -5,6 +5,7 @@ why and how many it retried, and those are exactly the jobs that moved (the rest
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +15,7 @@ from celery_plus.admin import api, connect, deadline
 from celery_plus.admin.web import Dashboard, make_app
 from celery_plus.model.admin import BATCH
 from celery_plus.model.store import Settle
-from tests.fast.unit.test_admin_cli import Store
+from tests.fast.unit.test_admin_cli import Store, run
 from tests.stores.unit.test_admin_web import BEARER, call
 
 DEAD = 3_000
@@ -22,8 +23,8 @@ RETRY_ALL = {"do": "retry:scope", "text": "needle", "confirm": "1"}
 
 
 def seed(store: Store, n: int = DEAD) -> list[str]:
-    """``n`` dead letters whose error says ``needle <n>`` (published, claimed and failed a
-    hundred at a time)."""
+    """``n`` dead letters of one error group (ConnectionError: needle in a haystack),
+    published, claimed and failed a hundred at a time."""
     ids = [f"d{i:04}" for i in range(n)]
     for job_id in ids:
         store.job(job_id)
@@ -33,7 +34,7 @@ def seed(store: Store, n: int = DEAD) -> list[str]:
             return ids
         store.backend.settle([Settle(c.job_id, c.token, "fail", {
             "reason": "task failed", "exc_type": "ConnectionError",
-            "exc_message": f"needle {c.job_id}"}) for c in claims])
+            "exc_message": "needle in a haystack"}) for c in claims])
 
 
 @pytest.fixture
@@ -54,9 +55,8 @@ def consistent(store: Store, ids: list[str], retried: list[str]) -> None:
     assert (counts.enqueued, counts.failed) == (len(moved), len(ids) - len(moved))
 
 
-def test_a_retry_all_whose_client_left_stops_and_says_what_it_did(
-        dead: tuple[Store, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
-    store, ids = dead
+def count_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The jobs retried by each batch (each a ``retry_many(ids=...)``) from now on."""
     batches: list[int] = []
     retry_many = api.Admin.retry_many
 
@@ -66,6 +66,13 @@ def test_a_retry_all_whose_client_left_stops_and_says_what_it_did(
         return done
 
     monkeypatch.setattr(api.Admin, "retry_many", counted)
+    return batches
+
+
+def test_a_retry_all_whose_client_left_stops_and_says_what_it_did(
+        dead: tuple[Store, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    store, ids = dead
+    batches = count_batches(monkeypatch)
     dashboard = make_app(store.app)
     try:
         # the client leaves once two batches are retried (as a browser closed meanwhile)
@@ -98,6 +105,15 @@ def test_a_retry_all_past_a_lowered_deadline_stops_and_says_what_it_did(
     consistent(store, ids, result.changed)
     assert f"retried {len(result.changed)} jobs before that" in deadline.stopped_text(
         stopped.value)
+    # the CLI's --deadline: the rest, stopped again, says so (JSON on stdout, text on stderr)
+    done = run(store, "bulk", "retry", "failed", "--text", "needle", "--deadline", "0.2s",
+               "--yes", "--json")
+    assert done.exit_code == 1, done.output
+    report = json.loads(done.stdout)
+    assert report["stopped"] == "the request's deadline of 0.2 s passed"
+    assert f"retried {report['changed']} jobs before that" in done.stderr
+    assert len(result.changed) + report["changed"] < DEAD
+    consistent(store, ids, [*result.changed, *report["ids"]])
 
 
 def test_the_dashboard_names_the_deadline_it_had(web: Dashboard, store: Store) -> None:
@@ -107,3 +123,20 @@ def test_the_dashboard_names_the_deadline_it_had(web: Dashboard, store: Store) -
     assert status == "503 Service Unavailable", text
     assert text.startswith("stopped: the request's deadline of 0 s passed; retried 0 jobs"), text
     consistent(store, ids, [])
+
+
+def test_a_group_retry_whose_client_left_says_what_it_did(
+        web: Dashboard, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = seed(store, 3 * BATCH)
+    batches = count_batches(monkeypatch)
+    form = {"type": "ConnectionError", "message": "needle in a haystack", "confirm": "1"}
+    status, _, text = call(web, "/errors/retry", "POST", form, headers={
+        **BEARER, "waitress.client_disconnected": lambda: len(batches) >= 1,  # type: ignore[dict-item]
+    })
+    assert status == "503 Service Unavailable", text
+    assert batches == [BATCH]
+    assert text.startswith(f"stopped: the client left (closed the connection); retried {BATCH} "
+                           "jobs before that"), text
+    consistent(store, ids, [job_id for job_id in ids if store.state(job_id) == "enqueued"])
+    with connect(store.app) as admin:
+        assert admin.counts().enqueued == BATCH
