@@ -69,6 +69,7 @@ from celery_plus.model.admin import (
     Throughput,
     UnsupportedStore,
     WorkerLeases,
+    batches,
     check_ids,
     check_state,
     latencies,
@@ -303,22 +304,26 @@ class Admin:
 
     def cancel_many(self, ids: Sequence[str]) -> BulkResult:
         """Cancel each of these waiting jobs (each one atomic and marked ``REVOKED``)."""
-        result = self._each("cancel", ids, self.store.cancel_many)
-        for task_id in result.changed:
-            self._mark_revoked(task_id)
-        return result
+        return self._each("cancel", ids, self.store.cancel_many, self._mark_revoked)
 
     @staticmethod
     def _each(action: str, ids: Sequence[str],
-              operation: Callable[[Sequence[str]], list[OpResult]]) -> BulkResult:
+              operation: Callable[[Sequence[str]], list[OpResult]],
+              then: Callable[[str], None] | None = None) -> BulkResult:
+        """``operation`` on ``ids`` a batch at a time (``then`` on each job it changed);
+        stopped by a request's deadline, :class:`~celery_plus.admin.deadline.Stopped` says
+        what it did (as :meth:`retry_many`)."""
         unique = list(dict.fromkeys(check_id(i) for i in ids))
         check_ids(action, unique)
-        result = BulkResult(action)
-        for done in operation(unique):
-            result.matched += 1
-            if done.changed:
-                result.changed.append(done.job_id)
-        return result
+        with reporting(BulkResult(action)) as result:
+            for chunk in batches(unique):
+                for done in operation(chunk):
+                    result.matched += 1
+                    if done.changed:
+                        result.changed.append(done.job_id)
+                        if then is not None:
+                            then(done.job_id)
+            return result
 
     def retry_many(self, *, task: str | None = None, queue: str | None = None,
                    older_than: Age = None, ids: Iterable[str] | None = None,

@@ -140,3 +140,26 @@ def test_a_group_retry_whose_client_left_says_what_it_did(
     consistent(store, ids, [job_id for job_id in ids if store.state(job_id) == "enqueued"])
     with connect(store.app) as admin:
         assert admin.counts().enqueued == BATCH
+
+
+def test_selected_jobs_discarded_until_the_client_left_says_how_many(
+        web: Dashboard, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = seed(store, 2 * BATCH)
+    admin_store = web.admin().store
+    discard_many = admin_store.discard_many
+    calls: list[int] = []
+
+    def counted(chunk: Any) -> Any:
+        done = discard_many(chunk)
+        calls.append(len(done))
+        return done
+
+    monkeypatch.setattr(admin_store, "discard_many", counted)
+    form = [("do", "discard:selected"), ("confirm", "1"), *(("id", j) for j in ids)]
+    status, _, text = call(web, "/jobs/failed/bulk", "POST", form, headers={
+        **BEARER, "waitress.client_disconnected": lambda: len(calls) >= 1,  # type: ignore[dict-item]
+    })
+    assert status == "503 Service Unavailable" and calls == [BATCH], text
+    assert f"discarded {BATCH} jobs before that" in text, text
+    states = [store.state(job_id) for job_id in ids]
+    assert states == ["discarded"] * BATCH + ["failed"] * BATCH
