@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from celery_plus.admin import filter_actions, grouped_errors, search, task_stats
+from celery_plus.admin.deadline import reporting
 from celery_plus.admin.params import MAX_DURATION_S, check_page, check_text
 from celery_plus.admin.queue_history import QueueHistory, read_history
 from celery_plus.admin.queue_pause import QueuePause, set_queue_paused
@@ -68,6 +69,7 @@ from celery_plus.model.admin import (
     Throughput,
     UnsupportedStore,
     WorkerLeases,
+    batches,
     check_ids,
     check_state,
     latencies,
@@ -302,22 +304,26 @@ class Admin:
 
     def cancel_many(self, ids: Sequence[str]) -> BulkResult:
         """Cancel each of these waiting jobs (each one atomic and marked ``REVOKED``)."""
-        result = self._each("cancel", ids, self.store.cancel_many)
-        for task_id in result.changed:
-            self._mark_revoked(task_id)
-        return result
+        return self._each("cancel", ids, self.store.cancel_many, self._mark_revoked)
 
     @staticmethod
     def _each(action: str, ids: Sequence[str],
-              operation: Callable[[Sequence[str]], list[OpResult]]) -> BulkResult:
+              operation: Callable[[Sequence[str]], list[OpResult]],
+              then: Callable[[str], None] | None = None) -> BulkResult:
+        """``operation`` on ``ids`` a batch at a time (``then`` on each job it changed);
+        stopped by a request's deadline, :class:`~celery_plus.admin.deadline.Stopped` says
+        what it did (as :meth:`retry_many`)."""
         unique = list(dict.fromkeys(check_id(i) for i in ids))
         check_ids(action, unique)
-        result = BulkResult(action)
-        for done in operation(unique):
-            result.matched += 1
-            if done.changed:
-                result.changed.append(done.job_id)
-        return result
+        with reporting(BulkResult(action)) as result:
+            for chunk in batches(unique):
+                for done in operation(chunk):
+                    result.matched += 1
+                    if done.changed:
+                        result.changed.append(done.job_id)
+                        if then is not None:
+                            then(done.job_id)
+            return result
 
     def retry_many(self, *, task: str | None = None, queue: str | None = None,
                    older_than: Age = None, ids: Iterable[str] | None = None,
@@ -326,9 +332,12 @@ class Admin:
         (seconds or timedelta) / among ``ids``; every dead letter only with ``all=True``.
 
         ``result`` (returned) is filled in batch by batch: if the call is interrupted
-        (Ctrl-C), it says how many were retried already."""
-        return self.store.retry_many(_scope(task, queue, older_than, ids), all=all,
-                                     result=result)
+        (Ctrl-C), it says how many were retried already; stopped by a request's deadline
+        (admin/deadline.py), :class:`~celery_plus.admin.deadline.Stopped` carries it, its
+        ``stopped`` saying why."""
+        with reporting(result or BulkResult("retry")) as result:
+            return self.store.retry_many(_scope(task, queue, older_than, ids), all=all,
+                                         result=result)
 
     def purge(self, state: str = "failed", *, task: str | None = None,
               queue: str | None = None, older_than: Age = None,
@@ -337,8 +346,9 @@ class Admin:
         """Delete the finished records of ``state`` (failed, completed, canceled, discarded)
         in scope (``ids``: only these); every one of them only with ``all=True``
         (``result`` as for :meth:`retry_many`)."""
-        return self.store.purge(state, _scope(task, queue, older_than, ids), all=all,
-                                result=result)
+        with reporting(result or BulkResult("purge")) as result:
+            return self.store.purge(state, _scope(task, queue, older_than, ids), all=all,
+                                    result=result)
 
     def status(self) -> Status:
         """Per-queue depth by state, concurrency groups, dead letters, oldest waiting job."""
@@ -475,11 +485,13 @@ class Admin:
                       text: str | None = None, result: BulkResult | None = None
                       ) -> BulkResult:
         """Retry / discard / cancel / purge every job of ``state`` that matches a listing's
-        filters, in bounded batches (admin/filter_actions.py)."""
+        filters, in bounded batches (admin/filter_actions.py; ``result`` as for
+        :meth:`retry_many`)."""
         since_ms, until_ms = self._range(since, until)
-        return filter_actions.act_on_filter(self, action, state, task=task, queue=queue,
-                                            since_ms=since_ms, until_ms=until_ms, text=text,
-                                            result=result)
+        with reporting(result or BulkResult(action)) as result:
+            return filter_actions.act_on_filter(self, action, state, task=task, queue=queue,
+                                                since_ms=since_ms, until_ms=until_ms,
+                                                text=text, result=result)
 
     def count_matching(self, state: str, *, task: str | None = None,
                        queue: str | None = None, since: Moment = None, until: Moment = None,
@@ -506,12 +518,15 @@ class Admin:
     def retry_group(self, exc_type: str, message: str,
                     result: BulkResult | None = None) -> BulkResult:
         """Retry every dead letter of the group (in batches; ``result`` as for retry_many)."""
-        return grouped_errors.act_on_group(self, "retry", exc_type, message, result)
+        with reporting(result or BulkResult("retry")) as result:
+            return grouped_errors.act_on_group(self, "retry", exc_type, message, result)
 
     def discard_group(self, exc_type: str, message: str,
                       result: BulkResult | None = None) -> BulkResult:
-        """Discard every dead letter of the group (in batches)."""
-        return grouped_errors.act_on_group(self, "discard", exc_type, message, result)
+        """Discard every dead letter of the group (in batches; ``result`` as for
+        :meth:`retry_many`)."""
+        with reporting(result or BulkResult("discard")) as result:
+            return grouped_errors.act_on_group(self, "discard", exc_type, message, result)
 
     def throughput(self, windows: Sequence[int] = WINDOWS) -> list[Throughput]:
         """Completed and failed jobs of the last ``windows`` seconds (default 5 and 60

@@ -30,8 +30,9 @@ request passes (allowed hosts, credentials, cross-site posts): :mod:`.security`.
 
 Answers: 400 for a bad parameter (with what is wrong), 401 / 403 for access, 404 for an
 unknown job or page, 409 for a retry conflict, 413 for a body over :data:`MAX_FORM_BYTES`,
-429 after too many failed logins, 503 when the store cannot be reached or the request ran
-out of time; never a traceback.
+429 after too many failed logins, 503 when the store cannot be reached or the request stopped
+(its deadline passed or its client left: the answer says which, and what a bulk action did
+before it stopped); never a traceback.
 """
 
 from __future__ import annotations
@@ -268,14 +269,12 @@ class Dashboard:
             return "409 Conflict", _TEXT, str(exc)
         except (ValueError, AdminError) as exc:
             return "400 Bad Request", _TEXT, str(exc)
+        except deadline.Stopped as exc:
+            return self._stopped(environ, exc)
         except Exception as exc:
-            if limit.over():  # (its query was interrupted: the error says no more)
-                logger.warning("celery-plus admin: %s %s stopped after %.0f s or its client "
-                               "left", environ.get("REQUEST_METHOD"),
-                               environ.get("PATH_INFO"), self.request_deadline)
-                return ("503 Service Unavailable", [*_TEXT, ("Retry-After", "30")],
-                        f"the request took longer than {self.request_deadline:.0f} s: "
-                        "narrow it (a filter, a time range) and try again")
+            reason = limit.reason()
+            if reason is not None:  # (its query was interrupted: the error says no more)
+                return self._stopped(environ, deadline.Stopped(reason))
             if isinstance(exc, self._store_errors):
                 logger.warning("celery-plus admin: the store cannot be reached: %r", exc)
                 return ("503 Service Unavailable", _TEXT,
@@ -284,6 +283,15 @@ class Dashboard:
                              environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
             return ("500 Internal Server Error", _TEXT,
                     "internal error (logged by the dashboard)")
+
+    @staticmethod
+    def _stopped(environ: Environ, exc: deadline.Stopped
+                 ) -> tuple[str, list[tuple[str, str]], str]:
+        """The 503 of a request stopped by its deadline or its client leaving."""
+        text = deadline.stopped_text(exc)
+        logger.warning("celery-plus admin: %s %s %s", environ.get("REQUEST_METHOD"),
+                       environ.get("PATH_INFO"), text)
+        return "503 Service Unavailable", [*_TEXT, ("Retry-After", "30")], text
 
     def _request(self, environ: Environ) -> Request:
         problem = self.access.host_problem(environ)

@@ -32,7 +32,7 @@ import click
 from celery.bin.base import CeleryCommand
 from celery.exceptions import ImproperlyConfigured
 
-from celery_plus.admin import api
+from celery_plus.admin import api, deadline
 from celery_plus.admin.cuts import WALK_WINDOW, cuts, unindexed_note
 from celery_plus.admin.job_states import shown_state
 from celery_plus.admin.params import MAX_PAGE, parse_duration, parse_moment
@@ -309,12 +309,21 @@ def settings_hosts_ok(names: Sequence[str]) -> bool:
 
 
 @contextmanager
-def _interruptible(ctx: click.Context, result: BulkResult, what: str, as_json: bool
-                   ) -> Iterator[None]:
+def _interruptible(ctx: click.Context, result: BulkResult, what: str, as_json: bool,
+                   seconds: float | None = None) -> Iterator[None]:
     """Run a bulk operation that fills ``result`` batch by batch; on Ctrl-C, say what it
-    did already and exit 130 (the usual code of a command ended by SIGINT)."""
+    did already and exit 130 (the usual code of a command ended by SIGINT). With
+    ``seconds``, it stops at the first batch past that deadline (:mod:`..admin.deadline`),
+    says what it did and exits 1."""
     try:
-        yield
+        with (deadline.bounded(seconds) if seconds is not None
+              else contextlib.nullcontext()):
+            yield
+    except deadline.Stopped as exc:
+        if as_json:
+            _emit_json(result.to_dict())
+        _echo(deadline.stopped_text(exc), err=True)
+        ctx.exit(1)
     except KeyboardInterrupt:
         text = (f"interrupted: {_bulk_text(result, what)} before Ctrl-C (a batch of up to "
                 f"{BATCH} more may have been changed as well; run the command again to "

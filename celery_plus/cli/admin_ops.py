@@ -18,6 +18,7 @@ from celery_plus.admin.filter_actions import ACTION_STATES
 from celery_plus.admin.task_stats import WINDOWS, TaskBreakdown
 from celery_plus.admin.text import visible, when
 from celery_plus.cli.admin import (
+    Duration,
     Moment,
     _admin,
     _bulk_text,
@@ -164,11 +165,15 @@ def tasks(ctx: click.Context, window: str, as_json: bool) -> None:
               help="Only jobs at or after this time (ISO 8601, UTC) or age (15m, 2h).")
 @click.option("--until", type=Moment(), help="Only jobs at or before this time or age.")
 @click.option("--text", help="Text in the arguments or the error (any case).")
+@click.option("--deadline", "seconds", type=Duration(),
+              help="Stop at the first batch after this long (90s, 15m), saying how many "
+                   "jobs were acted on (the rest untouched); exit 1.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def bulk(ctx: click.Context, action: str, state: str, task: str | None, queue: str | None,
-         since: Any, until: Any, text: str | None, yes: bool, as_json: bool) -> None:
+         since: Any, until: Any, text: str | None, seconds: float | None, yes: bool,
+         as_json: bool) -> None:
     """Retry, discard, cancel or purge EVERY job of STATE that matches the filters (those of
     `jobs STATE`), in batches of 500: asks first, showing how many match."""
     if state not in ACTION_STATES[action]:
@@ -182,7 +187,7 @@ def bulk(ctx: click.Context, action: str, state: str, task: str | None, queue: s
             click.confirm(f"{action.capitalize()} {count_text(matched)} {state} jobs "
                           f"({words or 'no filter: every one'})?", abort=True, err=True)
         result = BulkResult(action)
-        with _interruptible(ctx, result, f"{state} jobs", as_json):
+        with _interruptible(ctx, result, f"{state} jobs", as_json, seconds):
             admin.act_on_filter(action, state, **filters, result=result)
     if as_json:
         _emit_json(result.to_dict())

@@ -55,6 +55,7 @@ from typing import Any, Protocol
 
 from celery_plus.model import rules
 from celery_plus.model.capped import is_capped
+from celery_plus.model.checkpoint import checkpoint
 from celery_plus.model.job_record import JobRecord, as_text
 
 #: States a job record can be in, in lifecycle order.
@@ -534,6 +535,9 @@ class BulkResult:
     changed: list[str] = field(default_factory=list)
     #: Retries refused because another job holds the unique key: (job id, holder id).
     conflicts: list[tuple[str, str]] = field(default_factory=list)
+    #: Why it stopped before the end (the rest untouched), e.g. a request's deadline; None
+    #: when it went through.
+    stopped: str | None = None
 
     def note_retry(self, job_id: str, outcome: str, holder: str) -> None:
         """Record one job's answer to a retry: enqueued again, or refused because ``holder``
@@ -546,7 +550,8 @@ class BulkResult:
     def to_dict(self) -> dict[str, Any]:
         return {"action": self.action, "matched": self.matched, "changed": len(self.changed),
                 "ids": self.changed,
-                "conflicts": [{"id": j, "holder": h} for j, h in self.conflicts]}
+                "conflicts": [{"id": j, "holder": h} for j, h in self.conflicts],
+                "stopped": self.stopped}
 
 
 class AdminStore(Protocol):
@@ -665,8 +670,10 @@ def time_of(state: str, record: JobRecord) -> int:
 
 
 def batches(ids: Sequence[str], size: int = BATCH) -> Iterator[Sequence[str]]:
-    """``ids`` in batches of ``size``: each batch of a bulk operation is one atomic step."""
+    """``ids`` in batches of ``size``: each batch of a bulk operation is one atomic step; a
+    :func:`~celery_plus.model.checkpoint.checkpoint` before each (the work may stop there)."""
     for start in range(0, len(ids), size):
+        checkpoint()
         yield ids[start:start + size]
 
 

@@ -33,9 +33,11 @@ from celery_plus.model.admin import (
     STATES,
     Query,
     Scope,
+    batches,
     time_field,
 )
 from celery_plus.model.capped import CAPPED, is_capped
+from celery_plus.model.checkpoint import checkpoint
 from celery_plus.stores.admin_base.aggregates import StatusRows
 from celery_plus.stores.admin_base.listing import Record
 from celery_plus.stores.admin_base.orchestration import B, StoreAdmin
@@ -200,6 +202,7 @@ class SqlAdmin(StoreAdmin[B]):
         last: tuple[Any, Any] | None = None
         seen = 0
         while query.text_limit is None or seen < query.text_limit:
+            checkpoint()  # (the work may stop between two chunks)
             keyset = "" if last is None else f" AND ({at}, {ident}) {after} {self.KEYSET}"
             rows = self._all(f"SELECT {columns} FROM jobs WHERE {listing.condition}{keyset} "
                              f"ORDER BY {at} {direction}, {ident} {direction} "
@@ -221,8 +224,7 @@ class SqlAdmin(StoreAdmin[B]):
         ids = [str(row[0]) for row in self._all(
             f"SELECT id FROM jobs WHERE {listing.condition} ORDER BY {order} "
             f"LIMIT {self.MARK}", *listing.params, size)]
-        for start in range(0, len(ids), SEARCH_CHUNK):
-            chunk = ids[start:start + SEARCH_CHUNK]
+        for chunk in batches(ids, SEARCH_CHUNK):  # (a checkpoint before each)
             among, params = self._among(chunk)
             # The state is checked here, not in SQL: with it there SQLite's planner walks a
             # state index (a million entries) instead of looking the ids up.

@@ -244,7 +244,7 @@ def test_bulk_retry_needs_a_scope_and_a_confirmation(store: Store) -> None:
     assert store.state("m1") == "enqueued" and store.state("b1") == "failed"
     report = as_json(run(store, "dlq", "retry", "--all", "--yes", "--json"))
     assert report == {"action": "retry", "matched": 1, "changed": 1, "ids": ["b1"],
-                      "conflicts": []}
+                      "conflicts": [], "stopped": None}
 
 
 def test_bulk_retry_with_a_conflict_exits_1(store: Store) -> None:
