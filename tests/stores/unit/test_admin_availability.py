@@ -60,6 +60,10 @@ serve(app, "127.0.0.1", int(sys.argv[5]))
 """
 
 
+#: The dashboard process's niceness (:func:`served`).
+SERVER_NICENESS = -10
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -82,6 +86,11 @@ def served(tmp_path: Path) -> Iterator[int]:
         proc = subprocess.Popen(
             [sys.executable, "-c", SERVE, f"plus+{REDIS_URL}", prefix, OPERATOR_TOKEN,
              READER_TOKEN, str(port)], stdout=out, stderr=subprocess.STDOUT)
+    # The dashboard is the system under test; the README's suite runs five other test
+    # processes on the same two cores, which a production dashboard does not share its
+    # machine with. Ahead of them (and of this test's own flood clients) when allowed (root).
+    with contextlib.suppress(PermissionError):
+        os.setpriority(os.PRIO_PROCESS, proc.pid, SERVER_NICENESS)
     try:
         wait_until(lambda: "celery-plus admin on" in log.read_text() or
                    proc.poll() is not None, timeout=60, message="the dashboard listens")

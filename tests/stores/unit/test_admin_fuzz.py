@@ -267,7 +267,9 @@ OPTION_COMMANDS = {
     # (no --yes and no terminal: the confirmation declines, nothing is discarded)
     "--type": ["dlq", "discard-group", "--message", "m"],
     "--message": ["dlq", "discard-group", "--type", "T"], "--window": ["tasks"],
-    "--range": ["queues", "history"]}
+    "--range": ["queues", "history"],
+    # (no --yes and no terminal: the confirmation declines, nothing is retried)
+    "--deadline": ["bulk", "retry", "failed"]}
 OPTIONS = list(OPTION_COMMANDS)
 FLAGS = ["--json", "--yes", "--all"]
 
