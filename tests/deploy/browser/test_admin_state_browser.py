@@ -58,14 +58,16 @@ def _reserved(site: Site, job_id: str) -> bool:
     return admin.show(site.app, job_id).summary.reserved
 
 
-@pytest.mark.long  # a real worker and a 2.5 s task (~13 s): tests/run_long.sh
+@pytest.mark.long  # a real worker and a 6 s task (~16 s): tests/run_long.sh
 @pools("solo", "prefork")
 @pytest.mark.parametrize("broker_kind", STORES, indirect=True)
 def test_a_prefetched_job_shows_reserved_and_its_runtime_starts_when_it_does(
         dashboard: Site, browser: Browser, start_worker: Callable[..., Worker],
         pool: str) -> None:
     site = dashboard
-    slow = site.app.tasks["proj.sleep_mark"].delay(1, 2.5)
+    # 6 s: the reserved mark (a heartbeat), the listing and the job's page must all come
+    # while it runs (with 2.5 s the quick job had completed by then at load 12)
+    slow = site.app.tasks["proj.sleep_mark"].delay(1, 6)
     quick = site.app.tasks["proj.mark"].delay(2)
     # one process: it claims both at once and runs the slow one first (a prefork worker
     # learns each start from its pool process, in its main process: Request.on_accepted)

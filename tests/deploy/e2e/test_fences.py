@@ -221,9 +221,11 @@ def test_a_unique_job_keeps_its_key_past_the_backstop_while_it_waits_and_runs(
     client = make_app(prefix)
     try:
         task = client.tasks["proj.unique_running"]
+        # The worker first: its maintenance renews the key, and a worker still starting 1.5 s
+        # after the publish (at load 12-17 here) let the backstop lapse before it was up.
+        start_worker(pool="prefork", env=BACKSTOP)
         first = task.apply_async(("k", 4.0), countdown=3.0)
         published = view.now_ms()
-        start_worker(pool="prefork", env=BACKSTOP)
         # Scheduled past the backstop: the key is still held.
         wait_until(lambda: view.now_ms() > published + 2_000, timeout=10, message="time")
         dup = task.apply_async(("k", 4.0))
