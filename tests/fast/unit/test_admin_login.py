@@ -93,9 +93,13 @@ def test_failures_from_rotating_addresses_are_limited_in_total(web: Dashboard) -
                 )[0] == "200 OK"
 
 
-#: Guessable in far fewer than 1e14 tries, though 16 characters or more, 8 different.
+#: Guessable in far fewer than 1e14 tries, though 16 characters or more, 8 different; the
+#: second line is made of the project's words (zxcvbn alone put them at 1e15-1e19 guesses).
 WEAK = ["1234567812345678", "abcdefghabcdefgh", "0123456789abcdef", "password12345678",
-        "qwertyuiopasdfgh", 40 * "a" + "bcdefgh", "aaaaaaaaaaaaaaaaaaaa", "1234512345123451"]
+        "qwertyuiopasdfgh", 40 * "a" + "bcdefgh", "aaaaaaaaaaaaaaaaaaaa", "1234512345123451",
+        "celery-plus-admin-token", "plus_admin_token_2026", "secret-token-for-admin",
+        "prod-admin-token-01", "staging-admin-token", "CeleryPlusAdmin2026",
+        "operator-token-0123456789abcdef", "Celery.Plus.Dashboard.Reader"]
 
 
 @pytest.mark.parametrize("weak", WEAK)
