@@ -30,9 +30,9 @@ request passes (allowed hosts, credentials, cross-site posts): :mod:`.security`.
 
 Answers: 400 for a bad parameter (with what is wrong), 401 / 403 for access, 404 for an
 unknown job or page, 409 for a retry conflict, 413 for a body over :data:`MAX_FORM_BYTES`,
-429 after too many failed logins, 503 when the store cannot be reached or the request stopped
-(its deadline passed or its client left: the answer says which, and what a bulk action did
-before it stopped); never a traceback.
+429 after too many failed logins (401 with the challenge to Basic credentials), 503 when
+the store cannot be reached or the request stopped (its deadline passed or its client left:
+the answer says which, and what a bulk action did before it stopped); never a traceback.
 """
 
 from __future__ import annotations
