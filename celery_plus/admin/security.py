@@ -55,7 +55,7 @@ ANONYMOUS, READER, OPERATOR = "anonymous", "reader", "operator"
 
 @dataclass(frozen=True)
 class Identity:
-    """Who a request is: its role, and whether it authenticated with a Bearer header."""
+    """Who a request is: its role, and whether its credentials came in a Bearer header."""
 
     role: str
     bearer: bool = False
@@ -147,7 +147,7 @@ class Access:
             return Identity(OPERATOR, bearer)
         if same_secret(presented, self.read_token):
             return Identity(READER, bearer)
-        return Identity(ANONYMOUS, wrong=True)
+        return Identity(ANONYMOUS, bearer, wrong=True)
 
     def may_read(self, who: Identity) -> bool:
         if who.role != ANONYMOUS:
@@ -229,17 +229,28 @@ def session_of(environ: Environ) -> str | None:
     return value if value is not None and _SESSION.fullmatch(value) else None
 
 
-def logged_out(environ: Environ) -> bool:
-    """Whether this browser logged out and has not been asked for credentials since."""
-    return _cookie(environ, LOGGED_OUT_COOKIE) is not None
+def logged_out(environ: Environ, admin_token: str | None) -> bool | None:
+    """Whether this browser logged out and has not been asked for credentials since: True
+    (the mark this dashboard signed), False (a mark it did not sign: another origin on this
+    host can plant one), None (no mark)."""
+    value = _cookie(environ, LOGGED_OUT_COOKIE)
+    if value is None:
+        return None
+    return admin_token is not None and _mark_signer(admin_token).validate(value)
 
 
-def _set_cookie(name: str, value: str, environ: Environ, same_site: str) -> tuple[str, str]:
-    """A ``Set-Cookie`` header scoped to the dashboard's mount point, for the browser's
-    session (an empty ``value``: the browser forgets the cookie)."""
+def _mark_signer(admin_token: str) -> Signer:
+    return Signer(admin_token, salt="celery-plus admin logged out")
+
+
+def _set_cookie(name: str, value: str, environ: Environ, same_site: str,
+                path_info: str = "") -> tuple[str, str]:
+    """A ``Set-Cookie`` header scoped to the dashboard's mount point (plus ``path_info``),
+    for the browser's session (an empty ``value``: the browser forgets the cookie)."""
     # Percent-encoded as the dashboard's links are (markup.Urls): a browser matches a cookie's
     # Path against the encoded URL, and a raw ';' or space would end the attribute.
-    path = quote(str(environ.get("SCRIPT_NAME") or "").rstrip("/"), safe="/") or "/"
+    mount = str(environ.get("SCRIPT_NAME") or "").rstrip("/") + path_info
+    path = quote(mount, safe="/") or "/"
     secure = "; Secure" if environ.get("wsgi.url_scheme") == "https" else ""
     forget = "" if value else "; Max-Age=0"
     return ("Set-Cookie", f"{name}={value}; Path={path}; HttpOnly; "
@@ -252,7 +263,16 @@ def session_header(cookie: str, environ: Environ) -> tuple[str, str]:
     return _set_cookie(SESSION_COOKIE, cookie, environ, "Strict")
 
 
-def logged_out_header(on: bool, environ: Environ) -> tuple[str, str]:
-    """The ``Set-Cookie`` header that sets (or clears) the logged-out mark. ``Lax``: it
-    grants nothing, and must reach a page opened from a link elsewhere too."""
-    return _set_cookie(LOGGED_OUT_COOKIE, "1" if on else "", environ, "Lax")
+def logged_out_header(environ: Environ, admin_token: str) -> tuple[str, str]:
+    """The ``Set-Cookie`` header of the logged-out mark, signed. ``Lax``: it grants nothing,
+    and must reach a page opened from a link elsewhere too."""
+    mark = _mark_signer(admin_token).sign("out").decode()
+    return _set_cookie(LOGGED_OUT_COOKIE, mark, environ, "Lax")
+
+
+def forget_logged_out(environ: Environ) -> list[tuple[str, str]]:
+    """``Set-Cookie`` headers that clear the logged-out mark at the mount point and at every
+    path from there to this request's (a planted mark may carry any of them)."""
+    parts = str(environ.get("PATH_INFO") or "").strip("/").split("/")
+    paths = [""] + ["/" + "/".join(parts[:n]) for n in range(1, len(parts) + 1) if parts[0]]
+    return [_set_cookie(LOGGED_OUT_COOKIE, "", environ, "Lax", path) for path in paths[:8]]

@@ -2,8 +2,9 @@
 dashboard, :mod:`.web`).
 
 Each request whose credentials match no secret is a failure: logged (address, path, how
-many in the window) on ``celery_plus.admin.web``'s logger. A failure is answered ``429``
-(with ``Retry-After``) instead of ``401`` while its address has had :data:`MAX_FAILURES`
+many in the window) on ``celery_plus.admin.web``'s logger. A failure is refused (``429``
+to a Bearer header, ``401`` with the Basic challenge to a browser, so a mistyped token is
+asked for again; with ``Retry-After``) while its address has had :data:`MAX_FAILURES`
 failures in the last :data:`WINDOW` seconds, or all addresses together :data:`MAX_TOTAL`
 (so guesses from rotating addresses, or a forwarded address a client makes up, are limited
 too). Valid credentials are never refused: an operator who shares the address with whoever

@@ -30,9 +30,9 @@ request passes (allowed hosts, credentials, cross-site posts): :mod:`.security`.
 
 Answers: 400 for a bad parameter (with what is wrong), 401 / 403 for access, 404 for an
 unknown job or page, 409 for a retry conflict, 413 for a body over :data:`MAX_FORM_BYTES`,
-429 after too many failed logins, 503 when the store cannot be reached or the request stopped
-(its deadline passed or its client left: the answer says which, and what a bulk action did
-before it stopped); never a traceback.
+429 after too many failed logins (401 with the challenge to Basic credentials), 503 when
+the store cannot be reached or the request stopped (its deadline passed or its client left:
+the answer says which, and what a bulk action did before it stopped); never a traceback.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ from celery_plus.admin.security import (
     OPERATOR,
     Access,
     Identity,
+    forget_logged_out,
     logged_out,
     logged_out_header,
     session_header,
@@ -307,22 +308,27 @@ class Dashboard:
             wait = self.throttle.failed(address, path)
             if wait > 0:
                 seconds = str(int(wait) + 1)
-                raise HttpError("429 Too Many Requests", "too many failed logins (from "
-                                f"{address} or in all): try again in {seconds} s",
-                                [("Retry-After", seconds)])
+                # Basic: 401 with the challenge, so a browser whose typo this was drops it and
+                # asks again (Chromium keeps the credentials of a 429, challenge or not)
+                raise HttpError("429 Too Many Requests" if who.bearer else "401 Unauthorized",
+                                f"too many failed logins (from {address} or in all): try "
+                                f"again in {seconds} s",
+                                [("Retry-After", seconds), *([] if who.bearer else _CHALLENGE)])
         r = Request(environ=environ, method=str(environ.get("REQUEST_METHOD") or "GET"),
                     path=path, query=query, urls=Urls(str(environ.get("SCRIPT_NAME") or "")),
                     who=who, session=session, session_state=state)
         # A browser re-sends the Basic credentials it cached until it is closed: after a
         # log-out (its mark) or with an ended session, they are challenged, so it forgets
         # them and asks; the answer to that prompt comes without mark or session.
-        if who.role != ANONYMOUS and not who.bearer and (
-                state in (EXPIRED, ENDED) or logged_out(environ)):
+        mark = logged_out(environ, self.access.admin_token)
+        if who.role != ANONYMOUS and not who.bearer and (state in (EXPIRED, ENDED) or mark):
             why = "has expired" if state == EXPIRED else "was logged out"
             raise HttpError("401 Unauthorized", f"this browser's session {why}: log in again "
                             f"(reload, or open {r.urls('/login')}) and give the token when "
                             "the browser asks", [*_CHALLENGE, session_header("", environ),
-                                                 logged_out_header(False, environ)])
+                                                 *forget_logged_out(environ)])
+        if mark is False:  # not signed here: ignored, and cleared
+            r.new_cookie += forget_logged_out(environ)
         return r
 
     def _route(self, r: Request) -> tuple[str, list[tuple[str, str]], str]:
@@ -530,7 +536,9 @@ class Dashboard:
         assert self.sessions is not None
         if r.session is not None:
             self.sessions.end(r.session)
-        r.new_cookie += [session_header("", r.environ), logged_out_header(True, r.environ)]
+        assert self.access.admin_token is not None  # (sessions exist only with it)
+        r.new_cookie += [session_header("", r.environ),
+                         logged_out_header(r.environ, self.access.admin_token)]
         return ("200 OK", [("Content-Type", "text/plain; charset=utf-8")],
                 f"logged out: the next page (or {r.urls('/login')}) asks for the token again")
 

@@ -46,7 +46,7 @@ from tests.support import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-ADMIN_TOKEN = "browser-test-admin-token-0123456789"
+ADMIN_TOKEN = "4BAbR1CoKvbeMaXCnSpL5RmI-_FHL7_H"
 FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
          "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--hide-scrollbars",

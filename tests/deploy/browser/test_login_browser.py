@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery_plus.admin.sessions import EXPIRED, Sessions
+from celery_plus.admin.throttle import MAX_TOTAL
 from celery_plus.admin.web import Dashboard
 from tests.deploy.browser.conftest import ADMIN_TOKEN, Browser, Site
 from tests.support import wait_until
@@ -77,3 +78,22 @@ def test_an_expired_session_asks_for_the_credentials_again(dashboard: Site,
     assert_asked_again(browser, dashboard, "has expired")
     browser.open(dashboard.operator_url + "/login")
     assert browser.find("#logout").is_displayed()
+
+
+def test_a_mistyped_token_is_asked_for_again_while_failures_are_refused(
+        dashboard: Site, browser: Browser) -> None:
+    """Anyone's guessing flood has all addresses over the limit; the operator mistypes the
+    token: the refusal challenges it, so Chromium drops it and the next page is sent without
+    credentials (its prompt), not with the wrong ones again (a 429 kept them)."""
+    for n in range(MAX_TOTAL):
+        dashboard.web.throttle.failed(f"10.0.{n // 200}.{n % 200 + 1}", "/")
+    seen = record(dashboard.web)
+    typo = ADMIN_TOKEN[:-1] + ("x" if ADMIN_TOKEN[-1] != "x" else "y")
+    browser.open(dashboard.operator_url.replace(ADMIN_TOKEN, typo) + "/failed")
+    browser.open(dashboard.url + "/failed")
+    pages = [a for a in seen if a[0] != "/favicon.ico"]
+    refused = [a for a in pages if a[1]]
+    assert refused and all(a[2] == "401 Unauthorized" and "too many failed" in a[4]
+                           and dict(a[3])["WWW-Authenticate"].startswith("Basic")
+                           for a in refused), pages
+    assert pages[-1][:3] == ("/failed", False, "401 Unauthorized"), pages

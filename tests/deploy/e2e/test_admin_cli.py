@@ -280,7 +280,7 @@ def test_silent_connections_do_not_stop_the_dashboard(prefix: str, tmp_path: Pat
             assert response.status == 200
 
 
-GUNICORN_TOKEN = "gunicorn-admin-token-0123456789"
+GUNICORN_TOKEN = "Ru-5-fR2MxxnC3-fVOWws8pWER-soaHq"
 
 
 def gunicorn_site() -> Any:
@@ -353,7 +353,7 @@ def log_count(log: Path, text: str) -> int:
     return log.read_text().count(text)
 
 
-DJANGO_TOKEN = "django-admin-token-0123456789"
+DJANGO_TOKEN = "_aw6jRR4pD80f0YoA0KwYPDWPmEb1HsV"
 
 
 def test_mounted_in_django_as_the_docs_say(prefix: str, tmp_path: Path) -> None:

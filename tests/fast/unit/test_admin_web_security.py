@@ -40,7 +40,7 @@ from tests.fast.conformance.stores import PG_URL
 from tests.fast.unit.test_admin_cli import REDIS_URL, Store, drop_store
 from tests.stores.unit.test_admin_web import ADMIN_TOKEN, basic, browser_post, browser_session, call
 
-READ_TOKEN = "reader-token-0123456789abcdef"
+READ_TOKEN = "n3jGd5EYYqaJITh2FVui6LcG2cZjVbHY"
 OPERATOR = basic("op", ADMIN_TOKEN)
 
 
@@ -168,12 +168,12 @@ def test_the_form_token_is_the_same_in_every_process_and_after_a_restart(
         restarted.close()
     assert [store.state(i) for i in "abc"] == ["discarded"] * 3
     # another secret (rotated): the old forms are refused
-    store.app.conf.plus_admin_token = "another-admin-token-0123456789"
+    store.app.conf.plus_admin_token = "zg441s769bwcOEaYq6YtOgQn8prGkqNj"
     rotated = make_app(store.app)
     try:
         store.dead("d")
         status, _, _ = call(rotated, "/job/d/discard", "POST", {"token": session[1]},
-                            headers={**basic("op", "another-admin-token-0123456789"),
+                            headers={**basic("op", "zg441s769bwcOEaYq6YtOgQn8prGkqNj"),
                                      "HTTP_COOKIE": session[0]})
         assert status == "403 Forbidden" and store.state("d") == "failed"
     finally:

@@ -32,8 +32,8 @@ from tests.fast.unit.test_admin_cli import REDIS_URL, Store, drop_store
 from tests.stores.unit.test_admin_server import is_open
 from tests.support import wait_until
 
-OPERATOR_TOKEN = "operator-token-0123456789abcdef"
-READER_TOKEN = "reader-token-0123456789abcdef"
+OPERATOR_TOKEN = "ePHOvO5Ol2PirQtUN0xZMTxq55yCwDVX"
+READER_TOKEN = "n3jGd5EYYqaJITh2FVui6LcG2cZjVbHY"
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 #: Dead letters the readers search through (each search decodes every message).
 DEAD = 600

@@ -120,7 +120,7 @@ def test_a_request_sent_in_pieces_within_the_deadline_is_answered(served: Any) -
 
 # -- behind a reverse proxy (docs/admin.md, "Behind a reverse proxy") -------------------------
 PROXY, CLIENT = "127.0.0.4", "127.0.0.5"
-PROXY_TOKEN = "proxy-admin-token-0123456789"
+PROXY_TOKEN = "cbqjM15aYS1XosLM2-LASIS44nDtUMTL"
 
 
 def ask(port: int, source: str, method: str, path: str, headers: dict[str, str],

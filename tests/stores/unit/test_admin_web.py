@@ -47,7 +47,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
     app.close()
 
 
-ADMIN_TOKEN = "s3cret-admin-token-for-tests"
+ADMIN_TOKEN = "W4nWThrUU0IAFbrZO5DHcmqzUO3MR_Dd"
 BEARER = {"HTTP_AUTHORIZATION": f"Bearer {ADMIN_TOKEN}"}
 
 
