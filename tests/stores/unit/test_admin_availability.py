@@ -325,3 +325,87 @@ def test_the_operator_is_answered_through_busy_keep_alive_floods(
     assert timings[-1] < 1.0, timings[-5:]
     # connections were evicted while being answered, and their answers still written whole
     assert flood.last_answers > 0
+
+
+class SilentStorm:
+    """``count`` sockets from ``source`` that send nothing, each opened again as soon as the
+    server closes it, until :meth:`stop` (in an event loop of its own thread)."""
+
+    def __init__(self, port: int, source: str, count: int) -> None:
+        self.port, self.source, self.count = port, source, count
+        self.opened = 0
+        self.going = threading.Event()
+        self.going.set()
+        self.thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+
+    async def _socket(self) -> None:
+        while self.going.is_set():
+            try:
+                reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", self.port, local_addr=(self.source, 0))
+            except OSError:
+                await asyncio.sleep(0.01)
+                continue
+            self.opened += 1
+            try:
+                await reader.read(1)  # (until the server closes it)
+            except OSError:
+                pass
+            finally:
+                writer.close()
+
+    async def _run(self) -> None:
+        tasks = [asyncio.create_task(self._socket()) for _ in range(self.count)]
+        while self.going.is_set():
+            await asyncio.sleep(0.05)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.going.clear()
+        self.thread.join(30)
+
+
+def late_get(port: int, path: str, token: str, delay: float) -> tuple[str, float]:
+    """(status, seconds) of one GET from 127.0.0.1 whose request is sent ``delay`` seconds
+    after its connection opens (``ssh -L``: the request follows the connect by a round
+    trip); the status is ``"closed"`` when the server closed it first."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), 10,
+                                  source_address=("127.0.0.1", 0)) as sock:
+        time.sleep(delay)  # (the round trip being modelled, not a wait for a condition)
+        data = b""
+        with contextlib.suppress(OSError):
+            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                         f"Authorization: {basic(token)}\r\nConnection: close\r\n\r\n"
+                         .encode())
+            while chunk := sock.recv(65536):
+                data += chunk
+    return data[9:12].decode() or "closed", time.monotonic() - started
+
+
+def test_an_operator_whose_request_follows_its_connect_outlasts_a_silent_storm(
+        served: int) -> None:
+    """150 silent sockets from 127.0.0.1, reopened as soon as they are closed; the operator
+    connects from 127.0.0.1 too and sends its request 100-200 ms later. Before the fix
+    (admission alone closed the oldest silent connection: the operator's): 0-2 of 19 pages."""
+    port = served
+    storm = SilentStorm(port, "127.0.0.1", 150)
+    storm.start()
+    try:
+        wait_until(lambda: storm.opened >= 150, timeout=30, message="the storm's sockets open")
+        answers = []
+        deadline = time.monotonic() + SECONDS
+        while time.monotonic() < deadline:
+            for n, path in enumerate(("/failed", "/", "/metrics")):
+                answers.append((path, *late_get(port, path, OPERATOR_TOKEN, 0.1 + 0.05 * n)))
+    finally:
+        storm.stop()
+    print(f"silent storm 150: operator {len(answers)} pages, slowest "
+          f"{max(took for _, _, took in answers):.3f} s; storm sockets opened {storm.opened}")
+    assert [a for a in answers if a[1] != "200" or a[2] >= 1.0] == []
+    assert len(answers) >= 3
