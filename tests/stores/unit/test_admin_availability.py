@@ -118,6 +118,19 @@ def get(port: int, source: str, path: str, token: str, timeout: float = 30
         conn.close()
 
 
+def operator_pages(port: int) -> list[float]:
+    """The operator's pages read from 127.0.0.1 for :data:`SECONDS`, each on a new
+    connection, each answered 200: their times, sorted."""
+    timings = []
+    deadline = time.monotonic() + SECONDS
+    while time.monotonic() < deadline:
+        for path in ("/failed", "/", "/metrics"):
+            status, took = get(port, "127.0.0.1", path, OPERATOR_TOKEN, timeout=10)
+            assert status == 200, path
+            timings.append(took)
+    return sorted(timings)
+
+
 class Flood:
     """Idle and slow-header sockets from every address, reopened when the server closes
     them, until :meth:`stop`."""
@@ -190,19 +203,12 @@ def test_the_operator_is_answered_through_a_flood_and_eight_searches(served: int
         reader.start()
     try:
         time.sleep(1.0)  # (a load to be under, not a condition: the flood and searches run)
-        timings = []
-        deadline = time.monotonic() + SECONDS
-        while time.monotonic() < deadline:
-            for path in ("/failed", "/", "/metrics"):
-                status, took = get(port, "127.0.0.1", path, OPERATOR_TOKEN, timeout=10)
-                assert status == 200, path
-                timings.append(took)
+        timings = operator_pages(port)
     finally:
         searching.clear()
         flood.stop()
         for reader in readers:
             reader.join(60)
-    timings.sort()
     print(f"operator: {len(timings)} pages, median {timings[len(timings) // 2]:.3f} s, "
           f"slowest {timings[-1]:.3f} s; "
           f"reader searches answered: {len(searches)} ({searches.count(200)} x 200, "
@@ -308,16 +314,9 @@ def test_the_operator_is_answered_through_busy_keep_alive_floods(
     try:
         wait_until(lambda: flood.opened >= per_source * len(sources) and flood.answered,
                    timeout=60, message="the flood's connections are open and answered")
-        timings = []
-        deadline = time.monotonic() + SECONDS
-        while time.monotonic() < deadline:
-            for path in ("/failed", "/", "/metrics"):
-                status, took = get(port, "127.0.0.1", path, OPERATOR_TOKEN, timeout=10)
-                assert status == 200, path
-                timings.append(took)
+        timings = operator_pages(port)
     finally:
         flood.stop()
-    timings.sort()
     print(f"busy flood {len(sources)} x {per_source}: operator {len(timings)} pages, median "
           f"{timings[len(timings) // 2]:.3f} s, slowest {timings[-1]:.3f} s; flood answered "
           f"{flood.answered} ({flood.last_answers} the last of an evicted connection), reopened "
