@@ -28,18 +28,9 @@ import redis
 from celery_plus.stores.redis.scripts import lib_lua, library_source
 
 from .memory import private_redis
+from .redis_cost import command_stats, server_cpu
 
 ENVELOPE = "x" * 600  # about a deflated bench.noop envelope's size
-
-
-def _stats(client: redis.Redis) -> dict[str, tuple[int, int]]:
-    return {k: (int(v["calls"]), int(v["usec"]))
-            for k, v in client.info("commandstats").items()}
-
-
-def _cpu(client: redis.Redis) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def _name(index: int, path: str) -> str:
@@ -80,9 +71,9 @@ def main(argv: list[str] | None = None) -> None:
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 prefix = f"b{r}{name}"
-                before, cpu0 = _stats(client), _cpu(client)
+                before, cpu0 = command_stats(client), server_cpu(client)
                 _publish(client, name, prefix, args.jobs)
-                after, cpu1 = _stats(client), _cpu(client)
+                after, cpu1 = command_stats(client), server_cpu(client)
                 delta = {k: (c - before.get(k, (0, 0))[0], u - before.get(k, (0, 0))[1])
                          for k, (c, u) in after.items() if k != "cmdstat_info"}
                 top = "cmdstat_lpush" if name == "lpush" else "cmdstat_fcall"

@@ -70,27 +70,27 @@ class Result:
     bytes_per_job: list[float] = field(default_factory=list)
 
 
-def _stats(client: redis.Redis) -> dict[str, tuple[int, int]]:
+def command_stats(client: redis.Redis) -> dict[str, tuple[int, int]]:
     return {k: (int(v["calls"]), int(v["usec"]))
             for k, v in client.info("commandstats").items()}
 
 
-def _cpu(client: redis.Redis) -> float:
+def server_cpu(client: redis.Redis) -> float:
     info = client.info("cpu")
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def _phase(client: redis.Redis, jobs: int, calls: list[Callable[[], object]]) -> Phase:
     """Run ``calls`` one by one; the server's work over them, per job."""
-    cpu = _cpu(client)
-    before = _stats(client)
+    cpu = server_cpu(client)
+    before = command_stats(client)
     times = []
     for call in calls:
         started = time.perf_counter()
         call()
         times.append(time.perf_counter() - started)
-    after = _stats(client)
-    cpu = _cpu(client) - cpu
+    after = command_stats(client)
+    cpu = server_cpu(client) - cpu
     delta = {k: (c - before.get(k, (0, 0))[0], u - before.get(k, (0, 0))[1])
              for k, (c, u) in after.items() if k != "cmdstat_info"}
     server = sum(u for k, (_, u) in delta.items() if k in SCRIPTS)
