@@ -190,7 +190,8 @@ class Holdings:
             return held is not None and held.lost
 
     def sure_until(self, tag: str) -> float | None:
-        """Until when the lease of ``tag`` is certainly ours (None: not held here)."""
+        """Until when the lease of ``tag`` is certainly ours (None: not held here; ``-inf``:
+        known lost here, which ``leases/start_check.py`` reads in the same look-up)."""
         with self._lock:
             return self._sure_until(self._held.get(tag))
 
