@@ -242,7 +242,10 @@ def test_postgres_stops_a_statement_past_the_dashboard_s_deadline(
     from celery_plus.admin.deadline import postgres_options
     from tests.fast.conformance.stores import PG_URL
 
-    monkeypatch.delenv("PGOPTIONS", raising=False)
+    # (setenv, not delenv: a delenv of an unset variable records nothing to undo, and the
+    # 200 ms timeout outlived the test in its xdist worker: a later PostgreSQL test's
+    # statements were cancelled, CI at fa525e8)
+    monkeypatch.setenv("PGOPTIONS", "")
     postgres_options(0.2)
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         assert conn.execute("SHOW statement_timeout").fetchone() == ("200ms",)
