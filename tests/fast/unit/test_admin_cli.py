@@ -35,6 +35,19 @@ from tests.support import drop_pg_schema
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
+def new_job(job_id: str, task: str = "proj.mail", queue: str = "celery",
+            args: list[Any] | None = None, **fields: Any) -> NewJob:
+    """A job of a real Celery message (protocol 2, JSON) for ``Store`` to publish."""
+    body = json.dumps([args or [], {}, {}]).encode()
+    msg = json.dumps({
+        "body": base64.b64encode(body).decode(), "content-type": "application/json",
+        "content-encoding": "utf-8",
+        "headers": {"task": task, "id": job_id, "argsrepr": repr(tuple(args or ())),
+                    "kwargsrepr": "{}"},
+        "properties": {"body_encoding": "base64", "correlation_id": job_id}})
+    return NewJob(id=job_id, queue=queue, message=msg, name=task, **fields)
+
+
 class Store:
     """The test's app and a backend on its store."""
 
@@ -44,15 +57,7 @@ class Store:
 
     def job(self, job_id: str, task: str = "proj.mail", queue: str = "celery",
             args: list[Any] | None = None, **fields: Any) -> None:
-        body = json.dumps([args or [], {}, {}]).encode()
-        msg = json.dumps({
-            "body": base64.b64encode(body).decode(), "content-type": "application/json",
-            "content-encoding": "utf-8",
-            "headers": {"task": task, "id": job_id, "argsrepr": repr(tuple(args or ())),
-                        "kwargsrepr": "{}"},
-            "properties": {"body_encoding": "base64", "correlation_id": job_id}})
-        assert self.backend.publish(NewJob(id=job_id, queue=queue, message=msg, name=task,
-                                           **fields)).accepted
+        assert self.backend.publish(new_job(job_id, task, queue, args, **fields)).accepted
 
     def dead(self, job_id: str, task: str = "proj.mail", queue: str = "celery",
              error: str = "SMTP down", **fields: Any) -> None:
