@@ -14,7 +14,6 @@ parent's sessions; ``celery-plus db migrate`` / ``db status``; the ``plus_pg_sch
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import statistics
@@ -38,11 +37,11 @@ from celery_plus.stores.registry import open_store
 from tests.fast.conformance.stores import PG_URL, backends_on_one_store
 from tests.fast.conformance.support import Q, claim, ids, publish, record, wait_until
 from tests.inspectors import inspector_for
-from tests.support import celery_plus, drop_pg_schema, in_forked_child
+from tests.support import celery_plus, drop_pg_schema, in_forked_child, processes
 
 #: Spawned, not forked: a forked child runs kombu's after-fork clean-up of the connections an
 #: earlier test left in this process, which can block on a socket forever.
-PROCESSES = multiprocessing.get_context("spawn")
+PROCESSES = processes()
 
 
 @pytest.fixture

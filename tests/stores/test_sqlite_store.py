@@ -14,7 +14,6 @@ completed exactly once, no "database is locked" escapes).
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import sqlite3
 import statistics
@@ -35,7 +34,7 @@ from celery_plus.stores.sqlite.backend import SQLiteBackend
 from celery_plus.stores.sqlite.url import sqlite_path
 from tests.fast.conformance.support import Q, claim, ids, maintain, publish, wait_until
 from tests.inspectors import inspector_for
-from tests.support import in_forked_child
+from tests.support import in_forked_child, processes
 
 # -- URLs -------------------------------------------------------------------------------
 
@@ -191,7 +190,7 @@ def _publish_later(path: str, go: Any, done: Any, trials: int) -> None:
         backend.close()
 
 def test_waiter_woken_within_50ms_of_a_publish_from_another_process(store, db_path):
-    ctx = multiprocessing.get_context("spawn")
+    ctx = processes()
     go_parent, go_child = ctx.Pipe()
     done_parent, done_child = ctx.Pipe()
     trials = 7
@@ -277,7 +276,7 @@ def _claimer(path: str, n: int, stop: Any, out: str) -> None:
 
 def test_publishers_and_claimers_in_several_processes(store, db, tmp_path, db_path):
     inspect = inspector_for(store)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = processes()
     stop = ctx.Event()
     claimers = [ctx.Process(target=_claimer, args=(str(db_path), n, stop,
                                                     str(tmp_path / f"claimer{n}.json")))

@@ -9,7 +9,6 @@ alias dispatching to SQLite or to Celery's Redis backend.
 
 from __future__ import annotations
 
-import multiprocessing
 import sqlite3
 import threading
 from pathlib import Path
@@ -24,6 +23,7 @@ from celery_plus import Celery
 from celery_plus.result_backends import sqlite as sqlite_mod
 from celery_plus.result_backends.sqlite import TABLE, SQLiteResultBackend
 from celery_plus.stores.sqlite.url import sqlite_path
+from tests.support import processes
 
 
 def make_app(db: Path, **conf: Any) -> Celery:
@@ -228,7 +228,7 @@ def _incr_many(db: str, key: bytes, times: int, start: Any, out: Any) -> None:
 
 def test_incr_is_atomic_across_four_processes(db: Path, backend: SQLiteResultBackend) -> None:
     backend.set(b"other", b"untouched")
-    ctx = multiprocessing.get_context("spawn")
+    ctx = processes()
     start, out = ctx.Event(), ctx.Queue()
     times = 150
     procs = [ctx.Process(target=_incr_many, args=(str(db), b"chord", times, start, out))
