@@ -7,9 +7,12 @@ the sub-command, as in Celery 4). The same commands are available inside Celery'
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Any
 
 import click
@@ -46,7 +49,66 @@ def hoist_global_options(argv: Sequence[str]) -> list[str]:
     return hoisted + rest
 
 
-@click.group(name="plus", help="celery-plus commands.")
+#: The modules that define celery-plus's other commands, and the commands' names: a module is
+#: imported when one of its commands runs or a help lists them, so that ``celery-plus worker``
+#: imports none of them (the admin's bring the dashboard and prometheus_client: 40-50 ms of CPU
+#: per process start). ``tests/fast/unit/test_cli_commands.py`` holds these names to the
+#: modules' ``COMMANDS``.
+COMMAND_MODULES: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("db",): ("celery_plus.cli.db",),
+    ("migrate-queue",): ("celery_plus.cli.migrate_queue",),
+    ("dlq", "jobs", "cancel", "store-status", "schedules", "queues", "admin", "dashboard",
+     "tasks", "bulk", "workers", "limits"): (
+        "celery_plus.cli.admin", "celery_plus.cli.admin_ops", "celery_plus.cli.admin_state"),
+}
+_MODULES_OF = {name: modules for names, modules in COMMAND_MODULES.items() for name in names}
+
+
+def _load_commands(group: click.Group, name: str) -> None:
+    """Add the commands of the modules that define ``name`` to ``group`` (once)."""
+    for module in _MODULES_OF[name]:
+        for command in importlib.import_module(module).COMMANDS:
+            group.commands.setdefault(command.name or "", command)
+
+
+class PlusGroup(click.Group):
+    """A click group that finds celery-plus's commands when asked for them (``celery plus``;
+    Celery's own group gets this side, and its plugins', from :func:`_celery_group`)."""
+
+    #: Whether the ``celery.commands`` plugins are found here too (Celery's group).
+    plugins = False
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            if cmd_name in _MODULES_OF:
+                _load_commands(self, cmd_name)
+            elif self.plugins and cmd_name in _plugins():
+                self.add_command(_load_plugin(_plugins()[cmd_name]), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        plugins = _plugins() if self.plugins else {}
+        return sorted({*super().list_commands(ctx), *_MODULES_OF, *plugins})
+
+
+@functools.cache
+def _plugins() -> dict[str, metadata.EntryPoint]:
+    """The ``celery.commands`` entry points (Flower's ``flower``, celery-plus's ``plus``...)."""
+    return {entry.name: entry for entry in metadata.entry_points(group="celery.commands")}
+
+
+def _load_plugin(entry: metadata.EntryPoint) -> click.Command:
+    """A plugin's command, or, as Celery does, one that says it is broken."""
+    from click_plugins.core import BrokenCommand
+
+    try:
+        command = entry.load()
+    except Exception:  # (Celery's CLI catches everything a plugin raises so too)
+        return BrokenCommand(entry.name)
+    return command
+
+
+@click.group(name="plus", cls=PlusGroup, help="celery-plus commands.")
 def plus() -> None:
     pass
 
@@ -74,42 +136,35 @@ def demo() -> None:
         sys.exit(code)
 
 
-def _add_db_commands() -> None:
-    from celery_plus.cli.db import db
+def _import_celery_group() -> Any:
+    """``celery.bin.celery.celery``, imported without its plugins: Celery imports every
+    ``celery.commands`` entry point as its CLI module loads (Flower's brings Tornado and its
+    web app: 80-90 ms of CPU before a worker starts); :class:`PlusGroup` imports the one asked
+    for instead. (Celery 5.3-5.7 read the entry points through ``importlib.metadata``'s
+    ``entry_points(group=...)`` as the module loads; ``test_cli_commands.py`` checks it.)"""
+    if "celery.bin.celery" in sys.modules:
+        from celery.bin.celery import celery
 
-    plus.add_command(db)
+        return celery
+    every = metadata.entry_points
 
+    def without_plugins(**params: Any) -> Any:
+        return () if params.get("group") == "celery.commands" else every(**params)
 
-_add_db_commands()
-
-
-def _add_migrate_command() -> None:
-    """``migrate-queue``: move a legacy kombu Redis queue into the durable store."""
-    from celery_plus.cli.migrate_queue import migrate_queue
-
-    plus.add_command(migrate_queue)
-
-
-_add_migrate_command()
-
-
-def _add_admin_commands() -> None:
-    """``dlq``, ``jobs``, ``cancel``, ``store-status``, ``admin`` (alias ``dashboard``): the admin
-    (cli/admin.py)."""
-    from celery_plus.cli.admin import COMMANDS
-    from celery_plus.cli.admin_ops import COMMANDS as OPERATOR_COMMANDS
-    from celery_plus.cli.admin_state import COMMANDS as STATE_COMMANDS
-
-    for command in (*COMMANDS, *OPERATOR_COMMANDS, *STATE_COMMANDS):
-        plus.add_command(command)
-
-
-_add_admin_commands()
+    metadata.entry_points = without_plugins
+    try:
+        from celery.bin.celery import celery
+    finally:
+        metadata.entry_points = every
+    return celery
 
 
 def _celery_group() -> Any:
-    from celery.bin.celery import celery
-
+    """Celery's own ``celery`` group with celery-plus's commands (``info``, ``demo`` and,
+    on demand, the others)."""
+    celery = _import_celery_group()
+    if not isinstance(celery, PlusGroup):
+        celery.__class__ = type("PlusCeleryGroup", (PlusGroup, type(celery)), {"plugins": True})
     for name, command in plus.commands.items():
         celery.add_command(command, name)
     return celery

@@ -111,3 +111,6 @@ def _echo_functions(rows: list[pg_migrations.FunctionStatus]) -> list[Any]:
         if row.state != "current":
             click.echo(f"  functions/{row.name}.sql  {row.state}")
     return to_apply
+
+
+COMMANDS: tuple[click.Command, ...] = (db,)

@@ -252,3 +252,6 @@ def _migrate_back(ctx: click.Context, name: str, dry_run: bool, batch_size: int,
         click.echo(f"{name}: left in the store: {tally.running} running (they finish on "
                    f"their celery-plus workers), {tally.dead} dead letters "
                    "(celery-plus dlq); see docs/migration.md")
+
+
+COMMANDS: tuple[click.Command, ...] = (migrate_queue,)

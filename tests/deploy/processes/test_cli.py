@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from celery_plus.cli import hoist_global_options
@@ -67,6 +68,8 @@ def test_the_store_table_is_store_status_and_celerys_status_is_kept() -> None:
     from celery_plus.cli.admin import status as store_status
 
     group = _celery_group()
-    assert group.commands["status"] is celery_status
-    assert group.commands["store-status"] is store_status
-    assert "status" not in plus.commands and plus.commands["store-status"] is store_status
+    ctx, plus_ctx = click.Context(group), click.Context(plus)
+    assert group.get_command(ctx, "status") is celery_status
+    assert group.get_command(ctx, "store-status") is store_status
+    assert "status" not in plus.list_commands(plus_ctx)
+    assert plus.get_command(plus_ctx, "store-status") is store_status
