@@ -87,10 +87,14 @@ def _one_store_each(items: list[pytest.Item]) -> set[pytest.Item]:
             keep.add(item)
             continue
         store = str(params.pop(store_param))
-        name = f"{getattr(item, 'originalname', item.name)}[{_ids(params)}]"
+        # a module-wide deployment (the browser operator features'): one store for the whole
+        # module, so the README's suite starts one deployment, not one per store
+        test = (item.nodeid.split("::")[0] if store_param == "deployment"
+                else getattr(item, "originalname", item.name))
+        name = f"{test}[{_ids(params)}]"
         groups[(item.nodeid.split("::")[0], name)].append((store, item))
     for (_, name), variants in groups.items():
-        store = chosen(name, [s for s, _ in variants])
+        store = chosen(name, list(dict.fromkeys(s for s, _ in variants)))
         keep.update(item for s, item in variants if s == store)
     return keep
 

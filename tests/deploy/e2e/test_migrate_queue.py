@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 
+import pytest
 import redis
 
 from celery_plus.queue_migration.layout import KombuLayout
@@ -32,6 +33,7 @@ def migrate_cmd(prefix: str, *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
+@pytest.mark.long  # (a run of its size: docs/tests.md, "What the README's command leaves")
 def test_ten_thousand_legacy_messages_survive_a_killed_migration_and_run_once(
         prefix, start_worker, view):
     plain = mixed_plain.make_app(prefix)

@@ -16,6 +16,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 import redis
 
 from celery_plus.stores.sqlite.backend import SQLiteBackend
@@ -29,6 +30,7 @@ WORKERS = 4
 JOBS_PER_PUBLISHER = 1250
 
 
+@pytest.mark.long  # (a run of its size: docs/tests.md, "What the README's command leaves")
 def test_four_workers_and_four_publishers_on_one_sqlite_file(tmp_path: Path) -> None:
     prefix = f"stress{uuid.uuid4().hex[:8]}"
     db = tmp_path / "stress.db"

@@ -26,6 +26,16 @@ def test_scenario(broker_kind):
 def test_over_pools(store, pool):
     pass
 
+@pytest.fixture(scope="module", params=["redis", "sqlite", "postgres"])
+def deployment(request):
+    return request.param
+
+def test_feature_one(deployment):
+    pass
+
+def test_feature_two(deployment):
+    pass
+
 @pytest.mark.long
 def test_minutes():
     pass
@@ -68,7 +78,7 @@ def test_the_long_run_runs_every_variant_and_the_long_tests(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(matrix.FULL_MATRIX_ENV, "1")
     monkeypatch.setenv(matrix.LONG_ENV, "1")
-    assert len(_collected(pytester)) == 3 + 9 + 1 + 1
+    assert len(_collected(pytester)) == 3 + 9 + 3 + 3 + 1 + 1
 
 
 def test_a_variant_named_on_the_command_line_runs_whatever_the_choice(
@@ -84,3 +94,14 @@ def test_the_choice_spreads_over_the_stores() -> None:
     stores = ["redis", "sqlite", "postgres"]
     picks = [matrix.chosen(f"test_{n}[]", stores) for n in range(300)]
     assert all(80 <= picks.count(s) <= 120 for s in stores), {s: picks.count(s) for s in stores}
+
+
+def test_the_tests_of_a_module_wide_deployment_share_one_store(
+        pytester: pytest.Pytester) -> None:
+    """One deployment is started for the module (the browser operator features'), not one
+    per store its tests were spread over."""
+    ids = _collected(pytester)
+    store = matrix.chosen("tests/deploy/test_module.py[]", ["redis", "sqlite", "postgres"])
+    assert [i for i in ids if "test_feature" in i] == [
+        f"tests/deploy/test_module.py::test_feature_one[{store}]",
+        f"tests/deploy/test_module.py::test_feature_two[{store}]"]
