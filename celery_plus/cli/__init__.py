@@ -140,7 +140,7 @@ def _import_celery_group() -> Any:
     """``celery.bin.celery.celery``, imported without its plugins: Celery imports every
     ``celery.commands`` entry point as its CLI module loads (Flower's brings Tornado and its
     web app: 80-90 ms of CPU before a worker starts); :class:`PlusGroup` imports the one asked
-    for instead. (Celery 5.3-5.7 read the entry points through ``importlib.metadata``'s
+    for instead. (Celery 5.7, the declared range, reads them through ``importlib.metadata``'s
     ``entry_points(group=...)`` as the module loads; ``test_cli_commands.py`` checks it.)"""
     if "celery.bin.celery" in sys.modules:
         from celery.bin.celery import celery
