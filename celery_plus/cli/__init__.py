@@ -7,7 +7,6 @@ the sub-command, as in Celery 4). The same commands are available inside Celery'
 
 from __future__ import annotations
 
-import functools
 import importlib
 import json
 import sys
@@ -82,27 +81,34 @@ class PlusGroup(click.Group):
         if cmd_name not in self.commands:
             if cmd_name in _MODULES_OF:
                 _load_commands(self, cmd_name)
-            elif self.plugins and cmd_name in _plugins():
-                self.add_command(_load_plugin(_plugins()[cmd_name]), cmd_name)
+            else:
+                self._load_plugins()
         return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        plugins = _plugins() if self.plugins else {}
-        return sorted({*super().list_commands(ctx), *_MODULES_OF, *plugins})
+        self._load_plugins()
+        return sorted({*super().list_commands(ctx), *_MODULES_OF})
 
-
-@functools.cache
-def _plugins() -> dict[str, metadata.EntryPoint]:
-    """The ``celery.commands`` entry points (Flower's ``flower``, celery-plus's ``plus``...)."""
-    return {entry.name: entry for entry in metadata.entry_points(group="celery.commands")}
+    def _load_plugins(self) -> None:
+        """Every plugin's command, under the command's own name, as Celery adds them (a
+        command of Celery's own keeps its name): only once a name is asked for that no
+        command of Celery or celery-plus has, or a list of them all."""
+        if not self.plugins or getattr(self, "_plugins_loaded", False):
+            return
+        self._plugins_loaded = True
+        for entry in metadata.entry_points(group="celery.commands"):
+            command = _load_plugin(entry)
+            self.commands.setdefault(command.name or entry.name, command)
 
 
 def _load_plugin(entry: metadata.EntryPoint) -> click.Command:
-    """A plugin's command, or, as Celery does, one that says it is broken."""
+    """A plugin's command, or, as Celery does, one that says it could not be loaded."""
     from click_plugins.core import BrokenCommand
 
     try:
         command = entry.load()
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{entry.value} is not a click command")
     except Exception:  # (Celery's CLI catches everything a plugin raises so too)
         return BrokenCommand(entry.name)
     return command

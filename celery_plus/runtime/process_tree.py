@@ -43,12 +43,15 @@ PROC = Path("/proc")
 #: Longest wait, per walk, for the processes just sent ``SIGSTOP`` to stop (one in
 #: uninterruptible sleep stops only once it wakes; the kill goes on without it).
 STOP_WAIT_S = 0.5
-#: How long the walks of one tree may go on: each freezes what the last found, until one
-#: finds nothing new; a tree that still grows after this long (a root that cannot be frozen,
-#: forking on) is killed as far as it was found. A time, not a count: a process that hops
-#: from pid to pid (forks, then exits) slips past a walk now and then, and on a loaded
-#: machine eight walks in a row once lost it (CI at 38bf1b7); a walk takes well under 1 ms.
-WALKS_FOR_S = 2.0
+#: The most walks of one tree, and the longest they may go on: each freezes what the last
+#: found, until one finds nothing new; a tree that still grows after either (a root that cannot
+#: be frozen, forking on: the caller's own thread) is killed as far as it was found. A process
+#: that hops from pid to pid (forks, then exits) slips past a walk now and then, and on a loaded
+#: machine eight walks in a row once lost it (CI at 38bf1b7): 32 walks; the time bound, for a
+#: tree each walk of which takes long, is checked between walks (a clock frozen by the caller's
+#: tests still leaves the count).
+MOST_WALKS = 32
+WALKS_FOR_S = 1.0
 
 
 def supported() -> bool:
@@ -83,7 +86,7 @@ def kill_own_descendants(spare: frozenset[int] | set[int] = frozenset()) -> list
     """``SIGKILL`` every process below the calling one (frozen first), before it exits or
     kills itself, but those in ``spare`` (and what is below them); returns them. The caller's
     own threads go on meanwhile: the walk repeats until it finds no new process (at most
-    :data:`WALKS_FOR_S`)."""
+    :data:`MOST_WALKS` times, for :data:`WALKS_FOR_S`)."""
     if not supported():
         return []
     descendants = _freeze_below(os.getpid(), spare)
@@ -101,12 +104,12 @@ def _freeze_below(root: int, spare: frozenset[int] | set[int] = frozenset()) -> 
     and return them, parents before children. Each process is frozen as soon as it is read
     (a process about to fork or exit has the least time to); each walk reads the children of
     every process found so far, and the walks stop once one finds none new (all found are
-    stopped: the set is closed), or after :data:`WALKS_FOR_S`."""
+    stopped: the set is closed), or after :data:`MOST_WALKS` or :data:`WALKS_FOR_S`."""
     me = os.getpid()
     found: list[int] = []
     known = {root, me, *spare}
     give_up = time.monotonic() + WALKS_FOR_S
-    while True:
+    for _ in range(MOST_WALKS):
         parents = {root, *found}
         grew = False
         while parents:
@@ -121,7 +124,8 @@ def _freeze_below(root: int, spare: frozenset[int] | set[int] = frozenset()) -> 
             grew = grew or bool(new)
             parents = new
         if not grew or time.monotonic() > give_up:
-            return found
+            break
+    return found
 
 
 def _children(parents: set[int]) -> Iterator[int]:

@@ -87,8 +87,9 @@ def _one_store_each(items: list[pytest.Item]) -> set[pytest.Item]:
             keep.add(item)
             continue
         store = str(params.pop(store_param))
-        # a module-wide deployment (the browser operator features'): one store for the whole
-        # module, so the README's suite starts one deployment, not one per store
+        # a module-wide deployment (the browser operator features': a module-scoped fixture,
+        # so every test of the module has the same stores): one store for the whole module, so
+        # the README's suite starts one deployment, not one per store
         test = (item.nodeid.split("::")[0] if store_param == "deployment"
                 else getattr(item, "originalname", item.name))
         name = f"{test}[{_ids(params)}]"

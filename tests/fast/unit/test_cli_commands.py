@@ -9,9 +9,11 @@ import json
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from celery_plus import cli
 
@@ -47,18 +49,54 @@ def test_every_command_is_found_by_name_and_listed() -> None:
     assert "status" not in cli.plus.list_commands(plus_ctx)  # (Celery's own stays Celery's)
 
 
-def test_a_plugin_is_imported_when_asked_for_and_a_broken_one_says_so(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    group = cli._celery_group()
-    ctx = click.Context(group)
-    broken = metadata.EntryPoint("nowhere", "no_such_module_xyz:command", "celery.commands")
-    monkeypatch.setattr(cli, "_plugins", lambda: {"nowhere": broken})
-    monkeypatch.delitem(group.commands, "nowhere", raising=False)
-    assert "nowhere" in group.list_commands(ctx)
-    command = group.get_command(ctx, "nowhere")
-    assert command is not None and "nowhere" in command.name  # type: ignore[operator]
-    assert "could not be loaded" in (command.help or "") + (command.short_help or "")
-    group.commands.pop("nowhere")
+PLUGIN = """
+import click
+
+@click.command(name="hello-world")
+def hello():
+    click.echo("hello from a plugin")
+
+class OldStyleDelegate:  # (a Celery 4 command class, no click command)
+    pass
+"""
+
+
+@pytest.fixture
+def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> cli.PlusGroup:
+    """A group like Celery's (plugins found on it) whose ``celery.commands`` are a plugin
+    named otherwise than its command, one that is no click command, one that cannot load."""
+    (tmp_path / "fakeplug_cli.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entries = [metadata.EntryPoint("hello", "fakeplug_cli:hello", "celery.commands"),
+               metadata.EntryPoint("oldstyle", "fakeplug_cli:OldStyleDelegate", "celery.commands"),
+               metadata.EntryPoint("nowhere", "no_such_module_xyz:command", "celery.commands")]
+    every = metadata.entry_points
+    monkeypatch.setattr(metadata, "entry_points", lambda **params: (
+        entries if params.get("group") == "celery.commands" else every(**params)))
+    group = cli.PlusGroup(name="celery")
+    group.plugins = True
+    group.add_command(click.Command("own", callback=lambda: None))
+    return group
+
+
+def test_a_command_of_its_own_loads_no_plugin(plugins: cli.PlusGroup) -> None:
+    assert plugins.get_command(click.Context(plugins), "own") is not None
+    assert "hello-world" not in plugins.commands
+
+
+def test_plugins_are_found_under_their_commands_names_and_broken_ones_say_so(
+        plugins: cli.PlusGroup) -> None:
+    ctx = click.Context(plugins)
+    listed = plugins.list_commands(ctx)
+    assert {"own", "hello-world", "oldstyle", "nowhere"} <= set(listed)
+    assert "hello" not in listed  # (the entry point's name; Celery lists the command's)
+    done = CliRunner().invoke(plugins, ["hello-world"])
+    assert done.exit_code == 0 and done.output == "hello from a plugin\n", done.output
+    for broken in ("oldstyle", "nowhere"):
+        command = plugins.get_command(ctx, broken)
+        assert command is not None
+        assert "could not be loaded" in (command.help or "") + (command.short_help or "")
+    assert CliRunner().invoke(plugins, ["--help"]).exit_code == 0
 
 
 def test_the_console_script_still_runs_flower_s_command() -> None:
