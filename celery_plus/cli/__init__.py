@@ -159,10 +159,12 @@ def _import_celery_group() -> Any:
 
     metadata.entry_points = without_plugins
     try:
-        from celery.bin.celery import celery
+        from celery.bin import celery as module
     finally:
         metadata.entry_points = every
-    return celery
+    if getattr(module, "entry_points", None) is without_plugins:
+        module.entry_points = every  # (its own name for the function, bound as it loaded)
+    return module.celery
 
 
 def _celery_group() -> Any:
