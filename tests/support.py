@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import subprocess
 import time
 from collections.abc import Callable
-from multiprocessing.context import ForkServerContext
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # not imported at run time: worker and fault-run processes import this module
+    from multiprocessing.context import ForkServerContext
+
     import pytest
 
 
@@ -145,6 +145,8 @@ def processes() -> ForkServerContext:
     """The ``multiprocessing`` context of tests that race real processes: each starts clean
     (forked from a server that holds no connection, thread or test state, as with "spawn"),
     from modules imported once."""
+    import multiprocessing
+
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PROCESS_PRELOAD)
     return context

@@ -78,9 +78,9 @@ def test_ten_thousand_legacy_messages_survive_a_killed_migration_and_run_once(
     with contextlib.suppress(AssertionError):  # (the assertion below says more)
         wait_until(lambda: len(runs(prefix)) >= TOTAL or worker.proc.poll() is not None,
                    timeout=120, message="10,000 jobs ran")
-    assert len(runs(prefix)) >= TOTAL, (
-        f"{len(runs(prefix))} of {TOTAL} ran; worker exit {worker.proc.poll()}; "
-        f"its log ends: {worker.log()[-3000:]}")
+    ran = len(runs(prefix))
+    assert ran >= TOTAL, (f"{ran} of {TOTAL} ran; worker exit {worker.proc.poll()}; "
+                          f"its log ends: {worker.log()[-3000:]}")
     wait_until(lambda: view.size(DURABLE) == 0 and not inspector_for(view).ids_in_state("running"),
                message="nothing left to run")
     assert runs(prefix) == dict.fromkeys(sent, 1)
