@@ -182,8 +182,11 @@ def start_worker(prefix: str, tmp_path: Path, broker_url: str) -> Iterator[Calla
         worker = Worker(proc, log)
         workers.append(worker)
         if ready:
-            wait_until(lambda: " ready." in worker.log() or proc.poll() is not None,
-                       timeout=30, message="worker ready")
+            try:
+                wait_until(lambda: " ready." in worker.log() or proc.poll() is not None,
+                           timeout=30, message="worker ready")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; its log:\n{worker.log()}") from None
             assert proc.poll() is None, worker.log()
         return worker
 
