@@ -5,7 +5,11 @@ sends eight slow searches at once held all eight threads and an operator's page 
 behind them (67.6 s measured). Here each request is filed under its client — the role it
 presents, its credential and its address (:func:`.server`'s ``classify``) — and:
 
-* an operator's request is taken before any other;
+* an operator's request is taken before any other, and while one waits or has run for less
+  than ``operator_first`` seconds no other request starts: the operator's page shares the
+  process (its GIL, its share of the CPU) only with the requests already running, not with
+  a stream of new ones (busy readers' pages took 1-7 s of an operator's on a loaded
+  machine); a longer operator request (a bulk action) shares the threads again after that;
 * the others may hold at most ``shared`` threads together (the rest are the operators'),
   and one client at most ``per_client`` of them; clients with requests waiting take turns;
 * a request that waited ``deadline`` seconds for a thread is answered ``503`` with
@@ -26,6 +30,8 @@ logger = logging.getLogger("celery_plus.admin.dispatch")
 
 #: The class of requests served first.
 FIRST, SHARED = 0, 1
+#: Seconds an operator's request holds back the start of others (module docstring).
+OPERATOR_FIRST_S = 2.0
 Classify = Callable[[Any], tuple[int, Hashable]]
 
 
@@ -48,9 +54,12 @@ class FairDispatcher:
     client a channel's next request belongs to."""
 
     def __init__(self, classify: Classify, shared: int, per_client: int,
-                 deadline: float) -> None:
+                 deadline: float, operator_first: float = OPERATOR_FIRST_S) -> None:
         self.classify = classify
         self.shared, self.per_client, self.deadline = shared, per_client, deadline
+        self.operator_first = operator_first
+        #: When each operator's request being answered started, by the thread answering it.
+        self.first_started: dict[threading.Thread, float] = {}
         self.lock = threading.Condition()
         #: Waiting channels by client, each with when it was filed; clients in turn order.
         self.waiting: dict[Hashable, deque[tuple[Any, float]]] = {}
@@ -97,10 +106,13 @@ class FairDispatcher:
         return True
 
     # -- choosing -------------------------------------------------------------------------
-    def _next(self) -> tuple[Any, Hashable, bool] | None:
-        """The next (channel, client, counted) to serve, taken off its queue (lock held);
-        ``counted``: it takes one of the shared threads."""
+    def _next(self) -> tuple[Any, Hashable, int | None] | None:
+        """The next (channel, client, kind) to serve, taken off its queue (lock held); the
+        kind is :data:`FIRST`, :data:`SHARED` (it takes one of the shared threads) or None (a
+        request refused: it waited past the deadline)."""
         now = time.monotonic()
+        operators_first = bool(self.turns[FIRST]) or any(
+            now - started < self.operator_first for started in self.first_started.values())
         for kind, turns in enumerate(self.turns):
             for _ in range(len(turns)):
                 client = turns[0]
@@ -108,7 +120,7 @@ class FairDispatcher:
                 queue = self.waiting[client]
                 expired = now - queue[0][1] > self.deadline
                 if kind == SHARED and not expired and (
-                        self.shared_running >= self.shared
+                        operators_first or self.shared_running >= self.shared
                         or self.running[client] >= self.per_client):
                     continue
                 channel, _ = queue.popleft()
@@ -117,7 +129,8 @@ class FairDispatcher:
                     turns.remove(client)
                 if expired:
                     self._refuse(channel)
-                return channel, client, kind == SHARED and not expired
+                    return channel, client, None
+                return channel, client, kind
         return None
 
     def _work(self) -> None:
@@ -131,21 +144,27 @@ class FairDispatcher:
                     self.threads.discard(me)
                     self.lock.notify_all()
                     return
-                channel, client, counted = picked
+                channel, client, kind = picked
+                counted = kind == SHARED
                 if counted:
                     self.running[client] += 1
                     self.shared_running += 1
+                elif kind == FIRST:
+                    self.first_started[me] = time.monotonic()
             try:
                 channel.service()
             except BaseException:
                 logger.exception("celery-plus admin: serving %r failed", channel)
             finally:
-                if counted:
+                if kind is not None:
                     with self.lock:
-                        self.running[client] -= 1
-                        if not self.running[client]:
-                            del self.running[client]
-                        self.shared_running -= 1
+                        if counted:
+                            self.running[client] -= 1
+                            if not self.running[client]:
+                                del self.running[client]
+                            self.shared_running -= 1
+                        else:
+                            del self.first_started[me]
                         self.lock.notify_all()
 
     @staticmethod

@@ -85,7 +85,7 @@ def coordinator(request: pytest.FixtureRequest) -> Iterator[Coordinator]:
 
 @pytest.fixture(params=["redis", "postgres"])
 def roomy_coordinator(request: pytest.FixtureRequest) -> Iterator[Coordinator]:
-    """A lease long enough that a loaded machine's claim-to-first-look stays inside its sure share."""
+    """A lease long enough that a loaded machine's claim-to-first-look stays in its sure share."""
     yield from _store_coordinator(request.param, ROOMY_LEASE_S)
 
 

@@ -115,7 +115,8 @@ class Task:
 
 
 def test_readers_cannot_take_the_operators_threads() -> None:
-    dispatcher = FairDispatcher(lambda t: t.client, shared=3, per_client=2, deadline=30)
+    dispatcher = FairDispatcher(lambda t: t.client, shared=3, per_client=2, deadline=30,
+                                operator_first=0)
     dispatcher.set_thread_count(4)
     try:
         reader = [Task((SHARED, "reader-a")) for _ in range(4)]
@@ -133,6 +134,45 @@ def test_readers_cannot_take_the_operators_threads() -> None:
     finally:
         for task in [*reader, other, operator]:
             task.release.set()
+        dispatcher.shutdown()
+
+
+def test_no_reader_starts_while_an_operator_is_answered_until_its_first_seconds_pass(
+        ) -> None:
+    dispatcher = FairDispatcher(lambda t: t.client, shared=3, per_client=3, deadline=30,
+                                operator_first=30)
+    dispatcher.set_thread_count(5)
+    running, later = Task((SHARED, "reader")), Task((SHARED, "reader"))
+    operator = Task((FIRST, "operator"))
+    try:
+        dispatcher.add_task(running)
+        wait_until(running.started.is_set, timeout=5)
+        dispatcher.add_task(operator)
+        wait_until(operator.started.is_set, timeout=5)  # beside the reader already running
+        dispatcher.add_task(later)
+        # threads and a shared slot free, but the operator's page goes first
+        assert not later.started.wait(0.3)
+        operator.release.set()
+        wait_until(later.started.is_set, timeout=5)  # its page done: readers go on
+        assert not running.release.is_set()
+    finally:
+        for task in (running, later, operator):
+            task.release.set()
+        dispatcher.shutdown()
+    # An operator's request past its first seconds (a bulk action) holds no one back.
+    dispatcher = FairDispatcher(lambda t: t.client, shared=3, per_client=3, deadline=30,
+                                operator_first=0.2)
+    dispatcher.set_thread_count(3)
+    operator, reader = Task((FIRST, "operator")), Task((SHARED, "reader"))
+    try:
+        dispatcher.add_task(operator)
+        wait_until(operator.started.is_set, timeout=5)
+        dispatcher.add_task(reader)
+        wait_until(reader.started.is_set, timeout=5)
+        assert not operator.release.is_set()  # (started while the operator's still ran)
+    finally:
+        operator.release.set()
+        reader.release.set()
         dispatcher.shutdown()
 
 
