@@ -5,11 +5,12 @@ sends eight slow searches at once held all eight threads and an operator's page 
 behind them (67.6 s measured). Here each request is filed under its client — the role it
 presents, its credential and its address (:func:`.server`'s ``classify``) — and:
 
-* an operator's request is taken before any other, and while one waits or has run for less
-  than ``operator_first`` seconds no other request starts: the operator's page shares the
-  process (its GIL, its share of the CPU) only with the requests already running, not with
-  a stream of new ones (busy readers' pages took 1-7 s of an operator's on a loaded
-  machine); a longer operator request (a bulk action) shares the threads again after that;
+* an operator's request is taken before any other, and while one has run for less than
+  ``operator_first`` seconds no reader's or anonymous request starts: the operator's page
+  shares the process (its GIL, its share of the CPU) with the requests already running only,
+  not with a stream of new ones; a longer operator request (a bulk action) holds no one back
+  after that, and a request held back for half the ``deadline`` starts anyway (operators
+  whose requests overlap without a break would otherwise refuse every reader);
 * the others may hold at most ``shared`` threads together (the rest are the operators'),
   and one client at most ``per_client`` of them; clients with requests waiting take turns;
 * a request that waited ``deadline`` seconds for a thread is answered ``503`` with
@@ -58,6 +59,8 @@ class FairDispatcher:
         self.classify = classify
         self.shared, self.per_client, self.deadline = shared, per_client, deadline
         self.operator_first = operator_first
+        #: Seconds a request held back for operators waits at most (then it starts).
+        self.patience = deadline / 2
         #: When each operator's request being answered started, by the thread answering it.
         self.first_started: dict[threading.Thread, float] = {}
         self.lock = threading.Condition()
@@ -111,16 +114,17 @@ class FairDispatcher:
         kind is :data:`FIRST`, :data:`SHARED` (it takes one of the shared threads) or None (a
         request refused: it waited past the deadline)."""
         now = time.monotonic()
-        operators_first = bool(self.turns[FIRST]) or any(
-            now - started < self.operator_first for started in self.first_started.values())
+        held_back = self._held_back_until() > now
         for kind, turns in enumerate(self.turns):
             for _ in range(len(turns)):
                 client = turns[0]
                 turns.rotate(-1)
                 queue = self.waiting[client]
-                expired = now - queue[0][1] > self.deadline
+                waited = now - queue[0][1]
+                expired = waited > self.deadline
                 if kind == SHARED and not expired and (
-                        operators_first or self.shared_running >= self.shared
+                        (held_back and waited < self.patience)
+                        or self.shared_running >= self.shared
                         or self.running[client] >= self.per_client):
                     continue
                 channel, _ = queue.popleft()
@@ -133,13 +137,29 @@ class FairDispatcher:
                 return channel, client, kind
         return None
 
+    def _held_back_until(self) -> float:
+        """Until when the operators' requests running hold others back (lock held)."""
+        return max((started + self.operator_first for started in self.first_started.values()),
+                   default=float("-inf"))
+
+    def _wait_s(self) -> float:
+        """How long an idle thread waits for a notify (lock held): until the operators'
+        first seconds end or a request held back runs out of patience, at most a second (a
+        waiting request's deadline passes meanwhile)."""
+        now = time.monotonic()
+        until = self._held_back_until()
+        if until <= now:
+            return 1.0
+        oldest = min((self.waiting[c][0][1] for c in self.turns[SHARED]), default=until)
+        return min(1.0, max(min(until, oldest + self.patience) - now, 0.005))
+
     def _work(self) -> None:
         me = threading.current_thread()
         while True:
             with self.lock:
                 picked = None
                 while len(self.threads) <= self.wanted and (picked := self._next()) is None:
-                    self.lock.wait(1.0)  # (a waiting request's deadline passes meanwhile)
+                    self.lock.wait(self._wait_s())
                 if picked is None:
                     self.threads.discard(me)
                     self.lock.notify_all()

@@ -125,14 +125,18 @@ def test_a_coordinated_run_past_its_sure_share_is_killed_by_the_lease_watch(
         watch.look()
         assert child.poll() is None  # still certainly ours: left alone
 
+        stopped_at: list[float] = []
 
-        def looked_and_killed() -> bool:  # the watch thread's ticks, a stall would be a freeze
+        def looked_and_stopped() -> bool:  # the watch thread's ticks, a stall would be a freeze
+            at = clock()
             watch.look()
-            return child.poll() is not None
+            if tag in watch._stopped:
+                stopped_at.append(at)
+            return bool(stopped_at)
 
-        wait_until(looked_and_killed, timeout=ROOMY_LEASE_S + 5, interval=0.02,
+        wait_until(looked_and_stopped, timeout=ROOMY_LEASE_S + 5, interval=0.02,
                    message="the run stopped")
-        assert clock() >= sure  # not before its sure share had passed
+        assert stopped_at[0] >= sure  # the look that stopped it: its sure share had passed
         assert child.wait(timeout=5) == -9  # SIGKILL, before the store's deadline
     finally:
         state.active_requests.discard(request)  # type: ignore[arg-type]

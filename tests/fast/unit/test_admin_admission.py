@@ -4,6 +4,7 @@ sharing of the dashboard's threads (``celery_plus/admin/dispatch.py``), without 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,11 +105,13 @@ class Task:
     client: tuple[int, str]
     started: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
+    finished: threading.Event = field(default_factory=threading.Event)
     requests: list[Any] = field(default_factory=list)
 
     def service(self) -> None:
         self.started.set()
         self.release.wait(10)
+        self.finished.set()
 
     def cancel(self) -> None:
         self.release.set()
@@ -153,23 +156,49 @@ def test_no_reader_starts_while_an_operator_is_answered_until_its_first_seconds_
         # threads and a shared slot free, but the operator's page goes first
         assert not later.started.wait(0.3)
         operator.release.set()
-        wait_until(later.started.is_set, timeout=5)  # its page done: readers go on
-        assert not running.release.is_set()
+        assert later.started.wait(0.3)  # its page done: readers go on at once
+        assert not running.finished.is_set()  # the reader that was running was left alone
     finally:
         for task in (running, later, operator):
             task.release.set()
         dispatcher.shutdown()
-    # An operator's request past its first seconds (a bulk action) holds no one back.
+
+
+def test_an_operator_request_past_its_first_seconds_holds_no_reader_back() -> None:
     dispatcher = FairDispatcher(lambda t: t.client, shared=3, per_client=3, deadline=30,
-                                operator_first=0.2)
+                                operator_first=0.5)
     dispatcher.set_thread_count(3)
     operator, reader = Task((FIRST, "operator")), Task((SHARED, "reader"))
     try:
         dispatcher.add_task(operator)
         wait_until(operator.started.is_set, timeout=5)
+        began = time.monotonic()
         dispatcher.add_task(reader)
-        wait_until(reader.started.is_set, timeout=5)
-        assert not operator.release.is_set()  # (started while the operator's still ran)
+        wait_until(reader.started.is_set, timeout=5, interval=0.01)
+        # when the operator's first half second ended (not at the next one-second poll)
+        assert 0.3 <= time.monotonic() - began < 0.5 + 0.3
+        assert not operator.finished.is_set()  # (it still ran)
+    finally:
+        operator.release.set()
+        reader.release.set()
+        dispatcher.shutdown()
+
+
+def test_readers_held_back_by_overlapping_operators_start_after_half_the_deadline() -> None:
+    dispatcher = FairDispatcher(lambda t: t.client, shared=3, per_client=3, deadline=2.0,
+                                operator_first=30)
+    dispatcher.set_thread_count(3)
+    operator = Task((FIRST, "operator"))
+    reader = Task((SHARED, "reader"), requests=[type("Request", (), {"error": None})()])
+    try:
+        dispatcher.add_task(operator)
+        wait_until(operator.started.is_set, timeout=5)
+        began = time.monotonic()
+        dispatcher.add_task(reader)
+        wait_until(reader.started.is_set, timeout=5, interval=0.01)
+        # held back for half the deadline, then run (not refused 503)
+        assert 1.0 <= time.monotonic() - began < 1.0 + 0.3
+        assert reader.requests[0].error is None and not operator.finished.is_set()
     finally:
         operator.release.set()
         reader.release.set()
