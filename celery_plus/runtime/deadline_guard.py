@@ -52,20 +52,21 @@ def clock() -> float:
 
 
 class GuardSlot:
-    """The deadline shared with a guard process: a file in memory, mapped by both."""
+    """The deadline shared with a guard process: a file in memory, mapped by both.
 
-    def __init__(self, path: str | None = None) -> None:
-        if path is None:
+    The file is unlinked as soon as it is made, and the guard gets it as an inherited file
+    descriptor: nothing is left in ``/dev/shm`` however the worker ends (its guard is killed
+    with it by ``kill -9`` of the process group: a named file was left behind each time)."""
+
+    def __init__(self, fd: int | None = None) -> None:
+        if fd is None:
             fd, path = tempfile.mkstemp(prefix="celery-plus-guard-",
                                         dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+            os.unlink(path)
             os.write(fd, struct.pack(_FORMAT, float("inf")))
-        else:
-            fd = os.open(path, os.O_RDWR)
-        self.path = path
-        try:
-            self._map = mmap.mmap(fd, _SIZE)
-        finally:
-            os.close(fd)
+        #: The file's descriptor, open for the guard process to inherit (:func:`start`).
+        self.fd = fd
+        self._map = mmap.mmap(fd, _SIZE)
 
     def get(self) -> float:
         value: float = struct.unpack_from(_FORMAT, self._map)[0]
@@ -84,7 +85,7 @@ class GuardSlot:
         with contextlib.suppress(Exception):
             self._map.close()
         with contextlib.suppress(OSError):
-            os.unlink(self.path)
+            os.close(self.fd)
 
 
 #: The guards this process started (their pids): its own exit leaves them be
@@ -95,8 +96,8 @@ _started: set[int] = set()
 def start(slot: GuardSlot) -> subprocess.Popen[bytes]:
     """Start the guard of this process (it ends by itself once this process is gone). It runs
     this file as a script: it needs nothing of celery-plus or Celery."""
-    guard = subprocess.Popen([sys.executable, __file__, str(os.getpid()), slot.path],
-                             stdin=subprocess.DEVNULL, close_fds=True)
+    guard = subprocess.Popen([sys.executable, __file__, str(os.getpid()), str(slot.fd)],
+                             stdin=subprocess.DEVNULL, close_fds=True, pass_fds=(slot.fd,))
     _started.add(guard.pid)
     return guard
 
@@ -139,8 +140,8 @@ def guard(pid: int, slot: GuardSlot) -> None:
 
 
 def main(argv: list[str]) -> int:
-    pid, path = int(argv[1]), argv[2]
-    slot = GuardSlot(path)
+    pid, fd = int(argv[1]), int(argv[2])
+    slot = GuardSlot(fd)
     try:
         guard(pid, slot)
     finally:

@@ -12,6 +12,8 @@ import sys
 import textwrap
 import time
 
+from celery_plus.runtime import deadline_guard
+
 #: A "worker": starts its guard, sets a deadline ``DEADLINE_S`` from now, then holds the GIL
 #: in one regular expression call far longer than that.
 WORKER = textwrap.dedent("""
@@ -97,3 +99,17 @@ def test_the_processes_a_killed_worker_started_die_with_it() -> None:
     assert proc.returncode == -9, err
     assert "holding" in out and "killing it (SIGKILL)" in err
     assert "WARNING/LeaseGuard] celery-plus: killed 1 process(es)" in err, err
+
+
+def test_the_slot_leaves_no_file_behind() -> None:
+    """The slot's file is unlinked at once (the guard inherits its descriptor): a worker
+    killed with its guard (``kill -9`` of the group) used to leave one in ``/dev/shm``."""
+    slot = deadline_guard.GuardSlot()
+    try:
+        assert os.readlink(f"/proc/self/fd/{slot.fd}").endswith(" (deleted)")
+        slot.set(12.5)
+        guards_view = deadline_guard.GuardSlot(os.dup(slot.fd))
+        assert guards_view.get() == 12.5
+        guards_view.close()
+    finally:
+        slot.close()
