@@ -3,8 +3,10 @@ sharing of the dashboard's threads (``celery_plus/admin/dispatch.py``), without 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,29 +166,13 @@ def test_no_reader_starts_while_an_operator_is_answered_until_its_first_seconds_
         dispatcher.shutdown()
 
 
-def test_an_operator_request_past_its_first_seconds_holds_no_reader_back() -> None:
-    dispatcher = FairDispatcher(lambda t: t.client, shared=3, per_client=3, deadline=30,
-                                operator_first=0.5)
-    dispatcher.set_thread_count(3)
-    operator, reader = Task((FIRST, "operator")), Task((SHARED, "reader"))
-    try:
-        dispatcher.add_task(operator)
-        wait_until(operator.started.is_set, timeout=5)
-        began = time.monotonic()
-        dispatcher.add_task(reader)
-        wait_until(reader.started.is_set, timeout=5, interval=0.01)
-        # when the operator's first half second ended (not at the next one-second poll)
-        assert 0.3 <= time.monotonic() - began < 0.5 + 0.3
-        assert not operator.finished.is_set()  # (it still ran)
-    finally:
-        operator.release.set()
-        reader.release.set()
-        dispatcher.shutdown()
-
-
-def test_readers_held_back_by_overlapping_operators_start_after_half_the_deadline() -> None:
-    dispatcher = FairDispatcher(lambda t: t.client, shared=3, per_client=3, deadline=2.0,
-                                operator_first=30)
+@contextlib.contextmanager
+def reader_behind_an_operator(operator_first: float, deadline: float
+                              ) -> Iterator[tuple[float, Task, Task]]:
+    """A reader's request filed while an operator's runs, threads to spare: the seconds it
+    waited to start, the operator's task and the reader's (both running)."""
+    dispatcher = FairDispatcher(lambda t: t.client, shared=3, per_client=3, deadline=deadline,
+                                operator_first=operator_first)
     dispatcher.set_thread_count(3)
     operator = Task((FIRST, "operator"))
     reader = Task((SHARED, "reader"), requests=[type("Request", (), {"error": None})()])
@@ -196,13 +182,26 @@ def test_readers_held_back_by_overlapping_operators_start_after_half_the_deadlin
         began = time.monotonic()
         dispatcher.add_task(reader)
         wait_until(reader.started.is_set, timeout=5, interval=0.01)
-        # held back for half the deadline, then run (not refused 503)
-        assert 1.0 <= time.monotonic() - began < 1.0 + 0.3
-        assert reader.requests[0].error is None and not operator.finished.is_set()
+        yield time.monotonic() - began, operator, reader
     finally:
         operator.release.set()
         reader.release.set()
         dispatcher.shutdown()
+
+
+def test_an_operator_request_past_its_first_seconds_holds_no_reader_back() -> None:
+    with reader_behind_an_operator(operator_first=0.5, deadline=30) as (waited, operator, _):
+        # when the operator's first half second ended (not at the next one-second poll)
+        assert 0.3 <= waited < 0.5 + 0.3
+        assert not operator.finished.is_set()  # (it still ran)
+
+
+def test_readers_held_back_by_overlapping_operators_start_after_half_the_deadline() -> None:
+    with reader_behind_an_operator(operator_first=30, deadline=2.0) as (
+            waited, operator, reader):
+        # held back for half the deadline, then run (not refused 503)
+        assert 1.0 <= waited < 1.0 + 0.3
+        assert reader.requests[0].error is None and not operator.finished.is_set()
 
 
 def test_a_request_that_waited_past_the_deadline_is_answered_busy() -> None:
