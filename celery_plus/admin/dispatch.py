@@ -150,8 +150,10 @@ class FairDispatcher:
         until = self._held_back_until()
         if until <= now:
             return 1.0
-        oldest = min((self.waiting[c][0][1] for c in self.turns[SHARED]), default=until)
-        return min(1.0, max(min(until, oldest + self.patience) - now, 0.005))
+        # (a request whose patience ran out already waits for a thread a notify frees)
+        patience_ends = [t + self.patience for c in self.turns[SHARED]
+                         if (t := self.waiting[c][0][1]) + self.patience > now]
+        return min(1.0, max(min([until, *patience_ends]) - now, 0.005))
 
     def _work(self) -> None:
         me = threading.current_thread()

@@ -204,6 +204,38 @@ def test_readers_held_back_by_overlapping_operators_start_after_half_the_deadlin
         assert reader.requests[0].error is None and not operator.finished.is_set()
 
 
+def test_a_held_back_request_out_of_patience_but_without_a_thread_does_not_spin_the_threads(
+        ) -> None:
+    dispatcher = FairDispatcher(lambda t: t.client, shared=1, per_client=1, deadline=2.0,
+                                operator_first=30)
+    looks = 0
+    choose = dispatcher._next
+
+    def counted() -> Any:
+        nonlocal looks
+        looks += 1
+        return choose()
+
+    dispatcher._next = counted  # type: ignore[method-assign]
+    dispatcher.set_thread_count(4)
+    operator, holder, waiting = (Task((FIRST, "operator")), Task((SHARED, "a")),
+                                 Task((SHARED, "b")))
+    try:
+        dispatcher.add_task(holder)
+        wait_until(holder.started.is_set, timeout=5)
+        dispatcher.add_task(operator)
+        wait_until(operator.started.is_set, timeout=5)
+        dispatcher.add_task(waiting)  # held back, then out of patience at 1 s: no shared room
+        before = looks
+        time.sleep(1.5)  # (the span measured, not a wait for a condition)
+        assert not waiting.started.is_set()
+        assert looks - before < 20, looks - before  # (polling each 5 ms: 170 here)
+    finally:
+        for task in (operator, holder, waiting):
+            task.release.set()
+        dispatcher.shutdown()
+
+
 def test_a_request_that_waited_past_the_deadline_is_answered_busy() -> None:
     dispatcher = FairDispatcher(lambda t: t.client, shared=1, per_client=1, deadline=0.2)
     dispatcher.set_thread_count(2)
