@@ -9,8 +9,9 @@ presents, its credential and its address (:func:`.server`'s ``classify``) — an
   ``operator_first`` seconds no reader's or anonymous request starts: the operator's page
   shares the process (its GIL, its share of the CPU) with the requests already running only,
   not with a stream of new ones; a longer operator request (a bulk action) holds no one back
-  after that, and a request held back for half the ``deadline`` starts anyway (operators
-  whose requests overlap without a break would otherwise refuse every reader);
+  after that, and a request that has waited half the ``deadline`` is no longer held back for
+  operators (it still takes a shared thread in turn): operators whose requests overlap
+  without a break would otherwise get every reader refused;
 * the others may hold at most ``shared`` threads together (the rest are the operators'),
   and one client at most ``per_client`` of them; clients with requests waiting take turns;
 * a request that waited ``deadline`` seconds for a thread is answered ``503`` with
@@ -109,11 +110,10 @@ class FairDispatcher:
         return True
 
     # -- choosing -------------------------------------------------------------------------
-    def _next(self) -> tuple[Any, Hashable, int | None] | None:
+    def _next(self, now: float) -> tuple[Any, Hashable, int | None] | None:
         """The next (channel, client, kind) to serve, taken off its queue (lock held); the
         kind is :data:`FIRST`, :data:`SHARED` (it takes one of the shared threads) or None (a
         request refused: it waited past the deadline)."""
-        now = time.monotonic()
         held_back = self._held_back_until() > now
         for kind, turns in enumerate(self.turns):
             for _ in range(len(turns)):
@@ -142,11 +142,11 @@ class FairDispatcher:
         return max((started + self.operator_first for started in self.first_started.values()),
                    default=float("-inf"))
 
-    def _wait_s(self) -> float:
+    def _wait_s(self, now: float) -> float:
         """How long an idle thread waits for a notify (lock held): until the operators'
         first seconds end or a request held back runs out of patience, at most a second (a
-        waiting request's deadline passes meanwhile)."""
-        now = time.monotonic()
+        waiting request's deadline passes meanwhile); ``now``: the time :meth:`_next` was
+        given (read once: a patience running out between two reads would be missed)."""
         until = self._held_back_until()
         if until <= now:
             return 1.0
@@ -160,8 +160,12 @@ class FairDispatcher:
         while True:
             with self.lock:
                 picked = None
-                while len(self.threads) <= self.wanted and (picked := self._next()) is None:
-                    self.lock.wait(self._wait_s())
+                while len(self.threads) <= self.wanted:
+                    now = time.monotonic()
+                    picked = self._next(now)
+                    if picked is not None:
+                        break
+                    self.lock.wait(self._wait_s(now))
                 if picked is None:
                     self.threads.discard(me)
                     self.lock.notify_all()

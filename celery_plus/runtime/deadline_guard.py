@@ -20,6 +20,7 @@ a starved worker leaves it where it was, which is the safe side.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import mmap
 import os
 import signal
@@ -51,6 +52,24 @@ def clock() -> float:
     return time.clock_gettime(_CLOCK)
 
 
+def _new_file() -> int:
+    """A new slot's file, unlinked, holding ``inf``: its descriptor, 3 or above (the guard's
+    standard streams, set as it starts, would take 0-2 over)."""
+    made, path = tempfile.mkstemp(prefix="celery-plus-guard-",
+                                  dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        os.unlink(path)
+        fd = fcntl.fcntl(made, fcntl.F_DUPFD_CLOEXEC, 3)
+    finally:
+        os.close(made)
+    try:
+        os.write(fd, struct.pack(_FORMAT, float("inf")))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 class GuardSlot:
     """The deadline shared with a guard process: a file in memory, mapped by both.
 
@@ -59,14 +78,17 @@ class GuardSlot:
     with it by ``kill -9`` of the process group: a named file was left behind each time)."""
 
     def __init__(self, fd: int | None = None) -> None:
+        made = fd is None
         if fd is None:
-            fd, path = tempfile.mkstemp(prefix="celery-plus-guard-",
-                                        dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-            os.unlink(path)
-            os.write(fd, struct.pack(_FORMAT, float("inf")))
+            fd = _new_file()
         #: The file's descriptor, open for the guard process to inherit (:func:`start`).
         self.fd = fd
-        self._map = mmap.mmap(fd, _SIZE)
+        try:
+            self._map = mmap.mmap(fd, _SIZE)
+        except BaseException:
+            if made:
+                os.close(fd)
+            raise
 
     def get(self) -> float:
         value: float = struct.unpack_from(_FORMAT, self._map)[0]

@@ -211,10 +211,10 @@ def test_a_held_back_request_out_of_patience_but_without_a_thread_does_not_spin_
     looks = 0
     choose = dispatcher._next
 
-    def counted() -> Any:
+    def counted(now: float) -> Any:
         nonlocal looks
         looks += 1
-        return choose()
+        return choose(now)
 
     dispatcher._next = counted  # type: ignore[method-assign]
     dispatcher.set_thread_count(4)

@@ -53,6 +53,15 @@ def test_a_worker_holding_the_gil_past_its_deadline_is_killed_by_its_guard() -> 
     assert took < 10, took
 
 
+def test_a_worker_started_with_its_standard_input_closed_is_guarded_too() -> None:
+    """The slot's descriptor would be 0 there, which the guard's own standard input (set as
+    it starts) took over: the guard failed and the worker ran unguarded (review)."""
+    proc = subprocess.run([sys.executable, "-c", WORKER, "0.5"], capture_output=True,
+                          text=True, timeout=30, preexec_fn=lambda: os.close(0))
+    assert proc.returncode == -9, (proc.returncode, proc.stderr)
+    assert "CRITICAL/LeaseGuard" in proc.stderr
+
+
 def test_a_worker_whose_deadline_moves_on_is_left_alone() -> None:
     proc = subprocess.run([sys.executable, "-c", KEEPS_RENEWING], capture_output=True,
                           text=True, timeout=30)
